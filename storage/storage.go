@@ -1,0 +1,196 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"math"
+)
+
+// Sentinel errors. Backends wrap them with %w.
+var (
+	// ErrInvalidArgument is returned for malformed input; nothing was changed.
+	ErrInvalidArgument = errors.New("storage: invalid argument")
+	// ErrClosed is returned by any call on a closed store.
+	ErrClosed = errors.New("storage: closed")
+)
+
+// MaxTimestamp is the largest timestamp a cell may carry.
+const MaxTimestamp = math.MaxUint64 - 1
+
+// Cell is one timestamped version of one column of a row.
+type Cell struct {
+	Family    string
+	Qualifier string
+	TS        uint64
+	Value     []byte
+}
+
+// Row is the result of reading one row: its cells ordered by family,
+// then qualifier (bytewise), then timestamp descending (newest first).
+type Row struct {
+	Key   []byte
+	Cells []Cell
+}
+
+// TimeRange selects timestamps in [Start, End). End == 0 means no upper
+// bound. The zero value selects every timestamp.
+type TimeRange struct {
+	Start, End uint64
+}
+
+// Contains reports whether ts lies in the range.
+func (r TimeRange) Contains(ts uint64) bool {
+	return ts >= r.Start && (r.End == 0 || ts < r.End)
+}
+
+// At returns the range holding exactly ts.
+func At(ts uint64) TimeRange { return TimeRange{Start: ts, End: ts + 1} }
+
+// Before returns the range [0, ts).
+func Before(ts uint64) TimeRange { return TimeRange{End: ts} }
+
+// From returns the range [ts, ∞).
+func From(ts uint64) TimeRange { return TimeRange{Start: ts} }
+
+// Selector picks cells of one family: one qualifier (or every qualifier
+// when AllQualifiers is set), within a time range, at most Limit newest
+// versions per column (0 = all). It maps onto a Bigtable filter chain
+// (family, qualifier, timestamp range, cells-per-column limit).
+type Selector struct {
+	Family        string
+	Qualifier     string
+	AllQualifiers bool
+	Time          TimeRange
+	Limit         int
+}
+
+// Filter is the union of its selectors (a Bigtable interleave). A cell is
+// selected when any selector selects it. A nil or empty filter selects
+// nothing.
+type Filter []Selector
+
+// Matches reports whether the filter selects the cell (ignoring Limit,
+// which is applied per column by the reader).
+func (f Filter) Matches(c *Cell) bool {
+	for i := range f {
+		if f[i].matches(c) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Selector) matches(c *Cell) bool {
+	return s.Family == c.Family &&
+		(s.AllQualifiers || s.Qualifier == c.Qualifier) &&
+		s.Time.Contains(c.TS)
+}
+
+// MutationKind says what a Mutation does.
+type MutationKind uint8
+
+const (
+	// Put sets the cell (Family, Qualifier, TS) to Value, replacing any
+	// value it had.
+	Put MutationKind = iota + 1
+	// DeleteCells deletes the versions of (Family, Qualifier) whose
+	// timestamp lies in Time. Deleting nothing is not an error.
+	DeleteCells
+	// DeleteRow deletes every cell of the row in every family.
+	DeleteRow
+)
+
+// Mutation is one change to one row.
+type Mutation struct {
+	Kind      MutationKind
+	Family    string
+	Qualifier string
+	TS        uint64    // Put only
+	Value     []byte    // Put only; the store keeps its own copy
+	Time      TimeRange // DeleteCells only
+}
+
+// SetCell returns a Put mutation.
+func SetCell(family, qualifier string, ts uint64, value []byte) Mutation {
+	return Mutation{Kind: Put, Family: family, Qualifier: qualifier, TS: ts, Value: value}
+}
+
+// DeleteCell returns a mutation deleting exactly the version at ts.
+func DeleteCell(family, qualifier string, ts uint64) Mutation {
+	return Mutation{Kind: DeleteCells, Family: family, Qualifier: qualifier, Time: At(ts)}
+}
+
+// RowMutation is a list of mutations of one row, for MutateRows.
+type RowMutation struct {
+	Row       []byte
+	Mutations []Mutation
+}
+
+// Store is the Bigtable-model store. All methods are safe for concurrent
+// use. Every method returns ErrClosed after Close, and an error wrapping
+// ErrInvalidArgument for malformed input (changing nothing). Returned slices
+// belong to the caller.
+type Store interface {
+	// ReadRow returns the cells of row selected by filter. A row with no
+	// selected cell returns a Row with no cells and a nil error.
+	ReadRow(ctx context.Context, row []byte, filter Filter) (Row, error)
+
+	// Scan calls fn for each row in [start, end) (end nil = to the last row)
+	// that has at least one cell selected by filter, in key order, with
+	// those cells. limit > 0 stops after that many rows. fn returning false
+	// stops the scan early. Scan reads a consistent view of each row, not
+	// of the whole range.
+	Scan(ctx context.Context, start, end []byte, filter Filter, limit int, fn func(Row) bool) error
+
+	// Mutate applies mutations to one row, atomically and durably.
+	Mutate(ctx context.Context, row []byte, mutations ...Mutation) error
+
+	// CheckAndMutate reads row through predicate and, atomically with
+	// respect to every other call on row, applies ifTrue when the predicate
+	// selected at least one cell and ifFalse otherwise. It reports which
+	// branch ran. Both lists may be empty. One round trip; durable on
+	// return.
+	CheckAndMutate(ctx context.Context, row []byte, predicate Filter, ifTrue, ifFalse []Mutation) (matched bool, err error)
+
+	// Increment atomically adds delta to the 8-byte big-endian integer in
+	// the newest version of (family, qualifier) (absent = 0), writes the
+	// sum as a new version at timestamp 0 replacing the old, and returns
+	// it. It is not idempotent: a retry after an unknown outcome may add
+	// twice.
+	Increment(ctx context.Context, row []byte, family, qualifier string, delta int64) (int64, error)
+
+	// Close releases the store. Calls after Close return ErrClosed.
+	Close() error
+}
+
+// Batcher is an optional capability: MutateRows applies mutations to many
+// rows in one durable write. Each row's mutations are atomic; the rows are
+// not atomic together (as Bigtable's MutateRows). The returned slice has one
+// error per RowMutation (nil for success), or is nil when all succeeded; err
+// is set when the call failed as a whole.
+type Batcher interface {
+	MutateRows(ctx context.Context, rows []RowMutation) (errs []error, err error)
+}
+
+// Exclusive is an optional capability: a store whose every write passes
+// through this process (an embedded store, or the server's own store). Only
+// such a store may back in-memory indexes of its contents.
+type Exclusive interface {
+	// Exclusive reports whether this process is the store's only writer.
+	Exclusive() bool
+}
+
+// ApplyHook is called with the mutations a write applied to a row, while
+// the row's latch is still held and after the write is durable and
+// visible. It must be fast and must not call back into the store. The
+// mutations belong to the store: the hook must not retain or modify them.
+type ApplyHook func(row []byte, mutations []Mutation)
+
+// ApplyHooker is an optional capability of exclusive stores: it lets the
+// one owner keep an in-memory index in step with every durable write, in
+// the order the writes were applied to each row.
+type ApplyHooker interface {
+	// SetApplyHook installs hook (nil removes it). Call it before any
+	// concurrent use; it is not safe concurrently with writes.
+	SetApplyHook(hook ApplyHook)
+}

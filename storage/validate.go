@@ -1,0 +1,84 @@
+package storage
+
+import "fmt"
+
+// Limits every backend enforces, so that a key accepted here is accepted
+// by every backend (Bigtable allows 4 KiB row keys).
+const (
+	MaxRowKeySize    = 4096
+	MaxFamilySize    = 64
+	MaxQualifierSize = 16 * 1024
+)
+
+// ValidateRow checks a row key.
+func ValidateRow(row []byte) error {
+	if len(row) == 0 {
+		return fmt.Errorf("%w: empty row key", ErrInvalidArgument)
+	}
+	if len(row) > MaxRowKeySize {
+		return fmt.Errorf("%w: row key of %d bytes exceeds %d", ErrInvalidArgument, len(row), MaxRowKeySize)
+	}
+	return nil
+}
+
+func validateColumn(family, qualifier string) error {
+	if family == "" || len(family) > MaxFamilySize {
+		return fmt.Errorf("%w: family %q must have 1 to %d bytes", ErrInvalidArgument, family, MaxFamilySize)
+	}
+	for i := 0; i < len(family); i++ {
+		if family[i] == 0 {
+			return fmt.Errorf("%w: family %q contains NUL", ErrInvalidArgument, family)
+		}
+	}
+	if len(qualifier) > MaxQualifierSize {
+		return fmt.Errorf("%w: qualifier of %d bytes exceeds %d", ErrInvalidArgument, len(qualifier), MaxQualifierSize)
+	}
+	return nil
+}
+
+// ValidateFilter checks a filter.
+func ValidateFilter(f Filter) error {
+	for i := range f {
+		s := &f[i]
+		if err := validateColumn(s.Family, s.Qualifier); err != nil {
+			return err
+		}
+		if s.AllQualifiers && s.Qualifier != "" {
+			return fmt.Errorf("%w: selector sets both Qualifier and AllQualifiers", ErrInvalidArgument)
+		}
+		if s.Limit < 0 {
+			return fmt.Errorf("%w: negative limit %d", ErrInvalidArgument, s.Limit)
+		}
+		if s.Time.End != 0 && s.Time.End < s.Time.Start {
+			return fmt.Errorf("%w: time range end %d before start %d", ErrInvalidArgument, s.Time.End, s.Time.Start)
+		}
+	}
+	return nil
+}
+
+// ValidateMutations checks mutations of one row.
+func ValidateMutations(ms []Mutation) error {
+	for i := range ms {
+		m := &ms[i]
+		switch m.Kind {
+		case Put:
+			if m.TS > MaxTimestamp {
+				return fmt.Errorf("%w: timestamp %d exceeds MaxTimestamp", ErrInvalidArgument, m.TS)
+			}
+			if err := validateColumn(m.Family, m.Qualifier); err != nil {
+				return err
+			}
+		case DeleteCells:
+			if err := validateColumn(m.Family, m.Qualifier); err != nil {
+				return err
+			}
+			if m.Time.End != 0 && m.Time.End < m.Time.Start {
+				return fmt.Errorf("%w: time range end %d before start %d", ErrInvalidArgument, m.Time.End, m.Time.Start)
+			}
+		case DeleteRow:
+		default:
+			return fmt.Errorf("%w: unknown mutation kind %d", ErrInvalidArgument, m.Kind)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,21 @@
+// Package coord is the coordination service the protocol consults: who is
+// alive. (Advisory locks and oracle leader election join it later, with an
+// etcd implementation beside the local one.)
+//
+// # Liveness
+//
+// Every process that writes locks has an owner identity, unique per
+// process run. A lock names its owner. A reader that finds a lock asks
+// Liveness whether the owner is alive: if not, the lock's transaction may be
+// rolled back at once instead of waiting out the lock's TTL (the paper's
+// Chubby liveness check).
+//
+// Invariants of Local, the in-process implementation for the embedded
+// store:
+//
+//  1. An owner is alive exactly while it is registered in this process.
+//  2. The embedded store is opened by one process at a time (the store's
+//     directory lock), so an owner not registered here belongs to a process
+//     that has exited: it is dead, and stays dead (identities are never
+//     reused: they embed random bytes).
+package coord

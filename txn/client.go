@@ -1,0 +1,185 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// Oracle hands out strictly increasing timestamps (oracle.Client).
+type Oracle interface {
+	Timestamp(ctx context.Context) (uint64, error)
+}
+
+// Client runs transactions against one store. Safe for concurrent use; one
+// Client per process and store (it installs the store's ApplyHook).
+type Client struct {
+	store  storage.Store
+	batch  storage.Batcher // nil when the store cannot batch
+	oracle Oracle
+	live   coord.Liveness
+	opts   Options
+	// index is nil unless this process owns the store exclusively.
+	index *cellIndex
+	stats stats
+
+	// Test knobs.
+	crash          func(point string) bool          // true stops a commit there
+	sleep          func(context.Context, time.Duration) error // backoff wait
+	secondaryBatch int                               // rows per secondary commit call
+}
+
+// NewClient returns a Client. When store is Exclusive and an ApplyHooker,
+// the client keeps the lock index and latest-commit cache in memory,
+// rebuilding the lock index from the lock keyspace now.
+func NewClient(ctx context.Context, store storage.Store, oracle Oracle, live coord.Liveness, opts Options) (*Client, error) {
+	if opts.Owner == "" {
+		opts.Owner = coord.NewOwnerID()
+	}
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{store: store, oracle: oracle, live: live, opts: opts, sleep: sleepCtx, secondaryBatch: 256}
+	c.batch, _ = store.(storage.Batcher)
+	if err := c.buildIndex(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Client) buildIndex(ctx context.Context) error {
+	ex, ok := c.store.(storage.Exclusive)
+	hk, ok2 := c.store.(storage.ApplyHooker)
+	if !ok || !ok2 || !ex.Exclusive() {
+		return nil
+	}
+	ix := newCellIndex(c.opts.IndexShards)
+	hk.SetApplyHook(ix.apply)
+	all := storage.Filter{{Family: FamilyLock, AllQualifiers: true}}
+	err := c.store.Scan(ctx, nil, nil, all, 0, func(r storage.Row) bool {
+		for i := range r.Cells {
+			m := storage.SetCell(FamilyLock, r.Cells[i].Qualifier, r.Cells[i].TS, nil)
+			ix.applyLock(r.Key, &m)
+		}
+		return true
+	})
+	if err != nil {
+		hk.SetApplyHook(nil)
+		return fmt.Errorf("txn: rebuilding lock index: %w", err)
+	}
+	c.index = ix
+	return nil
+}
+
+
+// Owner returns the identity this client writes into its locks.
+func (c *Client) Owner() string { return c.opts.Owner }
+
+// Close detaches the client from the store (removes the ApplyHook). It
+// does not close the store.
+func (c *Client) Close() {
+	if hk, ok := c.store.(storage.ApplyHooker); ok && c.index != nil {
+		hk.SetApplyHook(nil)
+	}
+}
+
+// Stats counts protocol events since the client was created.
+type Stats struct {
+	Commits, Conflicts, Aborts    uint64
+	RolledForward, RolledBack     uint64
+	LockWaits, PrewriteResolved   uint64
+}
+
+type stats struct {
+	commits, conflicts, aborts atomic.Uint64
+	rolledForward, rolledBack  atomic.Uint64
+	lockWaits, prewriteResolve atomic.Uint64
+}
+
+// Stats returns a snapshot of the client's counters.
+func (c *Client) Stats() Stats {
+	s := &c.stats
+	return Stats{
+		Commits: s.commits.Load(), Conflicts: s.conflicts.Load(), Aborts: s.aborts.Load(),
+		RolledForward: s.rolledForward.Load(), RolledBack: s.rolledBack.Load(),
+		LockWaits: s.lockWaits.Load(), PrewriteResolved: s.prewriteResolve.Load(),
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Backoff returns the jittered exponential delay before retry attempt n
+// (0-based): from about 1ms doubling to about 100ms, full jitter.
+func Backoff(n int) time.Duration {
+	d := time.Millisecond << min(n, 7)
+	return d/2 + time.Duration(rand.Int64N(int64(d)))
+}
+
+func (c *Client) backoff(ctx context.Context, attempt int) error {
+	return c.sleep(ctx, Backoff(attempt))
+}
+
+func (c *Client) crashed(point string) bool {
+	return c.crash != nil && c.crash(point)
+}
+
+func (c *Client) nowMS() uint64 { return uint64(c.opts.Now().UnixMilli()) }
+
+// retryable reports whether a failed storage call may be re-sent.
+func retryable(err error) bool {
+	return !errors.Is(err, storage.ErrInvalidArgument) && !errors.Is(err, storage.ErrClosed) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// cas sends an idempotent CheckAndMutate, re-sending it on error.
+func (c *Client) cas(ctx context.Context, row []byte, pred storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	var err error
+	for i := 0; i <= c.opts.StoreRetries; i++ {
+		var matched bool
+		if matched, err = c.store.CheckAndMutate(ctx, row, pred, ifTrue, ifFalse); err == nil || !retryable(err) {
+			return matched, err
+		}
+	}
+	return false, err
+}
+
+// mutate sends an idempotent Mutate, re-sending it on error.
+func (c *Client) mutate(ctx context.Context, row []byte, muts ...storage.Mutation) error {
+	var err error
+	for i := 0; i <= c.opts.StoreRetries; i++ {
+		if err = c.store.Mutate(ctx, row, muts...); err == nil || !retryable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// read sends a ReadRow, re-sending it on error.
+func (c *Client) read(ctx context.Context, row []byte, f storage.Filter) (storage.Row, error) {
+	var (
+		r   storage.Row
+		err error
+	)
+	for i := 0; i <= c.opts.StoreRetries; i++ {
+		if r, err = c.store.ReadRow(ctx, row, f); err == nil || !retryable(err) {
+			return r, err
+		}
+	}
+	return r, err
+}

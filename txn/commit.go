@@ -1,0 +1,198 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// Crash points of a commit, for tests: an unexported hook stops the commit
+// right after the named step, as if the process died there.
+const (
+	CrashAfterPrimaryPrewrite   = "after-primary-prewrite"
+	CrashAfterSecondaryPrewrite = "after-secondary-prewrite" // after each
+	CrashAfterPrimaryCommit     = "after-primary-commit"
+	CrashAfterSecondaryCommit   = "after-secondary-commit" // after each batch
+)
+
+// prewriteParallel bounds concurrent secondary prewrites of one commit.
+const prewriteParallel = 16
+
+// commit runs the two phases (doc.go, "Commit"). t is marked done.
+func (c *Client) commit(ctx context.Context, t *Txn) error {
+	rows := groupByRow(t.writes)
+	primary := &t.writes[0]
+	if err := c.prewrite(ctx, t, rows[0], primary); err != nil {
+		return c.abort(ctx, t, rows[:1], err)
+	}
+	if c.crashed(CrashAfterPrimaryPrewrite) {
+		return errCrashed
+	}
+	hb := c.startHeartbeat(t, primary)
+	defer hb.stop()
+	if err := c.prewriteSecondaries(ctx, t, rows[1:], primary); err != nil {
+		if errors.Is(err, errCrashed) {
+			return err
+		}
+		return c.abort(ctx, t, rows, err)
+	}
+	commitTS, err := c.oracle.Timestamp(ctx)
+	if err != nil {
+		return c.abort(ctx, t, rows, fmt.Errorf("txn: commit timestamp: %w", err))
+	}
+	if err := c.commitPrimary(ctx, t, rows[0], commitTS); err != nil {
+		return err
+	}
+	hb.stop()
+	c.stats.commits.Add(1)
+	if c.crashed(CrashAfterPrimaryCommit) {
+		return nil // committed: a crash here loses nothing
+	}
+	c.commitSecondaries(ctx, t, rows[1:], commitTS)
+	return nil
+}
+
+func (c *Client) prewriteSecondaries(ctx context.Context, t *Txn, rows []*rowWrites, primary *mutation) error {
+	if c.crash != nil { // deterministic order for crash tests
+		for _, rw := range rows {
+			if err := c.prewrite(ctx, t, rw, primary); err != nil {
+				return err
+			}
+			if c.crashed(CrashAfterSecondaryPrewrite) {
+				return errCrashed
+			}
+		}
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(prewriteParallel)
+	for _, rw := range rows {
+		g.Go(func() error { return c.prewrite(gctx, t, rw, primary) })
+	}
+	return g.Wait()
+}
+
+// commitPrimary writes the commit records of the primary's row and
+// removes its locks, conditional on the primary lock: the commit point.
+func (c *Client) commitPrimary(ctx context.Context, t *Txn, rw *rowWrites, commitTS uint64) error {
+	primary := rw.muts[0]
+	pred := storage.Filter{{Family: FamilyLock, Qualifier: primary.col, Time: storage.At(t.startTS)}}
+	matched, err := c.cas(ctx, rw.row, pred, c.commitMutations(t, rw, commitTS), nil)
+	if err == nil && matched {
+		return nil
+	}
+	// Unknown (the call failed) or not applied (the lock is gone): learn
+	// what happened from the primary itself.
+	return c.settleCommit(ctx, t, rw, commitTS, err)
+}
+
+// settleCommit decides a commit whose primary call failed or found no
+// lock. A retried commit succeeds only on its own commit record, never on
+// a rollback record (invariant 6).
+func (c *Client) settleCommit(ctx context.Context, t *Txn, rw *rowWrites, commitTS uint64, callErr error) error {
+	primary := rw.muts[0]
+	st, err := c.status(ctx, primary.row, primary.col, t.startTS)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %v (status: %v)", ErrCommitUnknown, callErr, err)
+	case st.kind == stCommitted && st.commitTS == commitTS:
+		return nil
+	case st.kind == stRolledBack || st.kind == stAbsent:
+		c.stats.conflicts.Add(1)
+		return &ConflictError{Row: primary.row, Column: primary.col, StartTS: t.startTS,
+			Reason: "rolled back by another client before the commit"}
+	case st.kind == stLocked:
+		// The commit call did not apply (yet). Roll back our own primary, so
+		// a late delivery of that call finds no lock and applies nothing.
+		if err := c.rollBack(ctx, primary.row, primary.col, t.startTS); err != nil {
+			return fmt.Errorf("%w: %v (rollback: %v)", ErrCommitUnknown, callErr, err)
+		}
+		return c.settleCommit(ctx, t, rw, commitTS, callErr)
+	}
+	return fmt.Errorf("%w: primary committed at %d, not %d", ErrCommitUnknown, st.commitTS, commitTS)
+}
+
+func (c *Client) commitMutations(t *Txn, rw *rowWrites, commitTS uint64) []storage.Mutation {
+	muts := make([]storage.Mutation, 0, 2*len(rw.muts))
+	for _, m := range rw.muts {
+		w := Write{Op: m.op, StartTS: t.startTS}
+		if m.op == OpPut && len(m.value) <= c.opts.InlineSize {
+			w.Inline, w.Value = true, m.value
+		}
+		muts = append(muts,
+			storage.SetCell(FamilyWrite, m.col, commitTS, EncodeWrite(&w)),
+			storage.DeleteCell(FamilyLock, m.col, t.startTS))
+	}
+	return muts
+}
+
+// commitSecondaries rolls the secondaries forward, blind: the primary has
+// committed, so anyone may (invariant 4), and a repeat rewrites the same
+// cells. A failure is logged and left to readers, who roll forward.
+func (c *Client) commitSecondaries(ctx context.Context, t *Txn, rows []*rowWrites, commitTS uint64) {
+	for len(rows) > 0 {
+		n := min(len(rows), c.secondaryBatch)
+		if err := c.commitBatch(ctx, t, rows[:n], commitTS); err != nil {
+			c.opts.Logger.Warn("txn: secondary commit failed; readers will roll it forward",
+				"start_ts", t.startTS, "commit_ts", commitTS, "err", err)
+		}
+		rows = rows[n:]
+		if c.crashed(CrashAfterSecondaryCommit) {
+			return
+		}
+	}
+}
+
+func (c *Client) commitBatch(ctx context.Context, t *Txn, rows []*rowWrites, commitTS uint64) error {
+	if c.batch == nil || len(rows) == 1 {
+		for _, rw := range rows {
+			if err := c.mutate(ctx, rw.row, c.commitMutations(t, rw, commitTS)...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	batch := make([]storage.RowMutation, len(rows))
+	for i, rw := range rows {
+		batch[i] = storage.RowMutation{Row: rw.row, Mutations: c.commitMutations(t, rw, commitTS)}
+	}
+	var err error
+	for range c.opts.StoreRetries + 1 {
+		var errs []error
+		if errs, err = c.batch.MutateRows(ctx, batch); err == nil {
+			return errors.Join(errs...)
+		}
+		if !retryable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// abort rolls back what the owner prewrote and returns cause. The owner
+// never sent the primary's commit, so no one can have committed it, and
+// the rollback may be blind: primary row first, then the others
+// (invariant 4). Rows whose prewrite may be in flight get a rollback record
+// too, so a late delivery can never apply (invariant 5).
+func (c *Client) abort(ctx context.Context, t *Txn, rows []*rowWrites, cause error) error {
+	if errors.Is(cause, ErrConflict) {
+		c.stats.conflicts.Add(1)
+	} else {
+		c.stats.aborts.Add(1)
+	}
+	for _, rw := range rows {
+		muts := make([]storage.Mutation, 0, 3*len(rw.muts))
+		for _, m := range rw.muts {
+			muts = append(muts, rollbackMutations(m.col, t.startTS)...)
+		}
+		if err := c.mutate(context.WithoutCancel(ctx), rw.row, muts...); err != nil {
+			c.opts.Logger.Warn("txn: rollback failed; readers will roll it back", "start_ts", t.startTS, "err", err)
+			break // the primary's lock stays; resolution handles the rest
+		}
+	}
+	return cause
+}

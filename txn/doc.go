@@ -1,0 +1,81 @@
+// Package txn is the Percolator transaction protocol: cross-row
+// snapshot-isolation transactions over a storage.Store whose only atomic
+// primitive is the single-row CheckAndMutate.
+//
+// # Layout
+//
+// Each user cell (row, c) is kept in three families (locality groups) of
+// the same row: (lock, c) holds a lock record at the owner's start_ts,
+// (write, c) holds commit records at commit_ts (pointing at start_ts) and
+// rollback records at start_ts, and (data, c) holds values too large to
+// inline (InlineSize) at start_ts. Small values travel inline in the lock
+// and then the commit record, so a read of a small value is one read.
+// record.go has the encodings; the files are the phases: prewrite.go,
+// commit.go, get.go, scan.go, resolve.go, heartbeat.go.
+//
+// # Caller's contract
+//
+//  1. Begin takes start_ts from the oracle. Get and Scan read the snapshot
+//     at start_ts; Set and Delete only buffer.
+//  2. Commit picks the first buffered write as the primary and prewrites its
+//     row, then the other rows (in parallel): one CheckAndMutate per row
+//     that applies only if no cell has another transaction's lock or a
+//     write record at or after start_ts, and then writes the lock records
+//     (naming the primary, this process as owner, a wall time and a TTL)
+//     and the data.
+//  3. A conflict rolls back what was prewritten (primary row first) and
+//     returns a *ConflictError (errors.Is ErrConflict).
+//  4. Commit takes commit_ts from the oracle, then commits the primary's
+//     row with a CheckAndMutate on the primary lock: commit records at
+//     commit_ts, locks erased at start_ts. That write is the commit point.
+//  5. Then the other rows get their commit records, blind and batched.
+//     Commit returns nil; a failure here is left to readers.
+//  6. When the primary commit's outcome cannot be learned, Commit returns
+//     ErrCommitUnknown, never success or failure.
+//
+// # Invariants (DESIGN.md, "Protocol invariants"; numbers as there)
+//
+//  1. Timestamps come from the oracle client, whose batching serves only
+//     callers already waiting, so commit_ts exceeds every timestamp handed
+//     out before the prewrites returned.
+//  2. Every read, read-only transactions included, waits on or resolves
+//     every lock with start_ts below its own before reading past it (get.go,
+//     scan.go). The seeds' annotation that plain reads may skip the lock
+//     check is wrong and not followed.
+//  3. Of two concurrent transactions writing one cell at most one commits:
+//     the later prewrite sees the other's lock or its newer commit record.
+//  4. The primary lock is the commit point. A secondary lock is rolled
+//     forward whenever the primary committed, by anyone; it is rolled back
+//     only after the primary was, which needs its owner dead (coord
+//     liveness) or its lock expired, and is done with a CheckAndMutate on
+//     the primary lock (resolve.go).
+//  5. A rollback leaves a rollback record at start_ts in the write column.
+//     A delayed prewrite then finds a write at or after its start_ts and
+//     applies nothing; a commit needs the lock the rollback erased.
+//  6. Every storage call is safe to send twice, late or out of order:
+//     prewrite's predicate ignores the transaction's own lock; the primary
+//     commit is conditional on the lock and, when it finds none, succeeds
+//     only on finding its own commit record at its commit_ts; locks are
+//     erased only at their exact start_ts.
+//  7. The heartbeat refreshes the primary lock's wall time with a
+//     CheckAndMutate on that lock, never blind.
+//  8. No one-phase commit, async commit or store-computed commit_ts.
+//
+// # The single owner's index
+//
+// When the store is Exclusive (one process owns it, as the embedded Pebble
+// store), the client keeps the lock keyspace and each cell's latest
+// commit_ts in memory (index.go), changed by the store's ApplyHook under
+// the row latch in the order of the durable writes, and rebuilt from the
+// lock family at open. The lock check then costs a map lookup and a read of
+// a cell whose latest commit is known costs one exact-key read. index.go
+// states why readers may consult it without the latch.
+//
+// # Rejected designs
+//
+// Rollback records could be kept out of the write column (TiKV keeps them
+// in it too); keeping them there makes "a prewrite at or after a rollback
+// fails" a property of the same predicate that detects write conflicts. The
+// price: a rollback record of another transaction newer than start_ts also
+// aborts a prewrite. That is conservative and rare.
+package txn

@@ -1,0 +1,177 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// errRetryNow asks the read driver to try again at once: a lock it found
+// was resolved, or vanished between the index and the store.
+var errRetryNow = errors.New("txn: retry read")
+
+// writePage is how many write-record versions a read fetches per round
+// trip when it must skip rollback records or newer commits.
+const writePage = 8
+
+// get reads (row, col) at snapshot ts, waiting on or resolving every lock
+// with start_ts < ts (invariant 2).
+func (c *Client) get(ctx context.Context, ts uint64, row []byte, col string) ([]byte, error) {
+	for attempt := 0; ; {
+		v, err := c.getOnce(ctx, ts, row, col)
+		switch err {
+		case errRetryNow:
+			runtime.Gosched()
+			continue
+		case errLocked:
+			c.stats.lockWaits.Add(1)
+			if err := c.backoff(ctx, attempt); err != nil {
+				return nil, err
+			}
+			attempt++
+			continue
+		}
+		return v, err
+	}
+}
+
+// getOnce is one step of get: it returns the value, ErrNotFound,
+// errLocked (wait for a live lock), or errRetryNow.
+func (c *Client) getOnce(ctx context.Context, ts uint64, row []byte, col string) ([]byte, error) {
+	if c.index != nil {
+		return c.getIndexed(ctx, ts, row, col)
+	}
+	r, err := c.read(ctx, row, storage.Filter{
+		{Family: FamilyLock, Qualifier: col, Time: storage.Before(ts)},
+		{Family: FamilyWrite, Qualifier: col, Time: storage.Before(ts), Limit: writePage},
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range r.Cells {
+		if cell := &r.Cells[i]; cell.Family == FamilyLock {
+			return nil, c.resolveCell(ctx, row, col, cell.TS, cell.Value)
+		}
+	}
+	w, _, found, err := c.newestCommit(ctx, row, col, ts, r.Cells)
+	if err != nil || !found {
+		return nil, orNotFound(err)
+	}
+	return c.value(ctx, row, col, &w)
+}
+
+// getIndexed is getOnce with the lock check and the write lookup served by
+// the in-memory index: a lock check costs a map lookup, and a cell whose
+// latest commit is known costs one exact-key read.
+func (c *Client) getIndexed(ctx context.Context, ts uint64, row []byte, col string) ([]byte, error) {
+	v := c.index.view(row, col, ts)
+	if len(v.lockTS) > 0 {
+		lr, err := c.read(ctx, row, storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.At(v.lockTS[0])}})
+		if err != nil {
+			return nil, err
+		}
+		if len(lr.Cells) == 0 {
+			return nil, errRetryNow // removed; the hook has not caught up
+		}
+		return nil, c.resolveCell(ctx, row, col, v.lockTS[0], lr.Cells[0].Value)
+	}
+	if !v.known {
+		latest, err := c.latestCommitTS(ctx, row, col)
+		if err != nil {
+			return nil, err
+		}
+		v.fill(latest)
+		v.latest = latest
+	}
+	if v.latest == 0 {
+		return nil, ErrNotFound
+	}
+	if v.latest >= ts {
+		w, _, found, err := c.newestCommit(ctx, row, col, ts, nil)
+		if err != nil || !found {
+			return nil, orNotFound(err)
+		}
+		return c.value(ctx, row, col, &w)
+	}
+	r, err := c.read(ctx, row, storage.Filter{{Family: FamilyWrite, Qualifier: col, Time: storage.At(v.latest)}})
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Cells) == 0 {
+		return nil, fmt.Errorf("txn: commit record of %q/%s at %d missing: %w", row, col, v.latest, errCorrupt)
+	}
+	w, err := DecodeWrite(r.Cells[0].Value)
+	if err != nil {
+		return nil, err
+	}
+	return c.value(ctx, row, col, &w)
+}
+
+func orNotFound(err error) error {
+	if err == nil {
+		return ErrNotFound
+	}
+	return err
+}
+
+// latestCommitTS returns the cell's newest commit_ts, or 0 if it has none.
+func (c *Client) latestCommitTS(ctx context.Context, row []byte, col string) (uint64, error) {
+	_, ts, _, err := c.newestCommit(ctx, row, col, storage.MaxTimestamp+1, nil)
+	return ts, err
+}
+
+// newestCommit finds the newest commit record of (row, col) with
+// commit_ts < before, skipping rollback records. first, if not nil, holds
+// the newest write cells below before already read (at most writePage).
+func (c *Client) newestCommit(ctx context.Context, row []byte, col string, before uint64, first []storage.Cell) (Write, uint64, bool, error) {
+	cells, fetched := first, first != nil
+	for {
+		if !fetched {
+			r, err := c.read(ctx, row, storage.Filter{{Family: FamilyWrite, Qualifier: col, Time: storage.Before(before), Limit: writePage}})
+			if err != nil {
+				return Write{}, 0, false, err
+			}
+			cells = r.Cells
+		}
+		fetched = false
+		n := 0
+		for i := range cells {
+			if cells[i].Family != FamilyWrite {
+				continue
+			}
+			n++
+			w, err := DecodeWrite(cells[i].Value)
+			if err != nil {
+				return Write{}, 0, false, err
+			}
+			if w.Op != OpRollback {
+				return w, cells[i].TS, true, nil
+			}
+			before = cells[i].TS
+		}
+		if n < writePage {
+			return Write{}, 0, false, nil
+		}
+	}
+}
+
+// value returns the value a commit record points at.
+func (c *Client) value(ctx context.Context, row []byte, col string, w *Write) ([]byte, error) {
+	switch {
+	case w.Op == OpDelete:
+		return nil, ErrNotFound
+	case w.Inline:
+		return append([]byte(nil), w.Value...), nil
+	}
+	r, err := c.read(ctx, row, storage.Filter{{Family: FamilyData, Qualifier: col, Time: storage.At(w.StartTS)}})
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Cells) == 0 {
+		return nil, fmt.Errorf("txn: data of %q/%s at %d missing: %w", row, col, w.StartTS, errCorrupt)
+	}
+	return r.Cells[0].Value, nil
+}

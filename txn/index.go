@@ -1,0 +1,208 @@
+package txn
+
+import (
+	"hash/maphash"
+	"strings"
+	"sync"
+
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// cellIndex is the single owner's in-memory view of the lock keyspace and
+// of each cell's latest commit_ts (DESIGN.md, "one process owns the
+// store"). It is changed only by the store's ApplyHook, which runs under the
+// row latch after each durable write, so per row it changes in the same
+// order as the store. Readers consult it without the latch.
+//
+// Why it is safe to read without the latch (the argument the read path
+// relies on):
+//
+//  1. A lock is added after its durable write but before the prewrite call
+//     returns. A reader that misses it has a start_ts older than the
+//     writer's commit_ts (which is requested only after the prewrite
+//     returns; oracle invariant 1), so it must not see that write anyway.
+//  2. A commit record and the removal of its lock change the index in one
+//     critical section of one shard, so a reader sees either the lock (and
+//     resolves it) or the new latest commit_ts, never neither.
+//  3. A reader that fills a missing latest commit_ts from the store does so
+//     only if no commit touched the shard since it looked (the shard's
+//     generation), so it cannot install a stale value.
+//
+// Safe for concurrent use.
+type cellIndex struct {
+	seed   maphash.Seed
+	shards []indexShard
+}
+
+// maxLatestPerShard bounds the latest-commit cache; a full shard is
+// dropped whole (entries are only an optimization; readers refill them).
+const maxLatestPerShard = 1 << 14
+
+type indexShard struct {
+	mu sync.RWMutex
+	// gen counts changes to latest; Invariant: bumped under mu on every
+	// commit-record write or write-record delete in this shard.
+	gen    uint64
+	locks  map[string][]uint64 // cell key → start_ts of its locks
+	latest map[string]uint64   // cell key → latest commit_ts (0: none)
+}
+
+func newCellIndex(shards int) *cellIndex {
+	ix := &cellIndex{seed: maphash.MakeSeed(), shards: make([]indexShard, shards)}
+	for i := range ix.shards {
+		ix.shards[i].locks = make(map[string][]uint64)
+		ix.shards[i].latest = make(map[string]uint64)
+	}
+	return ix
+}
+
+// cellKey names a cell in the index. Columns never contain NUL
+// (validateColumn), so the key is unambiguous.
+func cellKey(row []byte, col string) string {
+	b := make([]byte, 0, len(col)+1+len(row))
+	b = append(b, col...)
+	b = append(b, 0)
+	b = append(b, row...)
+	return string(b)
+}
+
+func (ix *cellIndex) shard(key string) *indexShard {
+	return &ix.shards[maphash.String(ix.seed, key)%uint64(len(ix.shards))]
+}
+
+// indexView is what a reader learns about a cell in one look.
+type indexView struct {
+	lockTS []uint64 // locks with start_ts < the reader's start_ts
+	latest uint64   // latest commit_ts, valid when known
+	known  bool
+	gen    uint64
+	shard  *indexShard
+	key    string
+}
+
+func (ix *cellIndex) view(row []byte, col string, startTS uint64) indexView {
+	key := cellKey(row, col)
+	s := ix.shard(key)
+	v := indexView{shard: s, key: key}
+	s.mu.RLock()
+	for _, ts := range s.locks[key] {
+		if ts < startTS {
+			v.lockTS = append(v.lockTS, ts)
+		}
+	}
+	v.latest, v.known = s.latest[key]
+	v.gen = s.gen
+	s.mu.RUnlock()
+	return v
+}
+
+// fill records a latest commit_ts read from the store, unless a commit
+// touched the shard since v was taken.
+func (v *indexView) fill(latest uint64) {
+	s := v.shard
+	s.mu.Lock()
+	if s.gen == v.gen {
+		if len(s.latest) >= maxLatestPerShard {
+			s.latest = make(map[string]uint64)
+		}
+		s.latest[v.key] = latest
+	}
+	s.mu.Unlock()
+}
+
+// apply is the store's ApplyHook.
+func (ix *cellIndex) apply(row []byte, muts []storage.Mutation) {
+	for i := range muts {
+		m := &muts[i]
+		switch {
+		case m.Kind == storage.DeleteRow:
+			ix.dropRow(row)
+		case m.Family == FamilyLock:
+			ix.applyLock(row, m)
+		case m.Family == FamilyWrite:
+			ix.applyWrite(row, m)
+		}
+	}
+}
+
+func (ix *cellIndex) applyLock(row []byte, m *storage.Mutation) {
+	key := cellKey(row, m.Qualifier)
+	s := ix.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := s.locks[key]
+	if m.Kind == storage.Put {
+		for _, t := range ts {
+			if t == m.TS {
+				return // a heartbeat or a retried prewrite
+			}
+		}
+		s.locks[key] = append(ts, m.TS)
+		return
+	}
+	kept := ts[:0]
+	for _, t := range ts {
+		if !m.Time.Contains(t) {
+			kept = append(kept, t)
+		}
+	}
+	if len(kept) == 0 {
+		delete(s.locks, key)
+	} else {
+		s.locks[key] = kept
+	}
+}
+
+func (ix *cellIndex) applyWrite(row []byte, m *storage.Mutation) {
+	if m.Kind == storage.Put && writeOp(m.Value) == OpRollback {
+		return
+	}
+	key := cellKey(row, m.Qualifier)
+	s := ix.shard(key)
+	s.mu.Lock()
+	s.gen++
+	if m.Kind == storage.Put {
+		if old, ok := s.latest[key]; !ok || m.TS > old {
+			s.latest[key] = m.TS
+		}
+	} else {
+		delete(s.latest, key)
+	}
+	s.mu.Unlock()
+}
+
+// dropRow forgets every cell of row (a DeleteRow, never issued by the
+// protocol itself).
+func (ix *cellIndex) dropRow(row []byte) {
+	inRow := func(k string) bool { return k[strings.IndexByte(k, 0)+1:] == string(row) }
+	for i := range ix.shards {
+		s := &ix.shards[i]
+		s.mu.Lock()
+		s.gen++
+		for k := range s.latest {
+			if inRow(k) {
+				delete(s.latest, k)
+			}
+		}
+		for k := range s.locks {
+			if inRow(k) {
+				delete(s.locks, k)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// lockCount returns the number of locks indexed (tests and stats).
+func (ix *cellIndex) lockCount() int {
+	n := 0
+	for i := range ix.shards {
+		s := &ix.shards[i]
+		s.mu.RLock()
+		for _, ts := range s.locks {
+			n += len(ts)
+		}
+		s.mu.RUnlock()
+	}
+	return n
+}

@@ -1,0 +1,72 @@
+package txn
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Options configures a Client. The zero value is usable.
+type Options struct {
+	// Owner is this process's identity, written into every lock. Default:
+	// a fresh coord.NewOwnerID().
+	Owner string
+	// LockTTL is how long a lock stays valid without a heartbeat when its
+	// owner's liveness cannot be decided. Default 10s.
+	LockTTL time.Duration
+	// MaxValueSize is the largest value a cell may hold. Default 10 MiB.
+	MaxValueSize int
+	// InlineSize is the largest value stored inline in the lock and write
+	// records instead of in c:data. Default 4 KiB.
+	InlineSize int
+	// StoreRetries is how many times an idempotent storage call is re-sent
+	// after an error before giving up. Default 3.
+	StoreRetries int
+	// Now is the wall clock. Default time.Now.
+	Now func() time.Time
+	// Logger receives warnings. Default slog.Default().
+	Logger *slog.Logger
+	// IndexShards is the number of shards of the in-memory lock index.
+	// Default 256.
+	IndexShards int
+}
+
+// EnsureDefaults fills zero fields with defaults.
+func (o *Options) EnsureDefaults() {
+	if o.LockTTL == 0 {
+		o.LockTTL = 10 * time.Second
+	}
+	if o.MaxValueSize == 0 {
+		o.MaxValueSize = 10 << 20
+	}
+	if o.InlineSize == 0 {
+		o.InlineSize = 4 << 10
+	}
+	if o.StoreRetries == 0 {
+		o.StoreRetries = 3
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.IndexShards == 0 {
+		o.IndexShards = 256
+	}
+}
+
+// Validate checks the options after EnsureDefaults.
+func (o *Options) Validate() error {
+	switch {
+	case o.Owner == "":
+		return fmt.Errorf("%w: empty owner", ErrInvalidArgument)
+	case o.LockTTL < time.Millisecond:
+		return fmt.Errorf("%w: lock TTL %v below 1ms", ErrInvalidArgument, o.LockTTL)
+	case o.MaxValueSize < 0 || o.InlineSize < 0 || o.StoreRetries < 0 || o.IndexShards < 0:
+		return fmt.Errorf("%w: negative size or count", ErrInvalidArgument)
+	case o.InlineSize > o.MaxValueSize:
+		return fmt.Errorf("%w: inline size %d above max value size %d", ErrInvalidArgument, o.InlineSize, o.MaxValueSize)
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package txn
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// rowWrites is the part of a transaction's writes that falls in one row;
+// one prewrite and one commit call each.
+type rowWrites struct {
+	row  []byte
+	muts []*mutation
+}
+
+// groupByRow splits the writes into rows, the primary's row first.
+func groupByRow(writes []mutation) []*rowWrites {
+	var rows []*rowWrites
+	at := make(map[string]*rowWrites)
+	for i := range writes {
+		m := &writes[i]
+		rw := at[string(m.row)]
+		if rw == nil {
+			rw = &rowWrites{row: m.row}
+			at[string(m.row)] = rw
+			rows = append(rows, rw)
+		}
+		rw.muts = append(rw.muts, m)
+	}
+	return rows
+}
+
+// prewriteRetries bounds how often a prewrite blocked only by locks that
+// it resolved is tried again before the transaction gives up.
+const prewriteRetries = 2
+
+// prewrite locks every cell of rw at the transaction's start_ts and writes
+// its data, in one CheckAndMutate: it applies only if no cell has a lock
+// at another timestamp nor a write record at or after start_ts. A retried
+// or duplicated prewrite finds its own lock, which the predicate does not
+// count, and rewrites the same cells (invariant 6); a prewrite delivered
+// after a rollback finds the rollback record and applies nothing
+// (invariant 5).
+func (c *Client) prewrite(ctx context.Context, t *Txn, rw *rowWrites, primary *mutation) error {
+	pred, ifFalse := c.prewriteCall(t, rw, primary)
+	for try := 0; ; try++ {
+		matched, err := c.cas(ctx, rw.row, pred, nil, ifFalse)
+		if err != nil || !matched {
+			return err
+		}
+		resolved, err := c.prewriteConflict(ctx, t.startTS, rw, pred)
+		if !resolved || try == prewriteRetries {
+			return err
+		}
+	}
+}
+
+func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation) (storage.Filter, []storage.Mutation) {
+	pred := make(storage.Filter, 0, 3*len(rw.muts))
+	muts := make([]storage.Mutation, 0, 2*len(rw.muts))
+	for _, m := range rw.muts {
+		pred = append(pred,
+			storage.Selector{Family: FamilyLock, Qualifier: m.col, Time: storage.Before(t.startTS)},
+			storage.Selector{Family: FamilyLock, Qualifier: m.col, Time: storage.From(t.startTS + 1)},
+			storage.Selector{Family: FamilyWrite, Qualifier: m.col, Time: storage.From(t.startTS)})
+		l := c.lockFor(m, primary)
+		muts = append(muts, storage.SetCell(FamilyLock, m.col, t.startTS, EncodeLock(&l)))
+		if m.op == OpPut && !l.Inline {
+			muts = append(muts, storage.SetCell(FamilyData, m.col, t.startTS, m.value))
+		}
+	}
+	return pred, muts
+}
+
+// lockFor builds the lock record of m, stamped with the current wall time.
+func (c *Client) lockFor(m, primary *mutation) Lock {
+	l := Lock{
+		Op: m.op, PrimaryRow: primary.row, PrimaryCol: primary.col, Owner: c.opts.Owner,
+		WallMS: c.nowMS(), TTLMS: uint64(c.opts.LockTTL.Milliseconds()),
+	}
+	if m.op == OpPut && len(m.value) <= c.opts.InlineSize {
+		l.Inline, l.Value = true, m.value
+	}
+	return l
+}
+
+// prewriteConflict reads what blocked a prewrite. It returns a
+// *ConflictError, after trying to resolve blocking locks; resolved reports
+// that every blocker was a lock now gone, so the prewrite may be retried.
+func (c *Client) prewriteConflict(ctx context.Context, startTS uint64, rw *rowWrites, pred storage.Filter) (resolved bool, err error) {
+	r, err := c.read(ctx, rw.row, pred)
+	if err != nil {
+		return false, err
+	}
+	resolved = true
+	var conflict *ConflictError
+	for i := range r.Cells {
+		cell := &r.Cells[i]
+		reason, gone := c.blocker(ctx, rw.row, cell, startTS)
+		resolved = resolved && gone
+		if conflict == nil {
+			conflict = &ConflictError{Row: rw.row, Column: cell.Qualifier, StartTS: startTS, Reason: reason}
+		}
+	}
+	if conflict == nil { // the blocker vanished between the two calls
+		return true, &ConflictError{Row: rw.row, StartTS: startTS, Reason: "transient"}
+	}
+	if resolved {
+		c.stats.prewriteResolve.Add(1)
+	}
+	return resolved, conflict
+}
+
+// blocker describes one cell that blocked a prewrite, resolving it if it
+// is a lock; gone reports that the lock was resolved.
+func (c *Client) blocker(ctx context.Context, row []byte, cell *storage.Cell, startTS uint64) (reason string, gone bool) {
+	if cell.Family == FamilyLock {
+		err := c.resolveCell(ctx, row, cell.Qualifier, cell.TS, cell.Value)
+		return fmt.Sprintf("locked by the transaction at start_ts %d", cell.TS), err == nil
+	}
+	w, err := DecodeWrite(cell.Value)
+	switch {
+	case err != nil:
+		return err.Error(), false
+	case w.Op == OpRollback && cell.TS == startTS:
+		return "this transaction was rolled back by another client", false
+	case w.Op == OpRollback:
+		return fmt.Sprintf("rolled-back transaction at %d after start", cell.TS), false
+	}
+	return fmt.Sprintf("newer write committed at %d", cell.TS), false
+}

@@ -1,0 +1,205 @@
+package txn
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Families of the protocol's metadata columns. A user column c lives as
+// qualifier c in each: c:lock is (FamilyLock, c), and so on. Each family is
+// a locality group: lock, write and data of a cell are read together in one
+// row read, and the lock family can be scanned on its own (rebuilding the
+// lock index at open reads only locks).
+const (
+	FamilyData  = "data"
+	FamilyLock  = "lock"
+	FamilyWrite = "write"
+)
+
+// Op is what a buffered write does to its cell.
+type Op uint8
+
+const (
+	OpPut Op = iota + 1
+	OpDelete
+	// OpRollback marks a write record left by a rollback at the rolled-back
+	// transaction's start_ts (invariant 5). It is never a lock's op.
+	OpRollback
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpPut:
+		return "put"
+	case OpDelete:
+		return "delete"
+	case OpRollback:
+		return "rollback"
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// Lock is the content of a c:lock cell at the transaction's start_ts.
+type Lock struct {
+	Op         Op
+	PrimaryRow []byte
+	PrimaryCol string
+	Owner      string
+	// WallMS is the owner's wall time in milliseconds when it wrote or last
+	// refreshed the lock; the lock expires at WallMS+TTLMS.
+	WallMS uint64
+	TTLMS  uint64
+	// Inline holds a small value; when false and Op is OpPut the value is
+	// in c:data at start_ts.
+	Inline bool
+	Value  []byte
+}
+
+// IsPrimary reports whether the lock at (row, col) is its transaction's
+// primary.
+func (l *Lock) IsPrimary(row []byte, col string) bool {
+	return l.PrimaryCol == col && string(l.PrimaryRow) == string(row)
+}
+
+// Write is the content of a c:write cell: a commit record at commit_ts
+// pointing at start_ts, or a rollback record at start_ts.
+type Write struct {
+	Op      Op
+	StartTS uint64
+	Inline  bool
+	Value   []byte
+}
+
+var errCorrupt = errors.New("txn: corrupt record")
+
+const recordVersion = 1
+
+const (
+	flagInline = 1 << iota
+)
+
+// EncodeLock serializes l.
+func EncodeLock(l *Lock) []byte {
+	b := make([]byte, 0, 32+len(l.PrimaryRow)+len(l.PrimaryCol)+len(l.Owner)+len(l.Value))
+	b = append(b, recordVersion, byte(l.Op), inlineFlag(l.Inline))
+	b = appendBytes(b, l.PrimaryRow)
+	b = appendBytes(b, []byte(l.PrimaryCol))
+	b = appendBytes(b, []byte(l.Owner))
+	b = binary.AppendUvarint(b, l.WallMS)
+	b = binary.AppendUvarint(b, l.TTLMS)
+	if l.Inline {
+		b = appendBytes(b, l.Value)
+	}
+	return b
+}
+
+// DecodeLock parses a lock record.
+func DecodeLock(b []byte) (Lock, error) {
+	var l Lock
+	d := decoder{b: b}
+	if d.byte() != recordVersion {
+		return l, errCorrupt
+	}
+	l.Op = Op(d.byte())
+	l.Inline = d.byte()&flagInline != 0
+	l.PrimaryRow = d.bytes()
+	l.PrimaryCol = string(d.bytes())
+	l.Owner = string(d.bytes())
+	l.WallMS = d.uvarint()
+	l.TTLMS = d.uvarint()
+	if l.Inline {
+		l.Value = d.bytes()
+	}
+	if d.err || (l.Op != OpPut && l.Op != OpDelete) {
+		return l, errCorrupt
+	}
+	return l, nil
+}
+
+// EncodeWrite serializes w.
+func EncodeWrite(w *Write) []byte {
+	b := make([]byte, 0, 16+len(w.Value))
+	b = append(b, recordVersion, byte(w.Op), inlineFlag(w.Inline))
+	b = binary.AppendUvarint(b, w.StartTS)
+	if w.Inline {
+		b = appendBytes(b, w.Value)
+	}
+	return b
+}
+
+// DecodeWrite parses a write record.
+func DecodeWrite(b []byte) (Write, error) {
+	var w Write
+	d := decoder{b: b}
+	if d.byte() != recordVersion {
+		return w, errCorrupt
+	}
+	w.Op = Op(d.byte())
+	w.Inline = d.byte()&flagInline != 0
+	w.StartTS = d.uvarint()
+	if w.Inline {
+		w.Value = d.bytes()
+	}
+	if d.err || w.Op < OpPut || w.Op > OpRollback {
+		return w, errCorrupt
+	}
+	return w, nil
+}
+
+// writeOp returns the op of an encoded write record without decoding it
+// whole (the index hook runs under the row latch).
+func writeOp(b []byte) Op {
+	if len(b) < 2 {
+		return 0
+	}
+	return Op(b[1])
+}
+
+func inlineFlag(inline bool) byte {
+	if inline {
+		return flagInline
+	}
+	return 0
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+type decoder struct {
+	b   []byte
+	err bool
+}
+
+func (d *decoder) byte() byte {
+	if len(d.b) < 1 {
+		d.err = true
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = true
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err || n > uint64(len(d.b)) {
+		d.err = true
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}

@@ -1,0 +1,178 @@
+package txn
+
+import (
+	"context"
+
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// Lock resolution: what a client does with a lock of another transaction
+// that it found in its way (the paper's BackoffAndMaybeCleanupLock). The
+// primary lock is the transaction's single commit point (invariant 4):
+//
+//	primary committed          → roll the lock forward (anyone, any time)
+//	primary rolled back        → roll the lock back
+//	primary locked, alive      → wait (errLocked)
+//	primary locked, dead/expired → roll the primary back first (a
+//	                              CheckAndMutate on its lock), then this lock
+//	primary never locked       → if the found lock's owner is alive, wait;
+//	                              else leave a rollback record at the primary
+//	                              so the primary can never be locked, then
+//	                              roll this lock back
+
+// statusKind is the state of a transaction as read at its primary.
+type statusKind uint8
+
+const (
+	stLocked     statusKind = iota + 1 // primary lock present
+	stCommitted                        // commit record present
+	stRolledBack                       // rollback record, or it can never commit
+	stAbsent                           // nothing of it at the primary
+)
+
+type txnStatus struct {
+	kind     statusKind
+	lock     Lock   // stLocked
+	commitTS uint64 // stCommitted
+}
+
+// maxResolveSteps bounds one resolution; past it the caller backs off.
+const maxResolveSteps = 8
+
+// resolveCell settles the lock at (row, col, lockTS) whose encoded content
+// is raw. It returns nil once the lock is gone, errLocked when its
+// transaction is alive, or a storage error. It never waits.
+func (c *Client) resolveCell(ctx context.Context, row []byte, col string, lockTS uint64, raw []byte) error {
+	lock, err := DecodeLock(raw)
+	if err != nil {
+		return err
+	}
+	for range maxResolveSteps {
+		st, err := c.status(ctx, lock.PrimaryRow, lock.PrimaryCol, lockTS)
+		if err != nil {
+			return err
+		}
+		switch st.kind {
+		case stCommitted:
+			return c.rollForward(ctx, row, col, lockTS, st.commitTS, &lock)
+		case stRolledBack:
+			return c.rollBack(ctx, row, col, lockTS)
+		case stLocked:
+			if c.alive(ctx, &st.lock) {
+				return errLocked
+			}
+			if err := c.rollBack(ctx, lock.PrimaryRow, lock.PrimaryCol, lockTS); err != nil {
+				return err
+			}
+		case stAbsent:
+			if c.alive(ctx, &lock) {
+				return errLocked
+			}
+			if err := c.fencePrimary(ctx, lock.PrimaryRow, lock.PrimaryCol, lockTS); err != nil {
+				return err
+			}
+		}
+	}
+	return errLocked
+}
+
+// status reads the state of the transaction that started at startTS from
+// its primary cell.
+func (c *Client) status(ctx context.Context, prow []byte, pcol string, startTS uint64) (txnStatus, error) {
+	r, err := c.read(ctx, prow, storage.Filter{
+		{Family: FamilyLock, Qualifier: pcol, Time: storage.At(startTS)},
+		{Family: FamilyWrite, Qualifier: pcol, Time: storage.From(startTS)},
+	})
+	if err != nil {
+		return txnStatus{}, err
+	}
+	return statusOf(r.Cells, startTS)
+}
+
+func statusOf(cells []storage.Cell, startTS uint64) (txnStatus, error) {
+	others := false
+	for i := range cells {
+		cell := &cells[i]
+		if cell.Family == FamilyLock {
+			l, err := DecodeLock(cell.Value)
+			return txnStatus{kind: stLocked, lock: l}, err
+		}
+		w, err := DecodeWrite(cell.Value)
+		if err != nil {
+			return txnStatus{}, err
+		}
+		switch {
+		case w.Op == OpRollback && cell.TS == startTS:
+			return txnStatus{kind: stRolledBack}, nil
+		case w.Op != OpRollback && w.StartTS == startTS:
+			return txnStatus{kind: stCommitted, commitTS: cell.TS}, nil
+		}
+		others = others || w.Op != OpRollback
+	}
+	if others {
+		// A commit at or after startTS by another transaction: a prewrite
+		// of the primary at startTS can never succeed now.
+		return txnStatus{kind: stRolledBack}, nil
+	}
+	return txnStatus{kind: stAbsent}, nil
+}
+
+// alive reports whether a lock's owner may still commit it: the lock has
+// not expired and the coordination service does not know the owner dead.
+func (c *Client) alive(ctx context.Context, l *Lock) bool {
+	if c.nowMS() > l.WallMS+l.TTLMS {
+		return false
+	}
+	if l.Owner == c.opts.Owner {
+		return true
+	}
+	ok, err := c.live.Alive(ctx, l.Owner)
+	return ok || err != nil
+}
+
+// rollForward commits the secondary lock at (row, col, lockTS) at
+// commitTS, the primary having committed there. Idempotent.
+func (c *Client) rollForward(ctx context.Context, row []byte, col string, lockTS, commitTS uint64, l *Lock) error {
+	w := Write{Op: l.Op, StartTS: lockTS, Inline: l.Inline, Value: l.Value}
+	matched, err := c.cas(ctx, row, storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.At(lockTS)}},
+		[]storage.Mutation{
+			storage.SetCell(FamilyWrite, col, commitTS, EncodeWrite(&w)),
+			storage.DeleteCell(FamilyLock, col, lockTS),
+		}, nil)
+	if matched {
+		c.stats.rolledForward.Add(1)
+	}
+	return err
+}
+
+// rollBack replaces the lock at (row, col, lockTS) with a rollback record
+// (invariant 5). Conditional on the lock, so it can never undo a commit.
+func (c *Client) rollBack(ctx context.Context, row []byte, col string, lockTS uint64) error {
+	matched, err := c.cas(ctx, row, storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.At(lockTS)}},
+		rollbackMutations(col, lockTS), nil)
+	if matched {
+		c.stats.rolledBack.Add(1)
+	}
+	return err
+}
+
+func rollbackMutations(col string, startTS uint64) []storage.Mutation {
+	return []storage.Mutation{
+		storage.SetCell(FamilyWrite, col, startTS, EncodeWrite(&Write{Op: OpRollback, StartTS: startTS})),
+		storage.DeleteCell(FamilyLock, col, startTS),
+		storage.DeleteCell(FamilyData, col, startTS),
+	}
+}
+
+// fencePrimary leaves a rollback record at a primary cell that holds
+// nothing of the transaction, so that a delayed prewrite of it can never
+// succeed. It writes only while the primary still holds no lock at startTS
+// and no write at or after it; otherwise the caller reads the status again.
+func (c *Client) fencePrimary(ctx context.Context, prow []byte, pcol string, startTS uint64) error {
+	rec := EncodeWrite(&Write{Op: OpRollback, StartTS: startTS})
+	_, err := c.cas(ctx, prow, storage.Filter{
+		{Family: FamilyLock, Qualifier: pcol, Time: storage.At(startTS)},
+		{Family: FamilyWrite, Qualifier: pcol, Time: storage.From(startTS)},
+	}, nil, []storage.Mutation{storage.SetCell(FamilyWrite, pcol, startTS, rec)})
+	return err
+}

@@ -1,0 +1,164 @@
+package txn
+
+import (
+	"bytes"
+	"context"
+	"sort"
+
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// KV is one cell a scan returns.
+type KV struct {
+	Row   []byte
+	Value []byte
+}
+
+// Scan returns the values of column in rows [start, end) (end "" = to the
+// last row) in the snapshot, merged with the transaction's own buffered
+// writes, in row order; limit > 0 returns at most that many. Locks older
+// than the snapshot in the range are waited on or resolved first
+// (invariant 2).
+func (t *Txn) Scan(ctx context.Context, start, end, column string, limit int) ([]KV, error) {
+	if err := t.usable(); err != nil {
+		return nil, err
+	}
+	if err := validateCell("scan", column); err != nil {
+		return nil, err
+	}
+	var endKey []byte
+	if end != "" {
+		endKey = []byte(end)
+	}
+	own := t.ownInRange([]byte(start), endKey, column)
+	storeLimit := limit
+	if len(own) > 0 {
+		storeLimit = 0 // own deletes may hide stored rows
+	}
+	kvs, err := t.c.scan(ctx, t.startTS, []byte(start), endKey, column, storeLimit)
+	if err != nil {
+		return nil, err
+	}
+	kvs = mergeOwn(kvs, own)
+	if limit > 0 && len(kvs) > limit {
+		kvs = kvs[:limit]
+	}
+	return kvs, nil
+}
+
+func (c *Client) scan(ctx context.Context, ts uint64, start, end []byte, col string, limit int) ([]KV, error) {
+	for attempt := 0; ; {
+		err := c.resolveRange(ctx, ts, start, end, col)
+		if err == errLocked {
+			c.stats.lockWaits.Add(1)
+			if err := c.backoff(ctx, attempt); err != nil {
+				return nil, err
+			}
+			attempt++
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return c.scanCommitted(ctx, ts, start, end, col, limit)
+	}
+}
+
+// resolveRange resolves every lock of col in [start, end) older than ts.
+// A lock written after this pass belongs to a transaction whose commit_ts
+// will exceed ts (its prewrite returned after ts was handed out), so it
+// cannot hide a write the snapshot must see.
+func (c *Client) resolveRange(ctx context.Context, ts uint64, start, end []byte, col string) error {
+	type found struct {
+		row  []byte
+		cell storage.Cell
+	}
+	var locks []found
+	f := storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.Before(ts)}}
+	err := c.store.Scan(ctx, start, end, f, 0, func(r storage.Row) bool {
+		for _, cell := range r.Cells {
+			locks = append(locks, found{r.Key, cell})
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for _, l := range locks {
+		if err := c.resolveCell(ctx, l.row, col, l.cell.TS, l.cell.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanCommitted reads the newest commit record below ts of each row,
+// falling back to a point read where the newest record is a rollback.
+func (c *Client) scanCommitted(ctx context.Context, ts uint64, start, end []byte, col string, limit int) ([]KV, error) {
+	var (
+		kvs []KV
+		err error
+	)
+	f := storage.Filter{{Family: FamilyWrite, Qualifier: col, Time: storage.Before(ts), Limit: 1}}
+	serr := c.store.Scan(ctx, start, end, f, 0, func(r storage.Row) bool {
+		var v []byte
+		if v, err = c.committedValue(ctx, ts, r); err == nil {
+			kvs = append(kvs, KV{Row: r.Key, Value: v})
+		} else if err == ErrNotFound {
+			err = nil
+		}
+		return err == nil && (limit <= 0 || len(kvs) < limit)
+	})
+	if serr != nil {
+		return nil, serr
+	}
+	return kvs, err
+}
+
+func (c *Client) committedValue(ctx context.Context, ts uint64, r storage.Row) ([]byte, error) {
+	cell := &r.Cells[0]
+	w, err := DecodeWrite(cell.Value)
+	if err != nil {
+		return nil, err
+	}
+	if w.Op == OpRollback {
+		var found bool
+		if w, _, found, err = c.newestCommit(ctx, r.Key, cell.Qualifier, cell.TS, nil); err != nil || !found {
+			return nil, orNotFound(err)
+		}
+	}
+	return c.value(ctx, r.Key, cell.Qualifier, &w)
+}
+
+func (t *Txn) ownInRange(start, end []byte, col string) []mutation {
+	var own []mutation
+	for _, m := range t.writes {
+		if m.col == col && bytes.Compare(m.row, start) >= 0 && (end == nil || bytes.Compare(m.row, end) < 0) {
+			own = append(own, m)
+		}
+	}
+	sort.Slice(own, func(i, j int) bool { return bytes.Compare(own[i].row, own[j].row) < 0 })
+	return own
+}
+
+// mergeOwn overlays the transaction's own writes (sorted) on kvs (sorted).
+func mergeOwn(kvs []KV, own []mutation) []KV {
+	if len(own) == 0 {
+		return kvs
+	}
+	out := make([]KV, 0, len(kvs)+len(own))
+	i := 0
+	for _, m := range own {
+		for i < len(kvs) && bytes.Compare(kvs[i].Row, m.row) < 0 {
+			out = append(out, kvs[i])
+			i++
+		}
+		if i < len(kvs) && bytes.Equal(kvs[i].Row, m.row) {
+			i++
+		}
+		if m.op == OpPut {
+			out = append(out, KV{Row: m.row, Value: append([]byte(nil), m.value...)})
+		}
+	}
+	return append(out, kvs[i:]...)
+}

@@ -1,0 +1,172 @@
+package txn
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// Limits on user input.
+const (
+	MaxRowSize    = storage.MaxRowKeySize
+	MaxColumnSize = 256
+)
+
+// Txn is one snapshot-isolation transaction. It is not safe for
+// concurrent use: one goroutine drives it from Begin to Commit or Rollback.
+type Txn struct {
+	c        *Client
+	startTS  uint64
+	readOnly bool
+	done     bool
+	// writes buffers the transaction's writes, in first-write order; the
+	// first is the primary. Invariant: at most one entry per cell.
+	writes []mutation
+	pos    map[string]int // cell key → index in writes
+}
+
+type mutation struct {
+	row   []byte
+	col   string
+	op    Op
+	value []byte
+}
+
+// Begin starts a read-write transaction at a fresh start_ts.
+func (c *Client) Begin(ctx context.Context) (*Txn, error) { return c.begin(ctx, false) }
+
+// BeginReadOnly starts a read-only transaction: it never writes a lock
+// (it may still resolve the locks of others it meets).
+func (c *Client) BeginReadOnly(ctx context.Context) (*Txn, error) { return c.begin(ctx, true) }
+
+func (c *Client) begin(ctx context.Context, readOnly bool) (*Txn, error) {
+	ts, err := c.oracle.Timestamp(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("txn: start timestamp: %w", err)
+	}
+	return &Txn{c: c, startTS: ts, readOnly: readOnly}, nil
+}
+
+// StartTS returns the snapshot timestamp.
+func (t *Txn) StartTS() uint64 { return t.startTS }
+
+// ReadOnly reports whether the transaction was begun read-only.
+func (t *Txn) ReadOnly() bool { return t.readOnly }
+
+// Get returns the value of (row, column) in the snapshot at StartTS, or
+// the transaction's own buffered write. ErrNotFound when absent.
+func (t *Txn) Get(ctx context.Context, row, column string) ([]byte, error) {
+	if err := t.usable(); err != nil {
+		return nil, err
+	}
+	if err := validateCell(row, column); err != nil {
+		return nil, err
+	}
+	if i, ok := t.pos[cellKey([]byte(row), column)]; ok {
+		m := &t.writes[i]
+		if m.op == OpDelete {
+			return nil, ErrNotFound
+		}
+		return append([]byte(nil), m.value...), nil
+	}
+	return t.c.get(ctx, t.startTS, []byte(row), column)
+}
+
+// Set buffers a write of value to (row, column). The value is copied.
+func (t *Txn) Set(row, column string, value []byte) error {
+	if err := t.writable(row, column); err != nil {
+		return err
+	}
+	if len(value) > t.c.opts.MaxValueSize {
+		return fmt.Errorf("%w: value of %d bytes exceeds %d", ErrInvalidArgument, len(value), t.c.opts.MaxValueSize)
+	}
+	t.buffer(mutation{row: []byte(row), col: column, op: OpPut, value: append([]byte{}, value...)})
+	return nil
+}
+
+// Delete buffers a deletion of (row, column).
+func (t *Txn) Delete(row, column string) error {
+	if err := t.writable(row, column); err != nil {
+		return err
+	}
+	t.buffer(mutation{row: []byte(row), col: column, op: OpDelete})
+	return nil
+}
+
+func (t *Txn) buffer(m mutation) {
+	if t.pos == nil {
+		t.pos = make(map[string]int)
+	}
+	key := cellKey(m.row, m.col)
+	if i, ok := t.pos[key]; ok {
+		t.writes[i] = m
+		return
+	}
+	t.pos[key] = len(t.writes)
+	t.writes = append(t.writes, m)
+}
+
+// Rollback abandons the transaction. Nothing was written before Commit,
+// so there is nothing to undo.
+func (t *Txn) Rollback(context.Context) error {
+	if t.done {
+		return ErrTxnFinished
+	}
+	t.done = true
+	return nil
+}
+
+// Commit makes the buffered writes visible atomically, or returns an error
+// and makes none visible (ErrConflict on a write-write conflict), or
+// returns ErrCommitUnknown when the outcome could not be learned.
+func (t *Txn) Commit(ctx context.Context) error {
+	if t.done {
+		return ErrTxnFinished
+	}
+	t.done = true
+	if len(t.writes) == 0 {
+		return nil
+	}
+	return t.c.commit(ctx, t)
+}
+
+func (t *Txn) usable() error {
+	if t.done {
+		return ErrTxnFinished
+	}
+	return nil
+}
+
+func (t *Txn) writable(row, column string) error {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	if t.readOnly {
+		return ErrReadOnly
+	}
+	return validateCell(row, column)
+}
+
+// validateCell checks a user's row and column. A column must not contain
+// ':' or NUL (the protocol's metadata columns are named c:lock, c:write,
+// c:data, c:notify, c:ack_<observer>) nor start with "__" (reserved for the
+// system's own columns).
+func validateCell(row, column string) error {
+	switch {
+	case row == "":
+		return fmt.Errorf("%w: empty row", ErrInvalidArgument)
+	case len(row) > MaxRowSize:
+		return fmt.Errorf("%w: row of %d bytes exceeds %d", ErrInvalidArgument, len(row), MaxRowSize)
+	case column == "":
+		return fmt.Errorf("%w: empty column", ErrInvalidArgument)
+	case len(column) > MaxColumnSize:
+		return fmt.Errorf("%w: column of %d bytes exceeds %d", ErrInvalidArgument, len(column), MaxColumnSize)
+	case strings.ContainsAny(column, ":\x00"):
+		return fmt.Errorf("%w: column %q contains ':' or NUL, reserved for the protocol's columns", ErrInvalidArgument, column)
+	case strings.HasPrefix(column, "__"):
+		return fmt.Errorf("%w: column %q starts with the reserved prefix \"__\"", ErrInvalidArgument, column)
+	}
+	return nil
+}

@@ -120,7 +120,7 @@ func (c *Client) commitMutations(t *Txn, rw *rowWrites, commitTS uint64) []stora
 	muts := make([]storage.Mutation, 0, 2*len(rw.muts))
 	for _, m := range rw.muts {
 		w := Write{Op: m.op, StartTS: t.startTS}
-		if m.op == OpPut && len(m.value) <= c.opts.InlineSize {
+		if m.op == OpPut && c.inline(m.value) {
 			w.Inline, w.Value = true, m.value
 		}
 		muts = append(muts,

@@ -53,7 +53,7 @@ func (c *Client) getOnce(ctx context.Context, ts uint64, row []byte, col string)
 	}
 	for i := range r.Cells {
 		if cell := &r.Cells[i]; cell.Family == FamilyLock {
-			return nil, c.resolveCell(ctx, row, col, cell.TS, cell.Value)
+			return nil, resolved(c.resolveCell(ctx, row, col, cell.TS, cell.Value))
 		}
 	}
 	w, _, found, err := c.newestCommit(ctx, row, col, ts, r.Cells)
@@ -76,7 +76,7 @@ func (c *Client) getIndexed(ctx context.Context, ts uint64, row []byte, col stri
 		if len(lr.Cells) == 0 {
 			return nil, errRetryNow // removed; the hook has not caught up
 		}
-		return nil, c.resolveCell(ctx, row, col, v.lockTS[0], lr.Cells[0].Value)
+		return nil, resolved(c.resolveCell(ctx, row, col, v.lockTS[0], lr.Cells[0].Value))
 	}
 	if !v.known {
 		latest, err := c.latestCommitTS(ctx, row, col)
@@ -108,6 +108,14 @@ func (c *Client) getIndexed(ctx context.Context, ts uint64, row []byte, col stri
 		return nil, err
 	}
 	return c.value(ctx, row, col, &w)
+}
+
+// resolved turns a successful resolution into a request to read again.
+func resolved(err error) error {
+	if err == nil {
+		return errRetryNow
+	}
+	return err
 }
 
 func orNotFound(err error) error {

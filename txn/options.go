@@ -17,7 +17,7 @@ type Options struct {
 	// MaxValueSize is the largest value a cell may hold. Default 10 MiB.
 	MaxValueSize int
 	// InlineSize is the largest value stored inline in the lock and write
-	// records instead of in c:data. Default 4 KiB.
+	// records instead of in c:data. Default 4 KiB; negative: never inline.
 	InlineSize int
 	// StoreRetries is how many times an idempotent storage call is re-sent
 	// after an error before giving up. Default 3.
@@ -63,7 +63,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: empty owner", ErrInvalidArgument)
 	case o.LockTTL < time.Millisecond:
 		return fmt.Errorf("%w: lock TTL %v below 1ms", ErrInvalidArgument, o.LockTTL)
-	case o.MaxValueSize < 0 || o.InlineSize < 0 || o.StoreRetries < 0 || o.IndexShards < 0:
+	case o.MaxValueSize < 0 || o.StoreRetries < 0 || o.IndexShards < 0:
 		return fmt.Errorf("%w: negative size or count", ErrInvalidArgument)
 	case o.InlineSize > o.MaxValueSize:
 		return fmt.Errorf("%w: inline size %d above max value size %d", ErrInvalidArgument, o.InlineSize, o.MaxValueSize)

@@ -79,7 +79,7 @@ func (c *Client) lockFor(m, primary *mutation) Lock {
 		Op: m.op, PrimaryRow: primary.row, PrimaryCol: primary.col, Owner: c.opts.Owner,
 		WallMS: c.nowMS(), TTLMS: uint64(c.opts.LockTTL.Milliseconds()),
 	}
-	if m.op == OpPut && len(m.value) <= c.opts.InlineSize {
+	if m.op == OpPut && c.inline(m.value) {
 		l.Inline, l.Value = true, m.value
 	}
 	return l
@@ -130,3 +130,6 @@ func (c *Client) blocker(ctx context.Context, row []byte, cell *storage.Cell, st
 	}
 	return fmt.Sprintf("newer write committed at %d", cell.TS), false
 }
+
+// inline reports whether v travels inside the lock and commit records.
+func (c *Client) inline(v []byte) bool { return len(v) <= c.opts.InlineSize }

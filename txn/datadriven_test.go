@@ -1,0 +1,167 @@
+package txn
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// TestScenarios runs the protocol scenarios in testdata/, each twice: with
+// the single owner's in-memory index and without it (as on Bigtable).
+// Regenerate with -rewrite.
+func TestScenarios(t *testing.T) {
+	for _, indexed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("indexed=%v", indexed), func(t *testing.T) {
+			datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+				s := &scenario{env: newEnv(t, indexed), txns: map[string]*scenarioTxn{}}
+				datadriven.RunTest(t, path, s.run)
+			})
+		})
+	}
+}
+
+type scenario struct {
+	env  *env
+	txns map[string]*scenarioTxn
+}
+
+type scenarioTxn struct {
+	t        *Txn
+	rows     []*rowWrites
+	commitTS uint64
+}
+
+func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
+	ctx := context.Background()
+	arg := func(key string) string {
+		for _, a := range d.CmdArgs {
+			if a.Key == key && len(a.Vals) > 0 {
+				return a.Vals[0]
+			}
+		}
+		return ""
+	}
+	st := func() *scenarioTxn {
+		x := s.txns[arg("t")]
+		if x == nil {
+			d.Fatalf(t, "no transaction %q", arg("t"))
+		}
+		return x
+	}
+	switch d.Cmd {
+	case "begin":
+		c := s.env.client(arg("client"))
+		tx, err := c.begin(ctx, d.HasArg("readonly"))
+		if err != nil {
+			return errString(err)
+		}
+		s.txns[arg("t")] = &scenarioTxn{t: tx}
+		return fmt.Sprintf("start_ts=%d", tx.StartTS())
+	case "set":
+		return errString(st().t.Set(arg("row"), arg("col"), []byte(arg("value"))))
+	case "delete":
+		return errString(st().t.Delete(arg("row"), arg("col")))
+	case "get":
+		x := st()
+		if _, ok := x.t.pos[cellKey([]byte(arg("row")), arg("col"))]; ok {
+			v, err := x.t.Get(ctx, arg("row"), arg("col"))
+			if err != nil {
+				return errString(err) + " (own write)"
+			}
+			return fmt.Sprintf("%q (own write)", v)
+		}
+		v, err := x.t.c.getOnce(ctx, x.t.startTS, []byte(arg("row")), arg("col"))
+		for i := 0; err == errRetryNow && i < 10; i++ {
+			v, err = x.t.c.getOnce(ctx, x.t.startTS, []byte(arg("row")), arg("col"))
+		}
+		if err != nil {
+			return errString(err)
+		}
+		return fmt.Sprintf("%q", v)
+	case "prewrite":
+		return s.prewrite(ctx, st(), arg("rows"))
+	case "commit-primary":
+		x := st()
+		ts, _ := x.t.c.oracle.Timestamp(ctx)
+		x.commitTS = ts
+		return fmt.Sprintf("commit_ts=%d %s", ts, errString(x.t.c.commitPrimary(ctx, x.t, x.rows[0], ts)))
+	case "replay-commit-primary":
+		x := st()
+		return errString(x.t.c.commitPrimary(ctx, x.t, x.rows[0], x.commitTS))
+	case "commit-secondaries":
+		x := st()
+		x.t.c.commitSecondaries(ctx, x.t, x.rows[1:], x.commitTS)
+		return "ok"
+	case "abort":
+		x := st()
+		return errString(x.t.c.abort(ctx, x.t, x.rows, nil))
+	case "commit":
+		x := st()
+		if p := arg("crash"); p != "" {
+			x.t.c.crash = func(point string) bool { return point == p }
+			defer func() { x.t.c.crash = nil }()
+		}
+		return errString(x.t.Commit(ctx))
+	case "heartbeat":
+		x := st()
+		ok, err := x.t.c.refreshLock(ctx, x.t.startTS, &x.t.writes[0])
+		return fmt.Sprintf("refreshed=%v %s", ok, errString(err))
+	case "kill":
+		s.env.live.Unregister(arg("client"))
+		return "ok"
+	case "advance":
+		dur, err := time.ParseDuration(arg("by"))
+		if err != nil {
+			d.Fatalf(t, "bad duration: %v", err)
+		}
+		s.env.clock.Advance(dur)
+		return "ok"
+	case "dump":
+		return s.env.dump(strings.Split(arg("rows"), ","), arg("col"))
+	case "locks":
+		return s.locks(ctx)
+	}
+	d.Fatalf(t, "unknown command %q", d.Cmd)
+	return ""
+}
+
+// prewrite prewrites the named rows of x (all, primary first, when rows is
+// empty). A row named again is a replayed (late or duplicated) delivery.
+func (s *scenario) prewrite(ctx context.Context, x *scenarioTxn, rows string) string {
+	if x.rows == nil {
+		x.rows = groupByRow(x.t.writes)
+	}
+	var out []string
+	for _, rw := range x.rows {
+		if rows != "" && !strings.Contains(","+rows+",", ","+string(rw.row)+",") {
+			continue
+		}
+		err := x.t.c.prewrite(ctx, x.t, rw, &x.t.writes[0])
+		out = append(out, fmt.Sprintf("%s: %s", rw.row, errString(err)))
+	}
+	return strings.Join(out, "\n")
+}
+
+func (s *scenario) locks(ctx context.Context) string {
+	var out []string
+	f := storage.Filter{{Family: FamilyLock, AllQualifiers: true}}
+	_ = s.env.store.Scan(ctx, nil, nil, f, 0, func(r storage.Row) bool {
+		for _, c := range r.Cells {
+			out = append(out, fmt.Sprintf("%s/%s@%d", r.Key, c.Qualifier, c.TS))
+		}
+		return true
+	})
+	if ix := s.env.base.index; ix != nil && ix.lockCount() != len(out) {
+		out = append(out, fmt.Sprintf("INDEX MISMATCH: index has %d locks", ix.lockCount()))
+	}
+	if len(out) == 0 {
+		return "no locks"
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,138 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/memory"
+)
+
+// counterOracle hands out 1, 2, 3, ... : deterministic timestamps for
+// scenarios. Safe for concurrent use.
+type counterOracle struct{ n atomic.Uint64 }
+
+func (o *counterOracle) Timestamp(context.Context) (uint64, error) { return o.n.Add(1), nil }
+
+// manualClock is a clock tests move by hand.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (m *manualClock) Now() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.now
+}
+
+func (m *manualClock) Advance(d time.Duration) {
+	m.mu.Lock()
+	m.now = m.now.Add(d)
+	m.mu.Unlock()
+}
+
+// hideExclusive wraps a store so that it offers only storage.Store (and
+// Batcher): the client then runs without its in-memory index, as it will on
+// Bigtable.
+type hideExclusive struct{ storage.Store }
+
+// env is one shared store, oracle, liveness and clock, with any number of
+// clients ("processes") on it.
+type env struct {
+	t       testing.TB
+	store   storage.Store
+	oracle  *counterOracle
+	live    *coord.Local
+	clock   *manualClock
+	indexed bool
+	base    *Client
+	clients map[string]*Client
+}
+
+func newEnv(t testing.TB, indexed bool) *env {
+	mem := memory.New()
+	var st storage.Store = mem
+	if !indexed {
+		st = hideExclusive{mem}
+	}
+	e := &env{t: t, store: st, oracle: &counterOracle{}, live: coord.NewLocal(),
+		clock: &manualClock{now: time.Unix(1_000_000, 0)}, indexed: indexed, clients: map[string]*Client{}}
+	t.Cleanup(func() { _ = mem.Close() })
+	return e
+}
+
+// client returns the client of process name, creating it (alive) on first
+// use. All clients share the store's one index, as threads of one owner.
+func (e *env) client(name string) *Client {
+	if c, ok := e.clients[name]; ok {
+		return c
+	}
+	opts := Options{Owner: name, Now: e.clock.Now, LockTTL: 10 * time.Second, InlineSize: -1}
+	var c *Client
+	if e.base == nil {
+		var err error
+		if c, err = NewClient(context.Background(), e.store, e.oracle, e.live, opts); err != nil {
+			e.t.Fatal(err)
+		}
+		e.base = c
+	} else {
+		opts.EnsureDefaults()
+		c = &Client{store: e.store, batch: e.base.batch, oracle: e.oracle, live: e.live, opts: opts,
+			index: e.base.index, sleep: sleepCtx, secondaryBatch: 256}
+	}
+	e.live.Register(name)
+	e.clients[name] = c
+	return c
+}
+
+// dump renders the cells of col in rows as the tables of seed 004: one line
+// per timestamp, newest first, with its data, lock and write cells.
+func (e *env) dump(rows []string, col string) string {
+	var b strings.Builder
+	for _, row := range rows {
+		r, err := e.store.ReadRow(context.Background(), []byte(row), storage.Filter{
+			{Family: FamilyData, Qualifier: col}, {Family: FamilyLock, Qualifier: col}, {Family: FamilyWrite, Qualifier: col}})
+		if err != nil {
+			return err.Error()
+		}
+		fmt.Fprintf(&b, "%s %s\n", row, col)
+		byTS := map[uint64][]string{}
+		for _, cell := range r.Cells {
+			byTS[cell.TS] = append(byTS[cell.TS], FormatCell(cell.Family, cell.Value))
+		}
+		var tss []uint64
+		for ts := range byTS {
+			tss = append(tss, ts)
+		}
+		sort.Slice(tss, func(i, j int) bool { return tss[i] > tss[j] })
+		for _, ts := range tss {
+			fmt.Fprintf(&b, "  %d: %s\n", ts, strings.Join(byTS[ts], "  "))
+		}
+	}
+	return b.String()
+}
+
+// errString renders an error class for scenario output.
+func errString(err error) string {
+	var ce *ConflictError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &ce):
+		return "conflict: " + ce.Reason
+	case errors.Is(err, errLocked):
+		return "locked: wait"
+	case errors.Is(err, ErrNotFound):
+		return "not found"
+	}
+	return "error: " + err.Error()
+}

@@ -1,0 +1,86 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+)
+
+func getenv(k string) string { return os.Getenv(k) }
+
+// TestCrashPoints stops a five-row commit after every step, as if its
+// process died there; a reader in another process then sees the whole
+// transaction or none of it, and its reads leave no lock behind.
+func TestCrashPoints(t *testing.T) {
+	points := []struct {
+		point string
+		nth   int // stop at the nth time the point is reached
+		whole bool
+	}{
+		{CrashAfterPrimaryPrewrite, 1, false},
+		{CrashAfterSecondaryPrewrite, 1, false},
+		{CrashAfterSecondaryPrewrite, 3, false},
+		{CrashAfterSecondaryPrewrite, 4, false},
+		{CrashAfterPrimaryCommit, 1, true},
+		{CrashAfterSecondaryCommit, 1, true},
+		{CrashAfterSecondaryCommit, 3, true},
+	}
+	for _, indexed := range []bool{true, false} {
+		for _, p := range points {
+			t.Run(fmt.Sprintf("indexed=%v/%s#%d", indexed, p.point, p.nth), func(t *testing.T) {
+				testCrashPoint(t, indexed, p.point, p.nth, p.whole)
+			})
+		}
+	}
+}
+
+func testCrashPoint(t *testing.T, indexed bool, point string, nth int, whole bool) {
+	ctx := context.Background()
+	e := newEnv(t, indexed)
+	writer := e.client("writer")
+	writer.secondaryBatch = 1
+	init, _ := writer.Begin(ctx)
+	for i := range 5 {
+		_ = init.Set(fmt.Sprintf("r%d", i), "v", []byte("old"))
+	}
+	if err := init.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx, _ := writer.Begin(ctx)
+	for i := range 5 {
+		_ = tx.Set(fmt.Sprintf("r%d", i), "v", []byte("new"))
+	}
+	seen := 0
+	writer.crash = func(p string) bool {
+		if p == point {
+			seen++
+		}
+		return seen == nth
+	}
+	err := tx.Commit(ctx)
+	if whole != (err == nil) {
+		t.Fatalf("commit returned %v", err)
+	}
+	if !whole && !errors.Is(err, errCrashed) {
+		t.Fatalf("commit returned %v, want the crash", err)
+	}
+	e.live.Unregister("writer") // the process died
+
+	reader := e.client("reader")
+	r, _ := reader.BeginReadOnly(ctx)
+	want := map[bool]string{true: "new", false: "old"}[whole]
+	for i := range 5 {
+		v, err := r.Get(ctx, fmt.Sprintf("r%d", i), "v")
+		if err != nil || string(v) != want {
+			t.Fatalf("r%d = %q, %v; want %q", i, v, err, want)
+		}
+	}
+	if n := countLocks(t, e.store); n != 0 {
+		t.Fatalf("%d locks survive the reads", n)
+	}
+	if ix := e.base.index; ix != nil && ix.lockCount() != 0 {
+		t.Fatalf("index still holds %d locks", ix.lockCount())
+	}
+}

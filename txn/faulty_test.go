@@ -1,0 +1,122 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+var errInjectedTimeout = errors.New("faulty: injected timeout")
+
+// faultyStore delivers writes badly: it applies a call and then reports a
+// timeout, applies it twice, or holds it back (reporting a timeout) and
+// delivers it later, after later calls. Reads may time out. The protocol
+// must stay correct regardless (invariant 6).
+type faultyStore struct {
+	storage.Store
+	mu      sync.Mutex
+	rng     *rand.Rand
+	pending []func()
+	faults  map[string]int
+}
+
+func newFaultyStore(s storage.Store, seed uint64) *faultyStore {
+	return &faultyStore{Store: s, rng: rand.New(rand.NewPCG(seed, seed)), faults: map[string]int{}}
+}
+
+type fault int
+
+const (
+	deliver fault = iota
+	applyThenTimeout
+	applyTwice
+	late
+)
+
+// pick chooses a fault and, at random, first delivers one held-back call.
+func (f *faultyStore) pick() (fault, func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var flush func()
+	if len(f.pending) > 0 && f.rng.IntN(3) == 0 {
+		i := f.rng.IntN(len(f.pending))
+		flush = f.pending[i]
+		f.pending = append(f.pending[:i], f.pending[i+1:]...)
+	}
+	r := f.rng.IntN(100)
+	switch {
+	case r < 5:
+		f.faults["apply-then-timeout"]++
+		return applyThenTimeout, flush
+	case r < 10:
+		f.faults["apply-twice"]++
+		return applyTwice, flush
+	case r < 14:
+		f.faults["late"]++
+		return late, flush
+	}
+	return deliver, flush
+}
+
+func (f *faultyStore) hold(call func()) {
+	f.mu.Lock()
+	f.pending = append(f.pending, call)
+	f.mu.Unlock()
+}
+
+// drain delivers every held-back call.
+func (f *faultyStore) drain() {
+	f.mu.Lock()
+	p := f.pending
+	f.pending = nil
+	f.mu.Unlock()
+	for _, call := range p {
+		call()
+	}
+}
+
+func (f *faultyStore) do(call func() error) error {
+	kind, flush := f.pick()
+	if flush != nil {
+		flush()
+	}
+	switch kind {
+	case applyThenTimeout:
+		_ = call()
+		return errInjectedTimeout
+	case applyTwice:
+		_ = call()
+		return call()
+	case late:
+		f.hold(func() { _ = call() })
+		return errInjectedTimeout
+	}
+	return call()
+}
+
+func (f *faultyStore) CheckAndMutate(ctx context.Context, row []byte, pred storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	var matched bool
+	err := f.do(func() error {
+		var err error
+		matched, err = f.Store.CheckAndMutate(context.WithoutCancel(ctx), row, pred, ifTrue, ifFalse)
+		return err
+	})
+	return matched, err
+}
+
+func (f *faultyStore) Mutate(ctx context.Context, row []byte, muts ...storage.Mutation) error {
+	return f.do(func() error { return f.Store.Mutate(context.WithoutCancel(ctx), row, muts...) })
+}
+
+func (f *faultyStore) ReadRow(ctx context.Context, row []byte, filter storage.Filter) (storage.Row, error) {
+	f.mu.Lock()
+	fail := f.rng.IntN(100) < 3
+	f.mu.Unlock()
+	if fail {
+		return storage.Row{}, errInjectedTimeout
+	}
+	return f.Store.ReadRow(ctx, row, filter)
+}

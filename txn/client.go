@@ -30,9 +30,9 @@ type Client struct {
 	stats stats
 
 	// Test knobs.
-	crash          func(point string) bool          // true stops a commit there
+	crash          func(point string) bool                    // true stops a commit there
 	sleep          func(context.Context, time.Duration) error // backoff wait
-	secondaryBatch int                               // rows per secondary commit call
+	secondaryBatch int                                        // rows per secondary commit call
 }
 
 // NewClient returns a Client. When store is Exclusive and an ApplyHooker,
@@ -78,7 +78,6 @@ func (c *Client) buildIndex(ctx context.Context) error {
 	return nil
 }
 
-
 // Owner returns the identity this client writes into its locks.
 func (c *Client) Owner() string { return c.opts.Owner }
 
@@ -92,9 +91,9 @@ func (c *Client) Close() {
 
 // Stats counts protocol events since the client was created.
 type Stats struct {
-	Commits, Conflicts, Aborts    uint64
-	RolledForward, RolledBack     uint64
-	LockWaits, PrewriteResolved   uint64
+	Commits, Conflicts, Aborts  uint64
+	RolledForward, RolledBack   uint64
+	LockWaits, PrewriteResolved uint64
 }
 
 type stats struct {

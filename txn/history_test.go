@@ -260,7 +260,7 @@ type faultyExclusive struct {
 	mem *memory.Store
 }
 
-func (f faultyExclusive) Exclusive() bool                   { return true }
+func (f faultyExclusive) Exclusive() bool                  { return true }
 func (f faultyExclusive) SetApplyHook(h storage.ApplyHook) { f.mem.SetApplyHook(h) }
 
 func countLocks(t *testing.T, st storage.Store) int {

@@ -51,6 +51,9 @@ func (o *Options) EnsureDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.InlineSize > o.MaxValueSize {
+		o.InlineSize = o.MaxValueSize
+	}
 	if o.IndexShards == 0 {
 		o.IndexShards = 256
 	}
@@ -65,8 +68,6 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: lock TTL %v below 1ms", ErrInvalidArgument, o.LockTTL)
 	case o.MaxValueSize < 0 || o.StoreRetries < 0 || o.IndexShards < 0:
 		return fmt.Errorf("%w: negative size or count", ErrInvalidArgument)
-	case o.InlineSize > o.MaxValueSize:
-		return fmt.Errorf("%w: inline size %d above max value size %d", ErrInvalidArgument, o.InlineSize, o.MaxValueSize)
 	}
 	return nil
 }

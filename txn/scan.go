@@ -162,3 +162,7 @@ func mergeOwn(kvs []KV, own []mutation) []KV {
 	}
 	return append(out, kvs[i:]...)
 }
+
+func sortRows(rows [][]byte) {
+	sort.Slice(rows, func(i, j int) bool { return bytes.Compare(rows[i], rows[j]) < 0 })
+}

@@ -1,0 +1,102 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// LockInfo describes one lock found in the store.
+type LockInfo struct {
+	Row     []byte
+	Column  string
+	StartTS uint64
+	Lock    Lock
+	// Expires is when the lock's TTL runs out without a heartbeat.
+	Expires time.Time
+}
+
+// Locks lists every lock in the store, in row order (the lock family is
+// its own keyspace, so this reads no data).
+func (c *Client) Locks(ctx context.Context) ([]LockInfo, error) {
+	var (
+		out  []LockInfo
+		derr error
+	)
+	f := storage.Filter{{Family: FamilyLock, AllQualifiers: true}}
+	err := c.store.Scan(ctx, nil, nil, f, 0, func(r storage.Row) bool {
+		for _, cell := range r.Cells {
+			l, err := DecodeLock(cell.Value)
+			if err != nil {
+				derr = err
+				return false
+			}
+			exp := time.UnixMilli(int64(l.WallMS + l.TTLMS))
+			out = append(out, LockInfo{Row: r.Key, Column: cell.Qualifier, StartTS: cell.TS, Lock: l, Expires: exp})
+		}
+		return true
+	})
+	if err == nil {
+		err = derr
+	}
+	return out, err
+}
+
+// ResolveLocks settles every lock whose transaction is committed, rolled
+// back, or owned by a dead or expired owner, and leaves the locks of live
+// transactions. It returns how many locks it settled.
+func (c *Client) ResolveLocks(ctx context.Context) (int, error) {
+	locks, err := c.Locks(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, l := range locks {
+		err := c.resolveCell(ctx, l.Row, l.Column, l.StartTS, EncodeLock(&l.Lock))
+		switch {
+		case err == nil:
+			n++
+		case !errors.Is(err, errLocked):
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// RawRow returns the protocol cells (data, lock, write) of every column of
+// row, for inspection (percolator dump).
+func (c *Client) RawRow(ctx context.Context, row []byte) ([]storage.Cell, error) {
+	r, err := c.store.ReadRow(ctx, row, storage.Filter{
+		{Family: FamilyData, AllQualifiers: true},
+		{Family: FamilyLock, AllQualifiers: true},
+		{Family: FamilyWrite, AllQualifiers: true},
+	})
+	return r.Cells, err
+}
+
+// Rows lists up to limit row keys that have any write record or lock, in
+// order, starting at start.
+func (c *Client) Rows(ctx context.Context, start []byte, limit int) ([][]byte, error) {
+	var rows [][]byte
+	seen := map[string]bool{}
+	for _, fam := range []string{FamilyWrite, FamilyLock} {
+		err := c.store.Scan(ctx, start, nil, storage.Filter{{Family: fam, AllQualifiers: true, Limit: 1}}, limit,
+			func(r storage.Row) bool {
+				if !seen[string(r.Key)] {
+					seen[string(r.Key)] = true
+					rows = append(rows, r.Key)
+				}
+				return true
+			})
+		if err != nil {
+			return nil, err
+		}
+	}
+	sortRows(rows)
+	if limit > 0 && len(rows) > limit {
+		rows = rows[:limit]
+	}
+	return rows, nil
+}

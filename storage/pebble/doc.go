@@ -1,0 +1,65 @@
+// Package pebble is the embedded, durable storage.Store on
+// github.com/cockroachdb/pebble/v2: the default backend, one process per
+// directory.
+//
+// # Key layout (keys.go)
+//
+//	cell:     family 0x00 | esc(row) 0x00 0x01 | esc(qualifier) 0x00 0x01 | ^ts (8 bytes BE)
+//	metadata: 0x00 ...   ("\x00format", "\x00family\x00<name>")
+//
+// esc replaces 0x00 with 0x00 0xFF; 0x00 0x01 terminates. Rows (and
+// qualifiers within a row) therefore sort bytewise, no encoded row is a
+// prefix of another, and the newest version of a column comes first. A
+// family holds no NUL, so each family is the contiguous keyspace
+// [family 0x00, family 0x01): a Scan of "notify" never reads a "data" key,
+// and one row read reads one short range per family. A family is never
+// empty, so no cell key begins with 0x00.
+//
+// # Invariants
+//
+//  1. Every write (Mutate, CheckAndMutate, Increment, MutateRows) holds the
+//     latch of each row it writes from before its first read to after its
+//     apply hook returns: read predicate, build one batch, commit it with
+//     pebble.Sync, call the hook, unlatch. Latches are striped mutexes
+//     keyed by a hash of the row; MutateRows takes its stripes in
+//     ascending order, so latching cannot deadlock.
+//  2. A write that returns nil is in the synced WAL. Concurrent syncs are
+//     grouped by pebble's commit pipeline; nothing here skips or delays a
+//     sync, and no Option can turn it off.
+//  3. One write is one pebble batch, so a reader sees all of it or none of
+//     it. Reads take no latch. A ReadRow reads every family through one
+//     iterator (re-bounded per family), and a Scan chunk through iterators
+//     cloned from one, so each row is read from one point-in-time view.
+//  4. The apply hook runs after the commit is durable and visible and
+//     before the row latch is released, once per row with mutations, in
+//     the order writes were applied to that row (for CheckAndMutate: the
+//     branch that ran, if not empty; for Increment: DeleteCells of every
+//     version, then the Put at timestamp 0).
+//  5. Deletes are point deletes of the versions found under the latch
+//     (through the batch when it already holds writes, so a later delete
+//     sees an earlier put of the same call). Range tombstones were rejected:
+//     each iterator over a memtable holding them re-fragments them, which
+//     taxes every read of a busy store.
+//  6. DeleteRow visits every family ever written, from a registry persisted
+//     as metadata keys in the batch of a family's first Put and loaded at
+//     Open. A family joins the in-memory registry only after that batch
+//     committed.
+//  7. Bad input is rejected (storage.ErrInvalidArgument) before any latch
+//     is taken or any byte written.
+//  8. Close waits for the calls in flight and then closes pebble; later
+//     calls return storage.ErrClosed. Scan holds no iterator (and does not
+//     count as in flight) while its callback runs, so the callback may call
+//     back into the store, or Close it.
+//
+// # Reads
+//
+// A filter of one selector naming one qualifier at one timestamp
+// (Time.End == Time.Start+1) is a point Get of one key, helped by
+// whole-key bloom filters. Otherwise each column is read by seeking to the
+// newest timestamp any selector wants (versions < End start at ^(End-1))
+// and stopping at the first version no selector can still take (older
+// than every Start, or every Limit reached).
+//
+// Open takes pebble's directory lock first; a second Open of the same
+// directory, from this process or another, fails with ErrLocked.
+package pebble

@@ -1,0 +1,92 @@
+package pebble
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// Defaults for the zero Options.
+const (
+	DefaultCacheSize    = 64 << 20
+	DefaultMemTableSize = 32 << 20
+	maxMemTableSize     = 4<<30 - 1
+)
+
+// Options configures a Store. The zero value is usable. No option trades
+// durability for speed: every write is synced to the WAL before it returns.
+type Options struct {
+	// CacheSize is the size in bytes of the block cache. 0 means
+	// DefaultCacheSize.
+	CacheSize int64
+	// MemTableSize is the size in bytes of one memtable; pebble keeps up to
+	// two. 0 means DefaultMemTableSize.
+	MemTableSize uint64
+	// Logger receives pebble's log lines. nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills the zero fields with defaults.
+func (o *Options) EnsureDefaults() {
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports options out of range, wrapping storage.ErrInvalidArgument.
+func (o *Options) Validate() error {
+	if o.CacheSize < 0 {
+		return fmt.Errorf("%w: negative CacheSize %d", storage.ErrInvalidArgument, o.CacheSize)
+	}
+	if o.MemTableSize > maxMemTableSize {
+		return fmt.Errorf("%w: MemTableSize %d exceeds %d", storage.ErrInvalidArgument, o.MemTableSize, uint64(maxMemTableSize))
+	}
+	return nil
+}
+
+// pebbleOptions translates validated, defaulted options.
+func (o *Options) pebbleOptions(lock *pebble.Lock) *pebble.Options {
+	po := &pebble.Options{
+		CacheSize:          o.CacheSize,
+		MemTableSize:       o.MemTableSize,
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             slogLogger{o.Logger},
+		Lock:               lock,
+	}
+	// Whole-key bloom filters: the exact-timestamp fast path is a point Get.
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	return po
+}
+
+// slogLogger adapts slog to pebble's Logger.
+type slogLogger struct{ l *slog.Logger }
+
+// Infof logs at Debug: pebble's informational lines (WAL recovery, file
+// counts) are noise to a user of the store.
+func (s slogLogger) Infof(format string, args ...any) {
+	s.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (s slogLogger) Errorf(format string, args ...any) {
+	s.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+// Fatalf logs and panics: pebble calls it on corruption it cannot survive
+// and does not expect it to return.
+func (s slogLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.l.Log(context.Background(), slog.LevelError+4, msg, "component", "pebble")
+	panic("pebble: fatal: " + msg)
+}

@@ -1,0 +1,134 @@
+package pebble
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/storagetest"
+)
+
+var ctx = context.Background()
+
+func openTest(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatalf("Open(%s): %v", dir, err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storagetest.Run(t, func(t *testing.T) storage.Store { return openTest(t, t.TempDir()) })
+}
+
+// TestConformanceFlushing reruns the suite on a store that flushes its
+// memtable after every fourth write, so that reads merge sstables, their
+// bloom filters and the memtable, and deletes land on flushed versions.
+func TestConformanceFlushing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	storagetest.Run(t, func(t *testing.T) storage.Store {
+		return &flushingStore{Store: openTest(t, t.TempDir())}
+	})
+}
+
+type flushingStore struct {
+	*Store
+	writes atomic.Int64
+}
+
+func (f *flushingStore) maybeFlush(err error) error {
+	if err != nil || f.writes.Add(1)%4 != 0 || f.guard.enter() != nil {
+		return err
+	}
+	defer f.guard.exit()
+	return f.db.Flush()
+}
+
+func (f *flushingStore) Mutate(ctx context.Context, row []byte, ms ...storage.Mutation) error {
+	return f.maybeFlush(f.Store.Mutate(ctx, row, ms...))
+}
+
+func (f *flushingStore) CheckAndMutate(ctx context.Context, row []byte, p storage.Filter, t, e []storage.Mutation) (bool, error) {
+	ok, err := f.Store.CheckAndMutate(ctx, row, p, t, e)
+	return ok, f.maybeFlush(err)
+}
+
+func (f *flushingStore) Increment(ctx context.Context, row []byte, family, qualifier string, delta int64) (int64, error) {
+	n, err := f.Store.Increment(ctx, row, family, qualifier, delta)
+	return n, f.maybeFlush(err)
+}
+
+func (f *flushingStore) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	errs, err := f.Store.MutateRows(ctx, rows)
+	return errs, f.maybeFlush(err)
+}
+
+// TestReopen checks that every write that returned survives Close and
+// Open, the family registry included (DeleteRow must still reach every
+// family after a restart).
+func TestReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	must(t, s.Mutate(ctx, []byte("r"), storage.SetCell("a", "q", 7, []byte("v")), storage.SetCell("notify", "", 1, nil)))
+	must(t, s.Mutate(ctx, []byte("gone"), storage.SetCell("b", "q", 1, []byte("x"))))
+	if _, err := s.Increment(ctx, []byte("r"), "ctr", "n", 41); err != nil {
+		t.Fatal(err)
+	}
+	must(t, s.Close())
+
+	s = openTest(t, dir)
+	defer s.Close()
+	all := storage.Filter{{Family: "a", AllQualifiers: true}, {Family: "ctr", AllQualifiers: true}, {Family: "notify", AllQualifiers: true}}
+	r, err := s.ReadRow(ctx, []byte("r"), all)
+	if err != nil || len(r.Cells) != 3 || string(r.Cells[0].Value) != "v" || r.Cells[2].Family != "notify" {
+		t.Fatalf("after reopen: %+v, %v", r.Cells, err)
+	}
+	if n, err := s.Increment(ctx, []byte("r"), "ctr", "n", 1); err != nil || n != 42 {
+		t.Fatalf("counter after reopen: %d, %v", n, err)
+	}
+	must(t, s.Mutate(ctx, []byte("gone"), storage.Mutation{Kind: storage.DeleteRow}))
+	r, err = s.ReadRow(ctx, []byte("gone"), storage.Filter{{Family: "b", AllQualifiers: true}})
+	if err != nil || len(r.Cells) != 0 {
+		t.Fatalf("DeleteRow after reopen left %+v, %v", r.Cells, err)
+	}
+}
+
+func TestSecondOpenFails(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	_, err := Open(dir, Options{})
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Open of an open store: %v, want ErrLocked", err)
+	}
+	t.Logf("second Open: %v", err)
+	must(t, s.Close())
+	s = openTest(t, dir) // the lock is released by Close
+	must(t, s.Close())
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, o := range []Options{{CacheSize: -1}, {MemTableSize: 1 << 40}} {
+		if _, err := Open(filepath.Join(t.TempDir(), "x"), o); !errors.Is(err, storage.ErrInvalidArgument) {
+			t.Errorf("Open with %+v: %v, want ErrInvalidArgument", o, err)
+		}
+	}
+	var o Options
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil || o.CacheSize != DefaultCacheSize || o.Logger == nil {
+		t.Fatalf("defaults %+v: %v", o, err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,186 @@
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// ReadRow implements storage.Store. It takes no latch: every write commits
+// as one pebble batch, and one iterator reads one point-in-time view.
+func (s *Store) ReadRow(ctx context.Context, row []byte, filter storage.Filter) (storage.Row, error) {
+	if err := s.guard.enter(); err != nil {
+		return storage.Row{}, err
+	}
+	defer s.guard.exit()
+	if err := checkRead(ctx, row, filter); err != nil {
+		return storage.Row{}, err
+	}
+	cells, err := s.readRow(row, filter, false)
+	if err != nil {
+		return storage.Row{}, err
+	}
+	return storage.Row{Key: slices.Clone(row), Cells: cells}, nil
+}
+
+func checkRead(ctx context.Context, row []byte, filter storage.Filter) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := storage.ValidateRow(row); err != nil {
+		return err
+	}
+	return storage.ValidateFilter(filter)
+}
+
+// readRow returns the cells of row selected by filter, or only the first
+// of them when first is set.
+func (s *Store) readRow(row []byte, filter storage.Filter, first bool) ([]storage.Cell, error) {
+	if len(filter) == 0 {
+		return nil, nil
+	}
+	if sel, ok := exactCell(filter); ok {
+		return s.getCell(row, &sel)
+	}
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		return nil, fmt.Errorf("pebble: read %q: %w", row, err)
+	}
+	r := readerPool.Get().(*reader)
+	defer r.release()
+	r.it, r.first = it, first
+	groups := groupByFamily(filter)
+	for i := range groups {
+		r.prefix = appendRowPrefix(r.prefix[:0], groups[i].family, row)
+		r.end = prefixEnd(r.end[:0], r.prefix)
+		it.SetBounds(r.prefix, r.end) // copies the bounds
+		if r.readFamilyRow(&groups[i], r.prefix, false); r.done() {
+			break
+		}
+	}
+	if err := errors.Join(r.err, it.Close()); err != nil {
+		return nil, fmt.Errorf("pebble: read %q: %w", row, err)
+	}
+	return r.cells, nil
+}
+
+// readerPool recycles readers and their scratch buffers.
+var readerPool = sync.Pool{New: func() any { return new(reader) }}
+
+// release returns r to the pool; r.cells belongs to the caller by now.
+func (r *reader) release() {
+	r.it, r.first, r.cells, r.err = nil, false, nil, nil
+	readerPool.Put(r)
+}
+
+// getCell is the fast path: one exact key, one Get, no iterator.
+func (s *Store) getCell(row []byte, sel *storage.Selector) ([]storage.Cell, error) {
+	key := make([]byte, 0, keyLen(sel.Family, row, sel.Qualifier))
+	v, closer, err := s.db.Get(appendKey(key, sel.Family, row, sel.Qualifier, sel.Time.Start))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pebble: read %q: %w", row, err)
+	}
+	c := storage.Cell{Family: sel.Family, Qualifier: sel.Qualifier, TS: sel.Time.Start, Value: bytes.Clone(v)}
+	return []storage.Cell{c}, closer.Close()
+}
+
+// reader collects the selected cells of one row, one family at a time,
+// through an iterator whose bounds cover the row.
+type reader struct {
+	it     *pebble.Iterator
+	first  bool // stop after the first selected cell
+	cells  []storage.Cell
+	err    error
+	col    []byte // the current column's key prefix
+	seek   []byte // scratch for seek keys
+	prefix []byte // scratch for row prefixes
+	end    []byte // scratch for row ends
+	counts []int
+}
+
+func (r *reader) done() bool { return r.err != nil || (r.first && len(r.cells) > 0) }
+
+// readFamilyRow reads the cells of g's family in the row whose keys begin
+// with rowPrefix. positioned means the iterator is already on the row's
+// first key in the family. On return the iterator may still be inside the
+// row; the caller seeks past it if it needs to.
+func (r *reader) readFamilyRow(g *group, rowPrefix []byte, positioned bool) {
+	if !g.all {
+		g.eachQualifier(func(q string) bool {
+			r.col = appendEscapedString(append(r.col[:0], rowPrefix...), q)
+			r.readColumn(g, q, false)
+			return !r.done()
+		})
+		return
+	}
+	valid := positioned || r.it.SeekGE(rowPrefix)
+	for valid && bytes.HasPrefix(r.it.Key(), rowPrefix) {
+		k := r.it.Key()
+		r.col = append(r.col[:0], k[:len(k)-tsLen]...)
+		q := string(unescape(nil, r.col[len(rowPrefix):]))
+		if r.readColumn(g, q, true); r.done() {
+			return
+		}
+		valid = r.it.Valid()
+	}
+}
+
+// readColumn reads the versions of the column r.col (qualifier q), newest
+// first, and leaves the iterator past the column (or exhausted). positioned
+// means the iterator is on the column's first version.
+func (r *reader) readColumn(g *group, q string, positioned bool) {
+	r.seek = appendTS(append(r.seek[:0], r.col...), g.seekTS(q))
+	valid := positioned
+	if !positioned || bytes.Compare(r.it.Key(), r.seek) < 0 {
+		valid = r.it.SeekGE(r.seek)
+	}
+	r.counts = slices.Grow(r.counts[:0], len(g.sels))[:len(g.sels)]
+	clear(r.counts)
+	for valid {
+		k := r.it.Key()
+		if !bytes.HasPrefix(k, r.col) {
+			return
+		}
+		ts := decodeTS(k)
+		selected, more := g.selects(q, ts, r.counts)
+		if selected {
+			r.emit(g.family, q, ts)
+		}
+		if r.done() {
+			return
+		}
+		if !more {
+			r.skipColumn()
+			return
+		}
+		valid = r.it.Next()
+	}
+}
+
+// emit appends a copy of the current cell.
+func (r *reader) emit(family, qualifier string, ts uint64) {
+	v, err := r.it.ValueAndErr()
+	if err != nil {
+		r.err = err
+		return
+	}
+	r.cells = append(r.cells, storage.Cell{Family: family, Qualifier: qualifier, TS: ts, Value: bytes.Clone(v)})
+}
+
+// skipColumn moves past the rest of the column: one Next usually leaves
+// it (a column rarely has many versions); otherwise seek.
+func (r *reader) skipColumn() {
+	if r.it.Next() && bytes.HasPrefix(r.it.Key(), r.col) {
+		r.seek = prefixEnd(r.seek[:0], r.col)
+		r.it.SeekGE(r.seek)
+	}
+}

@@ -1,0 +1,187 @@
+package pebble
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// Mutate implements storage.Store.
+func (s *Store) Mutate(ctx context.Context, row []byte, mutations ...storage.Mutation) error {
+	if err := s.guard.enter(); err != nil {
+		return err
+	}
+	defer s.guard.exit()
+	if err := checkWrite(ctx, row, mutations); err != nil || len(mutations) == 0 {
+		return err
+	}
+	defer s.latches.unlock(s.latches.lockRow(row))
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.commitLocked([]storage.RowMutation{{Row: row, Mutations: mutations}})
+}
+
+func checkWrite(ctx context.Context, row []byte, mutations []storage.Mutation) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := storage.ValidateRow(row); err != nil {
+		return err
+	}
+	return storage.ValidateMutations(mutations)
+}
+
+// CheckAndMutate implements storage.Store: under the row latch, read the
+// predicate (stopping at the first selected cell), then commit the branch.
+func (s *Store) CheckAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	if err := s.guard.enter(); err != nil {
+		return false, err
+	}
+	defer s.guard.exit()
+	if err := checkCheckAndMutate(ctx, row, predicate, ifTrue, ifFalse); err != nil {
+		return false, err
+	}
+	defer s.latches.unlock(s.latches.lockRow(row))
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	cells, err := s.readRow(row, predicate, true)
+	if err != nil {
+		return false, err
+	}
+	matched := len(cells) > 0
+	branch := ifFalse
+	if matched {
+		branch = ifTrue
+	}
+	if len(branch) == 0 {
+		return matched, nil
+	}
+	return matched, s.commitLocked([]storage.RowMutation{{Row: row, Mutations: branch}})
+}
+
+func checkCheckAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) error {
+	if err := checkRead(ctx, row, predicate); err != nil {
+		return err
+	}
+	return errors.Join(storage.ValidateMutations(ifTrue), storage.ValidateMutations(ifFalse))
+}
+
+// Increment implements storage.Store. The apply hook sees it as a
+// DeleteCells of every version followed by a Put at timestamp 0.
+func (s *Store) Increment(ctx context.Context, row []byte, family, qualifier string, delta int64) (int64, error) {
+	if err := s.guard.enter(); err != nil {
+		return 0, err
+	}
+	defer s.guard.exit()
+	if err := checkWrite(ctx, row, []storage.Mutation{storage.SetCell(family, qualifier, 0, nil)}); err != nil {
+		return 0, err
+	}
+	defer s.latches.unlock(s.latches.lockRow(row))
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	old, err := s.counter(row, family, qualifier)
+	if err != nil {
+		return 0, err
+	}
+	sum := old + delta
+	ms := []storage.Mutation{
+		{Kind: storage.DeleteCells, Family: family, Qualifier: qualifier},
+		storage.SetCell(family, qualifier, 0, binary.BigEndian.AppendUint64(nil, uint64(sum))),
+	}
+	return sum, s.commitLocked([]storage.RowMutation{{Row: row, Mutations: ms}})
+}
+
+// counter decodes the newest version of a counter column (absent = 0).
+func (s *Store) counter(row []byte, family, qualifier string) (int64, error) {
+	cells, err := s.readRow(row, storage.Filter{{Family: family, Qualifier: qualifier, Limit: 1}}, true)
+	if err != nil || len(cells) == 0 {
+		return 0, err
+	}
+	if v := cells[0].Value; len(v) != 8 {
+		return 0, fmt.Errorf("%w: increment of a %d-byte value, want 8", storage.ErrInvalidArgument, len(v))
+	}
+	return int64(binary.BigEndian.Uint64(cells[0].Value)), nil
+}
+
+// MutateRows implements storage.Batcher: every row is validated, all rows
+// are latched (in stripe order), and one pebble batch commits them all.
+func (s *Store) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	if err := s.guard.enter(); err != nil {
+		return nil, err
+	}
+	defer s.guard.exit()
+	for i := range rows {
+		if err := checkWrite(ctx, rows[i].Row, rows[i].Mutations); err != nil {
+			return nil, fmt.Errorf("row %d: %w", i, err)
+		}
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	defer s.latches.unlock(s.latches.lockRows(rows)...)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return nil, s.commitLocked(rows)
+}
+
+// commitLocked applies rows in one batch, commits it durably, registers
+// new families and calls the hook, row by row. The caller holds every
+// row's latch.
+func (s *Store) commitLocked(rows []storage.RowMutation) error {
+	b := s.newBatch(rows)
+	defer b.Close()
+	var w batchWriter
+	w.init(s, b)
+	for i := range rows {
+		if err := w.add(rows[i].Row, rows[i].Mutations); err != nil {
+			return fmt.Errorf("pebble: write %q: %w", rows[i].Row, err)
+		}
+	}
+	// An empty batch (deletes of absent cells) has nothing to make durable,
+	// but the hook still sees what the caller applied.
+	if !b.Empty() {
+		if err := b.Commit(pebble.Sync); err != nil {
+			return fmt.Errorf("pebble: commit: %w", err)
+		}
+	}
+	for _, f := range w.newFamilies {
+		s.families.add(f)
+	}
+	for i := range rows {
+		s.callHook(rows[i].Row, rows[i].Mutations)
+	}
+	return nil
+}
+
+// newBatch returns an indexed batch when a mutation must read the row
+// through the writes queued before it (a range or row delete that is not
+// the batch's first mutation); otherwise a plain one.
+func (s *Store) newBatch(rows []storage.RowMutation) *pebble.Batch {
+	first := true
+	for i := range rows {
+		for j := range rows[i].Mutations {
+			if !first && readsRow(&rows[i].Mutations[j]) {
+				return s.db.NewIndexedBatch()
+			}
+			first = false
+		}
+	}
+	return s.db.NewBatch()
+}
+
+// readsRow reports whether a mutation must find the versions it deletes.
+func readsRow(m *storage.Mutation) bool {
+	return m.Kind == storage.DeleteRow || (m.Kind == storage.DeleteCells && !exactRange(m.Time))
+}
+
+func exactRange(tr storage.TimeRange) bool {
+	return tr.End != 0 && tr.End == tr.Start+1
+}

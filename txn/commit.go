@@ -44,6 +44,10 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	if err != nil {
 		return c.abort(ctx, t, rows, fmt.Errorf("txn: commit timestamp: %w", err))
 	}
+	// From here the outcome is decided by the primary's commit: the calls
+	// finish even if the caller's context ends, so that a commit is never
+	// left half-rolled-forward by a cancellation.
+	ctx = context.WithoutCancel(ctx)
 	if err := c.commitPrimary(ctx, t, rows[0], commitTS); err != nil {
 		return err
 	}

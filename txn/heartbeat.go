@@ -12,34 +12,55 @@ import (
 // LockTTL/3 it rewrites the lock with a fresh wall time, with a
 // CheckAndMutate on the lock at its own start_ts — never a blind write,
 // which after the commit would resurrect the lock (invariant 7).
+//
+// It is a timer, not a goroutine: most commits end long before the first
+// beat, and then it costs only the timer.
 type heartbeat struct {
-	once sync.Once
-	quit chan struct{}
-	done chan struct{}
+	c       *Client
+	startTS uint64
+	primary *mutation
+	period  time.Duration
+	mu      struct {
+		sync.Mutex
+		timer   *time.Timer
+		stopped bool
+	}
+	beating sync.WaitGroup // a beat in flight
 }
 
 func (c *Client) startHeartbeat(t *Txn, primary *mutation) *heartbeat {
-	hb := &heartbeat{quit: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(hb.done)
-		tick := time.NewTicker(c.opts.LockTTL / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-hb.quit:
-				return
-			case <-tick.C:
-				_, _ = c.refreshLock(context.Background(), t.startTS, primary)
-			}
-		}
-	}()
+	hb := &heartbeat{c: c, startTS: t.startTS, primary: primary, period: c.opts.LockTTL / 3}
+	hb.mu.Lock()
+	hb.mu.timer = time.AfterFunc(hb.period, hb.beat)
+	hb.mu.Unlock()
 	return hb
 }
 
-// stop ends the heartbeat and waits for it; safe to call twice.
+func (hb *heartbeat) beat() {
+	hb.mu.Lock()
+	if hb.mu.stopped {
+		hb.mu.Unlock()
+		return
+	}
+	hb.beating.Add(1)
+	hb.mu.Unlock()
+	defer hb.beating.Done()
+	_, _ = hb.c.refreshLock(context.Background(), hb.startTS, hb.primary)
+	hb.mu.Lock()
+	if !hb.mu.stopped {
+		hb.mu.timer.Reset(hb.period)
+	}
+	hb.mu.Unlock()
+}
+
+// stop ends the heartbeat and waits for a beat in flight; safe to call
+// twice.
 func (hb *heartbeat) stop() {
-	hb.once.Do(func() { close(hb.quit) })
-	<-hb.done
+	hb.mu.Lock()
+	hb.mu.stopped = true
+	hb.mu.timer.Stop()
+	hb.mu.Unlock()
+	hb.beating.Wait()
 }
 
 // refreshLock rewrites the primary lock at startTS with the current wall

@@ -1,0 +1,67 @@
+package percolator_test
+
+import (
+	"context"
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/seed-992972ee/percolator"
+)
+
+// BenchmarkUpdateSingleCell: durable single-cell write transactions from
+// 64 goroutines per core... the figure `percolator bench` compares with raw
+// Pebble is printed there; this one is for profiling.
+func BenchmarkUpdateSingleCell(b *testing.B) {
+	ctx := context.Background()
+	db, err := percolator.Open(ctx, percolator.Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	value := make([]byte, 100)
+	b.SetParallelism(32)
+	b.RunParallel(func(pb *testing.PB) {
+		rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
+		for pb.Next() {
+			row := string(binary.BigEndian.AppendUint64([]byte("key/"), rng.Uint64()))
+			if err := db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set(row, "v", value) }); err != nil {
+				b.Error(err)
+			}
+		}
+	})
+}
+
+// BenchmarkViewPointReads: read-only transactions of 100 point reads.
+func BenchmarkViewPointReads(b *testing.B) {
+	ctx := context.Background()
+	db, err := percolator.Open(ctx, percolator.Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	const keys = 10000
+	key := func(i int) string { return string(binary.BigEndian.AppendUint64([]byte("key/"), uint64(i))) }
+	for i := 0; i < keys; i += 500 {
+		_ = db.Update(ctx, func(tx *percolator.Txn) error {
+			for j := i; j < i+500; j++ {
+				_ = tx.Set(key(j), "v", make([]byte, 100))
+			}
+			return nil
+		})
+	}
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		rng := rand.New(rand.NewPCG(rand.Uint64(), 2))
+		for pb.Next() {
+			_ = db.View(ctx, func(tx *percolator.Txn) error {
+				for range 100 {
+					if _, err := tx.Get(ctx, key(rng.IntN(keys)), "v"); err != nil {
+						b.Error(err)
+					}
+				}
+				return nil
+			})
+		}
+	})
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seed-992972ee/percolator"
+)
+
+// TestMain lets the test binary run as the percolator command (for the
+// subprocess tests) when PERCOLATOR_AS_MAIN is set.
+func TestMain(m *testing.M) {
+	if os.Getenv("PERCOLATOR_AS_MAIN") == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func command(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "PERCOLATOR_AS_MAIN=1")
+	return cmd
+}
+
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// TestBankKill kills `bank` with SIGKILL at random moments and reopens the
+// directory each time: totals are conserved, every transfer acknowledged
+// before the kill is there, and the dead process's locks are resolved by
+// the first reads at once (the TTL is an hour, the reads' deadline 30s).
+func TestBankKill(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	dir := t.TempDir()
+	const accounts = 40
+	var acked []string
+	for round := range 4 {
+		cmd := command("bank", "--dir", dir, "--accounts", strconv.Itoa(accounts), "--workers", "8",
+			"--duration", "60s", "--ack", "--quiet")
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var round_acks []string
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				if row, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
+					mu.Lock()
+					round_acks = append(round_acks, row)
+					mu.Unlock()
+				}
+			}
+		}()
+		time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+		_ = cmd.Wait()
+		mu.Lock()
+		acked = append(acked, round_acks...)
+		mu.Unlock()
+		t.Logf("round %d: %d transfers acknowledged before the kill", round, len(round_acks))
+		checkBank(t, dir, accounts, acked)
+	}
+	if len(acked) == 0 {
+		t.Fatal("no transfer was ever acknowledged: the test checked nothing")
+	}
+}
+
+func checkBank(t *testing.T, dir string, accounts int, acked []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := percolator.Open(ctx, percolator.Options{Dir: dir, LockTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	total, n, err := sumBalances(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != accounts || total != int64(accounts)*100 {
+		t.Fatalf("after the kill: total %d over %d accounts, want %d over %d", total, n, accounts*100, accounts)
+	}
+	err = db.View(ctx, func(tx *percolator.Txn) error {
+		for _, row := range acked {
+			if _, err := tx.Get(ctx, row, "amount"); err != nil {
+				return fmt.Errorf("acknowledged transfer %s: %w", row, err)
+			}
+		}
+		_, err := tx.Scan(ctx, "xfer/", "xfer0", "amount", 0) // reads every transfer row
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	locks, err := db.Locks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(locks) != 0 {
+		t.Fatalf("%d locks of the dead process survive the first reads, e.g. %s/%s", len(locks), locks[0].Row, locks[0].Column)
+	}
+}
+
+func TestBankShortRun(t *testing.T) {
+	dir := t.TempDir()
+	out, errOut, code := runCLI(t, "bank", "--dir", dir, "--accounts", "20", "--workers", "4", "--duration", "500ms")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "txn/s") || !strings.Contains(out, "wrong totals: 0") {
+		t.Fatalf("summary missing: %q", out)
+	}
+	// A second run with another account count is refused.
+	_, errOut, code = runCLI(t, "bank", "--dir", dir, "--accounts", "30", "--duration", "100ms")
+	if code == 0 || !strings.Contains(errOut, "has 20 accounts") {
+		t.Fatalf("exit %d, %q", code, errOut)
+	}
+}
+
+func TestDumpShowsProtocolColumns(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := percolator.Open(ctx, percolator.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"$10", "$3"} {
+		if err := db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set("Bob", "bal", []byte(v)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	out, errOut, code := runCLI(t, "dump", "--dir", dir, "--row", "Bob")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"bal:data", "bal:lock", "bal:write", "put data@", `"$3"`, `"$10"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dump lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, code = runCLI(t, "locks", "--dir", dir, "--resolve")
+	if code != 0 || !strings.Contains(out, "0 locks") {
+		t.Fatalf("locks: exit %d: %s", code, out)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"nope"},
+		{"bank"},
+		{"bank", "--dir", t.TempDir(), "--accounts", "1"},
+		{"dump"},
+		{"bench"},
+		{"bank", "--bogus"},
+	} {
+		_, errOut, code := runCLI(t, args...)
+		if code != 2 || errOut == "" {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, errOut)
+		}
+	}
+}
+
+var _ = errors.Is

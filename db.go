@@ -1,0 +1,188 @@
+package percolator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/oracle"
+	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/memory"
+	"github.com/seed-992972ee/percolator/storage/pebble"
+	"github.com/seed-992972ee/percolator/txn"
+)
+
+// DB is an open database. Safe for concurrent use.
+type DB struct {
+	opts   Options
+	store  storage.Store
+	closer []func() error // in reverse order of opening
+	client *txn.Client
+}
+
+// Txn is a snapshot-isolation transaction (see txn.Txn). Not safe for
+// concurrent use.
+type Txn = txn.Txn
+
+// KV is a cell returned by Txn.Scan.
+type KV = txn.KV
+
+// Open opens (creating if needed) the database described by opts.
+func Open(ctx context.Context, opts Options) (*DB, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	db := &DB{opts: opts}
+	if err := db.open(ctx); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func (db *DB) open(ctx context.Context) error {
+	o := &db.opts
+	if err := db.openStore(); err != nil {
+		return err
+	}
+	or, err := db.openOracle()
+	if err != nil {
+		return err
+	}
+	live := o.Liveness
+	owner := coord.NewOwnerID()
+	if live == nil {
+		local := coord.NewLocal()
+		local.Register(owner)
+		live = local
+	}
+	db.client, err = txn.NewClient(ctx, db.store, or, live, txn.Options{
+		Owner: owner, LockTTL: o.LockTTL, MaxValueSize: o.MaxValueSize, Logger: o.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	db.closer = append(db.closer, func() error { db.client.Close(); return nil })
+	return nil
+}
+
+func (db *DB) openStore() error {
+	switch {
+	case db.opts.Store != nil:
+		db.store = db.opts.Store
+		return nil
+	case db.opts.Dir == "":
+		db.store = memory.New()
+	default:
+		if err := os.MkdirAll(db.opts.Dir, 0o755); err != nil {
+			return fmt.Errorf("percolator: %w", err)
+		}
+		st, err := pebble.Open(filepath.Join(db.opts.Dir, "store"), pebble.Options{Logger: warnOnly(db.opts.Logger)})
+		if err != nil {
+			return fmt.Errorf("percolator: opening store: %w", err)
+		}
+		db.store = st
+	}
+	db.closer = append(db.closer, db.store.Close)
+	return nil
+}
+
+func (db *DB) openOracle() (txn.Oracle, error) {
+	if db.opts.Oracle != nil {
+		return db.opts.Oracle, nil
+	}
+	path := ""
+	if db.opts.Dir != "" {
+		path = filepath.Join(db.opts.Dir, "oracle")
+	}
+	alloc, err := oracle.OpenAllocator(path, oracle.AllocatorOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("percolator: opening oracle: %w", err)
+	}
+	db.closer = append(db.closer, alloc.Close)
+	return oracle.NewClient(alloc), nil
+}
+
+// Close releases the database. Transactions still running fail.
+func (db *DB) Close() error {
+	var errs []error
+	for i := len(db.closer) - 1; i >= 0; i-- {
+		errs = append(errs, db.closer[i]())
+	}
+	db.closer = nil
+	return errors.Join(errs...)
+}
+
+// Begin starts a read-write transaction. Commit or Rollback it.
+func (db *DB) Begin(ctx context.Context) (*Txn, error) { return db.client.Begin(ctx) }
+
+// BeginReadOnly starts a read-only transaction; it never writes locks.
+func (db *DB) BeginReadOnly(ctx context.Context) (*Txn, error) { return db.client.BeginReadOnly(ctx) }
+
+// Update runs fn in a read-write transaction and commits it, retrying the
+// whole of fn with jittered back-off while it fails with ErrConflict, until
+// it commits, fn returns another error, the context ends, or MaxRetries is
+// reached. fn may run more than once: it must not have side effects outside
+// the transaction.
+func (db *DB) Update(ctx context.Context, fn func(tx *Txn) error) error {
+	for attempt := 0; ; attempt++ {
+		err := db.tryUpdate(ctx, fn)
+		if !errors.Is(err, ErrConflict) || (db.opts.MaxRetries > 0 && attempt+1 >= db.opts.MaxRetries) {
+			return err
+		}
+		if werr := sleep(ctx, txn.Backoff(attempt)); werr != nil {
+			return fmt.Errorf("%w (gave up: %v)", err, werr)
+		}
+	}
+}
+
+func (db *DB) tryUpdate(ctx context.Context, fn func(tx *Txn) error) error {
+	tx, err := db.client.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback(ctx)
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// View runs fn in a read-only snapshot transaction.
+func (db *DB) View(ctx context.Context, fn func(tx *Txn) error) error {
+	tx, err := db.client.BeginReadOnly(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	return fn(tx)
+}
+
+// Stats returns the protocol counters of this DB since Open.
+func (db *DB) Stats() txn.Stats { return db.client.Stats() }
+
+// Locks lists the locks currently in the store.
+func (db *DB) Locks(ctx context.Context) ([]txn.LockInfo, error) { return db.client.Locks(ctx) }
+
+// ResolveLocks settles every lock of a committed, rolled-back, dead or
+// expired transaction, and returns how many it settled.
+func (db *DB) ResolveLocks(ctx context.Context) (int, error) { return db.client.ResolveLocks(ctx) }
+
+// RawRow returns the protocol's cells (data, lock, write) of row.
+func (db *DB) RawRow(ctx context.Context, row string) ([]storage.Cell, error) {
+	return db.client.RawRow(ctx, []byte(row))
+}
+
+// Rows lists up to limit rows holding any write record or lock, from start.
+func (db *DB) Rows(ctx context.Context, start string, limit int) ([]string, error) {
+	keys, err := db.client.Rows(ctx, []byte(start), limit)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = string(k)
+	}
+	return out, err
+}

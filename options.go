@@ -1,0 +1,60 @@
+package percolator
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/txn"
+)
+
+// Options configures Open. The zero value opens an in-memory database.
+type Options struct {
+	// Dir is the directory of the embedded store; "" keeps everything in
+	// memory (lost at Close).
+	Dir string
+	// Store, if set, is used instead of Dir's store (a server's or
+	// Bigtable's). The DB does not close it.
+	Store storage.Store
+	// Oracle, if set, hands out timestamps instead of the embedded oracle.
+	Oracle txn.Oracle
+	// Liveness, if set, decides whether lock owners are alive instead of
+	// the in-process registry.
+	Liveness coord.Liveness
+	// LockTTL: how long a lock of a live-but-silent owner stays valid.
+	// Default 10s.
+	LockTTL time.Duration
+	// MaxValueSize is the largest value a cell may hold. Default 10 MiB.
+	MaxValueSize int
+	// MaxRetries bounds Update's attempts after a conflict; 0 retries
+	// until the context ends.
+	MaxRetries int
+	// Logger receives warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills zero fields with defaults.
+func (o *Options) EnsureDefaults() {
+	if o.LockTTL == 0 {
+		o.LockTTL = 10 * time.Second
+	}
+	if o.MaxValueSize == 0 {
+		o.MaxValueSize = 10 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate checks the options after EnsureDefaults.
+func (o *Options) Validate() error {
+	switch {
+	case o.LockTTL < 0 || o.MaxValueSize < 0 || o.MaxRetries < 0:
+		return fmt.Errorf("%w: negative option", ErrInvalidArgument)
+	case o.Store != nil && o.Dir != "":
+		return fmt.Errorf("%w: both Dir and Store set", ErrInvalidArgument)
+	}
+	return nil
+}

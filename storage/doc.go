@@ -20,7 +20,9 @@
 // # Contract every backend keeps
 //
 //  1. A write that returned nil is durable: it survives a crash of the
-//     process and of the machine (for persistent backends).
+//     process and of the machine (for persistent backends). The one
+//     exception is the deferred variants of the Deferred capability, made
+//     durable by the next durable write.
 //  2. A write is visible to every read that starts after it returned.
 //  3. Writes to one row are linearizable: each call observes the effects of
 //     every call on the row that completed before it began.
@@ -36,6 +38,7 @@
 // # Optional capabilities
 //
 // Found by type assertion, never required: Batcher (many rows in one
-// durable write), Exclusive + ApplyHooker (a single owning process may keep
+// durable write), Deferred (writes made durable by the next durable write,
+// for stores with one ordered log), Exclusive + ApplyHooker (a single owning process may keep
 // in-memory indexes of what it writes in step with the store).
 package storage

@@ -194,3 +194,17 @@ type ApplyHooker interface {
 	// concurrent use; it is not safe concurrently with writes.
 	SetApplyHook(hook ApplyHook)
 }
+
+// Deferred is an optional capability of a store whose writes all pass
+// through one ordered write-ahead log (the embedded Pebble store): making a
+// write durable makes every write applied before it durable too. Its
+// deferred variants apply and publish a write at once, exactly as the plain
+// calls do, but return without waiting for it to be durable; the next
+// durable write of any caller covers it. A caller uses them only for writes
+// whose loss in a crash is harmless until a durable write of its own
+// follows (the protocol's prewrites, which its durable commit point
+// follows; and roll-forwards that the durable commit point can redo).
+type Deferred interface {
+	CheckAndMutateDeferred(ctx context.Context, row []byte, predicate Filter, ifTrue, ifFalse []Mutation) (matched bool, err error)
+	MutateRowsDeferred(ctx context.Context, rows []RowMutation) (errs []error, err error)
+}

@@ -20,11 +20,15 @@ type Oracle interface {
 // Client runs transactions against one store. Safe for concurrent use; one
 // Client per process and store (it installs the store's ApplyHook).
 type Client struct {
-	store  storage.Store
-	batch  storage.Batcher // nil when the store cannot batch
-	oracle Oracle
-	live   coord.Liveness
-	opts   Options
+	store storage.Store
+	batch storage.Batcher // nil when the store cannot batch
+	// deferred is nil unless the store has one ordered log (Pebble): then
+	// prewrites and secondary commits skip their own sync, made durable by
+	// the primary's durable commit (doc.go, "Durability").
+	deferred storage.Deferred
+	oracle   Oracle
+	live     coord.Liveness
+	opts     Options
 	// index is nil unless this process owns the store exclusively.
 	index *cellIndex
 	stats stats
@@ -48,6 +52,7 @@ func NewClient(ctx context.Context, store storage.Store, oracle Oracle, live coo
 	}
 	c := &Client{store: store, oracle: oracle, live: live, opts: opts, sleep: sleepCtx, secondaryBatch: 256}
 	c.batch, _ = store.(storage.Batcher)
+	c.deferred, _ = store.(storage.Deferred)
 	if err := c.buildIndex(ctx); err != nil {
 		return nil, err
 	}
@@ -152,6 +157,21 @@ func (c *Client) cas(ctx context.Context, row []byte, pred storage.Filter, ifTru
 	for i := 0; i <= c.opts.StoreRetries; i++ {
 		var matched bool
 		if matched, err = c.store.CheckAndMutate(ctx, row, pred, ifTrue, ifFalse); err == nil || !retryable(err) {
+			return matched, err
+		}
+	}
+	return false, err
+}
+
+// casDeferred is cas through the store's deferred variant when it has one.
+func (c *Client) casDeferred(ctx context.Context, row []byte, pred storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	if c.deferred == nil {
+		return c.cas(ctx, row, pred, ifTrue, ifFalse)
+	}
+	var err error
+	for i := 0; i <= c.opts.StoreRetries; i++ {
+		var matched bool
+		if matched, err = c.deferred.CheckAndMutateDeferred(ctx, row, pred, ifTrue, ifFalse); err == nil || !retryable(err) {
 			return matched, err
 		}
 	}

@@ -152,7 +152,13 @@ func (c *Client) commitSecondaries(ctx context.Context, t *Txn, rows []*rowWrite
 }
 
 func (c *Client) commitBatch(ctx context.Context, t *Txn, rows []*rowWrites, commitTS uint64) error {
-	if c.batch == nil || len(rows) == 1 {
+	var send func(context.Context, []storage.RowMutation) ([]error, error)
+	switch {
+	case c.deferred != nil:
+		send = c.deferred.MutateRowsDeferred
+	case c.batch != nil && len(rows) > 1:
+		send = c.batch.MutateRows
+	default:
 		for _, rw := range rows {
 			if err := c.mutate(ctx, rw.row, c.commitMutations(t, rw, commitTS)...); err != nil {
 				return err
@@ -167,7 +173,7 @@ func (c *Client) commitBatch(ctx context.Context, t *Txn, rows []*rowWrites, com
 	var err error
 	for range c.opts.StoreRetries + 1 {
 		var errs []error
-		if errs, err = c.batch.MutateRows(ctx, batch); err == nil {
+		if errs, err = send(ctx, batch); err == nil {
 			return errors.Join(errs...)
 		}
 		if !retryable(err) {

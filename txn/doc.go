@@ -71,6 +71,28 @@
 // a cell whose latest commit is known costs one exact-key read. index.go
 // states why readers may consult it without the latch.
 //
+// # Durability
+//
+// A Commit that returned nil survives a crash of the process and the
+// machine. On a store with one ordered write-ahead log (storage.Deferred:
+// the embedded Pebble store) only the commit point waits for the log sync:
+//
+//  1. Prewrites are applied without waiting for the sync. Each one has
+//     returned before the primary's commit is sent, so it precedes the
+//     commit record in the log, and the commit's sync makes it durable too.
+//     A crash before that loses a transaction that never committed.
+//  2. The primary's commit is a durable write: the commit point.
+//  3. Secondary commits are applied without waiting for the sync. A crash
+//     that loses one leaves the secondary's lock (durable by step 2), which
+//     the next reader rolls forward from the durable primary: the same
+//     value any reader saw before the crash. A later durable write makes it
+//     durable anyway.
+//
+// Rollbacks, heartbeats and resolutions stay durable writes. So a
+// single-row transaction costs one log sync, as a raw synced write does,
+// instead of two. On stores without one ordered log (Bigtable) every write
+// is durable on return and the argument is not needed.
+//
 // # Rejected designs
 //
 // Rollback records could be kept out of the write column (TiKV keeps them

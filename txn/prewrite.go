@@ -45,7 +45,7 @@ const prewriteRetries = 2
 func (c *Client) prewrite(ctx context.Context, t *Txn, rw *rowWrites, primary *mutation) error {
 	pred, ifFalse := c.prewriteCall(t, rw, primary)
 	for try := 0; ; try++ {
-		matched, err := c.cas(ctx, rw.row, pred, nil, ifFalse)
+		matched, err := c.casDeferred(ctx, rw.row, pred, nil, ifFalse)
 		if err != nil || !matched {
 			return err
 		}

@@ -75,8 +75,8 @@ func runBank(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 type bankResult struct {
 	commits, failures, snapshots, bad int64
-	conflicts, resolved              uint64
-	elapsed                          time.Duration
+	conflicts, resolved               uint64
+	elapsed                           time.Duration
 }
 
 func (r bankResult) txnPerSec() float64 { return float64(r.commits) / r.elapsed.Seconds() }

@@ -32,6 +32,7 @@ type family struct {
 var (
 	_ storage.Store       = (*Store)(nil)
 	_ storage.Batcher     = (*Store)(nil)
+	_ storage.Deferred    = (*Store)(nil)
 	_ storage.Exclusive   = (*Store)(nil)
 	_ storage.ApplyHooker = (*Store)(nil)
 )

@@ -176,3 +176,14 @@ func (f *family) dropIfEmpty(row string) {
 		f.order.remove(row)
 	}
 }
+
+// CheckAndMutateDeferred implements storage.Deferred. A memory store has
+// no durability to defer: it is CheckAndMutate.
+func (s *Store) CheckAndMutateDeferred(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	return s.CheckAndMutate(ctx, row, predicate, ifTrue, ifFalse)
+}
+
+// MutateRowsDeferred implements storage.Deferred: it is MutateRows.
+func (s *Store) MutateRowsDeferred(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	return s.MutateRows(ctx, rows)
+}

@@ -34,6 +34,7 @@ type Store struct {
 var (
 	_ storage.Store       = (*Store)(nil)
 	_ storage.Batcher     = (*Store)(nil)
+	_ storage.Deferred    = (*Store)(nil)
 	_ storage.Exclusive   = (*Store)(nil)
 	_ storage.ApplyHooker = (*Store)(nil)
 )

@@ -23,7 +23,7 @@ func (s *Store) Mutate(ctx context.Context, row []byte, mutations ...storage.Mut
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.commitLocked([]storage.RowMutation{{Row: row, Mutations: mutations}})
+	return s.commitLocked([]storage.RowMutation{{Row: row, Mutations: mutations}}, pebble.Sync)
 }
 
 func checkWrite(ctx context.Context, row []byte, mutations []storage.Mutation) error {
@@ -39,6 +39,18 @@ func checkWrite(ctx context.Context, row []byte, mutations []storage.Mutation) e
 // CheckAndMutate implements storage.Store: under the row latch, read the
 // predicate (stopping at the first selected cell), then commit the branch.
 func (s *Store) CheckAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	return s.checkAndMutate(ctx, row, predicate, ifTrue, ifFalse, pebble.Sync)
+}
+
+// CheckAndMutateDeferred implements storage.Deferred: CheckAndMutate
+// without waiting for the WAL sync. Pebble's WAL is one ordered log whose
+// every sync (and every rotation, which syncs the old segment) covers all
+// records before it, so the next synced write makes this one durable.
+func (s *Store) CheckAndMutateDeferred(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	return s.checkAndMutate(ctx, row, predicate, ifTrue, ifFalse, pebble.NoSync)
+}
+
+func (s *Store) checkAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation, sync *pebble.WriteOptions) (bool, error) {
 	if err := s.guard.enter(); err != nil {
 		return false, err
 	}
@@ -62,7 +74,7 @@ func (s *Store) CheckAndMutate(ctx context.Context, row []byte, predicate storag
 	if len(branch) == 0 {
 		return matched, nil
 	}
-	return matched, s.commitLocked([]storage.RowMutation{{Row: row, Mutations: branch}})
+	return matched, s.commitLocked([]storage.RowMutation{{Row: row, Mutations: branch}}, sync)
 }
 
 func checkCheckAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) error {
@@ -95,7 +107,7 @@ func (s *Store) Increment(ctx context.Context, row []byte, family, qualifier str
 		{Kind: storage.DeleteCells, Family: family, Qualifier: qualifier},
 		storage.SetCell(family, qualifier, 0, binary.BigEndian.AppendUint64(nil, uint64(sum))),
 	}
-	return sum, s.commitLocked([]storage.RowMutation{{Row: row, Mutations: ms}})
+	return sum, s.commitLocked([]storage.RowMutation{{Row: row, Mutations: ms}}, pebble.Sync)
 }
 
 // counter decodes the newest version of a counter column (absent = 0).
@@ -113,6 +125,16 @@ func (s *Store) counter(row []byte, family, qualifier string) (int64, error) {
 // MutateRows implements storage.Batcher: every row is validated, all rows
 // are latched (in stripe order), and one pebble batch commits them all.
 func (s *Store) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	return s.mutateRows(ctx, rows, pebble.Sync)
+}
+
+// MutateRowsDeferred implements storage.Deferred: MutateRows without
+// waiting for the WAL sync (see CheckAndMutateDeferred).
+func (s *Store) MutateRowsDeferred(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	return s.mutateRows(ctx, rows, pebble.NoSync)
+}
+
+func (s *Store) mutateRows(ctx context.Context, rows []storage.RowMutation, sync *pebble.WriteOptions) ([]error, error) {
 	if err := s.guard.enter(); err != nil {
 		return nil, err
 	}
@@ -129,13 +151,13 @@ func (s *Store) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return nil, s.commitLocked(rows)
+	return nil, s.commitLocked(rows, sync)
 }
 
 // commitLocked applies rows in one batch, commits it durably, registers
 // new families and calls the hook, row by row. The caller holds every
 // row's latch.
-func (s *Store) commitLocked(rows []storage.RowMutation) error {
+func (s *Store) commitLocked(rows []storage.RowMutation, sync *pebble.WriteOptions) error {
 	b := s.newBatch(rows)
 	defer b.Close()
 	var w batchWriter
@@ -148,7 +170,7 @@ func (s *Store) commitLocked(rows []storage.RowMutation) error {
 	// An empty batch (deletes of absent cells) has nothing to make durable,
 	// but the hook still sees what the caller applied.
 	if !b.Empty() {
-		if err := b.Commit(pebble.Sync); err != nil {
+		if err := b.Commit(sync); err != nil {
 			return fmt.Errorf("pebble: commit: %w", err)
 		}
 	}

@@ -55,6 +55,7 @@ var cases = []struct {
 	{"CheckAndMutateUnion", testCheckAndMutateUnion},
 	{"Increment", testIncrement},
 	{"MutateRows", testMutateRows},
+	{"Deferred", testDeferred},
 	{"ApplyHook", testApplyHook},
 	{"ApplyHookConcurrent", testApplyHookConcurrent},
 	{"BadInput", testBadInput},

@@ -87,7 +87,7 @@ func benchOracle(ctx context.Context, cfg benchConfig, w io.Writer) error {
 // Pebble writes of the same size at the same concurrency, alternating
 // rounds so drift on a noisy machine hits both sides alike.
 func benchWrites(ctx context.Context, cfg benchConfig, w io.Writer) error {
-	raw, err := cpebble.Open(filepath.Join(cfg.dir, "raw-writes"), &cpebble.Options{})
+	raw, err := cpebble.Open(filepath.Join(cfg.dir, "raw-writes"), &cpebble.Options{Logger: quietLogger{}})
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func benchWrites(ctx context.Context, cfg benchConfig, w io.Writer) error {
 // benchReads compares read-only transactions of 100 point reads with raw
 // Pebble point reads of the same keys.
 func benchReads(ctx context.Context, cfg benchConfig, w io.Writer) error {
-	raw, err := cpebble.Open(filepath.Join(cfg.dir, "raw-reads"), &cpebble.Options{})
+	raw, err := cpebble.Open(filepath.Join(cfg.dir, "raw-reads"), &cpebble.Options{Logger: quietLogger{}})
 	if err != nil {
 		return err
 	}
@@ -237,4 +237,14 @@ func rate(ctx context.Context, n int, d time.Duration, op func(*rand.Rand) error
 	stop.Store(true)
 	wg.Wait()
 	return float64(done.Load()) / time.Since(start).Seconds()
+}
+
+// quietLogger drops the raw baseline's informational lines.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)      {}
+func (quietLogger) Errorf(f string, a ...any) { fmt.Fprintf(os.Stderr, "pebble: "+f+"\n", a...) }
+func (quietLogger) Fatalf(f string, a ...any) {
+	fmt.Fprintf(os.Stderr, "pebble: "+f+"\n", a...)
+	os.Exit(1)
 }

@@ -134,7 +134,7 @@ func (db *DB) Update(ctx context.Context, fn func(tx *Txn) error) error {
 		if !errors.Is(err, ErrConflict) || (db.opts.MaxRetries > 0 && attempt+1 >= db.opts.MaxRetries) {
 			return err
 		}
-		if werr := sleep(ctx, txn.Backoff(attempt)); werr != nil {
+		if werr := txn.SleepContext(ctx, txn.Backoff(attempt)); werr != nil {
 			return fmt.Errorf("%w (gave up: %v)", err, werr)
 		}
 	}

@@ -50,7 +50,7 @@ func NewClient(ctx context.Context, store storage.Store, oracle Oracle, live coo
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{store: store, oracle: oracle, live: live, opts: opts, sleep: sleepCtx, secondaryBatch: 256}
+	c := &Client{store: store, oracle: oracle, live: live, opts: opts, sleep: SleepContext, secondaryBatch: 256}
 	c.batch, _ = store.(storage.Batcher)
 	c.deferred, _ = store.(storage.Deferred)
 	if err := c.buildIndex(ctx); err != nil {
@@ -117,7 +117,8 @@ func (c *Client) Stats() Stats {
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
+// SleepContext waits d or until ctx ends, whichever is first.
+func SleepContext(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -87,7 +87,7 @@ func (e *env) client(name string) *Client {
 	} else {
 		opts.EnsureDefaults()
 		c = &Client{store: e.store, batch: e.base.batch, oracle: e.oracle, live: e.live, opts: opts,
-			index: e.base.index, sleep: sleepCtx, secondaryBatch: 256}
+			index: e.base.index, sleep: SleepContext, secondaryBatch: 256}
 	}
 	e.live.Register(name)
 	e.clients[name] = c

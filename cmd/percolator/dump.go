@@ -20,10 +20,7 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := requireDir(*dir); err != nil {
-		return err
-	}
-	db, err := percolator.Open(ctx, percolator.Options{Dir: *dir})
+	db, err := openDir(ctx, *dir)
 	if err != nil {
 		return err
 	}
@@ -92,10 +89,7 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := requireDir(*dir); err != nil {
-		return err
-	}
-	db, err := percolator.Open(ctx, percolator.Options{Dir: *dir})
+	db, err := openDir(ctx, *dir)
 	if err != nil {
 		return err
 	}
@@ -117,4 +111,12 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "%d locks\n", len(locks))
 	return nil
+}
+
+// openDir opens the database in dir, which must be given.
+func openDir(ctx context.Context, dir string) (*percolator.DB, error) {
+	if err := requireDir(dir); err != nil {
+		return nil, err
+	}
+	return percolator.Open(ctx, percolator.Options{Dir: dir})
 }

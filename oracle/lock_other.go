@@ -8,8 +8,9 @@ import (
 	"os"
 )
 
-// lockFile is not implemented on this platform: without a lock, two
-// allocators on one path could hand out the same timestamps.
+// lockFile refuses to open a persisted allocator where the platform has no
+// flock: without the lock, two allocators on one path could hand out the
+// same timestamps, so the allocator is unavailable rather than unsafe.
 func lockFile(path string) (*os.File, error) {
 	return nil, fmt.Errorf("oracle: lock %s: %w", path, errors.ErrUnsupported)
 }

@@ -1,6 +1,10 @@
 package storage
 
-import "fmt"
+import (
+	"bytes"
+	"context"
+	"fmt"
+)
 
 // Limits every backend enforces, so that a key accepted here is accepted
 // by every backend (Bigtable allows 4 KiB row keys).
@@ -81,4 +85,41 @@ func ValidateMutations(ms []Mutation) error {
 		}
 	}
 	return nil
+}
+
+// The checks below are what every backend runs on entry, so that all of
+// them refuse the same input the same way. Each returns ctx's error first.
+
+// CheckRead checks a ReadRow call.
+func CheckRead(ctx context.Context, row []byte, filter Filter) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ValidateRow(row); err != nil {
+		return err
+	}
+	return ValidateFilter(filter)
+}
+
+// CheckWrite checks a one-row write.
+func CheckWrite(ctx context.Context, row []byte, mutations []Mutation) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ValidateRow(row); err != nil {
+		return err
+	}
+	return ValidateMutations(mutations)
+}
+
+// CheckScan checks a Scan call: start after end or a negative limit is
+// invalid.
+func CheckScan(start, end []byte, filter Filter, limit int) error {
+	if len(end) > 0 && bytes.Compare(start, end) > 0 {
+		return fmt.Errorf("%w: scan start %q after end %q", ErrInvalidArgument, start, end)
+	}
+	if limit < 0 {
+		return fmt.Errorf("%w: negative scan limit %d", ErrInvalidArgument, limit)
+	}
+	return ValidateFilter(filter)
 }

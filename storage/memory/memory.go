@@ -69,7 +69,7 @@ func (s *Store) Close() error {
 
 // ReadRow implements storage.Store.
 func (s *Store) ReadRow(ctx context.Context, row []byte, filter storage.Filter) (storage.Row, error) {
-	if err := checkRead(ctx, row, filter); err != nil {
+	if err := storage.CheckRead(ctx, row, filter); err != nil {
 		return storage.Row{}, err
 	}
 	groups := groupByFamily(filter)
@@ -79,16 +79,6 @@ func (s *Store) ReadRow(ctx context.Context, row []byte, filter storage.Filter) 
 		return storage.Row{}, storage.ErrClosed
 	}
 	return storage.Row{Key: slices.Clone(row), Cells: s.readLocked(string(row), groups)}, nil
-}
-
-func checkRead(ctx context.Context, row []byte, filter storage.Filter) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := storage.ValidateRow(row); err != nil {
-		return err
-	}
-	return storage.ValidateFilter(filter)
 }
 
 // readLocked returns copies of the cells of row selected by groups.

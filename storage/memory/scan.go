@@ -1,9 +1,7 @@
 package memory
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 
 	"github.com/seed-992972ee/percolator/storage"
 )
@@ -15,7 +13,7 @@ const scanChunk = 64
 // Scan implements storage.Store. Each row is read under the read lock; the
 // lock is never held while fn runs.
 func (s *Store) Scan(ctx context.Context, start, end []byte, filter storage.Filter, limit int, fn func(storage.Row) bool) error {
-	if err := checkScan(start, end, filter, limit); err != nil {
+	if err := storage.CheckScan(start, end, filter, limit); err != nil {
 		return err
 	}
 	groups := groupByFamily(filter)
@@ -41,16 +39,6 @@ func (s *Store) Scan(ctx context.Context, start, end []byte, filter storage.Filt
 		}
 		cursor = *next
 	}
-}
-
-func checkScan(start, end []byte, filter storage.Filter, limit int) error {
-	if len(end) > 0 && bytes.Compare(start, end) > 0 {
-		return fmt.Errorf("%w: scan start %q after end %q", storage.ErrInvalidArgument, start, end)
-	}
-	if limit < 0 {
-		return fmt.Errorf("%w: negative scan limit %d", storage.ErrInvalidArgument, limit)
-	}
-	return storage.ValidateFilter(filter)
 }
 
 // scanChunk returns up to n rows with selected cells at or after cursor and

@@ -10,7 +10,7 @@ import (
 
 // Mutate implements storage.Store.
 func (s *Store) Mutate(ctx context.Context, row []byte, mutations ...storage.Mutation) error {
-	if err := checkWrite(ctx, row, mutations); err != nil {
+	if err := storage.CheckWrite(ctx, row, mutations); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -22,19 +22,9 @@ func (s *Store) Mutate(ctx context.Context, row []byte, mutations ...storage.Mut
 	return nil
 }
 
-func checkWrite(ctx context.Context, row []byte, mutations []storage.Mutation) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := storage.ValidateRow(row); err != nil {
-		return err
-	}
-	return storage.ValidateMutations(mutations)
-}
-
 // CheckAndMutate implements storage.Store.
 func (s *Store) CheckAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
-	if err := checkRead(ctx, row, predicate); err != nil {
+	if err := storage.CheckRead(ctx, row, predicate); err != nil {
 		return false, err
 	}
 	if err := storage.ValidateMutations(ifTrue); err != nil {
@@ -61,7 +51,7 @@ func (s *Store) CheckAndMutate(ctx context.Context, row []byte, predicate storag
 // Increment implements storage.Store. The hook sees it as a DeleteCells of
 // every version followed by a Put at timestamp 0.
 func (s *Store) Increment(ctx context.Context, row []byte, family, qualifier string, delta int64) (int64, error) {
-	if err := checkWrite(ctx, row, []storage.Mutation{storage.SetCell(family, qualifier, 0, nil)}); err != nil {
+	if err := storage.CheckWrite(ctx, row, []storage.Mutation{storage.SetCell(family, qualifier, 0, nil)}); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
@@ -103,7 +93,7 @@ func (s *Store) counterLocked(row, family, qualifier string) (int64, error) {
 // is changed; all rows are applied under one hold of the lock.
 func (s *Store) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
 	for i := range rows {
-		if err := checkWrite(ctx, rows[i].Row, rows[i].Mutations); err != nil {
+		if err := storage.CheckWrite(ctx, rows[i].Row, rows[i].Mutations); err != nil {
 			return nil, fmt.Errorf("row %d: %w", i, err)
 		}
 	}

@@ -19,7 +19,7 @@ func (s *Store) ReadRow(ctx context.Context, row []byte, filter storage.Filter) 
 		return storage.Row{}, err
 	}
 	defer s.guard.exit()
-	if err := checkRead(ctx, row, filter); err != nil {
+	if err := storage.CheckRead(ctx, row, filter); err != nil {
 		return storage.Row{}, err
 	}
 	cells, err := s.readRow(row, filter, false)
@@ -27,16 +27,6 @@ func (s *Store) ReadRow(ctx context.Context, row []byte, filter storage.Filter) 
 		return storage.Row{}, err
 	}
 	return storage.Row{Key: slices.Clone(row), Cells: cells}, nil
-}
-
-func checkRead(ctx context.Context, row []byte, filter storage.Filter) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := storage.ValidateRow(row); err != nil {
-		return err
-	}
-	return storage.ValidateFilter(filter)
 }
 
 // readRow returns the cells of row selected by filter, or only the first

@@ -22,7 +22,7 @@ const (
 
 // Scan implements storage.Store.
 func (s *Store) Scan(ctx context.Context, start, end []byte, filter storage.Filter, limit int, fn func(storage.Row) bool) error {
-	if err := checkScan(start, end, filter, limit); err != nil {
+	if err := storage.CheckScan(start, end, filter, limit); err != nil {
 		return err
 	}
 	groups := groupByFamily(filter)
@@ -54,16 +54,6 @@ func (s *Store) Scan(ctx context.Context, start, end []byte, filter storage.Filt
 		}
 		cursor = next
 	}
-}
-
-func checkScan(start, end []byte, filter storage.Filter, limit int) error {
-	if len(end) > 0 && bytes.Compare(start, end) > 0 {
-		return fmt.Errorf("%w: scan start %q after end %q", storage.ErrInvalidArgument, start, end)
-	}
-	if limit < 0 {
-		return fmt.Errorf("%w: negative scan limit %d", storage.ErrInvalidArgument, limit)
-	}
-	return storage.ValidateFilter(filter)
 }
 
 // scanChunk returns up to n rows with selected cells in [from, end), and

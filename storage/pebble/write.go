@@ -16,7 +16,7 @@ func (s *Store) Mutate(ctx context.Context, row []byte, mutations ...storage.Mut
 		return err
 	}
 	defer s.guard.exit()
-	if err := checkWrite(ctx, row, mutations); err != nil || len(mutations) == 0 {
+	if err := storage.CheckWrite(ctx, row, mutations); err != nil || len(mutations) == 0 {
 		return err
 	}
 	defer s.latches.unlock(s.latches.lockRow(row))
@@ -24,16 +24,6 @@ func (s *Store) Mutate(ctx context.Context, row []byte, mutations ...storage.Mut
 		return err
 	}
 	return s.commitLocked([]storage.RowMutation{{Row: row, Mutations: mutations}}, pebble.Sync)
-}
-
-func checkWrite(ctx context.Context, row []byte, mutations []storage.Mutation) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := storage.ValidateRow(row); err != nil {
-		return err
-	}
-	return storage.ValidateMutations(mutations)
 }
 
 // CheckAndMutate implements storage.Store: under the row latch, read the
@@ -78,7 +68,7 @@ func (s *Store) checkAndMutate(ctx context.Context, row []byte, predicate storag
 }
 
 func checkCheckAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) error {
-	if err := checkRead(ctx, row, predicate); err != nil {
+	if err := storage.CheckRead(ctx, row, predicate); err != nil {
 		return err
 	}
 	return errors.Join(storage.ValidateMutations(ifTrue), storage.ValidateMutations(ifFalse))
@@ -91,7 +81,7 @@ func (s *Store) Increment(ctx context.Context, row []byte, family, qualifier str
 		return 0, err
 	}
 	defer s.guard.exit()
-	if err := checkWrite(ctx, row, []storage.Mutation{storage.SetCell(family, qualifier, 0, nil)}); err != nil {
+	if err := storage.CheckWrite(ctx, row, []storage.Mutation{storage.SetCell(family, qualifier, 0, nil)}); err != nil {
 		return 0, err
 	}
 	defer s.latches.unlock(s.latches.lockRow(row))
@@ -140,7 +130,7 @@ func (s *Store) mutateRows(ctx context.Context, rows []storage.RowMutation, sync
 	}
 	defer s.guard.exit()
 	for i := range rows {
-		if err := checkWrite(ctx, rows[i].Row, rows[i].Mutations); err != nil {
+		if err := storage.CheckWrite(ctx, rows[i].Row, rows[i].Mutations); err != nil {
 			return nil, fmt.Errorf("row %d: %w", i, err)
 		}
 	}

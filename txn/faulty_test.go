@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 
 	"github.com/seed-992972ee/percolator/storage"
 )
@@ -98,13 +99,15 @@ func (f *faultyStore) do(call func() error) error {
 }
 
 func (f *faultyStore) CheckAndMutate(ctx context.Context, row []byte, pred storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
-	var matched bool
+	// A late delivery runs after this call has returned, on another
+	// goroutine: its result must not reach this caller.
+	var matched atomic.Bool
 	err := f.do(func() error {
-		var err error
-		matched, err = f.Store.CheckAndMutate(context.WithoutCancel(ctx), row, pred, ifTrue, ifFalse)
+		m, err := f.Store.CheckAndMutate(context.WithoutCancel(ctx), row, pred, ifTrue, ifFalse)
+		matched.Store(m)
 		return err
 	})
-	return matched, err
+	return matched.Load(), err
 }
 
 func (f *faultyStore) Mutate(ctx context.Context, row []byte, muts ...storage.Mutation) error {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
@@ -113,7 +114,13 @@ func (m *mutant) Mutate(ctx context.Context, row []byte, ms ...storage.Mutation)
 	if m.name != "torn-writes" && m.name != "partial-writes" {
 		return m.Store.Mutate(ctx, row, ms...)
 	}
-	for _, mu := range ms {
+	for i, mu := range ms {
+		if i > 0 && m.name == "torn-writes" {
+			// A real backend that tears a write leaves the gap open for an
+			// I/O; widen it so that concurrent readers reliably land in it
+			// however the machine schedules them.
+			time.Sleep(200 * time.Microsecond)
+		}
 		if err := m.Store.Mutate(ctx, row, mu); err != nil {
 			return err
 		}

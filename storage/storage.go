@@ -208,3 +208,22 @@ type Deferred interface {
 	CheckAndMutateDeferred(ctx context.Context, row []byte, predicate Filter, ifTrue, ifFalse []Mutation) (matched bool, err error)
 	MutateRowsDeferred(ctx context.Context, rows []RowMutation) (errs []error, err error)
 }
+
+// Conditioned is an optional capability of exclusive stores with an
+// ApplyHook: CheckAndMutate whose predicate the hook's owner may decide
+// from memory, sparing the store its read.
+type Conditioned interface {
+	// CheckAndMutateCond is CheckAndMutate in which cond decides the
+	// predicate first: if decided, holds is the predicate's value and the
+	// store reads nothing; otherwise the store reads predicate. cond runs
+	// under the row latch, after every earlier write of the row was applied
+	// and its ApplyHook called and before any later one, so an index kept
+	// by the hook is exact there for this row. cond must be fast, must not
+	// retain row and must not call the store; nil is never decided.
+	// deferred selects the durability of the Deferred variant (a store
+	// that is not Deferred makes the write durable anyway).
+	CheckAndMutateCond(ctx context.Context, row []byte, cond Cond, predicate Filter, ifTrue, ifFalse []Mutation, deferred bool) (matched bool, err error)
+}
+
+// Cond decides a CheckAndMutateCond predicate from memory, or declines.
+type Cond func() (holds, decided bool)

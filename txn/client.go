@@ -31,6 +31,9 @@ type Client struct {
 	opts     Options
 	// index is nil unless this process owns the store exclusively.
 	index *cellIndex
+	// cond is set with index when the store can ask the index under the
+	// row latch: a predicate the index decides is then never read.
+	cond  storage.Conditioned
 	stats stats
 
 	// Test knobs.
@@ -80,6 +83,7 @@ func (c *Client) buildIndex(ctx context.Context) error {
 		return fmt.Errorf("txn: rebuilding lock index: %w", err)
 	}
 	c.index = ix
+	c.cond, _ = c.store.(storage.Conditioned)
 	return nil
 }
 
@@ -173,6 +177,27 @@ func (c *Client) casDeferred(ctx context.Context, row []byte, pred storage.Filte
 	for i := 0; i <= c.opts.StoreRetries; i++ {
 		var matched bool
 		if matched, err = c.deferred.CheckAndMutateDeferred(ctx, row, pred, ifTrue, ifFalse); err == nil || !retryable(err) {
+			return matched, err
+		}
+	}
+	return false, err
+}
+
+// casIndexed is cas (deferred when asked) on the predicate full, which
+// the index may decide: under the row latch the store asks cond, and reads
+// rest only if cond is undecided. Without that capability the store reads
+// full. cond, when undecided, must leave rest equivalent to full.
+func (c *Client) casIndexed(ctx context.Context, row []byte, cond storage.Cond, rest, full storage.Filter, ifTrue, ifFalse []storage.Mutation, deferred bool) (bool, error) {
+	switch {
+	case c.cond == nil && deferred:
+		return c.casDeferred(ctx, row, full, ifTrue, ifFalse)
+	case c.cond == nil:
+		return c.cas(ctx, row, full, ifTrue, ifFalse)
+	}
+	var err error
+	for i := 0; i <= c.opts.StoreRetries; i++ {
+		var matched bool
+		if matched, err = c.cond.CheckAndMutateCond(ctx, row, cond, rest, ifTrue, ifFalse, deferred); err == nil || !retryable(err) {
 			return matched, err
 		}
 	}

@@ -85,7 +85,8 @@ func (c *Client) prewriteSecondaries(ctx context.Context, t *Txn, rows []*rowWri
 func (c *Client) commitPrimary(ctx context.Context, t *Txn, rw *rowWrites, commitTS uint64) error {
 	primary := rw.muts[0]
 	pred := storage.Filter{{Family: FamilyLock, Qualifier: primary.col, Time: storage.At(t.startTS)}}
-	matched, err := c.cas(ctx, rw.row, pred, c.commitMutations(t, rw, commitTS), nil)
+	locked := func() (bool, bool) { return c.index.hasLock(rw.row, primary.col, t.startTS), true }
+	matched, err := c.casIndexed(ctx, rw.row, locked, nil, pred, c.commitMutations(t, rw, commitTS), nil, false)
 	if err == nil && matched {
 		return nil
 	}

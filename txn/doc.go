@@ -71,6 +71,17 @@
 // a cell whose latest commit is known costs one exact-key read. index.go
 // states why readers may consult it without the latch.
 //
+// Writers consult it under the latch (storage.Conditioned): the prewrite
+// predicate (no lock at another start_ts, no write record at or after
+// start_ts) and the commit point's "my primary lock is there" are decided
+// from memory, where the index is exact for the row. The index also counts
+// every write record the hook has seen, so it can answer "a write record
+// at or after start_ts?" for any start_ts above a base (a timestamp issued
+// after the hook was installed: anything older was written before it) and
+// above the floor left by dropping a full map. Below those it declines and
+// the store reads the predicate. A fresh transaction's prewrite therefore
+// reads nothing from the store.
+//
 // # Durability
 //
 // A Commit that returned nil survives a crash of the process and the

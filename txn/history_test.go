@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,6 +263,19 @@ type faultyExclusive struct {
 
 func (f faultyExclusive) Exclusive() bool                  { return true }
 func (f faultyExclusive) SetApplyHook(h storage.ApplyHook) { f.mem.SetApplyHook(h) }
+
+// CheckAndMutateCond delivers the index-decided calls as badly as the
+// others: a late or repeated call asks cond again, under the latch, when
+// it is applied.
+func (f faultyExclusive) CheckAndMutateCond(ctx context.Context, row []byte, cond storage.Cond, pred storage.Filter, ifTrue, ifFalse []storage.Mutation, deferred bool) (bool, error) {
+	var matched atomic.Bool
+	err := f.do(func() error {
+		m, err := f.mem.CheckAndMutateCond(context.WithoutCancel(ctx), row, cond, pred, ifTrue, ifFalse, deferred)
+		matched.Store(m)
+		return err
+	})
+	return matched.Load(), err
+}
 
 func countLocks(t *testing.T, st storage.Store) int {
 	n := 0

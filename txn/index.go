@@ -2,8 +2,10 @@ package txn
 
 import (
 	"hash/maphash"
+	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/seed-992972ee/percolator/storage"
 )
@@ -32,6 +34,11 @@ import (
 type cellIndex struct {
 	seed   maphash.Seed
 	shards []indexShard
+	// base is a timestamp the oracle issued after the hook was installed
+	// (MaxUint64 until the first transaction offers its start_ts). Every
+	// write record the hook did not see was written before, so its
+	// timestamp, issued before it was written, is below base.
+	base atomic.Uint64
 }
 
 // maxLatestPerShard bounds the latest-commit cache; a full shard is
@@ -45,6 +52,13 @@ type indexShard struct {
 	gen    uint64
 	locks  map[string][]uint64 // cell key → start_ts of its locks
 	latest map[string]uint64   // cell key → latest commit_ts (0: none)
+	// written answers "has the cell a write record (commit or rollback)
+	// at or after ts?" for every ts above floor and the index's base.
+	// Invariant: each write record of a cell of this shard that the hook
+	// saw, with ts > floor, has written[cell] >= ts. A full map is dropped
+	// and floor raised to the largest timestamp it held.
+	floor   uint64
+	written map[string]uint64
 }
 
 func newCellIndex(shards int) *cellIndex {
@@ -52,8 +66,42 @@ func newCellIndex(shards int) *cellIndex {
 	for i := range ix.shards {
 		ix.shards[i].locks = make(map[string][]uint64)
 		ix.shards[i].latest = make(map[string]uint64)
+		ix.shards[i].written = make(map[string]uint64)
 	}
+	ix.base.Store(math.MaxUint64)
 	return ix
+}
+
+// offerBase sets base to ts, a timestamp the oracle issued after the hook
+// was installed, unless base is set already.
+func (ix *cellIndex) offerBase(ts uint64) {
+	if ix.base.Load() == math.MaxUint64 {
+		ix.base.CompareAndSwap(math.MaxUint64, ts)
+	}
+}
+
+// writtenSince reports whether a cell of rw has a write record at or after
+// ts; decided is false when the index cannot tell (ts is not above base
+// and a shard's floor). Exact only under rw's row latch.
+func (ix *cellIndex) writtenSince(rw *rowWrites, ts uint64) (written, decided bool) {
+	if ts <= ix.base.Load() {
+		return false, false
+	}
+	for _, m := range rw.muts {
+		key := cellKey(rw.row, m.col)
+		s := ix.shard(key)
+		s.mu.RLock()
+		known := ts > s.floor
+		w := s.written[key] >= ts
+		s.mu.RUnlock()
+		if !known {
+			return false, false
+		}
+		if w {
+			return true, true
+		}
+	}
+	return false, true
 }
 
 // cellKey names a cell in the index. Columns never contain NUL
@@ -94,6 +142,38 @@ func (ix *cellIndex) view(row []byte, col string, startTS uint64) indexView {
 	v.gen = s.gen
 	s.mu.RUnlock()
 	return v
+}
+
+// lockedExcept reports whether a cell of rw has a lock at a start_ts other
+// than ts. Exact only under rw's row latch (storage.Conditioned).
+func (ix *cellIndex) lockedExcept(rw *rowWrites, ts uint64) bool {
+	for _, m := range rw.muts {
+		key := cellKey(rw.row, m.col)
+		s := ix.shard(key)
+		s.mu.RLock()
+		locks := s.locks[key]
+		other := len(locks) > 1 || (len(locks) == 1 && locks[0] != ts)
+		s.mu.RUnlock()
+		if other {
+			return true
+		}
+	}
+	return false
+}
+
+// hasLock reports whether the cell has a lock at ts. Exact only under the
+// row's latch.
+func (ix *cellIndex) hasLock(row []byte, col string, ts uint64) bool {
+	key := cellKey(row, col)
+	s := ix.shard(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, t := range s.locks[key] {
+		if t == ts {
+			return true
+		}
+	}
+	return false
 }
 
 // fill records a latest commit_ts read from the store, unless a commit
@@ -154,12 +234,26 @@ func (ix *cellIndex) applyLock(row []byte, m *storage.Mutation) {
 }
 
 func (ix *cellIndex) applyWrite(row []byte, m *storage.Mutation) {
-	if m.Kind == storage.Put && writeOp(m.Value) == OpRollback {
-		return
-	}
 	key := cellKey(row, m.Qualifier)
 	s := ix.shard(key)
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.Kind == storage.Put && m.TS > s.floor && m.TS > s.written[key] {
+		if len(s.written) >= maxLatestPerShard {
+			for _, ts := range s.written {
+				s.floor = max(s.floor, ts)
+			}
+			clear(s.written)
+		}
+		if m.TS > s.floor {
+			s.written[key] = m.TS
+		}
+	}
+	// A deleted write record stays counted in written: an upper bound
+	// costs at most a spurious conflict, never a missed one.
+	if m.Kind == storage.Put && writeOp(m.Value) == OpRollback {
+		return
+	}
 	s.gen++
 	if m.Kind == storage.Put {
 		if old, ok := s.latest[key]; !ok || m.TS > old {
@@ -168,7 +262,6 @@ func (ix *cellIndex) applyWrite(row []byte, m *storage.Mutation) {
 	} else {
 		delete(s.latest, key)
 	}
-	s.mu.Unlock()
 }
 
 // dropRow forgets every cell of row (a DeleteRow, never issued by the
@@ -187,6 +280,11 @@ func (ix *cellIndex) dropRow(row []byte) {
 		for k := range s.locks {
 			if inRow(k) {
 				delete(s.locks, k)
+			}
+		}
+		for k := range s.written {
+			if inRow(k) {
+				delete(s.written, k)
 			}
 		}
 		s.mu.Unlock()

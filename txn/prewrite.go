@@ -43,9 +43,17 @@ const prewriteRetries = 2
 // after a rollback finds the rollback record and applies nothing
 // (invariant 5).
 func (c *Client) prewrite(ctx context.Context, t *Txn, rw *rowWrites, primary *mutation) error {
-	pred, ifFalse := c.prewriteCall(t, rw, primary)
+	pred, writes, ifFalse := c.prewriteCall(t, rw, primary)
+	// The index knows every lock, and every write record above its floor:
+	// a prewrite of a fresh transaction usually reads nothing.
+	cond := func() (bool, bool) {
+		if c.index.lockedExcept(rw, t.startTS) {
+			return true, true
+		}
+		return c.index.writtenSince(rw, t.startTS)
+	}
 	for try := 0; ; try++ {
-		matched, err := c.casDeferred(ctx, rw.row, pred, nil, ifFalse)
+		matched, err := c.casIndexed(ctx, rw.row, cond, writes, pred, nil, ifFalse, true)
 		if err != nil || !matched {
 			return err
 		}
@@ -56,21 +64,26 @@ func (c *Client) prewrite(ctx context.Context, t *Txn, rw *rowWrites, primary *m
 	}
 }
 
-func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation) (storage.Filter, []storage.Mutation) {
-	pred := make(storage.Filter, 0, 3*len(rw.muts))
-	muts := make([]storage.Mutation, 0, 2*len(rw.muts))
+// prewriteCall returns the prewrite's predicate, its write-record half
+// (the part the lock index cannot answer) and its mutations.
+func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation) (pred, writes storage.Filter, muts []storage.Mutation) {
+	pred = make(storage.Filter, 0, 3*len(rw.muts))
+	writes = make(storage.Filter, 0, len(rw.muts))
+	muts = make([]storage.Mutation, 0, 2*len(rw.muts))
 	for _, m := range rw.muts {
+		w := storage.Selector{Family: FamilyWrite, Qualifier: m.col, Time: storage.From(t.startTS)}
 		pred = append(pred,
 			storage.Selector{Family: FamilyLock, Qualifier: m.col, Time: storage.Before(t.startTS)},
 			storage.Selector{Family: FamilyLock, Qualifier: m.col, Time: storage.From(t.startTS + 1)},
-			storage.Selector{Family: FamilyWrite, Qualifier: m.col, Time: storage.From(t.startTS)})
+			w)
+		writes = append(writes, w)
 		l := c.lockFor(m, primary)
 		muts = append(muts, storage.SetCell(FamilyLock, m.col, t.startTS, EncodeLock(&l)))
 		if m.op == OpPut && !l.Inline {
 			muts = append(muts, storage.SetCell(FamilyData, m.col, t.startTS, m.value))
 		}
 	}
-	return pred, muts
+	return pred, writes, muts
 }
 
 // lockFor builds the lock record of m, stamped with the current wall time.

@@ -46,6 +46,9 @@ func (c *Client) begin(ctx context.Context, readOnly bool) (*Txn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("txn: start timestamp: %w", err)
 	}
+	if c.index != nil {
+		c.index.offerBase(ts)
+	}
 	return &Txn{c: c, startTS: ts, readOnly: readOnly}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,7 @@ type benchConfig struct {
 	valueSize int
 	bankDur   time.Duration
 	only      string
+	profile   string
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -43,6 +45,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.valueSize, "value-size", 100, "value size in bytes")
 	fs.DurationVar(&cfg.bankDur, "bank-duration", 5*time.Second, "duration of the bank workload")
 	fs.StringVar(&cfg.only, "only", "", "run one figure: oracle, writes, reads or bank")
+	fs.StringVar(&cfg.profile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,6 +57,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
 		return err
+	}
+	if cfg.profile != "" {
+		f, err := os.Create(cfg.profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	steps := []struct {
 		name string

@@ -24,6 +24,13 @@ func (s *Store) Mutate(ctx context.Context, row []byte, mutations ...storage.Mut
 
 // CheckAndMutate implements storage.Store.
 func (s *Store) CheckAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	return s.CheckAndMutateCond(ctx, row, nil, predicate, ifTrue, ifFalse, false)
+}
+
+// CheckAndMutateCond implements storage.Conditioned. cond runs under the
+// store's lock, where the apply hook has seen every write; a memory store
+// has no durability to defer.
+func (s *Store) CheckAndMutateCond(ctx context.Context, row []byte, cond storage.Cond, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation, _ bool) (bool, error) {
 	if err := storage.CheckRead(ctx, row, predicate); err != nil {
 		return false, err
 	}
@@ -39,7 +46,13 @@ func (s *Store) CheckAndMutate(ctx context.Context, row []byte, predicate storag
 	if s.mu.closed {
 		return false, storage.ErrClosed
 	}
-	matched := s.hasCellLocked(string(row), groups)
+	var matched, decided bool
+	if cond != nil {
+		matched, decided = cond()
+	}
+	if !decided {
+		matched = s.hasCellLocked(string(row), groups)
+	}
 	if matched {
 		s.applyLocked(row, ifTrue)
 	} else {

@@ -54,8 +54,11 @@
 // # Reads
 //
 // A filter of one selector naming one qualifier at one timestamp
-// (Time.End == Time.Start+1) is a point Get of one key, helped by
-// whole-key bloom filters. Otherwise each column is read by seeking to the
+// (Time.End == Time.Start+1) is a point Get of one key. Bloom filters are
+// built over columns (the comparer splits a cell's key into its column and
+// its timestamp, keys.go), on every level, so a point read of a column no
+// table holds reads only memtables and filters: a row read seeks each
+// column with SeekPrefixGE. Otherwise each column is read by seeking to the
 // newest timestamp any selector wants (versions < End start at ^(End-1))
 // and stopping at the first version no selector can still take (older
 // than every Start, or every Limit reached).

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // Key layout of a cell (see doc.go):
@@ -27,6 +29,50 @@ const (
 	termByte  = 0x01
 	tsLen     = 8
 )
+
+// cellComparer orders keys bytewise and splits a cell's key into its
+// column (family, row, qualifier) and its timestamp, so that bloom filters
+// are built over columns and a column's versions are one prefix. A
+// metadata key is all prefix. Bytewise order respects the split because no
+// encoded column is a proper prefix of another (each part is terminated)
+// and a column alone sorts before its versions.
+var cellComparer = func() *pebble.Comparer {
+	c := *pebble.DefaultComparer
+	c.Name = "percolator.cell.v1"
+	c.Split = splitCell
+	return &c
+}()
+
+// splitCell returns the length of key's column: all of it but the
+// timestamp for a cell key, all of it for anything else. It parses from
+// the front, so a column alone (which ends like a shorter column and a
+// timestamp could) is never split.
+func splitCell(key []byte) int {
+	if len(key) == 0 || key[0] == escape {
+		return len(key)
+	}
+	i := bytes.IndexByte(key, escape)
+	if i < 0 {
+		return len(key)
+	}
+	i++           // past the family's terminator
+	for range 2 { // the escaped row, then the escaped qualifier
+		for {
+			j := bytes.IndexByte(key[i:], escape)
+			if j < 0 || i+j+1 >= len(key) {
+				return len(key)
+			}
+			i += j + 2
+			if key[i-1] == termByte {
+				break
+			}
+			if key[i-1] != escapedFF {
+				return len(key)
+			}
+		}
+	}
+	return i
+}
 
 // Metadata keys.
 var (

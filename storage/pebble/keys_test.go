@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -149,5 +150,48 @@ func TestFamilyKeyspaces(t *testing.T) {
 		if bytes.HasPrefix(lo, []byte{0}) || !bytes.HasPrefix(familyMetaPrefix, []byte{0}) {
 			t.Fatal("metadata keys must begin with 0x00 and cell keys must not")
 		}
+	}
+}
+
+// TestCellComparer checks the split against pebble's rules for a Split (a column
+// alone sorts before its versions; columns order keys before timestamps)
+// over tricky columns and timestamps, and that metadata keys are unsplit.
+func TestCellComparer(t *testing.T) {
+	var prefixes, suffixes [][]byte
+	for _, row := range trickyRows {
+		for _, q := range trickyQualifiers {
+			prefixes = append(prefixes, appendEscapedString(appendRowPrefix(nil, "f", row), q))
+		}
+	}
+	for _, ts := range []uint64{0, 1, 2, 255, 256, 1 << 40, 1<<62 - 1} {
+		suffixes = append(suffixes, appendTS(nil, ts))
+	}
+	suffixes = append(suffixes, nil) // a column alone
+	cmpKeys := cellComparer.Compare
+	for _, ap := range prefixes {
+		for _, as := range suffixes {
+			a := slices.Concat(ap, as)
+			if n := splitCell(a); n != len(ap) {
+				t.Fatalf("splitCell(%x) = %d, want %d", a, n, len(ap))
+			}
+			for _, bp := range prefixes {
+				for _, bs := range suffixes {
+					b := slices.Concat(bp, bs)
+					want := cmp.Or(bytes.Compare(ap, bp), bytes.Compare(as, bs))
+					if got := cmpKeys(a, b); got != want {
+						t.Fatalf("Compare(%x, %x) = %d, want %d (columns first, then timestamps)", a, b, got, want)
+					}
+				}
+			}
+		}
+	}
+	for _, k := range [][]byte{formatKey, append(familyMetaPrefix, "data"...), {0x00}, {}} {
+		if got := splitCell(k); got != len(k) {
+			t.Errorf("splitCell(%q) = %d, want the whole key", k, got)
+		}
+	}
+	key := appendKey(nil, "f", []byte("row"), "q", 7)
+	if got, want := splitCell(key), len(key)-tsLen; got != want {
+		t.Errorf("splitCell(cell key) = %d, want %d", got, want)
 	}
 }

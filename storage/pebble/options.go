@@ -60,10 +60,13 @@ func (o *Options) pebbleOptions(lock *pebble.Lock) *pebble.Options {
 		CacheSize:          o.CacheSize,
 		MemTableSize:       o.MemTableSize,
 		FormatMajorVersion: pebble.FormatNewest,
+		Comparer:           cellComparer,
 		Logger:             slogLogger{o.Logger},
 		Lock:               lock,
 	}
-	// Whole-key bloom filters: the exact-timestamp fast path is a point Get.
+	// Bloom filters over a cell's column (the key without its timestamp;
+	// cellComparer.Split): a point Get and a column's seek (SeekPrefixGE)
+	// skip every table that holds no version of the column.
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}

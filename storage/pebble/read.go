@@ -38,13 +38,15 @@ func (s *Store) readRow(row []byte, filter storage.Filter, first bool) ([]storag
 	if sel, ok := exactCell(filter); ok {
 		return s.getCell(row, &sel)
 	}
-	it, err := s.db.NewIter(nil)
+	// Bloom filters on every level, the last included (pebble skips it by
+	// default): a point read of a column no table holds reads no block.
+	it, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
 	if err != nil {
 		return nil, fmt.Errorf("pebble: read %q: %w", row, err)
 	}
 	r := readerPool.Get().(*reader)
 	defer r.release()
-	r.it, r.first = it, first
+	r.it, r.first, r.point = it, first, true
 	groups := groupByFamily(filter)
 	for i := range groups {
 		r.prefix = appendRowPrefix(r.prefix[:0], groups[i].family, row)
@@ -65,7 +67,7 @@ var readerPool = sync.Pool{New: func() any { return new(reader) }}
 
 // release returns r to the pool; r.cells belongs to the caller by now.
 func (r *reader) release() {
-	r.it, r.first, r.cells, r.err = nil, false, nil, nil
+	r.it, r.first, r.point, r.cells, r.err = nil, false, false, nil, nil
 	readerPool.Put(r)
 }
 
@@ -88,6 +90,7 @@ func (s *Store) getCell(row []byte, sel *storage.Selector) ([]storage.Cell, erro
 type reader struct {
 	it     *pebble.Iterator
 	first  bool // stop after the first selected cell
+	point  bool // reading one row: a column's seek may be a prefix seek
 	cells  []storage.Cell
 	err    error
 	col    []byte // the current column's key prefix
@@ -129,9 +132,18 @@ func (r *reader) readFamilyRow(g *group, rowPrefix []byte, positioned bool) {
 // means the iterator is on the column's first version.
 func (r *reader) readColumn(g *group, q string, positioned bool) {
 	r.seek = appendTS(append(r.seek[:0], r.col...), g.seekTS(q))
-	valid := positioned
-	if !positioned || bytes.Compare(r.it.Key(), r.seek) < 0 {
+	var valid bool
+	switch {
+	case !positioned && r.point:
+		// The column's versions are one prefix (cellComparer): tables
+		// without the column are skipped by their bloom filters.
+		valid = r.it.SeekPrefixGE(r.seek)
+	case !positioned:
 		valid = r.it.SeekGE(r.seek)
+	case bytes.Compare(r.it.Key(), r.seek) < 0:
+		valid = r.it.SeekGE(r.seek)
+	default:
+		valid = true
 	}
 	r.counts = slices.Grow(r.counts[:0], len(g.sels))[:len(g.sels)]
 	clear(r.counts)

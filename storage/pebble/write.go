@@ -29,7 +29,7 @@ func (s *Store) Mutate(ctx context.Context, row []byte, mutations ...storage.Mut
 // CheckAndMutate implements storage.Store: under the row latch, read the
 // predicate (stopping at the first selected cell), then commit the branch.
 func (s *Store) CheckAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
-	return s.checkAndMutate(ctx, row, predicate, ifTrue, ifFalse, pebble.Sync)
+	return s.checkAndMutate(ctx, row, nil, predicate, ifTrue, ifFalse, pebble.Sync)
 }
 
 // CheckAndMutateDeferred implements storage.Deferred: CheckAndMutate
@@ -37,10 +37,20 @@ func (s *Store) CheckAndMutate(ctx context.Context, row []byte, predicate storag
 // every sync (and every rotation, which syncs the old segment) covers all
 // records before it, so the next synced write makes this one durable.
 func (s *Store) CheckAndMutateDeferred(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
-	return s.checkAndMutate(ctx, row, predicate, ifTrue, ifFalse, pebble.NoSync)
+	return s.checkAndMutate(ctx, row, nil, predicate, ifTrue, ifFalse, pebble.NoSync)
 }
 
-func (s *Store) checkAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation, sync *pebble.WriteOptions) (bool, error) {
+// CheckAndMutateCond implements storage.Conditioned: cond runs under the
+// row latch, where the apply hook has seen every write of the row.
+func (s *Store) CheckAndMutateCond(ctx context.Context, row []byte, cond storage.Cond, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation, deferred bool) (bool, error) {
+	sync := pebble.Sync
+	if deferred {
+		sync = pebble.NoSync
+	}
+	return s.checkAndMutate(ctx, row, cond, predicate, ifTrue, ifFalse, sync)
+}
+
+func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Cond, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation, sync *pebble.WriteOptions) (bool, error) {
 	if err := s.guard.enter(); err != nil {
 		return false, err
 	}
@@ -52,11 +62,17 @@ func (s *Store) checkAndMutate(ctx context.Context, row []byte, predicate storag
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	cells, err := s.readRow(row, predicate, true)
-	if err != nil {
-		return false, err
+	var matched, decided bool
+	if cond != nil {
+		matched, decided = cond()
 	}
-	matched := len(cells) > 0
+	if !decided {
+		cells, err := s.readRow(row, predicate, true)
+		if err != nil {
+			return false, err
+		}
+		matched = len(cells) > 0
+	}
 	branch := ifFalse
 	if matched {
 		branch = ifTrue

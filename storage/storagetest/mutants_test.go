@@ -31,6 +31,7 @@ var mutants = map[string]string{ // mutant -> subtest that must fail
 	"increment-no-read":  "Increment",
 	"shared-values":      "Copies",
 	"mutaterows-reorder": "MutateRows",
+	"cond-unlatched":     "Conditioned",
 }
 
 const mutantEnv = "STORAGETEST_MUTANT"
@@ -141,6 +142,19 @@ func (m *mutant) CheckAndMutate(ctx context.Context, row []byte, p storage.Filte
 		return true, m.Store.Mutate(ctx, row, ifTrue...)
 	}
 	return false, m.Store.Mutate(ctx, row, ifFalse...)
+}
+
+func (m *mutant) CheckAndMutateCond(ctx context.Context, row []byte, cond storage.Cond, p storage.Filter, ifTrue, ifFalse []storage.Mutation, deferred bool) (bool, error) {
+	if m.name != "cond-unlatched" || cond == nil {
+		return m.Store.CheckAndMutateCond(ctx, row, cond, p, ifTrue, ifFalse, deferred)
+	}
+	// Evaluate cond before taking the latch, with a gap an I/O would leave.
+	if len(row) == 0 {
+		return m.Store.CheckAndMutateCond(ctx, row, cond, p, ifTrue, ifFalse, deferred)
+	}
+	holds, decided := cond()
+	time.Sleep(200 * time.Microsecond)
+	return m.Store.CheckAndMutateCond(ctx, row, func() (bool, bool) { return holds, decided }, p, ifTrue, ifFalse, deferred)
 }
 
 func (m *mutant) Increment(ctx context.Context, row []byte, family, qualifier string, delta int64) (int64, error) {

@@ -56,6 +56,7 @@ var cases = []struct {
 	{"Increment", testIncrement},
 	{"MutateRows", testMutateRows},
 	{"Deferred", testDeferred},
+	{"Conditioned", testConditioned},
 	{"ApplyHook", testApplyHook},
 	{"ApplyHookConcurrent", testApplyHookConcurrent},
 	{"BadInput", testBadInput},

@@ -1,6 +1,7 @@
 // Package coord is the coordination service the protocol consults: who is
-// alive. (Advisory locks and oracle leader election join it later, with an
-// etcd implementation beside the local one.)
+// alive, and advisory row locks for scanners (Locker). (Oracle leader
+// election joins it later, with an etcd implementation beside the local
+// one.)
 //
 // # Liveness
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,10 @@ type Client struct {
 	opts     Options
 	// index is nil unless this process owns the store exclusively.
 	index *cellIndex
+	// observed is the set of observed columns (SetObserved); observedMu is
+	// read-held by each prewrite from building its writes to its call.
+	observedMu sync.RWMutex
+	observed   Observed
 	// cond is set with index when the store can ask the index under the
 	// row latch: a predicate the index decides is then never read.
 	cond  storage.Conditioned

@@ -43,6 +43,8 @@ const prewriteRetries = 2
 // after a rollback finds the rollback record and applies nothing
 // (invariant 5).
 func (c *Client) prewrite(ctx context.Context, t *Txn, rw *rowWrites, primary *mutation) error {
+	c.observedMu.RLock()
+	defer c.observedMu.RUnlock()
 	pred, writes, ifFalse := c.prewriteCall(t, rw, primary)
 	// The index knows every lock, and every write record above its floor:
 	// a prewrite of a fresh transaction usually reads nothing.
@@ -81,6 +83,9 @@ func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation) (pred, w
 		muts = append(muts, storage.SetCell(FamilyLock, m.col, t.startTS, EncodeLock(&l)))
 		if m.op == OpPut && !l.Inline {
 			muts = append(muts, storage.SetCell(FamilyData, m.col, t.startTS, m.value))
+		}
+		if n, ok := c.notifyMutation(m.col, t.startTS); ok {
+			muts = append(muts, n)
 		}
 	}
 	return pred, writes, muts

@@ -1,0 +1,133 @@
+package observer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/txn"
+)
+
+// failures tracks failed runs per (row, column, observer) in this
+// process: when each may be retried, and how many in a row failed.
+type failures struct {
+	mu sync.Mutex
+	m  map[string]*failure
+}
+
+type failure struct {
+	n    int
+	next time.Time
+}
+
+func failKey(row, col, name string) string { return name + "\x00" + col + "\x00" + row }
+
+// waiting reports that a failed run's back-off has not yet passed.
+func (f *failures) waiting(row, col, name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	x := f.m[failKey(row, col, name)]
+	return x != nil && time.Now().Before(x.next)
+}
+
+func (f *failures) reset(row, col, name string) {
+	f.mu.Lock()
+	delete(f.m, failKey(row, col, name))
+	f.mu.Unlock()
+}
+
+// record counts a failure and returns the failures in a row.
+func (f *failures) record(row, col, name string, backoff time.Duration) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := failKey(row, col, name)
+	x := f.m[k]
+	if x == nil {
+		x = &failure{}
+		f.m[k] = x
+	}
+	x.n++
+	x.next = time.Now().Add(backoff << min(x.n-1, 10))
+	return x.n
+}
+
+// failed records a failed run of g; at MaxFailures it quarantines the
+// notification for g (quarantined reports it), so the scanners stop
+// retrying it.
+func (f *Framework) failed(ctx context.Context, row, col string, g *registration, runErr error) (quarantined bool, err error) {
+	f.stats.add(g.name, statFailures, 1)
+	n := f.fails.record(row, col, g.name, f.opts.RetryBackoff)
+	f.opts.Logger.Warn("observer: run failed", "observer", g.name, "row", row, "column", col, "failures", n, "err", firstLine(runErr.Error()))
+	if n < f.opts.MaxFailures {
+		return false, nil
+	}
+	rec, _ := json.Marshal(Quarantined{Row: row, Column: col, Observer: g.name, Failures: n, Error: runErr.Error(), WallMS: time.Now().UnixMilli()})
+	if err := f.store.Mutate(ctx, []byte(row), storage.SetCell(FamilyQuarantine, col+":"+g.name, 0, rec)); err != nil {
+		return false, transient(err)
+	}
+	f.fails.reset(row, col, g.name)
+	f.stats.add(g.name, statQuarantined, 1)
+	f.opts.Logger.Error("observer: notification quarantined", "observer", g.name, "row", row, "column", col, "failures", n)
+	return true, nil
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// Quarantined is a notification set aside after its observer kept
+// failing on it.
+type Quarantined struct {
+	Row      string `json:"row"`
+	Column   string `json:"column"`
+	Observer string `json:"observer"`
+	Failures int    `json:"failures"`
+	Error    string `json:"error"`
+	WallMS   int64  `json:"wall_ms"`
+}
+
+// Quarantine lists the quarantined notifications, in row order.
+func (f *Framework) Quarantine(ctx context.Context) ([]Quarantined, error) {
+	var out []Quarantined
+	err := f.store.Scan(ctx, nil, nil, storage.Filter{{Family: FamilyQuarantine, AllQualifiers: true}}, 0, func(r storage.Row) bool {
+		for _, c := range r.Cells {
+			var q Quarantined
+			if json.Unmarshal(c.Value, &q) == nil {
+				out = append(out, q)
+			}
+		}
+		return true
+	})
+	return out, err
+}
+
+// Retry re-queues quarantined notifications: each is removed from the
+// quarantine and its cell notified again, in one atomic row write, so its
+// observer runs once more (the others find the cell clean). It returns
+// how many were re-queued.
+func (f *Framework) Retry(ctx context.Context) (int, error) {
+	qs, err := f.Quarantine(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for i, q := range qs {
+		ts, err := f.oracle.Timestamp(ctx)
+		if err != nil {
+			return i, err
+		}
+		err = f.store.Mutate(ctx, []byte(q.Row),
+			storage.DeleteCell(FamilyQuarantine, q.Column+":"+q.Observer, 0),
+			storage.SetCell(txn.FamilyNotify, q.Column, ts, txn.EncodeNotify(uint64(time.Now().UnixMilli()))))
+		if err != nil {
+			return i, fmt.Errorf("observer: re-queueing %q/%s: %w", q.Row, q.Column, err)
+		}
+	}
+	return len(qs), nil
+}

@@ -1,0 +1,149 @@
+package observer
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/txn"
+)
+
+// Counters kept per observer, in memory and (flushed by Run) in the store.
+const (
+	statRuns        = "runs"
+	statCommits     = "commits"
+	statConflicts   = "conflicts"
+	statFailures    = "failures"
+	statQuarantined = "quarantined"
+	statJumps       = "scanner_jumps" // kept under the observer name ""
+)
+
+var statNames = []string{statRuns, statCommits, statConflicts, statFailures, statQuarantined}
+
+// statsTable counts since the last flush.
+type statsTable struct {
+	mu sync.Mutex
+	m  map[string]map[string]int64
+}
+
+func (s *statsTable) add(name, stat string, n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]map[string]int64{}
+	}
+	if s.m[name] == nil {
+		s.m[name] = map[string]int64{}
+	}
+	s.m[name][stat] += n
+}
+
+func (s *statsTable) take() map[string]map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.m
+	s.m = nil
+	return m
+}
+
+// flushStats adds the counts since the last flush to the stored counters.
+func (f *Framework) flushStats(ctx context.Context) {
+	for name, stats := range f.stats.take() {
+		row := name
+		if row == "" {
+			row = "_scanners"
+		}
+		for stat, n := range stats {
+			if _, err := f.store.Increment(ctx, []byte(row), FamilyStats, stat, n); err != nil {
+				f.opts.Logger.Warn("observer: storing counters", "err", err)
+			}
+		}
+	}
+}
+
+// ObserverStatus is one observer's stored counters.
+type ObserverStatus struct {
+	Name, Column string
+	Weak         bool
+	Counts       map[string]int64 // runs, commits, conflicts, failures, quarantined
+}
+
+// ColumnStatus is the notification backlog of one observed column.
+type ColumnStatus struct {
+	Column  string
+	Pending int           // notified cells not yet processed
+	Oldest  time.Duration // age of the oldest pending notification
+}
+
+// Status is what `percolator status` prints.
+type Status struct {
+	Columns     []ColumnStatus
+	Observers   []ObserverStatus
+	Quarantined int
+}
+
+// Status reads the backlog per observed column (a scan of the notify
+// keyspace only) and every observer's counters.
+func (f *Framework) Status(ctx context.Context) (Status, error) {
+	now := uint64(time.Now().UnixMilli())
+	backlog := map[string]*ColumnStatus{}
+	cols := f.reg.columns()
+	for col := range cols {
+		backlog[col] = &ColumnStatus{Column: col}
+	}
+	err := f.store.Scan(ctx, nil, nil, notifyAll, 0, func(r storage.Row) bool {
+		seen := map[string]bool{}
+		for _, c := range r.Cells {
+			cs := backlog[c.Qualifier]
+			if cs == nil {
+				cs = &ColumnStatus{Column: c.Qualifier}
+				backlog[c.Qualifier] = cs
+			}
+			if !seen[c.Qualifier] {
+				seen[c.Qualifier] = true
+				cs.Pending++
+			}
+			if w := txn.DecodeNotify(c.Value); w > 0 && w < now {
+				cs.Oldest = max(cs.Oldest, time.Duration(now-w)*time.Millisecond)
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return Status{}, err
+	}
+	var st Status
+	for _, cs := range backlog {
+		st.Columns = append(st.Columns, *cs)
+	}
+	sort.Slice(st.Columns, func(i, j int) bool { return st.Columns[i].Column < st.Columns[j].Column })
+	for col, regs := range cols {
+		for _, g := range regs {
+			os := ObserverStatus{Name: g.name, Column: col, Weak: g.weak, Counts: map[string]int64{}}
+			r, err := f.store.ReadRow(ctx, []byte(g.name), storage.Filter{{Family: FamilyStats, AllQualifiers: true, Limit: 1}})
+			if err != nil {
+				return Status{}, err
+			}
+			for _, c := range r.Cells {
+				if len(c.Value) == 8 {
+					os.Counts[c.Qualifier] = int64(beUint64(c.Value))
+				}
+			}
+			st.Observers = append(st.Observers, os)
+		}
+	}
+	sort.Slice(st.Observers, func(i, j int) bool { return st.Observers[i].Name < st.Observers[j].Name })
+	q, err := f.Quarantine(ctx)
+	st.Quarantined = len(q)
+	return st, err
+}
+
+func beUint64(b []byte) uint64 {
+	var v uint64
+	for _, x := range b {
+		v = v<<8 | uint64(x)
+	}
+	return v
+}

@@ -1,0 +1,425 @@
+package observer
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/txn"
+)
+
+// WorkerOptions configures Run.
+type WorkerOptions struct {
+	// Scanners is the number of scanner threads. 0 means 1.
+	Scanners int
+	// Batch is how many notified rows a scanner reads per scan call. 0
+	// means 64.
+	Batch int
+	// MaxIdle bounds the back-off of a scanner that finds nothing. 0 means
+	// 200ms.
+	MaxIdle time.Duration
+	// Drain makes Run return nil once a scan of the whole notify keyspace
+	// finds nothing runnable (every notification processed, quarantined or
+	// waiting on an observer this process lacks).
+	Drain bool
+}
+
+func (o *WorkerOptions) ensureDefaults() {
+	if o.Scanners <= 0 {
+		o.Scanners = 1
+	}
+	if o.Batch <= 0 {
+		o.Batch = 64
+	}
+	if o.MaxIdle <= 0 {
+		o.MaxIdle = 200 * time.Millisecond
+	}
+}
+
+var notifyAll = storage.Filter{{Family: txn.FamilyNotify, AllQualifiers: true}}
+
+// Run runs scanner threads until ctx ends (then it returns ctx's error) or,
+// with Drain, until no runnable notification is left.
+func (f *Framework) Run(ctx context.Context, opts WorkerOptions) error {
+	opts.ensureDefaults()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		runErr  error
+	)
+	idle := newIdleTracker(opts.Scanners)
+	for i := range opts.Scanners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := &scanner{f: f, opts: opts, id: i, owner: fmt.Sprintf("%s/scanner-%d", f.client.Owner(), i), rng: rand.New(rand.NewPCG(rand.Uint64(), uint64(i)))}
+			if err := s.run(ctx, idle); err != nil && ctx.Err() == nil {
+				errOnce.Do(func() { runErr = err; cancel() })
+			}
+		}()
+	}
+	go func() { // counters reach the store while the worker runs
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				f.flushStats(ctx)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	if opts.Drain {
+		go func() {
+			select {
+			case <-idle.allIdle:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	wg.Wait()
+	f.flushStats(context.WithoutCancel(ctx))
+	switch {
+	case runErr != nil:
+		return runErr
+	case opts.Drain && idle.drained():
+		return nil
+	}
+	return ctx.Err()
+}
+
+// idleTracker closes allIdle when every scanner has just completed a full
+// pass that found nothing runnable, with no work done by any scanner
+// since the first of those passes began.
+type idleTracker struct {
+	mu      sync.Mutex
+	n       int
+	epoch   uint64 // bumped whenever a scanner does work
+	clean   map[int]uint64
+	allIdle chan struct{}
+	done    bool
+}
+
+func newIdleTracker(n int) *idleTracker {
+	return &idleTracker{n: n, clean: map[int]uint64{}, allIdle: make(chan struct{})}
+}
+
+func (t *idleTracker) worked() {
+	t.mu.Lock()
+	t.epoch++
+	clear(t.clean)
+	t.mu.Unlock()
+}
+
+// passStart returns the epoch a pass starts in.
+func (t *idleTracker) passStart() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.epoch
+}
+
+// idlePass records that scanner id found nothing in a pass begun at epoch.
+func (t *idleTracker) idlePass(id int, epoch uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if epoch != t.epoch || t.done {
+		return
+	}
+	t.clean[id] = epoch
+	if len(t.clean) == t.n {
+		t.done = true
+		close(t.allIdle)
+	}
+}
+
+func (t *idleTracker) drained() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.done
+}
+
+// scanner is one scanner thread.
+type scanner struct {
+	f     *Framework
+	opts  WorkerOptions
+	owner string
+	rng   *rand.Rand
+	id    int
+}
+
+// randomKey is a random position in the row space.
+func (s *scanner) randomKey() []byte {
+	return binary.BigEndian.AppendUint64(nil, s.rng.Uint64())
+}
+
+// run scans from a random position to the end of the keyspace and around
+// from its start, jumping to a new random position when it runs into a
+// row another scanner holds (the paper's fix for scanners clumping like
+// buses), and backing off when a whole pass finds nothing.
+func (s *scanner) run(ctx context.Context, idle *idleTracker) error {
+	wait := time.Millisecond
+	for ctx.Err() == nil {
+		epoch := idle.passStart()
+		origin := s.randomKey()
+		worked, pending, err := s.pass(ctx, origin, idle)
+		if err != nil {
+			return err
+		}
+		if worked {
+			wait = time.Millisecond
+			continue
+		}
+		if !pending {
+			idle.idlePass(s.id, epoch)
+		}
+		if err := txn.SleepContext(ctx, wait); err != nil {
+			return nil
+		}
+		wait = min(2*wait, s.opts.MaxIdle)
+	}
+	return nil
+}
+
+// pass scans [origin, end) then [start, origin) once, or until it jumps.
+// worked reports that it ran an observer or cleared a notification;
+// pending, that it left runnable work (a failed run waiting to be
+// retried, a row another scanner held).
+func (s *scanner) pass(ctx context.Context, origin []byte, idle *idleTracker) (worked, pending bool, err error) {
+	for _, span := range [][2][]byte{{origin, nil}, {nil, origin}} {
+		pos, end := span[0], span[1]
+		for {
+			var rows []storage.Row
+			err := s.f.store.Scan(ctx, pos, end, notifyAll, s.opts.Batch, func(r storage.Row) bool {
+				rows = append(rows, r)
+				return true
+			})
+			if err != nil {
+				if ctx.Err() != nil {
+					return worked, true, nil
+				}
+				return worked, true, fmt.Errorf("observer: scanning notifications: %w", err)
+			}
+			for _, r := range rows {
+				did, left, jump, err := s.row(ctx, r)
+				if err != nil {
+					return worked, true, err
+				}
+				if did {
+					worked = true
+					idle.worked()
+				}
+				pending = pending || left
+				if jump {
+					s.f.stats.add("", statJumps, 1)
+					return worked, true, nil
+				}
+			}
+			if len(rows) < s.opts.Batch {
+				break
+			}
+			pos = append(bytes.Clone(rows[len(rows)-1].Key), 0)
+		}
+	}
+	return worked, pending, nil
+}
+
+// row processes the notifications of one row under the advisory lock.
+// left reports runnable work left behind; jump, that another scanner
+// holds the row.
+func (s *scanner) row(ctx context.Context, r storage.Row) (did, left, jump bool, err error) {
+	cols := s.f.reg.columns()
+	runnable := false
+	for _, c := range r.Cells {
+		if regs := cols[c.Qualifier]; len(regs) > 0 && hasCode(regs) {
+			runnable = true
+			break
+		}
+	}
+	if !runnable {
+		return false, false, false, nil
+	}
+	unlock, held, err := s.f.locker.TryLock(ctx, string(r.Key), s.owner)
+	if err != nil {
+		return false, true, false, err
+	}
+	if held {
+		return false, true, true, nil
+	}
+	defer unlock()
+	byCol := map[string][]uint64{}
+	var order []string
+	for _, c := range r.Cells {
+		if _, ok := byCol[c.Qualifier]; !ok {
+			order = append(order, c.Qualifier)
+		}
+		byCol[c.Qualifier] = append(byCol[c.Qualifier], c.TS)
+	}
+	for _, col := range order {
+		regs := cols[col]
+		if len(regs) == 0 || !hasCode(regs) {
+			continue
+		}
+		d, l, err := s.f.cell(ctx, string(r.Key), col, regs, byCol[col])
+		if err != nil {
+			return did, true, false, err
+		}
+		did, left = did || d, left || l
+	}
+	return did, left, false, nil
+}
+
+func hasCode(regs []*registration) bool {
+	for _, g := range regs {
+		if g.fn == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// cell runs every observer of (row, col) that the change makes dirty, and
+// clears the notification versions seen once all are done. did reports
+// that it ran an observer or cleared something; left, that work remains.
+func (f *Framework) cell(ctx context.Context, row, col string, regs []*registration, seen []uint64) (did, left bool, err error) {
+	done := true
+	minStart := uint64(0)
+	for _, g := range regs {
+		if f.fails.waiting(row, col, g.name) {
+			done = false
+			continue
+		}
+		start, ok, ran, err := f.runOne(ctx, row, col, g)
+		if err != nil {
+			return did, true, err
+		}
+		did = did || ran
+		if minStart == 0 || start < minStart {
+			minStart = start
+		}
+		done = done && ok
+	}
+	if !done {
+		return did, true, nil
+	}
+	cleared, err := f.clear(ctx, row, col, seen, minStart)
+	return did || cleared, !cleared, err
+}
+
+// runOne runs g on (row, col) in its own transaction, whose start_ts is
+// start. ok reports that g needs nothing more for this change (it
+// committed, found the cell clean, or was quarantined); ran, that g's
+// code ran.
+func (f *Framework) runOne(ctx context.Context, row, col string, g *registration) (start uint64, ok, ran bool, err error) {
+	tx, err := f.client.Begin(ctx)
+	if err != nil {
+		return 0, false, false, err
+	}
+	start = tx.StartTS()
+	ack := AckColumn(g.name, col)
+	if !g.weak {
+		dirty, err := f.dirty(ctx, tx, row, col, ack)
+		if err != nil || !dirty {
+			_ = tx.Rollback(ctx)
+			return start, err == nil, false, transient(err)
+		}
+	}
+	f.stats.add(g.name, statRuns, 1)
+	if err := call(ctx, g.fn, tx, row, col); err != nil {
+		_ = tx.Rollback(ctx)
+		if errors.Is(err, txn.ErrConflict) {
+			f.stats.add(g.name, statConflicts, 1)
+			return start, false, true, nil
+		}
+		q, err := f.failed(ctx, row, col, g, err)
+		return start, q, true, err
+	}
+	if !g.weak {
+		if err := txn.SetReserved(tx, row, ack, binary.BigEndian.AppendUint64(nil, start)); err != nil {
+			return start, false, true, err
+		}
+	}
+	switch err := tx.Commit(ctx); {
+	case err == nil:
+		f.stats.add(g.name, statCommits, 1)
+		f.fails.reset(row, col, g.name)
+		return start, true, true, nil
+	case errors.Is(err, txn.ErrConflict):
+		// Another run of this change won the ack, or the observer's
+		// writes lost a race: the notification stays for a later run.
+		f.stats.add(g.name, statConflicts, 1)
+		return start, false, true, nil
+	case transient(err) != nil:
+		return start, false, true, err
+	default:
+		f.opts.Logger.Warn("observer: commit failed", "observer", g.name, "row", row, "column", col, "err", err)
+		return start, false, true, nil
+	}
+}
+
+// transient turns errors a later run may not hit into a retry (nil).
+func transient(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, storage.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// dirty reports whether (row, col)'s newest commit in tx's snapshot is
+// newer than the observer's ack (invariant 3).
+func (f *Framework) dirty(ctx context.Context, tx *txn.Txn, row, col, ack string) (bool, error) {
+	latest, err := txn.CommitTS(ctx, tx, row, col)
+	if err != nil || latest == 0 {
+		return false, err
+	}
+	v, err := txn.GetReserved(ctx, tx, row, ack)
+	switch {
+	case errors.Is(err, txn.ErrNotFound):
+		return true, nil
+	case err != nil:
+		return false, err
+	case len(v) != 8:
+		return true, nil
+	}
+	return latest > binary.BigEndian.Uint64(v), nil
+}
+
+// call runs fn, turning a panic into an error.
+func call(ctx context.Context, fn Func, tx *txn.Txn, row, col string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("observer panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return fn(ctx, tx, row, col)
+}
+
+// clear deletes the notification versions seen, unless a write of the
+// column is locked or committed at or after minStart (a change the runs
+// may not have seen): clearing never erases a newer notification (each
+// is its own version) nor hides a newer write (invariant 4).
+func (f *Framework) clear(ctx context.Context, row, col string, seen []uint64, minStart uint64) (bool, error) {
+	pred := storage.Filter{
+		{Family: txn.FamilyLock, Qualifier: col, Limit: 1},
+		{Family: txn.FamilyWrite, Qualifier: col, Time: storage.From(minStart), Limit: 1},
+	}
+	dels := make([]storage.Mutation, len(seen))
+	for i, ts := range seen {
+		dels[i] = storage.DeleteCell(txn.FamilyNotify, col, ts)
+	}
+	matched, err := f.store.CheckAndMutate(ctx, []byte(row), pred, nil, dels)
+	if err != nil {
+		return false, transient(err)
+	}
+	return !matched, nil
+}

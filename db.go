@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
@@ -21,6 +22,7 @@ type DB struct {
 	store  storage.Store
 	closer []func() error // in reverse order of opening
 	client *txn.Client
+	obs    *observer.Framework
 }
 
 // Txn is a snapshot-isolation transaction (see txn.Txn). Not safe for
@@ -67,7 +69,8 @@ func (db *DB) open(ctx context.Context) error {
 		return err
 	}
 	db.closer = append(db.closer, func() error { db.client.Close(); return nil })
-	return nil
+	db.obs, err = observer.New(ctx, db.store, db.client, or, coord.NewLocalLocker(), observer.Options{Logger: o.Logger})
+	return err
 }
 
 func (db *DB) openStore() error {

@@ -1,8 +1,10 @@
 package percolator_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -246,4 +248,82 @@ func TestDurableAcrossReopen(t *testing.T) {
 		}
 	}
 	_ = time.Second
+}
+
+// TestObserversThroughTheFacade: Load writes, an observer reacts, a
+// restart keeps the registration (a writer in a later process still sets
+// notifications) and the pending work.
+func TestObserversThroughTheFacade(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	upper := func(ctx context.Context, tx *percolator.Txn, row, col string) error {
+		v, err := tx.Get(ctx, row, col)
+		if err != nil {
+			return err
+		}
+		return tx.Set(row, "upper", bytes.ToUpper(v))
+	}
+	db, err := percolator.Open(ctx, percolator.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Observe(ctx, percolator.Observer{Name: "upper", Column: "text", Fn: upper}); err != nil {
+		t.Fatal(err)
+	}
+	var progress []int
+	err = db.Load(ctx, 10, percolator.LoadOptions{Concurrency: 3, Progress: func(n int) { progress = append(progress, n) }},
+		func(tx *percolator.Txn, i int) error { return tx.Set(fmt.Sprint("doc", i), "text", []byte(fmt.Sprint("hello ", i))) })
+	if err != nil || len(progress) != 10 || progress[9] != 10 {
+		t.Fatalf("Load: %v, progress %v", err, progress)
+	}
+	if err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: 2, Drain: true}); err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(ctx, func(tx *percolator.Txn) error {
+		v, err := tx.Get(ctx, "doc7", "upper")
+		if err == nil && string(v) != "HELLO 7" {
+			err = fmt.Errorf("doc7 upper = %q", v)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A later process that never registers the observer still notifies.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = percolator.Open(ctx, percolator.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set("doc1", "text", []byte("again")) }); err != nil {
+		t.Fatal(err)
+	}
+	st, err := db.ObserverStatus(ctx)
+	if err != nil || len(st.Columns) != 1 || st.Columns[0].Pending != 1 {
+		t.Fatalf("status after a write by a process without the observer: %+v, %v", st, err)
+	}
+	if c := st.Observers[0].Counts; c["commits"] != 10 {
+		t.Fatalf("stored counters %v, want 10 commits", c)
+	}
+	if err := db.Observe(ctx, percolator.Observer{Name: "upper", Column: "text", Fn: upper}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RunWorkers(ctx, percolator.WorkerOptions{Drain: true}); err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(ctx, func(tx *percolator.Txn) error {
+		v, err := tx.Get(ctx, "doc1", "upper")
+		if err == nil && string(v) != "AGAIN" {
+			err = fmt.Errorf("doc1 upper = %q", v)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,0 +1,64 @@
+package percolator
+
+import (
+	"context"
+
+	"github.com/seed-992972ee/percolator/observer"
+)
+
+// Observer is code that runs, in its own transaction, after a column
+// changes (see package observer).
+type Observer = observer.Observer
+
+// ObserverFunc is an observer's code.
+type ObserverFunc = observer.Func
+
+// WorkerOptions configures RunWorkers.
+type WorkerOptions = observer.WorkerOptions
+
+// LoadOptions configures Load.
+type LoadOptions = observer.LoadOptions
+
+// Quarantined is a notification set aside after its observer kept failing.
+type Quarantined = observer.Quarantined
+
+// ObserverStatus is the notification backlog per observed column and the
+// counters of every observer.
+type ObserverStatus = observer.Status
+
+// Observe registers o: from its return every write of o.Column, in this
+// process or any later one that opens the store, sets a notification, and
+// RunWorkers runs o.Fn for it. Registering a stored name again attaches
+// the code (each process that runs workers registers its observers).
+func (db *DB) Observe(ctx context.Context, o Observer) error { return db.obs.Register(ctx, o) }
+
+// Notify sets a weak notification on (row, column); column's observers
+// must be weak.
+func (db *DB) Notify(ctx context.Context, row, column string) error {
+	return db.obs.Notify(ctx, row, column)
+}
+
+// RunWorkers runs scanner threads that find notifications and run their
+// observers, until ctx ends or, with opts.Drain, no work is left.
+func (db *DB) RunWorkers(ctx context.Context, opts WorkerOptions) error {
+	return db.obs.Run(ctx, opts)
+}
+
+// Load runs fn for items 0..n-1, each in its own transaction retried on
+// conflict, at most opts.Concurrency at a time: bulk ingest.
+func (db *DB) Load(ctx context.Context, n int, opts LoadOptions, fn func(tx *Txn, item int) error) error {
+	return observer.Load(ctx, db.Update, n, opts, fn)
+}
+
+// Quarantine lists the quarantined notifications.
+func (db *DB) Quarantine(ctx context.Context) ([]Quarantined, error) { return db.obs.Quarantine(ctx) }
+
+// RetryQuarantined re-queues every quarantined notification and returns
+// how many.
+func (db *DB) RetryQuarantined(ctx context.Context) (int, error) { return db.obs.Retry(ctx) }
+
+// ObserverStatus reads the backlog per observed column and the observers'
+// counters.
+func (db *DB) ObserverStatus(ctx context.Context) (ObserverStatus, error) {
+	return db.obs.Status(ctx)
+}

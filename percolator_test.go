@@ -272,7 +272,9 @@ func TestObserversThroughTheFacade(t *testing.T) {
 	}
 	var progress []int
 	err = db.Load(ctx, 10, percolator.LoadOptions{Concurrency: 3, Progress: func(n int) { progress = append(progress, n) }},
-		func(tx *percolator.Txn, i int) error { return tx.Set(fmt.Sprint("doc", i), "text", []byte(fmt.Sprint("hello ", i))) })
+		func(tx *percolator.Txn, i int) error {
+			return tx.Set(fmt.Sprint("doc", i), "text", []byte(fmt.Sprint("hello ", i)))
+		})
 	if err != nil || len(progress) != 10 || progress[9] != 10 {
 		t.Fatalf("Load: %v, progress %v", err, progress)
 	}

@@ -62,3 +62,11 @@ func (db *DB) RetryQuarantined(ctx context.Context) (int, error) { return db.obs
 func (db *DB) ObserverStatus(ctx context.Context) (ObserverStatus, error) {
 	return db.obs.Status(ctx)
 }
+
+// PendingNotification is a notified cell not yet processed.
+type PendingNotification = observer.Pending
+
+// PendingNotifications lists up to limit (0: all) notified cells.
+func (db *DB) PendingNotifications(ctx context.Context, limit int) ([]PendingNotification, error) {
+	return db.obs.PendingNotifications(ctx, limit)
+}

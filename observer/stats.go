@@ -147,3 +147,35 @@ func beUint64(b []byte) uint64 {
 	}
 	return v
 }
+
+// Pending is one notified cell not yet processed.
+type Pending struct {
+	Row, Column string
+	Versions    int           // notification versions (changes collapsed into one run)
+	Age         time.Duration // of the oldest version
+}
+
+// PendingNotifications lists up to limit (0: all) notified cells, in row
+// order, reading only the notify keyspace.
+func (f *Framework) PendingNotifications(ctx context.Context, limit int) ([]Pending, error) {
+	now := uint64(time.Now().UnixMilli())
+	var out []Pending
+	err := f.store.Scan(ctx, nil, nil, notifyAll, 0, func(r storage.Row) bool {
+		for _, c := range r.Cells {
+			if n := len(out); n > 0 && out[n-1].Row == string(r.Key) && out[n-1].Column == c.Qualifier {
+				out[n-1].Versions++
+			} else {
+				if limit > 0 && len(out) == limit {
+					return false
+				}
+				out = append(out, Pending{Row: string(r.Key), Column: c.Qualifier, Versions: 1})
+			}
+			if w := txn.DecodeNotify(c.Value); w > 0 && w < now {
+				p := &out[len(out)-1]
+				p.Age = max(p.Age, time.Duration(now-w)*time.Millisecond)
+			}
+		}
+		return true
+	})
+	return out, err
+}

@@ -271,7 +271,7 @@ func TestObserversThroughTheFacade(t *testing.T) {
 		t.Fatal(err)
 	}
 	var progress []int
-	err = db.Load(ctx, 10, percolator.LoadOptions{Concurrency: 3, Progress: func(n int) { progress = append(progress, n) }},
+	err = db.Load(ctx, 10, percolator.LoadOptions{Concurrency: 3, Progress: func(n, _ int) { progress = append(progress, n) }},
 		func(tx *percolator.Txn, i int) error {
 			return tx.Set(fmt.Sprint("doc", i), "text", []byte(fmt.Sprint("hello ", i)))
 		})

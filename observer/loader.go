@@ -14,8 +14,8 @@ type LoadOptions struct {
 	// Concurrency bounds the loader transactions in flight. 0 means 8.
 	Concurrency int
 	// Progress, if set, is called after each committed item with the
-	// number committed so far (from one goroutine at a time).
-	Progress func(done int)
+	// number committed so far and the total (from one goroutine at a time).
+	Progress func(done, total int)
 }
 
 // Update runs fn in a transaction, retrying conflicts until it commits or
@@ -57,7 +57,7 @@ func Load(ctx context.Context, update Update, n int, opts LoadOptions, fn func(t
 				d := int(done.Add(1))
 				if opts.Progress != nil {
 					progress.Lock()
-					opts.Progress(d)
+					opts.Progress(d, n)
 					progress.Unlock()
 				}
 			}

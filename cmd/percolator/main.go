@@ -1,6 +1,9 @@
 // Command percolator runs the Percolator implementation's workloads and
 // tools on an embedded database directory.
 //
+//	percolator index --dir D SRC_DIR | query WORD | --dups
+//	percolator status --dir D
+//	percolator notifications --dir D [--quarantined] [--retry]
 //	percolator bank  --dir D [--accounts N --workers W --duration T]
 //	percolator dump  --dir D [--row R]
 //	percolator bench --dir D
@@ -23,6 +26,9 @@ type subcommand struct {
 }
 
 var commands = []subcommand{
+	{"index", "the main job: keep an index of a directory current with observers", runIndex},
+	{"status", "notification backlog and observer counters", runStatus},
+	{"notifications", "pending or --quarantined notifications; --retry re-queues", runNotifications},
 	{"bank", "concurrent transfers checked by snapshot totals", runBank},
 	{"dump", "a row's data / lock / write columns by timestamp", runDump},
 	{"locks", "list (and --resolve) the locks in the store", runLocks},
@@ -68,7 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: percolator <command> [flags]\n\ncommands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-6s %s\n", c.name, c.usage)
+		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.usage)
 	}
 	fmt.Fprintln(w, "\nRun 'percolator <command> -h' for a command's flags.")
 }

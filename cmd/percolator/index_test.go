@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const corpus = "../../testdata/corpus"
+
+func TestIndexCommand(t *testing.T) {
+	dir := t.TempDir()
+	out, errOut, code := runCLI(t, "index", "--dir", dir, "--verify", "--quiet", corpus)
+	if code != 0 || !strings.Contains(out, "equals a from-scratch batch build") {
+		t.Fatalf("index: exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "27 new") {
+		t.Fatalf("first run output:\n%s", out)
+	}
+	out, _, code = runCLI(t, "index", "--dir", dir, "query", "Closure")
+	if code != 0 || !strings.Contains(out, "The-Closure-API.html\tThe Closure API") {
+		t.Fatalf("query: exit %d\n%s", code, out)
+	}
+	out, _, _ = runCLI(t, "index", "--dir", dir, "--dups")
+	if !strings.Contains(out, "Simple-Example.html (canonical)\n  = mirror/Simple-Example.html") {
+		t.Fatalf("dups:\n%s", out)
+	}
+	out, _, _ = runCLI(t, "index", "--dir", dir, "--quiet", corpus)
+	if !strings.Contains(out, "27 unchanged") || !strings.Contains(out, "observers: 0 runs") {
+		t.Fatalf("rerun without changes:\n%s", out)
+	}
+	out, _, code = runCLI(t, "status", "--dir", dir)
+	if code != 0 || !strings.Contains(out, "document\tcontent\t27\t27\t0\t0\t0") || !strings.Contains(out, "content\t0\t-") {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+	out, _, code = runCLI(t, "notifications", "--dir", dir)
+	if code != 0 || !strings.Contains(out, "0 pending") {
+		t.Fatalf("notifications: exit %d\n%s", code, out)
+	}
+	out, _, code = runCLI(t, "notifications", "--dir", dir, "--quarantined")
+	if code != 0 || !strings.Contains(out, "0 quarantined") {
+		t.Fatalf("notifications --quarantined: exit %d\n%s", code, out)
+	}
+	for _, args := range [][]string{
+		{"index", "--dir", dir},
+		{"index", "--dir", dir, "query"},
+		{"index", "--dir", dir, "--scanners", "0", corpus},
+		{"index", corpus},
+		{"index", "--dir", dir, filepath.Join(dir, "missing")},
+	} {
+		if _, _, code := runCLI(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// TestIndexKill kills `index` with SIGKILL while its observers run, then
+// runs it again: no notification is lost and the index equals a batch
+// build of the corpus.
+func TestIndexKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess soak")
+	}
+	src := bigCorpus(t, 300)
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
+	killed := 0
+	for round := range 4 {
+		if round == 2 { // change the corpus between kills
+			for i := range 10 {
+				for _, name := range []string{"Types.html", "Memory-Usage.html"} {
+					p := filepath.Join(src, fmt.Sprintf("copy%03d", i), name)
+					if err := os.WriteFile(p, []byte(fmt.Sprintf("<title>edited %d</title> round%d", i, round)), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := os.Remove(filepath.Join(src, fmt.Sprintf("copy%03d", i), "Closure-Example.html")); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		cmd := command("index", "--dir", dir, "--quiet", "--scanners", "2", src)
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(100+rng.IntN(900)) * time.Millisecond)
+		if err := cmd.Process.Signal(syscall.SIGKILL); err == nil {
+			killed++
+		}
+		_ = cmd.Wait()
+		t.Logf("round %d: killed after:\n%s", round, out.String())
+	}
+	out, errOut, code := runCLI(t, "index", "--dir", dir, "--verify", "--quiet", src)
+	if code != 0 {
+		t.Fatalf("after %d kills: exit %d\n%s%s", killed, code, out, errOut)
+	}
+	t.Logf("after %d kills:\n%s", killed, out)
+}
+
+// bigCorpus copies the test corpus n/27 times with small edits.
+func bigCorpus(t *testing.T, n int) string {
+	t.Helper()
+	src := t.TempDir()
+	entries, err := os.ReadDir(corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i*len(entries) < n; i++ {
+		d := filepath.Join(src, fmt.Sprintf("copy%03d", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.IsDir() {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(corpus, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i%3 != 0 { // a third stay exact duplicates of copy000
+				b = append(b, fmt.Sprintf(" copy%d ", i)...)
+			}
+			if err := os.WriteFile(filepath.Join(d, e.Name()), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return src
+}

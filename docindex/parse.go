@@ -71,8 +71,7 @@ func Parse(p string, content []byte) Doc {
 	} else {
 		d = parseText(content)
 	}
-	sum := sha256.Sum256(content)
-	d.Hash = hex.EncodeToString(sum[:])
+	d.Hash = hashOf(content)
 	return d
 }
 
@@ -276,3 +275,9 @@ func hasScheme(ref string) bool {
 // collapse replaces each run of white space in s by one space and trims
 // the ends.
 func collapse(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// hashOf is Doc.Hash of content: the hex SHA-256 of the raw bytes.
+func hashOf(content []byte) string {
+	sum := sha256.Sum256(content)
+	return hex.EncodeToString(sum[:])
+}

@@ -2,8 +2,6 @@ package docindex
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -389,9 +387,3 @@ func Title(ctx context.Context, db *percolator.DB, path string) (string, error) 
 
 // prefixEnd is the first row after every row beginning with p.
 func prefixEnd(p string) string { return p[:len(p)-1] + string(p[len(p)-1]+1) }
-
-// hashOf is Doc.Hash of content, without parsing it.
-func hashOf(content []byte) string {
-	sum := sha256.Sum256(content)
-	return hex.EncodeToString(sum[:])
-}

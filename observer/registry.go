@@ -101,8 +101,9 @@ func (r *registry) lookup(name string) *registration {
 	return nil
 }
 
-// add validates o and returns the new map with it; ok is false when o was
-// already stored (same column and kind) and only its code is attached.
+// with validates o and returns the observed-column map with it; stored
+// reports that o was already stored (same column and kind), so only its
+// code is attached.
 func (r *registry) with(o Observer) (map[string][]*registration, bool, error) {
 	switch {
 	case !nameRE.MatchString(o.Name):

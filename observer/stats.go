@@ -2,6 +2,7 @@ package observer
 
 import (
 	"context"
+	"encoding/binary"
 	"sort"
 	"sync"
 	"time"
@@ -128,7 +129,7 @@ func (f *Framework) Status(ctx context.Context) (Status, error) {
 			}
 			for _, c := range r.Cells {
 				if len(c.Value) == 8 {
-					os.Counts[c.Qualifier] = int64(beUint64(c.Value))
+					os.Counts[c.Qualifier] = int64(binary.BigEndian.Uint64(c.Value))
 				}
 			}
 			st.Observers = append(st.Observers, os)
@@ -138,14 +139,6 @@ func (f *Framework) Status(ctx context.Context) (Status, error) {
 	q, err := f.Quarantine(ctx)
 	st.Quarantined = len(q)
 	return st, err
-}
-
-func beUint64(b []byte) uint64 {
-	var v uint64
-	for _, x := range b {
-		v = v<<8 | uint64(x)
-	}
-	return v
 }
 
 // Pending is one notified cell not yet processed.

@@ -163,14 +163,7 @@ func retryable(err error) bool {
 
 // cas sends an idempotent CheckAndMutate, re-sending it on error.
 func (c *Client) cas(ctx context.Context, row []byte, pred storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
-	var err error
-	for i := 0; i <= c.opts.StoreRetries; i++ {
-		var matched bool
-		if matched, err = c.store.CheckAndMutate(ctx, row, pred, ifTrue, ifFalse); err == nil || !retryable(err) {
-			return matched, err
-		}
-	}
-	return false, err
+	return c.resendCAS(func() (bool, error) { return c.store.CheckAndMutate(ctx, row, pred, ifTrue, ifFalse) })
 }
 
 // casDeferred is cas through the store's deferred variant when it has one.
@@ -178,14 +171,7 @@ func (c *Client) casDeferred(ctx context.Context, row []byte, pred storage.Filte
 	if c.deferred == nil {
 		return c.cas(ctx, row, pred, ifTrue, ifFalse)
 	}
-	var err error
-	for i := 0; i <= c.opts.StoreRetries; i++ {
-		var matched bool
-		if matched, err = c.deferred.CheckAndMutateDeferred(ctx, row, pred, ifTrue, ifFalse); err == nil || !retryable(err) {
-			return matched, err
-		}
-	}
-	return false, err
+	return c.resendCAS(func() (bool, error) { return c.deferred.CheckAndMutateDeferred(ctx, row, pred, ifTrue, ifFalse) })
 }
 
 // casIndexed is cas (deferred when asked) on the predicate full, which
@@ -199,10 +185,18 @@ func (c *Client) casIndexed(ctx context.Context, row []byte, cond storage.Cond, 
 	case c.cond == nil:
 		return c.cas(ctx, row, full, ifTrue, ifFalse)
 	}
+	return c.resendCAS(func() (bool, error) {
+		return c.cond.CheckAndMutateCond(ctx, row, cond, rest, ifTrue, ifFalse, deferred)
+	})
+}
+
+// resendCAS sends an idempotent conditional write, re-sending it on a
+// retryable error at most StoreRetries more times.
+func (c *Client) resendCAS(send func() (bool, error)) (bool, error) {
 	var err error
 	for i := 0; i <= c.opts.StoreRetries; i++ {
 		var matched bool
-		if matched, err = c.cond.CheckAndMutateCond(ctx, row, cond, rest, ifTrue, ifFalse, deferred); err == nil || !retryable(err) {
+		if matched, err = send(); err == nil || !retryable(err) {
 			return matched, err
 		}
 	}

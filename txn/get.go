@@ -20,21 +20,31 @@ const writePage = 8
 // get reads (row, col) at snapshot ts, waiting on or resolving every lock
 // with start_ts < ts (invariant 2).
 func (c *Client) get(ctx context.Context, ts uint64, row []byte, col string) ([]byte, error) {
+	var v []byte
+	err := c.untilSettled(ctx, func() (err error) {
+		v, err = c.getOnce(ctx, ts, row, col)
+		return err
+	})
+	return v, err
+}
+
+// untilSettled drives a read step until it returns something other than
+// errRetryNow (try again at once) or errLocked (wait for a live lock,
+// backing off).
+func (c *Client) untilSettled(ctx context.Context, step func() error) error {
 	for attempt := 0; ; {
-		v, err := c.getOnce(ctx, ts, row, col)
-		switch err {
+		switch err := step(); err {
 		case errRetryNow:
 			runtime.Gosched()
-			continue
 		case errLocked:
 			c.stats.lockWaits.Add(1)
 			if err := c.backoff(ctx, attempt); err != nil {
-				return nil, err
+				return err
 			}
 			attempt++
-			continue
+		default:
+			return err
 		}
-		return v, err
 	}
 }
 
@@ -44,23 +54,30 @@ func (c *Client) getOnce(ctx context.Context, ts uint64, row []byte, col string)
 	if c.index != nil {
 		return c.getIndexed(ctx, ts, row, col)
 	}
+	w, _, found, err := c.visibleCommit(ctx, ts, row, col)
+	if err != nil || !found {
+		return nil, orNotFound(err)
+	}
+	return c.value(ctx, row, col, &w)
+}
+
+// visibleCommit is one read step without the index: the newest commit
+// record of (row, col) below ts and its commit_ts, once no lock older than
+// ts is left; errLocked or errRetryNow as getOnce.
+func (c *Client) visibleCommit(ctx context.Context, ts uint64, row []byte, col string) (Write, uint64, bool, error) {
 	r, err := c.read(ctx, row, storage.Filter{
 		{Family: FamilyLock, Qualifier: col, Time: storage.Before(ts)},
 		{Family: FamilyWrite, Qualifier: col, Time: storage.Before(ts), Limit: writePage},
 	})
 	if err != nil {
-		return nil, err
+		return Write{}, 0, false, err
 	}
 	for i := range r.Cells {
 		if cell := &r.Cells[i]; cell.Family == FamilyLock {
-			return nil, resolved(c.resolveCell(ctx, row, col, cell.TS, cell.Value))
+			return Write{}, 0, false, resolved(c.resolveCell(ctx, row, col, cell.TS, cell.Value))
 		}
 	}
-	w, _, found, err := c.newestCommit(ctx, row, col, ts, r.Cells)
-	if err != nil || !found {
-		return nil, orNotFound(err)
-	}
-	return c.value(ctx, row, col, &w)
+	return c.newestCommit(ctx, row, col, ts, r.Cells)
 }
 
 // getIndexed is getOnce with the lock check and the write lookup served by

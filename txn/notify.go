@@ -72,36 +72,12 @@ func CommitTS(ctx context.Context, t *Txn, row, column string) (uint64, error) {
 	if err := validateAnyCell(row, column); err != nil {
 		return 0, err
 	}
-	for attempt := 0; ; {
-		r, err := t.c.read(ctx, []byte(row), storage.Filter{
-			{Family: FamilyLock, Qualifier: column, Time: storage.Before(t.startTS)},
-			{Family: FamilyWrite, Qualifier: column, Time: storage.Before(t.startTS), Limit: writePage},
-		})
-		if err != nil {
-			return 0, err
-		}
-		var lock *storage.Cell
-		for i := range r.Cells {
-			if r.Cells[i].Family == FamilyLock {
-				lock = &r.Cells[i]
-				break
-			}
-		}
-		if lock == nil {
-			_, ts, _, err := t.c.newestCommit(ctx, []byte(row), column, t.startTS, r.Cells)
-			return ts, err
-		}
-		if err := t.c.resolveCell(ctx, []byte(row), column, lock.TS, lock.Value); err != nil {
-			if err != errLocked {
-				return 0, err
-			}
-			t.c.stats.lockWaits.Add(1)
-			if err := t.c.backoff(ctx, attempt); err != nil {
-				return 0, err
-			}
-			attempt++
-		}
-	}
+	var ts uint64
+	err := t.c.untilSettled(ctx, func() (err error) {
+		_, ts, _, err = t.c.visibleCommit(ctx, t.startTS, []byte(row), column)
+		return err
+	})
+	return ts, err
 }
 
 // GetReserved is Get for a reserved column (ReservedPrefix): the

@@ -227,3 +227,21 @@ type Conditioned interface {
 
 // Cond decides a CheckAndMutateCond predicate from memory, or declines.
 type Cond func() (holds, decided bool)
+
+// Counted is an optional capability: a Scan that also reports what it cost,
+// as the number of stored keys it visited, selected or not: every version,
+// and every deletion marker a store keeps until it compacts (so a caller
+// can tell when deleted cells are still being paid for).
+type Counted interface {
+	// ScanCounted is Scan, returning the keys visited.
+	ScanCounted(ctx context.Context, start, end []byte, filter Filter, limit int, fn func(Row) bool) (visited uint64, err error)
+}
+
+// Compacter is an optional capability of a store that keeps deletion
+// markers until a compaction drops them (an LSM tree): CompactFamily
+// compacts one family's keyspace, so that cells deleted before the call no
+// longer cost its scans. It changes no cell; it may take long on a large
+// family and is meant to run in the background.
+type Compacter interface {
+	CompactFamily(ctx context.Context, family string) error
+}

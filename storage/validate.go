@@ -26,6 +26,17 @@ func ValidateRow(row []byte) error {
 }
 
 func validateColumn(family, qualifier string) error {
+	if err := ValidateFamily(family); err != nil {
+		return err
+	}
+	if len(qualifier) > MaxQualifierSize {
+		return fmt.Errorf("%w: qualifier of %d bytes exceeds %d", ErrInvalidArgument, len(qualifier), MaxQualifierSize)
+	}
+	return nil
+}
+
+// ValidateFamily checks a family name.
+func ValidateFamily(family string) error {
 	if family == "" || len(family) > MaxFamilySize {
 		return fmt.Errorf("%w: family %q must have 1 to %d bytes", ErrInvalidArgument, family, MaxFamilySize)
 	}
@@ -33,9 +44,6 @@ func validateColumn(family, qualifier string) error {
 		if family[i] == 0 {
 			return fmt.Errorf("%w: family %q contains NUL", ErrInvalidArgument, family)
 		}
-	}
-	if len(qualifier) > MaxQualifierSize {
-		return fmt.Errorf("%w: qualifier of %d bytes exceeds %d", ErrInvalidArgument, len(qualifier), MaxQualifierSize)
 	}
 	return nil
 }

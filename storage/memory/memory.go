@@ -35,6 +35,7 @@ var (
 	_ storage.Deferred    = (*Store)(nil)
 	_ storage.Exclusive   = (*Store)(nil)
 	_ storage.ApplyHooker = (*Store)(nil)
+	_ storage.Counted     = (*Store)(nil)
 )
 
 // New returns an empty store.

@@ -3,6 +3,7 @@ package pebble
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -130,5 +131,43 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestScanCountsTombstones: the keys a scan visits include the tombstones
+// of deleted cells until CompactFamily drops them, so the count shows the
+// cost a scan really pays.
+func TestScanCountsTombstones(t *testing.T) {
+	s := openTest(t, t.TempDir())
+
+	const n = 500
+	for i := range n {
+		row := []byte(fmt.Sprintf("r%04d", i))
+		if err := s.Mutate(ctx, row, storage.SetCell("n", "q", 1, []byte("v"))); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Mutate(ctx, row, storage.DeleteCell("n", "q", 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := storage.Filter{{Family: "n", AllQualifiers: true}}
+	count := func() uint64 {
+		v, err := s.ScanCounted(ctx, nil, nil, f, 0, func(storage.Row) bool {
+			t.Fatal("a deleted cell was delivered")
+			return false
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := count(); v < n {
+		t.Fatalf("scan over %d tombstones visited %d keys", n, v)
+	}
+	if err := s.CompactFamily(ctx, "n"); err != nil {
+		t.Fatal(err)
+	}
+	if v := count(); v > 0 {
+		t.Fatalf("after CompactFamily the scan visited %d keys", v)
 	}
 }

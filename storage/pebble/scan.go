@@ -22,67 +22,80 @@ const (
 
 // Scan implements storage.Store.
 func (s *Store) Scan(ctx context.Context, start, end []byte, filter storage.Filter, limit int, fn func(storage.Row) bool) error {
+	_, err := s.ScanCounted(ctx, start, end, filter, limit, fn)
+	return err
+}
+
+// ScanCounted implements storage.Counted: the keys visited are pebble's
+// count of the internal points its iterators stepped over, tombstones of
+// deleted cells included (until a compaction drops them).
+func (s *Store) ScanCounted(ctx context.Context, start, end []byte, filter storage.Filter, limit int, fn func(storage.Row) bool) (visited uint64, err error) {
 	if err := storage.CheckScan(start, end, filter, limit); err != nil {
-		return err
+		return 0, err
 	}
 	groups := groupByFamily(filter)
 	cursor := start
 	for {
 		if err := ctx.Err(); err != nil {
-			return err
+			return visited, err
 		}
 		n := scanChunkRows
 		if limit > 0 {
 			n = min(n, limit)
 		}
-		rows, next, err := s.scanChunk(groups, cursor, end, n)
+		rows, next, points, err := s.scanChunk(groups, cursor, end, n)
+		visited += points
 		if err != nil {
-			return err
+			return visited, err
 		}
 		for _, r := range rows {
 			if !fn(r) {
-				return nil
+				return visited, nil
 			}
 		}
 		if limit > 0 {
 			if limit -= len(rows); limit == 0 {
-				return nil
+				return visited, nil
 			}
 		}
 		if next == nil {
-			return nil
+			return visited, nil
 		}
 		cursor = next
 	}
 }
 
-// scanChunk returns up to n rows with selected cells in [from, end), and
-// the row to resume from, nil when the range is exhausted.
-func (s *Store) scanChunk(groups []group, from, end []byte, n int) (rows []storage.Row, next []byte, err error) {
+// scanChunk returns up to n rows with selected cells in [from, end), the
+// row to resume from (nil when the range is exhausted), and the points
+// visited.
+func (s *Store) scanChunk(groups []group, from, end []byte, n int) (rows []storage.Row, next []byte, points uint64, err error) {
 	if err := s.guard.enter(); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	defer s.guard.exit()
 	if len(groups) == 0 {
-		return nil, nil, nil
+		return nil, nil, 0, nil
 	}
 	sc, err := s.newScanner(groups, from, end)
 	if err != nil {
-		return nil, nil, fmt.Errorf("pebble: scan: %w", err)
+		return nil, nil, 0, fmt.Errorf("pebble: scan: %w", err)
 	}
-	defer func() { err = errors.Join(err, sc.close()) }()
+	defer func() {
+		points = sc.points()
+		err = errors.Join(err, sc.close())
+	}()
 	size := 0
 	for len(rows) < n && size < scanChunkBytes {
 		row, ok, err := sc.nextRow()
 		if err != nil || !ok {
-			return rows, nil, err
+			return rows, nil, 0, err
 		}
 		rows = append(rows, row)
 		for _, c := range row.Cells {
 			size += len(c.Value)
 		}
 	}
-	return rows, sc.resume(), nil
+	return rows, sc.resume(), 0, nil
 }
 
 // scanner walks several family keyspaces in row order: one iterator per
@@ -125,6 +138,15 @@ func scanBounds(family string, from, end []byte) *pebble.IterOptions {
 		o.UpperBound = appendRowPrefix(nil, family, end)
 	}
 	return o
+}
+
+// points is the internal points the scanner's iterators visited.
+func (sc *scanner) points() uint64 {
+	var n uint64
+	for _, it := range sc.its {
+		n += it.Stats().InternalStats.PointCount
+	}
+	return n
 }
 
 func (sc *scanner) close() error {

@@ -37,6 +37,8 @@ var (
 	_ storage.Deferred    = (*Store)(nil)
 	_ storage.Exclusive   = (*Store)(nil)
 	_ storage.ApplyHooker = (*Store)(nil)
+	_ storage.Counted     = (*Store)(nil)
+	_ storage.Compacter   = (*Store)(nil)
 )
 
 // Open opens (creating if needed) the store in dir. It fails with an

@@ -57,6 +57,7 @@ var cases = []struct {
 	{"MutateRows", testMutateRows},
 	{"Deferred", testDeferred},
 	{"Conditioned", testConditioned},
+	{"Counted", testCounted},
 	{"ApplyHook", testApplyHook},
 	{"ApplyHookConcurrent", testApplyHookConcurrent},
 	{"BadInput", testBadInput},

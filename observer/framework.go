@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed-992972ee/percolator/coord"
@@ -45,6 +46,11 @@ type Framework struct {
 	reg    registry
 	stats  statsTable
 	fails  failures
+
+	// clears counts the notifications cleared since the notify keyspace
+	// was last compacted; compacting is set while one scanner compacts it.
+	clears     atomic.Int64
+	compacting atomic.Bool
 }
 
 // New loads the stored registrations and makes client set notifications

@@ -26,8 +26,13 @@ type env struct {
 
 func newEnv(t *testing.T, opts Options) *env {
 	t.Helper()
+	return newEnvOn(t, memory.New(), opts)
+}
+
+// newEnvOn is newEnv on st, which it closes at cleanup.
+func newEnvOn(t *testing.T, st storage.Store, opts Options) *env {
+	t.Helper()
 	ctx := context.Background()
-	st := memory.New()
 	alloc, err := oracle.OpenAllocator("", oracle.AllocatorOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +48,7 @@ func newEnv(t *testing.T, opts Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close(); _ = alloc.Close() })
+	t.Cleanup(func() { c.Close(); _ = alloc.Close(); _ = st.Close() })
 	return &env{t: t, store: st, client: c, f: f}
 }
 
@@ -205,6 +210,7 @@ func TestRegisterBadInput(t *testing.T) {
 	for _, o := range []Observer{
 		{Name: "", Column: "c", Fn: fn},
 		{Name: "bad name", Column: "c", Fn: fn},
+		{Name: "_scanners", Column: "c", Fn: fn},
 		{Name: "ok", Column: "", Fn: fn},
 		{Name: "ok", Column: "a:b", Fn: fn},
 		{Name: "ok", Column: "__ack", Fn: fn},

@@ -32,7 +32,7 @@ type Func func(ctx context.Context, tx *txn.Txn, row, column string) error
 
 // Observer names code that runs when a column changes.
 type Observer struct {
-	Name   string // [A-Za-z0-9_-]{1,64}, unique
+	Name   string // [A-Za-z0-9][A-Za-z0-9_-]{0,63}, unique
 	Column string // the observed user column
 	// Weak observers run on Notify (the column holds no data, only
 	// notifications): no ack, no conflict, may run more than once.
@@ -40,7 +40,7 @@ type Observer struct {
 	Fn   Func
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`) // "_scanners" is the scanners' stats row
 
 // ErrInvalidArgument is txn's: bad registrations and bad cells.
 var ErrInvalidArgument = txn.ErrInvalidArgument

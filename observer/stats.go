@@ -18,8 +18,21 @@ const (
 	statConflicts   = "conflicts"
 	statFailures    = "failures"
 	statQuarantined = "quarantined"
-	statJumps       = "scanner_jumps" // kept under the observer name ""
 )
+
+// Counters of the scanners, kept under the observer name "" (stored in the
+// row "_scanners").
+const (
+	statJumps       = "scanner_jumps"
+	statScans       = "scans"       // scan calls over the notify keyspace
+	statScanRows    = "scan_rows"   // notified rows they found
+	statScanKeys    = "scan_keys"   // stored keys they visited (storage.Counted)
+	statScanMicros  = "scan_micros" // time spent in them
+	statCompactions = "compactions" // of the notify keyspace
+)
+
+// scannersRow is the stats row of the scanners' counters.
+const scannersRow = "_scanners"
 
 var statNames = []string{statRuns, statCommits, statConflicts, statFailures, statQuarantined}
 
@@ -54,7 +67,7 @@ func (f *Framework) flushStats(ctx context.Context) {
 	for name, stats := range f.stats.take() {
 		row := name
 		if row == "" {
-			row = "_scanners"
+			row = scannersRow
 		}
 		for stat, n := range stats {
 			if _, err := f.store.Increment(ctx, []byte(row), FamilyStats, stat, n); err != nil {
@@ -83,6 +96,10 @@ type Status struct {
 	Columns     []ColumnStatus
 	Observers   []ObserverStatus
 	Quarantined int
+	// Scanners is the scanners' counters: scans, scan_rows (notified rows
+	// found), scan_keys (stored keys visited finding them, on a
+	// storage.Counted store), scan_micros, scanner_jumps, compactions.
+	Scanners map[string]int64
 }
 
 // Status reads the backlog per observed column (a scan of the notify
@@ -122,23 +139,35 @@ func (f *Framework) Status(ctx context.Context) (Status, error) {
 	sort.Slice(st.Columns, func(i, j int) bool { return st.Columns[i].Column < st.Columns[j].Column })
 	for col, regs := range cols {
 		for _, g := range regs {
-			os := ObserverStatus{Name: g.name, Column: col, Weak: g.weak, Counts: map[string]int64{}}
-			r, err := f.store.ReadRow(ctx, []byte(g.name), storage.Filter{{Family: FamilyStats, AllQualifiers: true, Limit: 1}})
+			counts, err := f.counters(ctx, g.name)
 			if err != nil {
 				return Status{}, err
 			}
-			for _, c := range r.Cells {
-				if len(c.Value) == 8 {
-					os.Counts[c.Qualifier] = int64(binary.BigEndian.Uint64(c.Value))
-				}
-			}
-			st.Observers = append(st.Observers, os)
+			st.Observers = append(st.Observers, ObserverStatus{Name: g.name, Column: col, Weak: g.weak, Counts: counts})
 		}
 	}
 	sort.Slice(st.Observers, func(i, j int) bool { return st.Observers[i].Name < st.Observers[j].Name })
+	if st.Scanners, err = f.counters(ctx, scannersRow); err != nil {
+		return Status{}, err
+	}
 	q, err := f.Quarantine(ctx)
 	st.Quarantined = len(q)
 	return st, err
+}
+
+// counters reads the stored counters of one stats row.
+func (f *Framework) counters(ctx context.Context, row string) (map[string]int64, error) {
+	r, err := f.store.ReadRow(ctx, []byte(row), storage.Filter{{Family: FamilyStats, AllQualifiers: true, Limit: 1}})
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]int64{}
+	for _, c := range r.Cells {
+		if len(c.Value) == 8 {
+			counts[c.Qualifier] = int64(binary.BigEndian.Uint64(c.Value))
+		}
+	}
+	return counts, nil
 }
 
 // Pending is one notified cell not yet processed.

@@ -29,6 +29,13 @@ type WorkerOptions struct {
 	// finds nothing runnable (every notification processed, quarantined or
 	// waiting on an observer this process lacks).
 	Drain bool
+	// CompactAfter is how many cleared notifications make the notify
+	// keyspace worth compacting, on a store that keeps deletion markers
+	// (storage.Compacter): a scanner that finds nothing to do compacts it
+	// once this many were cleared since the last compaction, and a busy
+	// one once 64 times as many were. Cleared notifications then stop
+	// costing scans. 0 means 1024; negative disables compaction.
+	CompactAfter int
 }
 
 func (o *WorkerOptions) ensureDefaults() {
@@ -41,7 +48,13 @@ func (o *WorkerOptions) ensureDefaults() {
 	if o.MaxIdle <= 0 {
 		o.MaxIdle = 200 * time.Millisecond
 	}
+	if o.CompactAfter == 0 {
+		o.CompactAfter = 1024
+	}
 }
+
+// busyCompactFactor scales CompactAfter for a scanner that is not idle.
+const busyCompactFactor = 64
 
 var notifyAll = storage.Filter{{Family: txn.FamilyNotify, AllQualifiers: true}}
 
@@ -178,8 +191,10 @@ func (s *scanner) run(ctx context.Context, idle *idleTracker) error {
 		}
 		if worked {
 			wait = time.Millisecond
+			s.f.maybeCompact(ctx, s.opts, false)
 			continue
 		}
+		s.f.maybeCompact(ctx, s.opts, true)
 		if !pending {
 			idle.idlePass(s.id, epoch)
 		}
@@ -199,11 +214,7 @@ func (s *scanner) pass(ctx context.Context, origin []byte, idle *idleTracker) (w
 	for _, span := range [][2][]byte{{origin, nil}, {nil, origin}} {
 		pos, end := span[0], span[1]
 		for {
-			var rows []storage.Row
-			err := s.f.store.Scan(ctx, pos, end, notifyAll, s.opts.Batch, func(r storage.Row) bool {
-				rows = append(rows, r)
-				return true
-			})
+			rows, err := s.f.scanNotify(ctx, pos, end, s.opts.Batch)
 			if err != nil {
 				if ctx.Err() != nil {
 					return worked, true, nil
@@ -232,6 +243,59 @@ func (s *scanner) pass(ctx context.Context, origin []byte, idle *idleTracker) (w
 		}
 	}
 	return worked, pending, nil
+}
+
+// scanNotify reads up to limit notified rows of [start, end), reading the
+// notify keyspace only, and counts what finding them cost.
+func (f *Framework) scanNotify(ctx context.Context, start, end []byte, limit int) ([]storage.Row, error) {
+	var rows []storage.Row
+	collect := func(r storage.Row) bool {
+		rows = append(rows, r)
+		return true
+	}
+	began := time.Now()
+	var err error
+	if c, ok := f.store.(storage.Counted); ok {
+		var visited uint64
+		visited, err = c.ScanCounted(ctx, start, end, notifyAll, limit, collect)
+		f.stats.add("", statScanKeys, int64(visited))
+	} else {
+		err = f.store.Scan(ctx, start, end, notifyAll, limit, collect)
+	}
+	f.stats.add("", statScans, 1)
+	f.stats.add("", statScanRows, int64(len(rows)))
+	f.stats.add("", statScanMicros, time.Since(began).Microseconds())
+	return rows, err
+}
+
+// maybeCompact compacts the notify keyspace, on a store that keeps
+// deletion markers, once enough notifications were cleared since the last
+// compaction (WorkerOptions.CompactAfter). One scanner compacts at a time;
+// the others go on scanning. A failed compaction is logged, not fatal:
+// it costs only scan time.
+func (f *Framework) maybeCompact(ctx context.Context, opts WorkerOptions, idle bool) {
+	c, ok := f.store.(storage.Compacter)
+	if !ok || opts.CompactAfter < 0 {
+		return
+	}
+	threshold := int64(opts.CompactAfter)
+	if !idle {
+		threshold *= busyCompactFactor
+	}
+	n := f.clears.Load()
+	if n < threshold || !f.compacting.CompareAndSwap(false, true) {
+		return
+	}
+	defer f.compacting.Store(false)
+	f.clears.Add(-n)
+	if err := c.CompactFamily(ctx, txn.FamilyNotify); err != nil {
+		if ctx.Err() == nil {
+			f.opts.Logger.Warn("observer: compacting the notify keyspace", "err", err)
+		}
+		f.clears.Add(n) // try again later
+		return
+	}
+	f.stats.add("", statCompactions, 1)
 }
 
 // row processes the notifications of one row under the advisory lock.
@@ -420,6 +484,9 @@ func (f *Framework) clear(ctx context.Context, row, col string, seen []uint64, m
 	matched, err := f.store.CheckAndMutate(ctx, []byte(row), pred, nil, dels)
 	if err != nil {
 		return false, transient(err)
+	}
+	if !matched {
+		f.clears.Add(int64(len(dels)))
 	}
 	return !matched, nil
 }

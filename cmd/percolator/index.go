@@ -214,6 +214,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", o.Name, o.Column, c["runs"], c["commits"], c["conflicts"], c["failures"], c["quarantined"])
 	}
 	fmt.Fprintf(stdout, "\nquarantined notifications: %d\n", st.Quarantined)
+	sc := st.Scanners
+	fmt.Fprintf(stdout, "scanners: %d scans found %d notified rows, visiting %d keys in %s; %d jumps, %d compactions of the notify keyspace\n",
+		sc["scans"], sc["scan_rows"], sc["scan_keys"], (time.Duration(sc["scan_micros"]) * time.Microsecond).Round(time.Millisecond), sc["scanner_jumps"], sc["compactions"])
 	return nil
 }
 

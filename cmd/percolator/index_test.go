@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,7 +36,8 @@ func TestIndexCommand(t *testing.T) {
 		t.Fatalf("rerun without changes:\n%s", out)
 	}
 	out, _, code = runCLI(t, "status", "--dir", dir)
-	if code != 0 || !strings.Contains(out, "document\tcontent\t27\t27\t0\t0\t0") || !strings.Contains(out, "content\t0\t-") {
+	if code != 0 || !strings.Contains(out, "document\tcontent\t27\t27\t0\t0\t0") || !strings.Contains(out, "content\t0\t-") ||
+		!regexp.MustCompile(`scanners: [1-9][0-9]* scans found [1-9][0-9]* notified rows, visiting [1-9][0-9]* keys`).MatchString(out) {
 		t.Fatalf("status: exit %d\n%s", code, out)
 	}
 	out, _, code = runCLI(t, "notifications", "--dir", dir)

@@ -31,10 +31,10 @@ type WorkerOptions struct {
 	Drain bool
 	// CompactAfter is how many cleared notifications make the notify
 	// keyspace worth compacting, on a store that keeps deletion markers
-	// (storage.Compacter): a scanner that finds nothing to do compacts it
-	// once this many were cleared since the last compaction, and a busy
-	// one once 64 times as many were. Cleared notifications then stop
-	// costing scans. 0 means 1024; negative disables compaction.
+	// (storage.Compacter): a scanner compacts it at the end of a pass once
+	// this many were cleared since the last compaction, so cleared
+	// notifications stop costing scans. 0 means 1024; negative disables
+	// compaction.
 	CompactAfter int
 }
 
@@ -52,9 +52,6 @@ func (o *WorkerOptions) ensureDefaults() {
 		o.CompactAfter = 1024
 	}
 }
-
-// busyCompactFactor scales CompactAfter for a scanner that is not idle.
-const busyCompactFactor = 64
 
 var notifyAll = storage.Filter{{Family: txn.FamilyNotify, AllQualifiers: true}}
 
@@ -191,10 +188,10 @@ func (s *scanner) run(ctx context.Context, idle *idleTracker) error {
 		}
 		if worked {
 			wait = time.Millisecond
-			s.f.maybeCompact(ctx, s.opts, false)
+			s.f.maybeCompact(ctx, s.opts)
 			continue
 		}
-		s.f.maybeCompact(ctx, s.opts, true)
+		s.f.maybeCompact(ctx, s.opts)
 		if !pending {
 			idle.idlePass(s.id, epoch)
 		}
@@ -273,17 +270,13 @@ func (f *Framework) scanNotify(ctx context.Context, start, end []byte, limit int
 // compaction (WorkerOptions.CompactAfter). One scanner compacts at a time;
 // the others go on scanning. A failed compaction is logged, not fatal:
 // it costs only scan time.
-func (f *Framework) maybeCompact(ctx context.Context, opts WorkerOptions, idle bool) {
+func (f *Framework) maybeCompact(ctx context.Context, opts WorkerOptions) {
 	c, ok := f.store.(storage.Compacter)
 	if !ok || opts.CompactAfter < 0 {
 		return
 	}
-	threshold := int64(opts.CompactAfter)
-	if !idle {
-		threshold *= busyCompactFactor
-	}
 	n := f.clears.Load()
-	if n < threshold || !f.compacting.CompareAndSwap(false, true) {
+	if n < int64(opts.CompactAfter) || !f.compacting.CompareAndSwap(false, true) {
 		return
 	}
 	defer f.compacting.Store(false)
@@ -481,7 +474,14 @@ func (f *Framework) clear(ctx context.Context, row, col string, seen []uint64, m
 	for i, ts := range seen {
 		dels[i] = storage.DeleteCell(txn.FamilyNotify, col, ts)
 	}
-	matched, err := f.store.CheckAndMutate(ctx, []byte(row), pred, nil, dels)
+	// The delete need not be durable on return: lost in a crash, it leaves
+	// a notification whose run finds the cell clean (the ack is durable)
+	// and clears it again. So it rides on the next durable write.
+	cam := f.store.CheckAndMutate
+	if d, ok := f.store.(storage.Deferred); ok {
+		cam = d.CheckAndMutateDeferred
+	}
+	matched, err := cam(ctx, []byte(row), pred, nil, dels)
 	if err != nil {
 		return false, transient(err)
 	}

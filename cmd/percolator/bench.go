@@ -32,6 +32,10 @@ type benchConfig struct {
 	bankDur   time.Duration
 	only      string
 	profile   string
+
+	notifyCells, notifyDirty, rounds int
+	corpus                           string
+	indexFiles                       int
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -44,13 +48,21 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.keys, "keys", 10000, "keys in the read benchmark")
 	fs.IntVar(&cfg.valueSize, "value-size", 100, "value size in bytes")
 	fs.DurationVar(&cfg.bankDur, "bank-duration", 5*time.Second, "duration of the bank workload")
-	fs.StringVar(&cfg.only, "only", "", "run one figure: oracle, writes, reads or bank")
+	fs.StringVar(&cfg.only, "only", "", "run one figure: oracle, writes, reads, bank, notify or observers")
+	fs.IntVar(&cfg.notifyCells, "notify-cells", 1_000_000, "cells of the big table in the notify benchmark")
+	fs.IntVar(&cfg.notifyDirty, "notify-dirty", 1000, "dirty cells to find in the notify benchmark (and cells of its small table)")
+	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds of the notify benchmark (the median is printed)")
+	fs.StringVar(&cfg.corpus, "corpus", "testdata/corpus", "corpus the observers benchmark copies")
+	fs.IntVar(&cfg.indexFiles, "index-files", 2000, "files in the observers benchmark's corpus")
 	fs.StringVar(&cfg.profile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := requireDir(cfg.dir); err != nil {
 		return err
+	}
+	if cfg.notifyDirty < 1 || cfg.notifyCells < cfg.notifyDirty || cfg.rounds < 1 || cfg.indexFiles < 1 {
+		return fmt.Errorf("need 1 <= --notify-dirty <= --notify-cells, --rounds >= 1 and --index-files >= 1")
 	}
 	if err := os.RemoveAll(cfg.dir); err != nil {
 		return err
@@ -72,7 +84,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	steps := []struct {
 		name string
 		run  func(context.Context, benchConfig, io.Writer) error
-	}{{"oracle", benchOracle}, {"writes", benchWrites}, {"reads", benchReads}, {"bank", benchBank}}
+	}{{"oracle", benchOracle}, {"writes", benchWrites}, {"reads", benchReads}, {"bank", benchBank}, {"notify", benchNotify}, {"observers", benchObservers}}
 	for _, s := range steps {
 		if cfg.only == "" || cfg.only == s.name {
 			if err := s.run(ctx, cfg, stdout); err != nil {

@@ -2,7 +2,6 @@ package pebble
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -16,13 +15,12 @@ const elisionWait = 2 * time.Second
 
 // CompactFamily implements storage.Compacter. It flushes the memtable if
 // it holds keys of family and compacts family's keyspace down to the
-// bottom level (keys of other families sharing an sstable are rewritten
-// too, unchanged). Tombstones are dropped there, except in a file pebble
-// merely moved down because nothing overlapped it: pebble rewrites such a
-// file in an elision-only compaction once its table stats are loaded
-// (when tombstones are at least a tenth of its entries), so CompactFamily
-// then waits, up to elisionWait, until a scan of the family visits no
-// more than about a tenth more points than it finds live keys.
+// bottom level (sstables never span two families: familySpans). Tombstones
+// are dropped there, except in a table pebble merely moved down because
+// nothing overlapped it: pebble rewrites such a table in an elision-only
+// compaction once its stats are loaded, when tombstones are at least a
+// tenth of its entries. CompactFamily waits for that, up to elisionWait;
+// it does not wait for tombstones written after it began.
 func (s *Store) CompactFamily(ctx context.Context, family string) error {
 	if err := storage.ValidateFamily(family); err != nil {
 		return err
@@ -36,12 +34,12 @@ func (s *Store) CompactFamily(ctx context.Context, family string) error {
 		return fmt.Errorf("pebble: compacting %q: %w", family, err)
 	}
 	deadline := time.Now().Add(elisionWait)
-	for wait := time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
-		points, live, err := s.countRange(start, end)
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		pending, err := s.elisionPending(start, end)
 		if err != nil {
 			return fmt.Errorf("pebble: compacting %q: %w", family, err)
 		}
-		if points <= live+live/10+16 || time.Now().After(deadline) {
+		if !pending || time.Now().After(deadline) {
 			return nil
 		}
 		t := time.NewTimer(wait)
@@ -54,16 +52,17 @@ func (s *Store) CompactFamily(ctx context.Context, family string) error {
 	}
 }
 
-// countRange returns the internal points an iteration of [start, end)
-// visits and the live keys it yields.
-func (s *Store) countRange(start, end []byte) (points, live uint64, err error) {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
-	if err != nil {
-		return 0, 0, err
+// elisionPending reports whether a bottom-level table of [start, end) has
+// no stats yet or qualifies for pebble's elision-only compaction.
+func (s *Store) elisionPending(start, end []byte) (bool, error) {
+	levels, err := s.db.SSTables(pebble.WithKeyRangeFilter(start, end))
+	if err != nil || len(levels) == 0 {
+		return false, err
 	}
-	for ok := it.First(); ok; ok = it.Next() {
-		live++
+	for _, t := range levels[len(levels)-1] {
+		if st := t.TableStats; st.NumEntries == 0 || st.NumDeletions*10 > st.NumEntries {
+			return true, nil
+		}
 	}
-	points = it.Stats().InternalStats.PointCount
-	return points, live, errors.Join(it.Error(), it.Close())
+	return false, nil
 }

@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -70,7 +71,23 @@ func (o *Options) pebbleOptions(lock *pebble.Lock) *pebble.Options {
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	po.Experimental.SpanPolicyFunc = familySpans
 	return po
+}
+
+// familySpans ends every sstable that flushes and compactions write at a
+// family's end, so no table holds two families: compacting one family's
+// keyspace (CompactFamily) rewrites that family's tables only, and a
+// family of small, often deleted cells (notifications) does not drag the
+// data's tables into its compactions.
+func familySpans(start []byte) (pebble.SpanPolicy, []byte, error) {
+	if len(start) == 0 || start[0] == escape { // metadata
+		return pebble.SpanPolicy{}, []byte{termByte}, nil
+	}
+	if i := bytes.IndexByte(start, escape); i >= 0 {
+		return pebble.SpanPolicy{}, appendFamilyEnd(nil, string(start[:i])), nil
+	}
+	return pebble.SpanPolicy{}, nil, nil
 }
 
 // slogLogger adapts slog to pebble's Logger.

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/docindex"
+)
+
+// benchNotify measures notification finding: the scanners' time and keys
+// visited to find `dirty` changed cells, in a table of `dirty` cells and in
+// a table of cfg.notifyCells cells, every one of which was notified and
+// processed once before. Each side is a fresh database on the same disk;
+// the figure is the median of cfg.rounds rounds of change-then-drain.
+func benchNotify(ctx context.Context, cfg benchConfig, w io.Writer) error {
+	small, err := notifyFinding(ctx, cfg, cfg.notifyDirty, w)
+	if err != nil {
+		return err
+	}
+	big, err := notifyFinding(ctx, cfg, cfg.notifyCells, w)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "notify:  finding %d dirty cells: %s keys visited in %s among %d cells; %s keys in %s among %d processed cells: ratio %.2fx (target <= 2x)\n",
+		cfg.notifyDirty, group(small.keys), small.scan, cfg.notifyDirty, group(big.keys), big.scan, cfg.notifyCells, big.scan.Seconds()/small.scan.Seconds())
+	return nil
+}
+
+type findingCost struct {
+	keys int64         // stored keys the scanners visited
+	scan time.Duration // time in scans of the notify keyspace
+}
+
+// notifyFinding builds a table of cells notified and processed once, then
+// runs rounds of changing cfg.notifyDirty of them and draining with one
+// scanner, and returns the median round's cost.
+func notifyFinding(ctx context.Context, cfg benchConfig, cells int, w io.Writer) (findingCost, error) {
+	db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(cfg.dir, fmt.Sprintf("notify-%d", cells))})
+	if err != nil {
+		return findingCost{}, err
+	}
+	defer db.Close()
+	noop := func(context.Context, *percolator.Txn, string, string) error { return nil }
+	if err := db.Observe(ctx, percolator.Observer{Name: "touch", Column: "c", Fn: noop}); err != nil {
+		return findingCost{}, err
+	}
+	row := func(i int) string { return fmt.Sprintf("row%09d", i) }
+	const perTxn = 1000
+	start := time.Now()
+	err = db.Load(ctx, (cells+perTxn-1)/perTxn, percolator.LoadOptions{Concurrency: 4}, func(tx *percolator.Txn, item int) error {
+		for i := item * perTxn; i < min((item+1)*perTxn, cells); i++ {
+			if err := tx.Set(row(i), "c", []byte("v0")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return findingCost{}, err
+	}
+	loaded := time.Since(start)
+	start = time.Now()
+	if err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: 16, Drain: true}); err != nil {
+		return findingCost{}, err
+	}
+	processed := time.Since(start)
+	st, err := db.ObserverStatus(ctx)
+	if err != nil {
+		return findingCost{}, err
+	}
+	fmt.Fprintf(os.Stderr, "notify:  %d cells loaded in %s, processed once in %s (%d scans visited %s keys in %s, %d jumps, %d compactions)\n",
+		cells, loaded.Round(time.Millisecond), processed.Round(time.Millisecond), st.Scanners["scans"], group(st.Scanners["scan_keys"]),
+		time.Duration(st.Scanners["scan_micros"])*time.Microsecond, st.Scanners["scanner_jumps"], st.Scanners["compactions"])
+	rng := rand.New(rand.NewPCG(uint64(cells), 7))
+	var costs []findingCost
+	for range cfg.rounds {
+		before, err := db.ObserverStatus(ctx)
+		if err != nil {
+			return findingCost{}, err
+		}
+		changed := rng.Perm(cells)[:cfg.notifyDirty]
+		if err := db.Update(ctx, func(tx *percolator.Txn) error {
+			for _, i := range changed {
+				if err := tx.Set(row(i), "c", []byte("v1")); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return findingCost{}, err
+		}
+		if err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: 1, Drain: true, MaxIdle: 5 * time.Millisecond}); err != nil {
+			return findingCost{}, err
+		}
+		after, err := db.ObserverStatus(ctx)
+		if err != nil {
+			return findingCost{}, err
+		}
+		if n := after.Observers[0].Counts["commits"] - before.Observers[0].Counts["commits"]; n != int64(cfg.notifyDirty) {
+			return findingCost{}, fmt.Errorf("%w: %d observer commits for %d changed cells", errFailed, n, cfg.notifyDirty)
+		}
+		costs = append(costs, findingCost{
+			keys: after.Scanners["scan_keys"] - before.Scanners["scan_keys"],
+			scan: time.Duration(after.Scanners["scan_micros"]-before.Scanners["scan_micros"]) * time.Microsecond,
+		})
+	}
+	slices.SortFunc(costs, func(a, b findingCost) int { return int(a.scan - b.scan) })
+	return costs[len(costs)/2], nil
+}
+
+// benchObservers runs the index pipeline over a corpus of cfg.indexFiles
+// files (the test corpus, copied with edits) with 1, 2, 4 and 8 scanners,
+// each on a fresh database, against a from-scratch batch build of the same
+// index in memory as the reference.
+func benchObservers(ctx context.Context, cfg benchConfig, w io.Writer) error {
+	src, err := os.MkdirTemp(cfg.dir, "corpus-")
+	if err != nil {
+		return err
+	}
+	if err := copyCorpus(cfg.corpus, src, cfg.indexFiles); err != nil {
+		return err
+	}
+	files, err := docindex.ReadCorpus(src)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	batch := docindex.Build(files)
+	batchTime := time.Since(start)
+	fmt.Fprintf(w, "observers: batch build of %d files: %s (%d documents, %d terms)\n", len(files), batchTime.Round(time.Microsecond), len(batch.Docs), len(batch.Terms))
+	for _, scanners := range []int{1, 2, 4, 8} {
+		db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(cfg.dir, fmt.Sprintf("index-%d", scanners))})
+		if err != nil {
+			return err
+		}
+		res, err := indexOnce(ctx, db, files, scanners)
+		err = joinClose(err, db)
+		if err != nil {
+			return err
+		}
+		if err := res.index.Equal(batch); err != nil {
+			return fmt.Errorf("%w: %d scanners: the index differs from the batch build: %v", errFailed, scanners, err)
+		}
+		total := res.load + res.drain
+		fmt.Fprintf(w, "observers: %d scanners: %d observer txns in %s: %.0f txn/s; full index %s (load %s + observers %s) = %.1fx the batch build\n",
+			scanners, res.commits, res.drain.Round(time.Millisecond), float64(res.commits)/res.drain.Seconds(),
+			total.Round(time.Millisecond), res.load.Round(time.Millisecond), res.drain.Round(time.Millisecond), total.Seconds()/batchTime.Seconds())
+	}
+	return nil
+}
+
+type indexResult struct {
+	load, drain time.Duration
+	commits     int64
+	index       *docindex.Index
+}
+
+// indexOnce loads files into a fresh db and drains the pipeline.
+func indexOnce(ctx context.Context, db *percolator.DB, files map[string][]byte, scanners int) (indexResult, error) {
+	var res indexResult
+	if err := docindex.Register(ctx, db); err != nil {
+		return res, err
+	}
+	start := time.Now()
+	if _, err := docindex.Sync(ctx, db, files, percolator.LoadOptions{}); err != nil {
+		return res, err
+	}
+	res.load = time.Since(start)
+	start = time.Now()
+	if err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: scanners, Drain: true}); err != nil {
+		return res, err
+	}
+	res.drain = time.Since(start)
+	st, err := db.ObserverStatus(ctx)
+	if err != nil {
+		return res, err
+	}
+	for _, o := range st.Observers {
+		res.commits += o.Counts["commits"]
+	}
+	res.index, err = docindex.Export(ctx, db)
+	return res, err
+}
+
+func joinClose(err error, db *percolator.DB) error {
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// copyCorpus writes n files into dst: the files of src (recursively),
+// copied over and over into copyNNN directories, two copies in three with
+// an edit so that they are distinct documents, the third an exact
+// duplicate of the first copy.
+func copyCorpus(src, dst string, n int) error {
+	var names []string
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			names = append(names, p)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("no files in %s", src)
+	}
+	for i := 0; i < n; i++ {
+		name := names[i%len(names)]
+		copyNo := i / len(names)
+		rel, err := filepath.Rel(src, name)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		if copyNo%3 != 0 {
+			b = append(b, fmt.Sprintf(" copy%d ", copyNo)...)
+		}
+		p := filepath.Join(dst, fmt.Sprintf("copy%03d", copyNo), rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// group formats n with thousands separators.
+func group(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

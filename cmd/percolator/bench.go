@@ -33,6 +33,8 @@ type benchConfig struct {
 	only      string
 	profile   string
 
+	log io.Writer // progress lines (stderr)
+
 	notifyCells, notifyDirty, rounds int
 	corpus                           string
 	indexFiles                       int
@@ -40,7 +42,7 @@ type benchConfig struct {
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", stderr)
-	cfg := benchConfig{}
+	cfg := benchConfig{log: stderr}
 	fs.StringVar(&cfg.dir, "dir", "", "scratch directory (its contents are replaced)")
 	fs.DurationVar(&cfg.duration, "duration", 3*time.Second, "time per measurement")
 	fs.IntVar(&cfg.writers, "writers", 64, "concurrent writers")
@@ -64,6 +66,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if cfg.notifyDirty < 1 || cfg.notifyCells < cfg.notifyDirty || cfg.rounds < 1 || cfg.indexFiles < 1 {
 		return fmt.Errorf("need 1 <= --notify-dirty <= --notify-cells, --rounds >= 1 and --index-files >= 1")
 	}
+	steps := []struct {
+		name string
+		run  func(context.Context, benchConfig, io.Writer) error
+	}{{"oracle", benchOracle}, {"writes", benchWrites}, {"reads", benchReads}, {"bank", benchBank}, {"notify", benchNotify}, {"observers", benchObservers}}
+	known := cfg.only == ""
+	for _, s := range steps {
+		known = known || s.name == cfg.only
+	}
+	if !known {
+		return fmt.Errorf("unknown figure %q for --only", cfg.only)
+	}
 	if err := os.RemoveAll(cfg.dir); err != nil {
 		return err
 	}
@@ -81,10 +94,6 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer pprof.StopCPUProfile()
 	}
-	steps := []struct {
-		name string
-		run  func(context.Context, benchConfig, io.Writer) error
-	}{{"oracle", benchOracle}, {"writes", benchWrites}, {"reads", benchReads}, {"bank", benchBank}, {"notify", benchNotify}, {"observers", benchObservers}}
 	for _, s := range steps {
 		if cfg.only == "" || cfg.only == s.name {
 			if err := s.run(ctx, cfg, stdout); err != nil {

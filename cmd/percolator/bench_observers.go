@@ -75,7 +75,7 @@ func notifyFinding(ctx context.Context, cfg benchConfig, cells int, w io.Writer)
 	if err != nil {
 		return findingCost{}, err
 	}
-	fmt.Fprintf(os.Stderr, "notify:  %d cells loaded in %s, processed once in %s (%d scans visited %s keys in %s, %d jumps, %d compactions)\n",
+	fmt.Fprintf(cfg.log, "notify:  %d cells loaded in %s, processed once in %s (%d scans visited %s keys in %s, %d jumps, %d compactions)\n",
 		cells, loaded.Round(time.Millisecond), processed.Round(time.Millisecond), st.Scanners["scans"], group(st.Scanners["scan_keys"]),
 		time.Duration(st.Scanners["scan_micros"])*time.Microsecond, st.Scanners["scanner_jumps"], st.Scanners["compactions"])
 	rng := rand.New(rand.NewPCG(uint64(cells), 7))
@@ -149,8 +149,8 @@ func benchObservers(ctx context.Context, cfg benchConfig, w io.Writer) error {
 			return fmt.Errorf("%w: %d scanners: the index differs from the batch build: %v", errFailed, scanners, err)
 		}
 		total := res.load + res.drain
-		fmt.Fprintf(w, "observers: %d scanners: %d observer txns in %s: %.0f txn/s; full index %s (load %s + observers %s) = %.1fx the batch build\n",
-			scanners, res.commits, res.drain.Round(time.Millisecond), float64(res.commits)/res.drain.Seconds(),
+		fmt.Fprintf(w, "observers: %d scanners: %d observer txns (%d conflicts) in %s: %.0f txn/s; full index %s (load %s + observers %s) = %.1fx the batch build\n",
+			scanners, res.commits, res.conflicts, res.drain.Round(time.Millisecond), float64(res.commits)/res.drain.Seconds(),
 			total.Round(time.Millisecond), res.load.Round(time.Millisecond), res.drain.Round(time.Millisecond), total.Seconds()/batchTime.Seconds())
 	}
 	return nil
@@ -159,6 +159,7 @@ func benchObservers(ctx context.Context, cfg benchConfig, w io.Writer) error {
 type indexResult struct {
 	load, drain time.Duration
 	commits     int64
+	conflicts   int64
 	index       *docindex.Index
 }
 
@@ -184,6 +185,7 @@ func indexOnce(ctx context.Context, db *percolator.DB, files map[string][]byte, 
 	}
 	for _, o := range st.Observers {
 		res.commits += o.Counts["commits"]
+		res.conflicts += o.Counts["conflicts"]
 	}
 	res.index, err = docindex.Export(ctx, db)
 	return res, err

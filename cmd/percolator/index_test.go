@@ -137,3 +137,30 @@ func bigCorpus(t *testing.T, n int) string {
 	}
 	return src
 }
+
+// TestBenchObservers runs the notify and observers figures at a small
+// scale: they must complete, check themselves and print their ratios.
+func TestBenchObservers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("benchmark smoke test")
+	}
+	dir := t.TempDir()
+	out, errOut, code := runCLI(t, "bench", "--dir", dir, "--only", "notify", "--notify-cells", "2000", "--notify-dirty", "50", "--rounds", "1")
+	if code != 0 || !regexp.MustCompile(`finding 50 dirty cells: [0-9,]+ keys visited in .* among 50 cells; [0-9,]+ keys in .* among 2000 processed cells: ratio [0-9.]+x`).MatchString(out) {
+		t.Fatalf("bench notify: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = runCLI(t, "bench", "--dir", dir, "--only", "observers", "--corpus", corpus, "--index-files", "60")
+	if code != 0 || strings.Count(out, "the batch build\n") != 4 || !strings.Contains(out, "batch build of 60 files") {
+		t.Fatalf("bench observers: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, args := range [][]string{
+		{"bench", "--dir", dir, "--only", "notify", "--notify-cells", "10", "--notify-dirty", "20"},
+		{"bench", "--dir", dir, "--only", "observers", "--index-files", "0"},
+		{"bench", "--dir", dir, "--only", "nope"},
+		{"bench", "--dir", dir, "--only", "observers", "--corpus", filepath.Join(dir, "missing")},
+	} {
+		if _, _, code := runCLI(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}

@@ -63,6 +63,16 @@
 // and stopping at the first version no selector can still take (older
 // than every Start, or every Limit reached).
 //
+// # Families in their own tables; counted scans
+//
+// Flushes and compactions end every sstable at a family's end
+// (familySpans, pebble's SpanPolicyFunc), so each family is also its own
+// set of tables, as the paper's locality groups are: CompactFamily
+// rewrites one family's tables and none of the data's, and compacting the
+// notify family after many clears is cheap. ScanCounted reports pebble's
+// count of the points its iterators visited, tombstones included, which is
+// what a scan over many deleted cells really costs.
+//
 // Open takes pebble's directory lock first; a second Open of the same
 // directory, from this process or another, fails with ErrLocked.
 package pebble

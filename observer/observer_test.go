@@ -267,7 +267,7 @@ func TestRacingRunsCommitOnce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, ok, ran, err := e.f.runOne(ctx, "r", "in", g)
+				_, ok, ran, _, err := e.f.runOne(ctx, "r", "in", g)
 				if err != nil {
 					t.Error(err)
 				}
@@ -301,14 +301,14 @@ func TestClearKeepsNewerNotifications(t *testing.T) {
 	start := tx.StartTS()
 	_ = tx.Rollback(ctx)
 	e.set("r", "in", "2") // committed after start: the clear must not happen
-	if cleared, err := e.f.clear(ctx, "r", "in", seen, start); err != nil || cleared {
+	if cleared, err := e.f.clear(ctx, "r", "in", seen, start, false); err != nil || cleared {
 		t.Fatalf("clear with a newer commit: cleared %v, err %v", cleared, err)
 	}
 	all := e.versions("r")
 	tx, _ = e.client.Begin(ctx)
 	start = tx.StartTS()
 	_ = tx.Rollback(ctx)
-	if cleared, err := e.f.clear(ctx, "r", "in", seen, start); err != nil || !cleared {
+	if cleared, err := e.f.clear(ctx, "r", "in", seen, start, false); err != nil || !cleared {
 		t.Fatalf("clear: cleared %v, err %v", cleared, err)
 	}
 	if left := e.versions("r"); len(left) != len(all)-len(seen) || left[0] != all[0] {

@@ -77,13 +77,17 @@ func (f *Framework) Run(ctx context.Context, opts WorkerOptions) error {
 			}
 		}()
 	}
+	flusher := make(chan struct{})
 	go func() { // counters reach the store while the worker runs
+		defer close(flusher)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
 			select {
 			case <-t.C:
-				f.flushStats(ctx)
+				// Not cut short by Drain's cancel: counts taken out of
+				// memory must reach the store.
+				f.flushStats(context.WithoutCancel(ctx))
 			case <-ctx.Done():
 				return
 			}
@@ -99,6 +103,8 @@ func (f *Framework) Run(ctx context.Context, opts WorkerOptions) error {
 		}()
 	}
 	wg.Wait()
+	cancel()
+	<-flusher
 	f.flushStats(context.WithoutCancel(ctx))
 	switch {
 	case runErr != nil:
@@ -349,18 +355,19 @@ func hasCode(regs []*registration) bool {
 // clears the notification versions seen once all are done. did reports
 // that it ran an observer or cleared something; left, that work remains.
 func (f *Framework) cell(ctx context.Context, row, col string, regs []*registration, seen []uint64) (did, left bool, err error) {
-	done := true
+	done, durable := true, false
 	minStart := uint64(0)
 	for _, g := range regs {
 		if f.fails.waiting(row, col, g.name) {
 			done = false
 			continue
 		}
-		start, ok, ran, err := f.runOne(ctx, row, col, g)
+		start, ok, ran, quarantined, err := f.runOne(ctx, row, col, g)
 		if err != nil {
 			return did, true, err
 		}
 		did = did || ran
+		durable = durable || quarantined
 		if minStart == 0 || start < minStart {
 			minStart = start
 		}
@@ -369,18 +376,18 @@ func (f *Framework) cell(ctx context.Context, row, col string, regs []*registrat
 	if !done {
 		return did, true, nil
 	}
-	cleared, err := f.clear(ctx, row, col, seen, minStart)
+	cleared, err := f.clear(ctx, row, col, seen, minStart, durable)
 	return did || cleared, !cleared, err
 }
 
 // runOne runs g on (row, col) in its own transaction, whose start_ts is
 // start. ok reports that g needs nothing more for this change (it
 // committed, found the cell clean, or was quarantined); ran, that g's
-// code ran.
-func (f *Framework) runOne(ctx context.Context, row, col string, g *registration) (start uint64, ok, ran bool, err error) {
+// code ran; quarantined, that this run quarantined the notification.
+func (f *Framework) runOne(ctx context.Context, row, col string, g *registration) (start uint64, ok, ran, quarantined bool, err error) {
 	tx, err := f.client.Begin(ctx)
 	if err != nil {
-		return 0, false, false, err
+		return 0, false, false, false, err
 	}
 	start = tx.StartTS()
 	ack := AckColumn(g.name, col)
@@ -388,7 +395,7 @@ func (f *Framework) runOne(ctx context.Context, row, col string, g *registration
 		dirty, err := f.dirty(ctx, tx, row, col, ack)
 		if err != nil || !dirty {
 			_ = tx.Rollback(ctx)
-			return start, err == nil, false, transient(err)
+			return start, err == nil, false, false, transient(err)
 		}
 	}
 	f.stats.add(g.name, statRuns, 1)
@@ -396,31 +403,31 @@ func (f *Framework) runOne(ctx context.Context, row, col string, g *registration
 		_ = tx.Rollback(ctx)
 		if errors.Is(err, txn.ErrConflict) {
 			f.stats.add(g.name, statConflicts, 1)
-			return start, false, true, nil
+			return start, false, true, false, nil
 		}
 		q, err := f.failed(ctx, row, col, g, err)
-		return start, q, true, err
+		return start, q, true, q, err
 	}
 	if !g.weak {
 		if err := txn.SetReserved(tx, row, ack, binary.BigEndian.AppendUint64(nil, start)); err != nil {
-			return start, false, true, err
+			return start, false, true, false, err
 		}
 	}
 	switch err := tx.Commit(ctx); {
 	case err == nil:
 		f.stats.add(g.name, statCommits, 1)
 		f.fails.reset(row, col, g.name)
-		return start, true, true, nil
+		return start, true, true, false, nil
 	case errors.Is(err, txn.ErrConflict):
 		// Another run of this change won the ack, or the observer's
 		// writes lost a race: the notification stays for a later run.
 		f.stats.add(g.name, statConflicts, 1)
-		return start, false, true, nil
+		return start, false, true, false, nil
 	case transient(err) != nil:
-		return start, false, true, err
+		return start, false, true, false, err
 	default:
 		f.opts.Logger.Warn("observer: commit failed", "observer", g.name, "row", row, "column", col, "err", err)
-		return start, false, true, nil
+		return start, false, true, false, nil
 	}
 }
 
@@ -464,8 +471,10 @@ func call(ctx context.Context, fn Func, tx *txn.Txn, row, col string) (err error
 // clear deletes the notification versions seen, unless a write of the
 // column is locked or committed at or after minStart (a change the runs
 // may not have seen): clearing never erases a newer notification (each
-// is its own version) nor hides a newer write (invariant 4).
-func (f *Framework) clear(ctx context.Context, row, col string, seen []uint64, minStart uint64) (bool, error) {
+// is its own version) nor hides a newer write (invariant 4). durable
+// makes the clear wait for its sync (after a quarantine, so that a crash
+// cannot bring back a notification that is also listed as quarantined).
+func (f *Framework) clear(ctx context.Context, row, col string, seen []uint64, minStart uint64, durable bool) (bool, error) {
 	pred := storage.Filter{
 		{Family: txn.FamilyLock, Qualifier: col, Limit: 1},
 		{Family: txn.FamilyWrite, Qualifier: col, Time: storage.From(minStart), Limit: 1},
@@ -478,7 +487,7 @@ func (f *Framework) clear(ctx context.Context, row, col string, seen []uint64, m
 	// a notification whose run finds the cell clean (the ack is durable)
 	// and clears it again. So it rides on the next durable write.
 	cam := f.store.CheckAndMutate
-	if d, ok := f.store.(storage.Deferred); ok {
+	if d, ok := f.store.(storage.Deferred); ok && !durable {
 		cam = d.CheckAndMutateDeferred
 	}
 	matched, err := cam(ctx, []byte(row), pred, nil, dels)

@@ -15,12 +15,16 @@ const elisionWait = 2 * time.Second
 
 // CompactFamily implements storage.Compacter. It flushes the memtable if
 // it holds keys of family and compacts family's keyspace down to the
-// bottom level (sstables never span two families: familySpans). Tombstones
-// are dropped there, except in a table pebble merely moved down because
-// nothing overlapped it: pebble rewrites such a table in an elision-only
-// compaction once its stats are loaded, when tombstones are at least a
-// tenth of its entries. CompactFamily waits for that, up to elisionWait;
-// it does not wait for tombstones written after it began.
+// bottom level (sstables never span two families: familySpans), where
+// tombstones are dropped. Pebble moves a table down without rewriting it
+// when nothing below overlaps it, so its tombstones survive the move: into
+// a level above the bottom (a store past LBaseMaxBytes), CompactFamily
+// compacts again, pushing it further down; into the bottom level, pebble
+// rewrites it in an elision-only compaction once its stats are loaded
+// (when tombstones are at least a tenth of its entries), and CompactFamily
+// waits for that. It does not wait for tables flushed after it began
+// (level 0), and fails with an error if tombstones are left after
+// elisionWait.
 func (s *Store) CompactFamily(ctx context.Context, family string) error {
 	if err := storage.ValidateFamily(family); err != nil {
 		return err
@@ -30,17 +34,25 @@ func (s *Store) CompactFamily(ctx context.Context, family string) error {
 	}
 	defer s.guard.exit()
 	start, end := appendFamilyStart(nil, family), appendFamilyEnd(nil, family)
-	if err := s.db.Compact(ctx, start, end, false); err != nil {
-		return fmt.Errorf("pebble: compacting %q: %w", family, err)
-	}
 	deadline := time.Now().Add(elisionWait)
-	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
-		pending, err := s.elisionPending(start, end)
-		if err != nil {
-			return fmt.Errorf("pebble: compacting %q: %w", family, err)
+	wait := time.Millisecond
+	for push := true; ; {
+		if push {
+			if err := s.db.Compact(ctx, start, end, false); err != nil {
+				return fmt.Errorf("pebble: compacting %q: %w", family, err)
+			}
 		}
-		if !pending || time.Now().After(deadline) {
+		above, bottom, err := s.tombstoneTables(start, end)
+		switch {
+		case err != nil:
+			return fmt.Errorf("pebble: compacting %q: %w", family, err)
+		case !above && !bottom:
 			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("pebble: compacting %q: tombstones left after %s", family, elisionWait)
+		}
+		if push = above; push {
+			continue
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -49,20 +61,28 @@ func (s *Store) CompactFamily(ctx context.Context, family string) error {
 			return ctx.Err()
 		case <-t.C:
 		}
+		wait = min(2*wait, 100*time.Millisecond)
 	}
 }
 
-// elisionPending reports whether a bottom-level table of [start, end) has
-// no stats yet or qualifies for pebble's elision-only compaction.
-func (s *Store) elisionPending(start, end []byte) (bool, error) {
+// tombstoneTables reports tables of [start, end) whose tombstones may be
+// at least a tenth of their entries (or whose stats are not loaded yet):
+// above, in a level between 0 and the bottom; bottom, in the bottom level.
+func (s *Store) tombstoneTables(start, end []byte) (above, bottom bool, err error) {
 	levels, err := s.db.SSTables(pebble.WithKeyRangeFilter(start, end))
-	if err != nil || len(levels) == 0 {
-		return false, err
+	if err != nil {
+		return false, false, err
 	}
-	for _, t := range levels[len(levels)-1] {
-		if st := t.TableStats; st.NumEntries == 0 || st.NumDeletions*10 > st.NumEntries {
-			return true, nil
+	for l := 1; l < len(levels); l++ {
+		for _, t := range levels[l] {
+			if st := t.TableStats; st.NumEntries == 0 || st.NumDeletions*10 > st.NumEntries {
+				if l == len(levels)-1 {
+					bottom = true
+				} else {
+					above = true
+				}
+			}
 		}
 	}
-	return false, nil
+	return above, bottom, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -169,5 +170,51 @@ func TestScanCountsTombstones(t *testing.T) {
 	}
 	if v := count(); v > 0 {
 		t.Fatalf("after CompactFamily the scan visited %d keys", v)
+	}
+}
+
+// TestCompactFamilyDeepLSM: in a store big enough that pebble's base level
+// is above the bottom (144 MiB flushed, not yet compacted), the table of
+// tombstones is moved, not rewritten, into the base level and keeps them;
+// CompactFamily must push it down until they are dropped.
+func TestCompactFamilyDeepLSM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 144 MiB")
+	}
+	s := openTest(t, t.TempDir())
+	rng := rand.NewChaCha8([32]byte{7})
+	value := make([]byte, 4096)
+	for b := range 36 { // 36 x 1024 x 4 KiB = 144 MiB, incompressible
+		rows := make([]storage.RowMutation, 1024)
+		for i := range rows {
+			_, _ = rng.Read(value)
+			rows[i] = storage.RowMutation{Row: []byte(fmt.Sprintf("big%02d%04d", b, i)), Mutations: []storage.Mutation{storage.SetCell("data", "q", 1, value)}}
+		}
+		if errs, err := s.MutateRows(ctx, rows); err != nil || errs != nil {
+			t.Fatal(err, errs)
+		}
+	}
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 2000
+	for i := range n {
+		row := []byte(fmt.Sprintf("r%04d", i))
+		if err := s.Mutate(ctx, row, storage.SetCell("n", "q", 1, []byte("v"))); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Mutate(ctx, row, storage.DeleteCell("n", "q", 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.CompactFamily(ctx, "n"); err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.ScanCounted(ctx, nil, nil, storage.Filter{{Family: "n", AllQualifiers: true}}, 0, func(storage.Row) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v > 0 {
+		t.Fatalf("after CompactFamily in a deep LSM the scan visited %d keys:\n%s", v, s.db.Metrics())
 	}
 }

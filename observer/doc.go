@@ -48,6 +48,23 @@
 // buses). A pass that finds nothing backs off, doubling up to MaxIdle.
 // The advisory lock is only an optimization: correctness rests on the ack.
 //
+// Finding costs keys visited in the notify keyspace, and a cleared
+// notification on an LSM store is a tombstone that scans still visit: left
+// alone, every notification ever cleared would be rescanned by every pass
+// forever. So a scanner compacts the notify keyspace (storage.Compacter)
+// at the end of a pass once WorkerOptions.CompactAfter notifications were
+// cleared since the last compaction; on Pebble that rewrites the notify
+// family's own sstables only. Finding dirty cells then visits keys in
+// proportion to the dirty cells (plus at most a few times CompactAfter),
+// not to the table. Scanners count what they visit (storage.Counted) in
+// the counters Status reports.
+//
+// A clear is written without waiting for its sync (storage.Deferred): lost
+// in a crash, it leaves a notification whose run finds the cell clean,
+// since the ack it follows is durable, and clears it again. A clear after
+// a quarantine waits for its sync, so that a crash cannot leave a
+// notification both pending and listed as quarantined.
+//
 // # Failures
 //
 // An observer that returns an error or panics is rolled back and retried

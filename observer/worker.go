@@ -192,12 +192,11 @@ func (s *scanner) run(ctx context.Context, idle *idleTracker) error {
 		if err != nil {
 			return err
 		}
+		s.f.maybeCompact(ctx, s.opts)
 		if worked {
 			wait = time.Millisecond
-			s.f.maybeCompact(ctx, s.opts)
 			continue
 		}
-		s.f.maybeCompact(ctx, s.opts)
 		if !pending {
 			idle.idlePass(s.id, epoch)
 		}

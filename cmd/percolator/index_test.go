@@ -106,34 +106,13 @@ func TestIndexKill(t *testing.T) {
 	t.Logf("after %d kills:\n%s", killed, out)
 }
 
-// bigCorpus copies the test corpus n/27 times with small edits.
+// bigCorpus copies the test corpus into n files with small edits
+// (copyCorpus, which the observers benchmark uses too).
 func bigCorpus(t *testing.T, n int) string {
 	t.Helper()
 	src := t.TempDir()
-	entries, err := os.ReadDir(corpus)
-	if err != nil {
+	if err := copyCorpus(corpus, src, n); err != nil {
 		t.Fatal(err)
-	}
-	for i := 0; i*len(entries) < n; i++ {
-		d := filepath.Join(src, fmt.Sprintf("copy%03d", i))
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range entries {
-			if e.IsDir() {
-				continue
-			}
-			b, err := os.ReadFile(filepath.Join(corpus, e.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if i%3 != 0 { // a third stay exact duplicates of copy000
-				b = append(b, fmt.Sprintf(" copy%d ", i)...)
-			}
-			if err := os.WriteFile(filepath.Join(d, e.Name()), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
 	return src
 }

@@ -140,35 +140,15 @@ func must(t *testing.T, err error) {
 // cost a scan really pays.
 func TestScanCountsTombstones(t *testing.T) {
 	s := openTest(t, t.TempDir())
-
 	const n = 500
-	for i := range n {
-		row := []byte(fmt.Sprintf("r%04d", i))
-		if err := s.Mutate(ctx, row, storage.SetCell("n", "q", 1, []byte("v"))); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Mutate(ctx, row, storage.DeleteCell("n", "q", 1)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f := storage.Filter{{Family: "n", AllQualifiers: true}}
-	count := func() uint64 {
-		v, err := s.ScanCounted(ctx, nil, nil, f, 0, func(storage.Row) bool {
-			t.Fatal("a deleted cell was delivered")
-			return false
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	if v := count(); v < n {
+	putAndDelete(t, s, n)
+	if v := scannedKeys(t, s); v < n {
 		t.Fatalf("scan over %d tombstones visited %d keys", n, v)
 	}
 	if err := s.CompactFamily(ctx, "n"); err != nil {
 		t.Fatal(err)
 	}
-	if v := count(); v > 0 {
+	if v := scannedKeys(t, s); v > 0 {
 		t.Fatalf("after CompactFamily the scan visited %d keys", v)
 	}
 }
@@ -197,7 +177,19 @@ func TestCompactFamilyDeepLSM(t *testing.T) {
 	if err := s.db.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	const n = 2000
+	putAndDelete(t, s, 2000)
+	if err := s.CompactFamily(ctx, "n"); err != nil {
+		t.Fatal(err)
+	}
+	if v := scannedKeys(t, s); v > 0 {
+		t.Fatalf("after CompactFamily in a deep LSM the scan visited %d keys:\n%s", v, s.db.Metrics())
+	}
+}
+
+// putAndDelete writes and then deletes one cell of family "n" in each of
+// n rows, leaving n tombstones.
+func putAndDelete(t *testing.T, s *Store, n int) {
+	t.Helper()
 	for i := range n {
 		row := []byte(fmt.Sprintf("r%04d", i))
 		if err := s.Mutate(ctx, row, storage.SetCell("n", "q", 1, []byte("v"))); err != nil {
@@ -207,14 +199,18 @@ func TestCompactFamilyDeepLSM(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.CompactFamily(ctx, "n"); err != nil {
-		t.Fatal(err)
-	}
-	v, err := s.ScanCounted(ctx, nil, nil, storage.Filter{{Family: "n", AllQualifiers: true}}, 0, func(storage.Row) bool { return true })
+}
+
+// scannedKeys scans family "n", which must deliver nothing, and returns
+// the keys the scan visited.
+func scannedKeys(t *testing.T, s *Store) uint64 {
+	t.Helper()
+	v, err := s.ScanCounted(ctx, nil, nil, storage.Filter{{Family: "n", AllQualifiers: true}}, 0, func(storage.Row) bool {
+		t.Fatal("a deleted cell was delivered")
+		return false
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v > 0 {
-		t.Fatalf("after CompactFamily in a deep LSM the scan visited %d keys:\n%s", v, s.db.Metrics())
-	}
+	return v
 }

@@ -23,7 +23,10 @@
 //     process and of the machine (for persistent backends). The one
 //     exception is the deferred variants of the Deferred capability, made
 //     durable by the next durable write.
-//  2. A write is visible to every read that starts after it returned.
+//  2. A write is visible to every read that starts after it returned. No
+//     read returns a durable call's write before it is durable (Store,
+//     "Visibility and durability"); a store that cannot make a write
+//     durable fails every later call with ErrFailed.
 //  3. Writes to one row are linearizable: each call observes the effects of
 //     every call on the row that completed before it began.
 //  4. Mutations within one call apply in order, all or none.

@@ -12,6 +12,16 @@ var (
 	ErrInvalidArgument = errors.New("storage: invalid argument")
 	// ErrClosed is returned by any call on a closed store.
 	ErrClosed = errors.New("storage: closed")
+	// ErrFailed is returned by every call of a store that could not make a
+	// write durable (a failed log sync). Such a write may already have been
+	// visible in memory; rather than let a read return what a power loss
+	// could take back, the store refuses all calls until it is reopened,
+	// and recovery then keeps exactly what reached the disk.
+	ErrFailed = errors.New("storage: store failed (a write could not be made durable); reopen it")
+	// ErrInUse is returned when another client holds what a caller asked
+	// to own: the apply hook of an exclusive store (one client keeps the
+	// in-memory index), or a store directory another process has open.
+	ErrInUse = errors.New("storage: in use by another client")
 )
 
 // MaxTimestamp is the largest timestamp a cell may carry.
@@ -130,6 +140,19 @@ type RowMutation struct {
 // use. Every method returns ErrClosed after Close, and an error wrapping
 // ErrInvalidArgument for malformed input (changing nothing). Returned slices
 // belong to the caller.
+//
+// Visibility and durability. A write made by a durable call (Mutate,
+// CheckAndMutate, Increment, MutateRows, and CheckAndMutateCond with
+// deferred false) is returned by no read — ReadRow, Scan, ScanCounted — and
+// passed to no ApplyHook before it is durable. A store whose engine
+// publishes a write before its log sync returns (Pebble) makes a read that
+// saw such a write wait for that sync before returning; if the sync fails,
+// the store fails (ErrFailed) instead of returning the write. A write made
+// by a Deferred variant may be read (and hooked) before it is durable: its
+// caller chose it for writes whose loss is harmless until a later durable
+// write covers them. Under a row's latch (a CheckAndMutate predicate, a
+// Cond) every earlier write of the row is seen, durable or not: a later
+// durable write of the same ordered log covers it.
 type Store interface {
 	// ReadRow returns the cells of row selected by filter. A row with no
 	// selected cell returns a Row with no cells and a nil error.
@@ -181,18 +204,24 @@ type Exclusive interface {
 }
 
 // ApplyHook is called with the mutations a write applied to a row, while
-// the row's latch is still held and after the write is durable and
-// visible. It must be fast and must not call back into the store. The
-// mutations belong to the store: the hook must not retain or modify them.
+// the row's latch is still held, after the write is visible and — for a
+// durable call — durable (a Deferred write is hooked once applied, before
+// its sync, as it is visible to reads then). It must be fast and must not
+// call back into the store. The mutations belong to the store: the hook
+// must not retain or modify them.
 type ApplyHook func(row []byte, mutations []Mutation)
 
 // ApplyHooker is an optional capability of exclusive stores: it lets the
-// one owner keep an in-memory index in step with every durable write, in
-// the order the writes were applied to each row.
+// one owner keep an in-memory index in step with every write, in the
+// order the writes were applied to each row.
 type ApplyHooker interface {
-	// SetApplyHook installs hook (nil removes it). Call it before any
-	// concurrent use; it is not safe concurrently with writes.
-	SetApplyHook(hook ApplyHook)
+	// SetApplyHook installs hook and returns the function that removes it
+	// (idempotent). One hook at a time: while one is installed it fails
+	// with an error wrapping ErrInUse, since a second owner's index would
+	// miss the first's writes and the first's would go stale. Install it
+	// before any concurrent use: writes that run while it is being
+	// installed may not be hooked.
+	SetApplyHook(hook ApplyHook) (remove func(), err error)
 }
 
 // Deferred is an optional capability of a store whose writes all pass

@@ -18,8 +18,10 @@ type Oracle interface {
 	Timestamp(ctx context.Context) (uint64, error)
 }
 
-// Client runs transactions against one store. Safe for concurrent use; one
-// Client per process and store (it installs the store's ApplyHook).
+// Client runs transactions against one store. Safe for concurrent use. On
+// an exclusive store it keeps the in-memory index through the store's one
+// ApplyHook, so a second Client of the same store fails to open
+// (storage.ErrInUse) until the first is closed.
 type Client struct {
 	store storage.Store
 	batch storage.Batcher // nil when the store cannot batch
@@ -30,8 +32,10 @@ type Client struct {
 	oracle   Oracle
 	live     coord.Liveness
 	opts     Options
-	// index is nil unless this process owns the store exclusively.
-	index *cellIndex
+	// index is nil unless this process owns the store exclusively;
+	// unhook removes the store's ApplyHook that keeps it.
+	index  *cellIndex
+	unhook func()
 	// observed is the set of observed columns (SetObserved); observedMu is
 	// read-held by each prewrite from building its writes to its call.
 	observedMu sync.RWMutex
@@ -73,10 +77,13 @@ func (c *Client) buildIndex(ctx context.Context) error {
 	if !ok || !ok2 || !ex.Exclusive() {
 		return nil
 	}
-	ix := newCellIndex(c.opts.IndexShards)
-	hk.SetApplyHook(ix.apply)
+	ix := newCellIndex(c.opts.IndexShards, c.opts.indexCap)
+	remove, err := hk.SetApplyHook(ix.apply)
+	if err != nil {
+		return fmt.Errorf("txn: %w: the store already has a client (one client per exclusive store: share the DB)", err)
+	}
 	all := storage.Filter{{Family: FamilyLock, AllQualifiers: true}}
-	err := c.store.Scan(ctx, nil, nil, all, 0, func(r storage.Row) bool {
+	err = c.store.Scan(ctx, nil, nil, all, 0, func(r storage.Row) bool {
 		for i := range r.Cells {
 			m := storage.SetCell(FamilyLock, r.Cells[i].Qualifier, r.Cells[i].TS, nil)
 			ix.applyLock(r.Key, &m)
@@ -84,10 +91,10 @@ func (c *Client) buildIndex(ctx context.Context) error {
 		return true
 	})
 	if err != nil {
-		hk.SetApplyHook(nil)
+		remove()
 		return fmt.Errorf("txn: rebuilding lock index: %w", err)
 	}
-	c.index = ix
+	c.index, c.unhook = ix, remove
 	c.cond, _ = c.store.(storage.Conditioned)
 	return nil
 }
@@ -98,8 +105,8 @@ func (c *Client) Owner() string { return c.opts.Owner }
 // Close detaches the client from the store (removes the ApplyHook). It
 // does not close the store.
 func (c *Client) Close() {
-	if hk, ok := c.store.(storage.ApplyHooker); ok && c.index != nil {
-		hk.SetApplyHook(nil)
+	if c.unhook != nil {
+		c.unhook()
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/memory"
 )
 
 var errInjectedTimeout = errors.New("faulty: injected timeout")
@@ -22,10 +23,14 @@ type faultyStore struct {
 	rng     *rand.Rand
 	pending []func()
 	faults  map[string]int
+	// flushOdds: each call first delivers one held-back call with
+	// probability 1/flushOdds, so late calls stay late across several
+	// calls (long enough for a newer commit of the same cell).
+	flushOdds int
 }
 
 func newFaultyStore(s storage.Store, seed uint64) *faultyStore {
-	return &faultyStore{Store: s, rng: rand.New(rand.NewPCG(seed, seed)), faults: map[string]int{}}
+	return &faultyStore{Store: s, rng: rand.New(rand.NewPCG(seed, seed)), faults: map[string]int{}, flushOdds: 12}
 }
 
 type fault int
@@ -42,7 +47,7 @@ func (f *faultyStore) pick() (fault, func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var flush func()
-	if len(f.pending) > 0 && f.rng.IntN(3) == 0 {
+	if len(f.pending) > 0 && f.rng.IntN(f.flushOdds) == 0 {
 		i := f.rng.IntN(len(f.pending))
 		flush = f.pending[i]
 		f.pending = append(f.pending[:i], f.pending[i+1:]...)
@@ -114,6 +119,27 @@ func (f *faultyStore) Mutate(ctx context.Context, row []byte, muts ...storage.Mu
 	return f.do(func() error { return f.Store.Mutate(context.WithoutCancel(ctx), row, muts...) })
 }
 
+// MutateRows delivers a batch as badly as the other writes: a late or
+// repeated batch of secondary commits is what makes invariant 6 hard.
+func (f *faultyStore) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	return f.batch(func() ([]error, error) {
+		return f.Store.(storage.Batcher).MutateRows(context.WithoutCancel(ctx), rows)
+	})
+}
+
+func (f *faultyStore) batch(send func() ([]error, error)) ([]error, error) {
+	var errs atomic.Pointer[[]error]
+	err := f.do(func() error {
+		e, err := send()
+		errs.Store(&e)
+		return err
+	})
+	if p := errs.Load(); p != nil && err == nil {
+		return *p, nil
+	}
+	return nil, err
+}
+
 func (f *faultyStore) ReadRow(ctx context.Context, row []byte, filter storage.Filter) (storage.Row, error) {
 	f.mu.Lock()
 	fail := f.rng.IntN(100) < 3
@@ -122,4 +148,58 @@ func (f *faultyStore) ReadRow(ctx context.Context, row []byte, filter storage.Fi
 		return storage.Row{}, errInjectedTimeout
 	}
 	return f.Store.ReadRow(ctx, row, filter)
+}
+
+// faultyExclusive is a faultyStore over an exclusive store (memory) that
+// forwards every capability the store has — its index hook, Conditioned,
+// Deferred — delivering each call as badly as the others (STYLE.md: a test
+// double that hides a capability leaves its fast path untested). Hooks come
+// from the inner store, which applies under its latch.
+type faultyExclusive struct {
+	*faultyStore
+	mem *memory.Store
+}
+
+func newFaultyExclusive(mem *memory.Store, seed uint64) faultyExclusive {
+	return faultyExclusive{newFaultyStore(mem, seed), mem}
+}
+
+var (
+	_ storage.Batcher     = faultyExclusive{}
+	_ storage.Deferred    = faultyExclusive{}
+	_ storage.Conditioned = faultyExclusive{}
+	_ storage.ApplyHooker = faultyExclusive{}
+	_ storage.Exclusive   = faultyExclusive{}
+)
+
+func (f faultyExclusive) Exclusive() bool { return true }
+
+func (f faultyExclusive) SetApplyHook(h storage.ApplyHook) (func(), error) {
+	return f.mem.SetApplyHook(h)
+}
+
+// CheckAndMutateCond: a late or repeated call asks cond again, under the
+// latch, when it is applied.
+func (f faultyExclusive) CheckAndMutateCond(ctx context.Context, row []byte, cond storage.Cond, pred storage.Filter, ifTrue, ifFalse []storage.Mutation, deferred bool) (bool, error) {
+	var matched atomic.Bool
+	err := f.do(func() error {
+		m, err := f.mem.CheckAndMutateCond(context.WithoutCancel(ctx), row, cond, pred, ifTrue, ifFalse, deferred)
+		matched.Store(m)
+		return err
+	})
+	return matched.Load(), err
+}
+
+func (f faultyExclusive) CheckAndMutateDeferred(ctx context.Context, row []byte, pred storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	var matched atomic.Bool
+	err := f.do(func() error {
+		m, err := f.mem.CheckAndMutateDeferred(context.WithoutCancel(ctx), row, pred, ifTrue, ifFalse)
+		matched.Store(m)
+		return err
+	})
+	return matched.Load(), err
+}
+
+func (f faultyExclusive) MutateRowsDeferred(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	return f.batch(func() ([]error, error) { return f.mem.MutateRowsDeferred(context.WithoutCancel(ctx), rows) })
 }

@@ -100,7 +100,7 @@ func (c *Client) getIndexed(ctx context.Context, ts uint64, row []byte, col stri
 		if err != nil {
 			return nil, err
 		}
-		v.fill(latest)
+		c.index.fill(&v, latest)
 		v.latest = latest
 	}
 	if v.latest == 0 {

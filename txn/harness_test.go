@@ -40,10 +40,14 @@ func (m *manualClock) Advance(d time.Duration) {
 	m.mu.Unlock()
 }
 
-// hideExclusive wraps a store so that it offers only storage.Store (and
-// Batcher): the client then runs without its in-memory index, as it will on
-// Bigtable.
+// hideExclusive wraps a store so that it offers only storage.Store and
+// Batcher: the client then runs without its in-memory index and without
+// deferred writes, as it will on Bigtable.
 type hideExclusive struct{ storage.Store }
+
+func (h hideExclusive) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	return h.Store.(storage.Batcher).MutateRows(ctx, rows)
+}
 
 // env is one shared store, oracle, liveness and clock, with any number of
 // clients ("processes") on it.

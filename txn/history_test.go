@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,6 +210,9 @@ func TestHistory(t *testing.T) {
 			e := newEnv(t, indexed)
 			c := e.client("A")
 			c.opts.InlineSize = 4 // exercise the data column too
+			if c.index != nil {
+				c.index.maxPerShard = 3 // drop the latest-commit cache often
+			}
 			h := runHistory(t, c, seed, 8, 150)
 			h.check(t, finalState(t, c))
 			if n := countLocks(t, e.store); n != 0 {
@@ -224,57 +226,43 @@ func TestHistory(t *testing.T) {
 // and loses replies of its calls, with a short real-time lock TTL so that
 // locks whose owner gave up expire.
 func TestHistoryFaulty(t *testing.T) {
+	// Three rounds per mode: a late duplicate reaches a cell without a
+	// latest-commit entry only now and then.
 	for _, indexed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("indexed=%v", indexed), func(t *testing.T) {
-			seed := historySeed(t)
-			mem := memory.New()
-			defer mem.Close()
-			var base storage.Store = mem
-			if !indexed {
-				base = hideExclusive{mem}
-			}
-			fs := newFaultyStore(base, seed)
-			c, err := NewClient(context.Background(), exclusiveOf(fs, mem, indexed), &counterOracle{}, coord.NewLocal(),
-				Options{Owner: "A", LockTTL: 200 * time.Millisecond, InlineSize: 4})
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := runHistory(t, c, seed, 6, 80)
-			fs.drain()
-			h.check(t, finalState(t, c))
-			t.Logf("faults injected: %v", fs.faults)
-		})
+		for round := range 3 {
+			t.Run(fmt.Sprintf("indexed=%v/%d", indexed, round), func(t *testing.T) {
+				testHistoryFaulty(t, indexed)
+			})
+		}
 	}
 }
 
-// exclusiveOf keeps the faulty wrapper's index capability when indexed:
-// hooks come from the inner store, which applies under its latch.
-func exclusiveOf(fs *faultyStore, mem *memory.Store, indexed bool) storage.Store {
-	if !indexed {
-		return fs
+func testHistoryFaulty(t *testing.T, indexed bool) {
+	seed := historySeed(t)
+	mem := memory.New()
+	defer mem.Close()
+	var (
+		fs    *faultyStore
+		store storage.Store
+	)
+	if indexed {
+		fx := newFaultyExclusive(mem, seed)
+		fs, store = fx.faultyStore, fx
+	} else {
+		fs = newFaultyStore(hideExclusive{mem}, seed)
+		store = fs
 	}
-	return faultyExclusive{fs, mem}
-}
-
-type faultyExclusive struct {
-	*faultyStore
-	mem *memory.Store
-}
-
-func (f faultyExclusive) Exclusive() bool                  { return true }
-func (f faultyExclusive) SetApplyHook(h storage.ApplyHook) { f.mem.SetApplyHook(h) }
-
-// CheckAndMutateCond delivers the index-decided calls as badly as the
-// others: a late or repeated call asks cond again, under the latch, when
-// it is applied.
-func (f faultyExclusive) CheckAndMutateCond(ctx context.Context, row []byte, cond storage.Cond, pred storage.Filter, ifTrue, ifFalse []storage.Mutation, deferred bool) (bool, error) {
-	var matched atomic.Bool
-	err := f.do(func() error {
-		m, err := f.mem.CheckAndMutateCond(context.WithoutCancel(ctx), row, cond, pred, ifTrue, ifFalse, deferred)
-		matched.Store(m)
-		return err
-	})
-	return matched.Load(), err
+	// A tiny index cap drops the latest-commit cache all the time,
+	// so late duplicates of old commits meet cells with no entry.
+	c, err := NewClient(context.Background(), store, &counterOracle{}, coord.NewLocal(),
+		Options{Owner: "A", LockTTL: 200 * time.Millisecond, InlineSize: 4, IndexShards: 2, indexCap: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := runHistory(t, c, seed, 8, 200)
+	fs.drain()
+	h.check(t, finalState(t, c))
+	t.Logf("faults injected: %v", fs.faults)
 }
 
 func countLocks(t *testing.T, st storage.Store) int {

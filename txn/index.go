@@ -13,22 +13,39 @@ import (
 // cellIndex is the single owner's in-memory view of the lock keyspace and
 // of each cell's latest commit_ts (DESIGN.md, "one process owns the
 // store"). It is changed only by the store's ApplyHook, which runs under the
-// row latch after each durable write, so per row it changes in the same
-// order as the store. Readers consult it without the latch.
+// row latch after each write (after its sync, for a durable write), so per
+// row it changes in the same order as the store. Readers consult it
+// without the latch.
 //
 // Why it is safe to read without the latch (the argument the read path
 // relies on):
 //
-//  1. A lock is added after its durable write but before the prewrite call
+//  1. A lock is added after its write but before the prewrite call
 //     returns. A reader that misses it has a start_ts older than the
 //     writer's commit_ts (which is requested only after the prewrite
 //     returns; oracle invariant 1), so it must not see that write anyway.
-//  2. A commit record and the removal of its lock change the index in one
-//     critical section of one shard, so a reader sees either the lock (and
-//     resolves it) or the new latest commit_ts, never neither.
+//  2. A commit writes the cell's commit record before it deletes the
+//     cell's lock, in one call whose mutations the hook applies in order
+//     (commitMutations, rollForward, rollbackMutations all put the write
+//     record first; TestCommitMutationOrder checks it). The two changes
+//     are separate critical sections of the cell's shard, so a reader
+//     between them sees both the lock and the new latest commit_ts: it
+//     resolves the lock, finds it gone, and reads again. Were the order
+//     reversed, a reader between them would see neither, and read the old
+//     value: the order, not one critical section, is what 2 rests on.
 //  3. A reader that fills a missing latest commit_ts from the store does so
 //     only if no commit touched the shard since it looked (the shard's
-//     generation), so it cannot install a stale value.
+//     generation), so it cannot install a stale value; the store's read
+//     returns no durable write before it is durable (storage.Store), so it
+//     cannot install one a crash could take back either.
+//  4. The hook installs an incoming commit record as a cell's latest only
+//     when it is provably the newest: above a known latest, or, with no
+//     entry, above every write record of the cell (writtenSince's
+//     knowledge: above base, the shard's floor and the cell's written
+//     mark). A re-sent or late duplicate of an old commit record (a
+//     secondary commit retried after a timeout) may arrive after the
+//     cell's entry was dropped and a newer commit was written: it must not
+//     become the latest, or readers would return the overwritten value.
 //
 // Safe for concurrent use.
 type cellIndex struct {
@@ -39,10 +56,13 @@ type cellIndex struct {
 	// write record the hook did not see was written before, so its
 	// timestamp, issued before it was written, is below base.
 	base atomic.Uint64
+	// maxPerShard bounds each shard's latest and written maps; a full map
+	// is dropped whole (entries are only an optimization; readers refill
+	// them).
+	maxPerShard int
 }
 
-// maxLatestPerShard bounds the latest-commit cache; a full shard is
-// dropped whole (entries are only an optimization; readers refill them).
+// maxLatestPerShard is the default bound of a shard's maps.
 const maxLatestPerShard = 1 << 14
 
 type indexShard struct {
@@ -61,8 +81,11 @@ type indexShard struct {
 	written map[string]uint64
 }
 
-func newCellIndex(shards int) *cellIndex {
-	ix := &cellIndex{seed: maphash.MakeSeed(), shards: make([]indexShard, shards)}
+func newCellIndex(shards, maxPerShard int) *cellIndex {
+	if maxPerShard <= 0 {
+		maxPerShard = maxLatestPerShard
+	}
+	ix := &cellIndex{seed: maphash.MakeSeed(), shards: make([]indexShard, shards), maxPerShard: maxPerShard}
 	for i := range ix.shards {
 		ix.shards[i].locks = make(map[string][]uint64)
 		ix.shards[i].latest = make(map[string]uint64)
@@ -178,14 +201,11 @@ func (ix *cellIndex) hasLock(row []byte, col string, ts uint64) bool {
 
 // fill records a latest commit_ts read from the store, unless a commit
 // touched the shard since v was taken.
-func (v *indexView) fill(latest uint64) {
+func (ix *cellIndex) fill(v *indexView, latest uint64) {
 	s := v.shard
 	s.mu.Lock()
 	if s.gen == v.gen {
-		if len(s.latest) >= maxLatestPerShard {
-			s.latest = make(map[string]uint64)
-		}
-		s.latest[v.key] = latest
+		ix.putLatestLocked(s, v.key, latest)
 	}
 	s.mu.Unlock()
 }
@@ -238,16 +258,9 @@ func (ix *cellIndex) applyWrite(row []byte, m *storage.Mutation) {
 	s := ix.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if m.Kind == storage.Put && m.TS > s.floor && m.TS > s.written[key] {
-		if len(s.written) >= maxLatestPerShard {
-			for _, ts := range s.written {
-				s.floor = max(s.floor, ts)
-			}
-			clear(s.written)
-		}
-		if m.TS > s.floor {
-			s.written[key] = m.TS
-		}
+	newest := m.Kind == storage.Put && ix.newestLocked(s, key, m.TS)
+	if m.Kind == storage.Put {
+		ix.noteWrittenLocked(s, key, m.TS)
 	}
 	// A deleted write record stays counted in written: an upper bound
 	// costs at most a spurious conflict, never a missed one.
@@ -255,12 +268,51 @@ func (ix *cellIndex) applyWrite(row []byte, m *storage.Mutation) {
 		return
 	}
 	s.gen++
-	if m.Kind == storage.Put {
-		if old, ok := s.latest[key]; !ok || m.TS > old {
-			s.latest[key] = m.TS
-		}
-	} else {
+	if m.Kind != storage.Put {
 		delete(s.latest, key)
+		return
+	}
+	old, ok := s.latest[key]
+	switch {
+	case ok && m.TS > old:
+		s.latest[key] = m.TS
+	case !ok && newest:
+		ix.putLatestLocked(s, key, m.TS)
+	}
+}
+
+// putLatestLocked adds a latest-commit entry, dropping the shard's map
+// first when it is full. s.mu is held.
+func (ix *cellIndex) putLatestLocked(s *indexShard, key string, ts uint64) {
+	if len(s.latest) >= ix.maxPerShard {
+		clear(s.latest)
+	}
+	s.latest[key] = ts
+}
+
+// newestLocked reports whether a write record at ts would be the newest
+// of the cell key: the index knows every write record of the cell above
+// base and the shard's floor, and none of them is above ts (argument 4).
+// s.mu is held.
+func (ix *cellIndex) newestLocked(s *indexShard, key string, ts uint64) bool {
+	return ts > ix.base.Load() && ts > s.floor && ts >= s.written[key]
+}
+
+// noteWrittenLocked records a write record at ts in the shard's written
+// map, dropping the map (and raising the floor) when it is full. s.mu is
+// held.
+func (ix *cellIndex) noteWrittenLocked(s *indexShard, key string, ts uint64) {
+	if ts <= s.floor || ts <= s.written[key] {
+		return
+	}
+	if len(s.written) >= ix.maxPerShard {
+		for _, w := range s.written {
+			s.floor = max(s.floor, w)
+		}
+		clear(s.written)
+	}
+	if ts > s.floor {
+		s.written[key] = ts
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 // ts?" only above its base and its floor, counts rollbacks, and after
 // dropping a full map declines to decide below the raised floor.
 func TestIndexWrittenSince(t *testing.T) {
-	ix := newCellIndex(1)
+	ix := newCellIndex(1, 0)
 	cell := func(row string) *rowWrites { return &rowWrites{row: []byte(row), muts: []*mutation{{col: "c"}}} }
 	put := func(row string, ts uint64, op Op) {
 		m := storage.SetCell(FamilyWrite, "c", ts, EncodeWrite(&Write{Op: op, StartTS: ts - 1}))

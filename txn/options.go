@@ -29,6 +29,10 @@ type Options struct {
 	// IndexShards is the number of shards of the in-memory lock index.
 	// Default 256.
 	IndexShards int
+
+	// indexCap bounds each index shard's latest-commit and write-record
+	// maps (test knob: small, so tests drop full maps often). 0: default.
+	indexCap int
 }
 
 // EnsureDefaults fills zero fields with defaults.

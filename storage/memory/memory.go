@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -18,6 +19,7 @@ type Store struct {
 		families map[string]*family // created on first Put, never removed
 		nextSeed uint64
 		hook     storage.ApplyHook
+		hookGen  uint64 // bumped when the hook is installed or removed
 	}
 }
 
@@ -48,12 +50,29 @@ func New() *Store {
 // Exclusive reports true: every write passes through this Store.
 func (s *Store) Exclusive() bool { return true }
 
-// SetApplyHook installs hook, called under the store's write lock after
-// each write that applied at least one mutation.
-func (s *Store) SetApplyHook(hook storage.ApplyHook) {
+// SetApplyHook implements storage.ApplyHooker (one hook at a time): hook
+// is called under the store's write lock after each write that applied at
+// least one mutation.
+func (s *Store) SetApplyHook(hook storage.ApplyHook) (func(), error) {
+	if hook == nil {
+		return nil, fmt.Errorf("%w: nil apply hook", storage.ErrInvalidArgument)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.mu.hook != nil {
+		return nil, fmt.Errorf("memory: apply hook: %w (another client keeps an index of this store)", storage.ErrInUse)
+	}
 	s.mu.hook = hook
+	s.mu.hookGen++
+	gen := s.mu.hookGen
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.mu.hookGen == gen {
+			s.mu.hook = nil
+			s.mu.hookGen++
+		}
+	}, nil
 }
 
 // Close drops the contents. Later calls return storage.ErrClosed.

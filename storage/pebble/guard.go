@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -8,7 +9,9 @@ import (
 )
 
 // closeGuard lets Close wait for the calls in flight and turns later calls
-// away with ErrClosed, without a lock on the hot path.
+// away with ErrClosed, without a lock on the hot path. It also holds the
+// store's failure: once a write could not be made durable, every call
+// fails with it (storage.ErrFailed).
 //
 // A call increments active before it loads closed; Close stores closed
 // before it loads active. Go atomics are sequentially consistent, so either
@@ -18,6 +21,9 @@ import (
 type closeGuard struct {
 	closed atomic.Bool
 	active atomic.Int64
+	// failed is the store's sticky failure, nil while healthy. Invariant:
+	// set before the row marks of the failed write are lifted (settle).
+	failed atomic.Pointer[error]
 }
 
 func (g *closeGuard) enter() error {
@@ -26,10 +32,28 @@ func (g *closeGuard) enter() error {
 		g.active.Add(-1)
 		return storage.ErrClosed
 	}
+	if err := g.failure(); err != nil {
+		g.active.Add(-1)
+		return err
+	}
 	return nil
 }
 
 func (g *closeGuard) exit() { g.active.Add(-1) }
+
+// fail records cause as the store's failure; the first cause stands.
+func (g *closeGuard) fail(cause error) {
+	err := fmt.Errorf("pebble: %w: %v", storage.ErrFailed, cause)
+	g.failed.CompareAndSwap(nil, &err)
+}
+
+// failure returns the store's failure, or nil.
+func (g *closeGuard) failure() error {
+	if p := g.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // close marks the guard closed and waits for the calls in flight. It
 // reports false if the guard was already closed.

@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/seed-992972ee/percolator/storage"
 )
@@ -16,9 +17,18 @@ const latchStripes = 4096
 // the durable commit of each write happen under its row's latch, as
 // CockroachDB latches requests above Pebble. Reads take no latch: a pebble
 // batch commits atomically, so a reader sees all of a write or none.
+//
+// A durable write marks its stripes as syncing for the time of its
+// pebble commit: pebble publishes a batch to readers before its log sync
+// returns, so a reader that returns a row first waits out a durable write
+// in flight on the row's stripe (Store.settle).
 type latches struct {
 	seed maphash.Seed
 	mu   [latchStripes]sync.Mutex
+	// syncing counts the durable commits in flight per stripe. Invariant:
+	// raised under the stripe's latch before the batch is committed, and
+	// lowered after the commit returned (and after a failure was recorded).
+	syncing [latchStripes]atomic.Int32
 }
 
 func newLatches() *latches { return &latches{seed: maphash.MakeSeed()} }
@@ -52,5 +62,16 @@ func (l *latches) lockRows(rows []storage.RowMutation) []int {
 func (l *latches) unlock(stripes ...int) {
 	for _, i := range stripes {
 		l.mu[i].Unlock()
+	}
+}
+
+// wait returns once no durable write that was in flight on row's stripe
+// when it was called is still in flight: it takes and drops the latch,
+// which the writer holds until its commit returned.
+func (l *latches) wait(row []byte) {
+	i := l.stripe(row)
+	if l.syncing[i].Load() > 0 {
+		l.mu[i].Lock()
+		l.mu[i].Unlock() //nolint:staticcheck // an empty critical section is the point
 	}
 }

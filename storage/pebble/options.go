@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed-992972ee/percolator/storage"
 )
 
@@ -19,7 +20,9 @@ const (
 )
 
 // Options configures a Store. The zero value is usable. No option trades
-// durability for speed: every write is synced to the WAL before it returns.
+// durability for speed: every durable call is synced to the WAL before it
+// returns (the storage.Deferred variants, which the caller picks per write,
+// are made durable by the next synced write).
 type Options struct {
 	// CacheSize is the size in bytes of the block cache. 0 means
 	// DefaultCacheSize.
@@ -29,6 +32,10 @@ type Options struct {
 	MemTableSize uint64
 	// Logger receives pebble's log lines. nil means slog.Default().
 	Logger *slog.Logger
+	// FS is the filesystem the store lives on. nil means the operating
+	// system's. Power-loss tests pass vfs.NewCrashableMem() and reopen its
+	// CrashClone.
+	FS vfs.FS
 }
 
 // EnsureDefaults fills the zero fields with defaults.
@@ -41,6 +48,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
 	}
 }
 
@@ -55,15 +65,17 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// pebbleOptions translates validated, defaulted options.
-func (o *Options) pebbleOptions(lock *pebble.Lock) *pebble.Options {
+// pebbleOptions translates validated, defaulted options; fatal runs when
+// pebble reports an error it cannot survive.
+func (o *Options) pebbleOptions(lock *pebble.Lock, fatal func(string)) *pebble.Options {
 	po := &pebble.Options{
 		CacheSize:          o.CacheSize,
 		MemTableSize:       o.MemTableSize,
 		FormatMajorVersion: pebble.FormatNewest,
 		Comparer:           cellComparer,
-		Logger:             slogLogger{o.Logger},
+		Logger:             slogLogger{l: o.Logger, fatal: fatal},
 		Lock:               lock,
+		FS:                 o.FS,
 	}
 	// Bloom filters over a cell's column (the key without its timestamp;
 	// cellComparer.Split): a point Get and a column's seek (SeekPrefixGE)
@@ -91,7 +103,12 @@ func familySpans(start []byte) (pebble.SpanPolicy, []byte, error) {
 }
 
 // slogLogger adapts slog to pebble's Logger.
-type slogLogger struct{ l *slog.Logger }
+type slogLogger struct {
+	l *slog.Logger
+	// fatal, if set, runs before Fatalf panics (the store records its
+	// failure there).
+	fatal func(msg string)
+}
 
 // Infof logs at Debug: pebble's informational lines (WAL recovery, file
 // counts) are noise to a user of the store.
@@ -103,10 +120,19 @@ func (s slogLogger) Errorf(format string, args ...any) {
 	s.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
 }
 
-// Fatalf logs and panics: pebble calls it on corruption it cannot survive
-// and does not expect it to return.
+// fatalPanic is what Fatalf panics with. commitBatch recovers it on the
+// committing goroutine: pebble calls Fatalf there when a commit fails (a
+// failed WAL write or sync) and, were Fatalf to return, would go on as if
+// the commit had succeeded.
+type fatalPanic struct{ msg string }
+
+// Fatalf logs, lets the store record its failure, and panics: pebble calls
+// it on errors it cannot survive and does not expect it to return.
 func (s slogLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	s.l.Log(context.Background(), slog.LevelError+4, msg, "component", "pebble")
-	panic("pebble: fatal: " + msg)
+	if s.fatal != nil {
+		s.fatal(msg)
+	}
+	panic(fatalPanic{msg: "pebble: fatal: " + msg})
 }

@@ -23,10 +23,26 @@ func (s *Store) ReadRow(ctx context.Context, row []byte, filter storage.Filter) 
 		return storage.Row{}, err
 	}
 	cells, err := s.readRow(row, filter, false)
+	if err == nil {
+		err = s.settle(row)
+	}
 	if err != nil {
 		return storage.Row{}, err
 	}
 	return storage.Row{Key: slices.Clone(row), Cells: cells}, nil
+}
+
+// settle is the last step of every read that returns row to a caller
+// (storage.Store, "Visibility and durability"): pebble publishes a batch
+// before its log sync returns, so a read may have seen a durable write
+// whose sync is still in flight. settle waits for any such write on row's
+// stripe, and returns the store's failure if a sync failed, so a read
+// never returns a write a power loss could take back. Reads under a latch
+// (predicates) do not settle: the latch already orders them after every
+// earlier write of the row.
+func (s *Store) settle(row []byte) error {
+	s.latches.wait(row)
+	return s.guard.failure()
 }
 
 // readRow returns the cells of row selected by filter, or only the first

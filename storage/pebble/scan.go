@@ -49,6 +49,9 @@ func (s *Store) ScanCounted(ctx context.Context, start, end []byte, filter stora
 			return visited, err
 		}
 		for _, r := range rows {
+			if err := s.settle(r.Key); err != nil {
+				return visited, err
+			}
 			if !fn(r) {
 				return visited, nil
 			}

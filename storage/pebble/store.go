@@ -9,13 +9,39 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed-992972ee/percolator/storage"
 )
 
-// ErrLocked is returned by Open when another Store, in this process or
-// another, has the directory open.
+// ErrLocked is matched (errors.Is) by the *LockedError Open returns while
+// another Store, in this process or another, has the directory open.
 var ErrLocked = errors.New("pebble: store directory is in use by another open store")
+
+// LockedError says who holds a store directory: errors.Is it ErrLocked
+// and storage.ErrInUse. PID is 0 when the holder could not be learned (a
+// store of this process, or a platform without the query).
+type LockedError struct {
+	Dir     string
+	PID     int
+	Command string
+}
+
+func (e *LockedError) Error() string {
+	switch {
+	case e.PID == os.Getpid():
+		return fmt.Sprintf("pebble: store %s is already open in this process", e.Dir)
+	case e.PID > 0 && e.Command != "":
+		return fmt.Sprintf("pebble: store %s is in use by process %d (%s)", e.Dir, e.PID, e.Command)
+	case e.PID > 0:
+		return fmt.Sprintf("pebble: store %s is in use by process %d", e.Dir, e.PID)
+	}
+	return fmt.Sprintf("pebble: store %s is in use by another open store", e.Dir)
+}
+
+// Is makes errors.Is(err, ErrLocked) and errors.Is(err, storage.ErrInUse)
+// true.
+func (e *LockedError) Is(target error) bool {
+	return target == ErrLocked || target == storage.ErrInUse
+}
 
 // Store is the embedded durable storage.Store on Pebble. All methods are
 // safe for concurrent use (SetApplyHook excepted, as documented).
@@ -48,18 +74,19 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
 	}
-	lock, err := pebble.LockDirectory(dir, vfs.Default)
+	lock, err := pebble.LockDirectory(dir, opts.FS)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
+		return nil, lockError(dir, opts.FS, err)
 	}
-	db, err := pebble.Open(dir, opts.pebbleOptions(lock))
+	s := &Store{lock: lock, latches: newLatches()}
+	db, err := pebble.Open(dir, opts.pebbleOptions(lock, func(msg string) { s.guard.fail(errors.New(msg)) }))
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("pebble: open %s: %w", dir, err), lock.Close())
 	}
-	s := &Store{db: db, lock: lock, latches: newLatches()}
+	s.db = db
 	if err := s.init(); err != nil {
 		return nil, errors.Join(fmt.Errorf("pebble: open %s: %w", dir, err), db.Close(), lock.Close())
 	}
@@ -102,14 +129,18 @@ func (s *Store) loadFamilies() error {
 // store's only writer.
 func (s *Store) Exclusive() bool { return true }
 
-// SetApplyHook installs hook (nil removes it). The hook runs after a
-// write's durable commit and before its row latches are released.
-func (s *Store) SetApplyHook(hook storage.ApplyHook) {
+// SetApplyHook implements storage.ApplyHooker: one hook at a time. The
+// hook runs after a write is visible (and, for a durable call, durable)
+// and before its row latches are released.
+func (s *Store) SetApplyHook(hook storage.ApplyHook) (func(), error) {
 	if hook == nil {
-		s.hook.Store(nil)
-		return
+		return nil, fmt.Errorf("%w: nil apply hook", storage.ErrInvalidArgument)
 	}
-	s.hook.Store(&hook)
+	h := &hook
+	if !s.hook.CompareAndSwap(nil, h) {
+		return nil, fmt.Errorf("pebble: apply hook: %w (another client keeps an index of this store)", storage.ErrInUse)
+	}
+	return func() { s.hook.CompareAndSwap(h, nil) }, nil
 }
 
 func (s *Store) callHook(row []byte, ms []storage.Mutation) {

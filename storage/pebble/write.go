@@ -176,8 +176,8 @@ func (s *Store) commitLocked(rows []storage.RowMutation, sync *pebble.WriteOptio
 	// An empty batch (deletes of absent cells) has nothing to make durable,
 	// but the hook still sees what the caller applied.
 	if !b.Empty() {
-		if err := b.Commit(sync); err != nil {
-			return fmt.Errorf("pebble: commit: %w", err)
+		if err := s.commitBatch(b, rows, sync); err != nil {
+			return err
 		}
 	}
 	for _, f := range w.newFamilies {
@@ -187,6 +187,45 @@ func (s *Store) commitLocked(rows []storage.RowMutation, sync *pebble.WriteOptio
 		s.callHook(rows[i].Row, rows[i].Mutations)
 	}
 	return nil
+}
+
+// commitBatch commits b, whose rows' latches the caller holds. A durable
+// commit marks the rows' stripes as syncing while it runs: pebble publishes
+// the batch before its log sync returns, and a reader that saw it waits
+// on the mark (settle). A failed commit fails the store before the marks
+// are lifted, so such a reader returns the failure, never the write.
+func (s *Store) commitBatch(b *pebble.Batch, rows []storage.RowMutation, sync *pebble.WriteOptions) error {
+	if sync == pebble.Sync {
+		for i := range rows {
+			s.latches.syncing[s.latches.stripe(rows[i].Row)].Add(1)
+		}
+		defer func() {
+			for i := range rows {
+				s.latches.syncing[s.latches.stripe(rows[i].Row)].Add(-1)
+			}
+		}()
+	}
+	if err := commitRecovering(b, sync); err != nil {
+		s.guard.fail(err)
+		return s.guard.failure()
+	}
+	return nil
+}
+
+// commitRecovering commits b, turning pebble's fatal commit error (a
+// failed WAL write or sync, reported through Logger.Fatalf on this
+// goroutine) into an error. Any other panic goes on.
+func commitRecovering(b *pebble.Batch, sync *pebble.WriteOptions) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			fp, ok := p.(fatalPanic)
+			if !ok {
+				panic(p)
+			}
+			err = errors.New(fp.msg)
+		}
+	}()
+	return b.Commit(sync)
 }
 
 // newBatch returns an indexed batch when a mutation must read the row

@@ -22,7 +22,7 @@ func testConditioned(t *testing.T, s storage.Store) {
 	}
 	var mu sync.Mutex
 	puts := map[string]uint64{} // row -> puts applied, kept by the hook
-	h.SetApplyHook(func(row []byte, ms []storage.Mutation) {
+	installHook(t, h, func(row []byte, ms []storage.Mutation) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, m := range ms {
@@ -31,7 +31,6 @@ func testConditioned(t *testing.T, s storage.Store) {
 			}
 		}
 	})
-	t.Cleanup(func() { h.SetApplyHook(nil) })
 	count := func(row string) uint64 {
 		mu.Lock()
 		defer mu.Unlock()

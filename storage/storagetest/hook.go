@@ -2,10 +2,12 @@ package storagetest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/seed-992972ee/percolator/storage"
@@ -30,7 +32,7 @@ func recordHook(t *testing.T, s storage.Store) *hookRecorder {
 		t.Skip("not an ApplyHooker")
 	}
 	r := &hookRecorder{model: newModel()}
-	h.SetApplyHook(func(row []byte, ms []storage.Mutation) {
+	installHook(t, h, func(row []byte, ms []storage.Mutation) {
 		c := hookCall{row: string(row), ms: slices.Clone(ms)}
 		for i := range c.ms {
 			c.ms[i].Value = slices.Clone(c.ms[i].Value)
@@ -40,8 +42,54 @@ func recordHook(t *testing.T, s storage.Store) *hookRecorder {
 		r.calls = append(r.calls, c)
 		r.model.apply(row, c.ms)
 	})
-	t.Cleanup(func() { h.SetApplyHook(nil) })
 	return r
+}
+
+// installHook installs hook for the rest of the test.
+func installHook(t *testing.T, h storage.ApplyHooker, hook storage.ApplyHook) {
+	t.Helper()
+	remove, err := h.SetApplyHook(hook)
+	if err != nil {
+		t.Fatalf("SetApplyHook: %v", err)
+	}
+	t.Cleanup(remove)
+}
+
+// testApplyHookOwner: one hook at a time. A second SetApplyHook fails with
+// ErrInUse and changes nothing; once the first is removed another can be
+// installed; a stale remove (called twice) does not remove the newer hook;
+// a nil hook is bad input.
+func testApplyHookOwner(t *testing.T, s storage.Store) {
+	h, ok := s.(storage.ApplyHooker)
+	if !ok {
+		t.Skip("not an ApplyHooker")
+	}
+	var first, second atomic.Int64
+	count := func(n *atomic.Int64) storage.ApplyHook {
+		return func([]byte, []storage.Mutation) { n.Add(1) }
+	}
+	removeFirst, err := h.SetApplyHook(count(&first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.SetApplyHook(count(&second)); !errors.Is(err, storage.ErrInUse) {
+		t.Fatalf("second SetApplyHook: %v, want ErrInUse", err)
+	}
+	if _, err := h.SetApplyHook(nil); !errors.Is(err, storage.ErrInvalidArgument) {
+		t.Fatalf("SetApplyHook(nil): %v, want ErrInvalidArgument", err)
+	}
+	put(t, s, "r", set("a", "q", 1, "x"))
+	removeFirst()
+	removeSecond, err := h.SetApplyHook(count(&second))
+	if err != nil {
+		t.Fatalf("SetApplyHook after remove: %v", err)
+	}
+	defer removeSecond()
+	removeFirst() // stale: must not remove the second hook
+	put(t, s, "r", set("a", "q", 2, "y"))
+	if f, s := first.Load(), second.Load(); f != 1 || s != 1 {
+		t.Fatalf("hook calls: first %d, second %d; want 1 and 1", f, s)
+	}
 }
 
 // take returns and forgets the calls recorded so far.

@@ -174,13 +174,12 @@ func (m *mutant) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]
 	return m.Store.MutateRows(ctx, rows)
 }
 
-func (m *mutant) SetApplyHook(h storage.ApplyHook) {
+func (m *mutant) SetApplyHook(h storage.ApplyHook) (func(), error) {
 	if h == nil {
-		m.Store.SetApplyHook(nil)
-		return
+		return m.Store.SetApplyHook(nil)
 	}
 	n := 0
-	m.Store.SetApplyHook(func(row []byte, ms []storage.Mutation) {
+	return m.Store.SetApplyHook(func(row []byte, ms []storage.Mutation) {
 		n++
 		switch {
 		case m.name == "hook-drops-calls" && n%7 == 0:

@@ -60,6 +60,7 @@ var cases = []struct {
 	{"Counted", testCounted},
 	{"ApplyHook", testApplyHook},
 	{"ApplyHookConcurrent", testApplyHookConcurrent},
+	{"ApplyHookOwner", testApplyHookOwner},
 	{"BadInput", testBadInput},
 	{"Copies", testCopies},
 	{"Closed", testClosed},

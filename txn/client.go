@@ -165,6 +165,7 @@ func (c *Client) nowMS() uint64 { return uint64(c.opts.Now().UnixMilli()) }
 // retryable reports whether a failed storage call may be re-sent.
 func retryable(err error) bool {
 	return !errors.Is(err, storage.ErrInvalidArgument) && !errors.Is(err, storage.ErrClosed) &&
+		!errors.Is(err, storage.ErrFailed) && !errors.Is(err, storage.ErrInUse) &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 

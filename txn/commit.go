@@ -92,13 +92,15 @@ func (c *Client) commitPrimary(ctx context.Context, t *Txn, rw *rowWrites, commi
 	}
 	// Unknown (the call failed) or not applied (the lock is gone): learn
 	// what happened from the primary itself.
-	return c.settleCommit(ctx, t, rw, commitTS, err)
+	return c.settleCommit(ctx, t, rw, commitTS, err, false)
 }
 
 // settleCommit decides a commit whose primary call failed or found no
 // lock. A retried commit succeeds only on its own commit record, never on
-// a rollback record (invariant 6).
-func (c *Client) settleCommit(ctx context.Context, t *Txn, rw *rowWrites, commitTS uint64, callErr error) error {
+// a rollback record (invariant 6). ownRollback reports that this client
+// rolled its own primary back (its commit call had not applied), so the
+// conflict is not blamed on another client.
+func (c *Client) settleCommit(ctx context.Context, t *Txn, rw *rowWrites, commitTS uint64, callErr error, ownRollback bool) error {
 	primary := rw.muts[0]
 	st, err := c.status(ctx, primary.row, primary.col, t.startTS)
 	switch {
@@ -108,19 +110,27 @@ func (c *Client) settleCommit(ctx context.Context, t *Txn, rw *rowWrites, commit
 		return nil
 	case st.kind == stRolledBack || st.kind == stAbsent:
 		c.stats.conflicts.Add(1)
-		return &ConflictError{Row: primary.row, Column: primary.col, StartTS: t.startTS,
-			Reason: "rolled back by another client before the commit"}
-	case st.kind == stLocked:
+		reason := "rolled back by another client before the commit"
+		if ownRollback {
+			reason = fmt.Sprintf("the commit call failed (%v); rolled back", callErr)
+		}
+		return &ConflictError{Row: primary.row, Column: primary.col, StartTS: t.startTS, Reason: reason}
+	case st.kind == stLocked && !ownRollback:
 		// The commit call did not apply (yet). Roll back our own primary, so
 		// a late delivery of that call finds no lock and applies nothing.
 		if err := c.rollBack(ctx, primary.row, primary.col, t.startTS); err != nil {
 			return fmt.Errorf("%w: %v (rollback: %v)", ErrCommitUnknown, callErr, err)
 		}
-		return c.settleCommit(ctx, t, rw, commitTS, callErr)
+		return c.settleCommit(ctx, t, rw, commitTS, callErr, true)
+	case st.kind == stLocked:
+		return fmt.Errorf("%w: %v (our rollback of the primary did not apply)", ErrCommitUnknown, callErr)
 	}
 	return fmt.Errorf("%w: primary committed at %d, not %d", ErrCommitUnknown, st.commitTS, commitTS)
 }
 
+// commitMutations commit the cells of rw: for each cell its commit record
+// and then its lock's removal. The order matters to readers of the index
+// without the latch (index.go, argument 2; TestCommitMutationOrder).
 func (c *Client) commitMutations(t *Txn, rw *rowWrites, commitTS uint64) []storage.Mutation {
 	muts := make([]storage.Mutation, 0, 2*len(rw.muts))
 	for _, m := range rw.muts {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 
 	"github.com/seed-992972ee/percolator/storage"
 )
@@ -28,23 +27,34 @@ func (c *Client) get(ctx context.Context, ts uint64, row []byte, col string) ([]
 	return v, err
 }
 
+// retryNowFree is how many errRetryNow a read retries at once before it
+// backs off: a resolved lock usually needs one more look, but a lock that
+// keeps reappearing (a store that has not caught up) must not spin.
+const retryNowFree = 3
+
 // untilSettled drives a read step until it returns something other than
-// errRetryNow (try again at once) or errLocked (wait for a live lock,
-// backing off).
+// errRetryNow (try again, at once the first few times, then backing off)
+// or errLocked (wait for a live lock, backing off). It returns ctx's error
+// once ctx ends.
 func (c *Client) untilSettled(ctx context.Context, step func() error) error {
-	for attempt := 0; ; {
-		switch err := step(); err {
-		case errRetryNow:
-			runtime.Gosched()
-		case errLocked:
-			c.stats.lockWaits.Add(1)
-			if err := c.backoff(ctx, attempt); err != nil {
+	for attempt, again := 0, 0; ; {
+		err := step()
+		switch {
+		case err == errRetryNow && again < retryNowFree:
+			again++
+			if err := ctx.Err(); err != nil {
 				return err
 			}
-			attempt++
-		default:
+			continue
+		case err == errLocked:
+			c.stats.lockWaits.Add(1)
+		case err != errRetryNow:
 			return err
 		}
+		if err := c.backoff(ctx, attempt); err != nil {
+			return err
+		}
+		attempt++
 	}
 }
 

@@ -133,12 +133,8 @@ func (c *Client) alive(ctx context.Context, l *Lock) bool {
 // rollForward commits the secondary lock at (row, col, lockTS) at
 // commitTS, the primary having committed there. Idempotent.
 func (c *Client) rollForward(ctx context.Context, row []byte, col string, lockTS, commitTS uint64, l *Lock) error {
-	w := Write{Op: l.Op, StartTS: lockTS, Inline: l.Inline, Value: l.Value}
 	matched, err := c.cas(ctx, row, storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.At(lockTS)}},
-		[]storage.Mutation{
-			storage.SetCell(FamilyWrite, col, commitTS, EncodeWrite(&w)),
-			storage.DeleteCell(FamilyLock, col, lockTS),
-		}, nil)
+		rollForwardMutations(col, lockTS, commitTS, l), nil)
 	if matched {
 		c.stats.rolledForward.Add(1)
 	}
@@ -156,6 +152,18 @@ func (c *Client) rollBack(ctx context.Context, row []byte, col string, lockTS ui
 	return err
 }
 
+// rollForwardMutations commit a secondary lock: the write record first,
+// then the lock's removal (the order index.go's argument 2 rests on).
+func rollForwardMutations(col string, lockTS, commitTS uint64, l *Lock) []storage.Mutation {
+	w := Write{Op: l.Op, StartTS: lockTS, Inline: l.Inline, Value: l.Value}
+	return []storage.Mutation{
+		storage.SetCell(FamilyWrite, col, commitTS, EncodeWrite(&w)),
+		storage.DeleteCell(FamilyLock, col, lockTS),
+	}
+}
+
+// rollbackMutations replace a lock with a rollback record: the record
+// first, then the lock's and the data's removal.
 func rollbackMutations(col string, startTS uint64) []storage.Mutation {
 	return []storage.Mutation{
 		storage.SetCell(FamilyWrite, col, startTS, EncodeWrite(&Write{Op: OpRollback, StartTS: startTS})),

@@ -17,36 +17,52 @@
 //
 // # Invariants
 //
-//  1. Every write (Mutate, CheckAndMutate, Increment, MutateRows) holds the
-//     latch of each row it writes from before its first read to after its
-//     apply hook returns: read predicate, build one batch, commit it with
-//     pebble.Sync, call the hook, unlatch. Latches are striped mutexes
-//     keyed by a hash of the row; MutateRows takes its stripes in
-//     ascending order, so latching cannot deadlock.
-//  2. A write that returns nil is in the synced WAL. Concurrent syncs are
-//     grouped by pebble's commit pipeline; nothing here skips or delays a
-//     sync, and no Option can turn it off.
+//  1. Every write (Mutate, CheckAndMutate, Increment, MutateRows and their
+//     Deferred variants) holds the latch of each row it writes from before
+//     its first read to after its apply hook returns: read predicate,
+//     build one batch, commit it, call the hook, unlatch. Latches are
+//     striped mutexes keyed by a hash of the row; MutateRows takes its
+//     stripes in ascending order, so latching cannot deadlock.
+//  2. A durable call that returns nil is in the synced WAL (pebble.Sync;
+//     concurrent syncs are grouped by pebble's commit pipeline). A Deferred
+//     call (CheckAndMutateDeferred, MutateRowsDeferred, CheckAndMutateCond
+//     with deferred) commits with pebble.NoSync: pebble's WAL is one
+//     ordered log whose every sync covers all records before it, so the
+//     next durable call, of any caller, makes it durable. No Option turns
+//     a durable call into a deferred one; the caller chooses per call.
 //  3. One write is one pebble batch, so a reader sees all of it or none of
 //     it. Reads take no latch. A ReadRow reads every family through one
 //     iterator (re-bounded per family), and a Scan chunk through iterators
 //     cloned from one, so each row is read from one point-in-time view.
-//  4. The apply hook runs after the commit is durable and visible and
-//     before the row latch is released, once per row with mutations, in
-//     the order writes were applied to that row (for CheckAndMutate: the
-//     branch that ran, if not empty; for Increment: DeleteCells of every
-//     version, then the Put at timestamp 0).
-//  5. Deletes are point deletes of the versions found under the latch
+//  4. No read returns a durable call's write before it is durable.
+//     Pebble publishes a batch to readers before its log sync returns, so
+//     a durable commit marks its rows' latch stripes as syncing while it
+//     runs, and every read settles each row it returns: if a durable write
+//     is in flight on the row's stripe, it takes and drops the latch, which
+//     that writer holds until its commit returned. A commit that fails (a
+//     failed WAL write or sync, which pebble reports through Logger.Fatalf
+//     on the committing goroutine) fails the store before its marks are
+//     lifted: every later call, and every read that waited, returns
+//     storage.ErrFailed, and a reopen recovers exactly what was synced.
+//  5. The apply hook runs after the commit returned — for a durable call,
+//     after it is durable — and before the row latch is released, once per
+//     row with mutations, in the order writes were applied to that row
+//     (for CheckAndMutate: the branch that ran, if not empty; for
+//     Increment: DeleteCells of every version, then the Put at timestamp
+//     0). A Deferred write is hooked before it is durable, as it is
+//     visible to reads then. One hook at a time (storage.ErrInUse).
+//  6. Deletes are point deletes of the versions found under the latch
 //     (through the batch when it already holds writes, so a later delete
 //     sees an earlier put of the same call). Range tombstones were rejected:
 //     each iterator over a memtable holding them re-fragments them, which
 //     taxes every read of a busy store.
-//  6. DeleteRow visits every family ever written, from a registry persisted
+//  7. DeleteRow visits every family ever written, from a registry persisted
 //     as metadata keys in the batch of a family's first Put and loaded at
 //     Open. A family joins the in-memory registry only after that batch
 //     committed.
-//  7. Bad input is rejected (storage.ErrInvalidArgument) before any latch
+//  8. Bad input is rejected (storage.ErrInvalidArgument) before any latch
 //     is taken or any byte written.
-//  8. Close waits for the calls in flight and then closes pebble; later
+//  9. Close waits for the calls in flight and then closes pebble; later
 //     calls return storage.ErrClosed. Scan holds no iterator (and does not
 //     count as in flight) while its callback runs, so the callback may call
 //     back into the store, or Close it.
@@ -74,5 +90,8 @@
 // what a scan over many deleted cells really costs.
 //
 // Open takes pebble's directory lock first; a second Open of the same
-// directory, from this process or another, fails with ErrLocked.
+// directory, from this process or another, fails with a *LockedError
+// (errors.Is ErrLocked and storage.ErrInUse) naming the holding process
+// when it can be learned; a lock file that cannot be created (a permission
+// error) is reported as that, not as a held lock.
 package pebble

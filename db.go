@@ -51,27 +51,60 @@ func (db *DB) open(ctx context.Context) error {
 	if err := db.openStore(); err != nil {
 		return err
 	}
-	or, err := db.openOracle()
-	if err != nil {
-		return err
-	}
-	live := o.Liveness
 	owner := coord.NewOwnerID()
-	if live == nil {
-		local := coord.NewLocal()
-		local.Register(owner)
-		live = local
-	}
-	db.client, err = txn.NewClient(ctx, db.store, or, live, txn.Options{
+	live := db.liveness(owner)
+	// The client claims an exclusive store (its one apply hook) before the
+	// oracle judges the store's lease: only then is "every other owner is
+	// dead" (coord.Local) true of this store.
+	orc := &lateOracle{}
+	client, err := txn.NewClient(ctx, db.store, orc, live, txn.Options{
 		Owner: owner, LockTTL: o.LockTTL, MaxValueSize: o.MaxValueSize, Logger: o.Logger,
 	})
 	if err != nil {
+		return fmt.Errorf("percolator: %w", err)
+	}
+	db.client = client
+	db.closer = append(db.closer, func() error { db.client.Close(); return nil })
+	if orc.o, err = db.openOracle(ctx, owner, live); err != nil {
 		return err
 	}
-	db.closer = append(db.closer, func() error { db.client.Close(); return nil })
-	db.obs, err = observer.New(ctx, db.store, db.client, or, coord.NewLocalLocker(), observer.Options{Logger: o.Logger})
+	db.obs, err = observer.New(ctx, db.store, db.client, orc.o, coord.NewLocalLocker(), observer.Options{Logger: o.Logger})
 	return err
 }
+
+// exclusive reports whether the store can be owned by one client: an
+// embedded store, whose every write passes through this process (the
+// client then claims it, and a second DB on it fails to open).
+func exclusive(st storage.Store) bool {
+	ex, ok := st.(storage.Exclusive)
+	_, hooks := st.(storage.ApplyHooker)
+	return ok && hooks && ex.Exclusive()
+}
+
+// liveness decides how the owners of other transactions' locks are
+// judged: by Options.Liveness when set; on a store this DB owns, by the
+// in-process registry (every other owner belongs to a process that has
+// exited, so its locks are rolled back at once); on a store shared with
+// other processes and no liveness service, by the locks' TTL alone
+// (coord.TTLOnly), since this process cannot tell a live peer from a dead
+// one.
+func (db *DB) liveness(owner string) coord.Liveness {
+	switch {
+	case db.opts.Liveness != nil:
+		return db.opts.Liveness
+	case exclusive(db.store):
+		local := coord.NewLocal()
+		local.Register(owner)
+		return local
+	}
+	return coord.TTLOnly{}
+}
+
+// lateOracle is the client's oracle, opened after the client has claimed
+// the store (see open).
+type lateOracle struct{ o txn.Oracle }
+
+func (l *lateOracle) Timestamp(ctx context.Context) (uint64, error) { return l.o.Timestamp(ctx) }
 
 func (db *DB) openStore() error {
 	switch {
@@ -94,17 +127,24 @@ func (db *DB) openStore() error {
 	return nil
 }
 
-func (db *DB) openOracle() (txn.Oracle, error) {
+// openOracle returns Options.Oracle, or opens the store's own allocator:
+// its high-water mark and a lease live in the store (oracle.FamilyOracle),
+// so timestamps never restart below what the store holds, and a second DB
+// on the store without a shared oracle is refused while this one holds
+// the lease.
+func (db *DB) openOracle(ctx context.Context, owner string, live coord.Liveness) (txn.Oracle, error) {
 	if db.opts.Oracle != nil {
 		return db.opts.Oracle, nil
 	}
-	path := ""
-	if db.opts.Dir != "" {
-		path = filepath.Join(db.opts.Dir, "oracle")
+	if _, ttlOnly := live.(coord.TTLOnly); ttlOnly {
+		live = nil
 	}
-	alloc, err := oracle.OpenAllocator(path, oracle.AllocatorOptions{})
+	alloc, err := oracle.OpenStoreAllocator(ctx, db.store, oracle.StoreOptions{
+		Owner: owner, Liveness: live, TTL: db.opts.LockTTL, Logger: db.opts.Logger,
+		Recover: func(ctx context.Context) (uint64, error) { return txn.NewestTimestamp(ctx, db.store) },
+	})
 	if err != nil {
-		return nil, fmt.Errorf("percolator: opening oracle: %w", err)
+		return nil, fmt.Errorf("percolator: opening the oracle: %w", err)
 	}
 	db.closer = append(db.closer, alloc.Close)
 	return oracle.NewClient(alloc), nil

@@ -19,8 +19,8 @@
 // package storage.
 //
 // The embedded deployment (this package's default) keeps the store in
-// Pebble under Dir/store and the timestamp oracle's high-water mark in
-// Dir/oracle; one process opens a directory at a time, and the next process
-// to open it resolves the locks the previous one left at once, without
+// Pebble under Dir/store, the timestamp oracle's high-water mark and lease
+// inside it; one process (and one DB) opens a directory at a time, and the
+// next to open it resolves the locks the previous one left at once, without
 // waiting out their TTL.
 package percolator

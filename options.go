@@ -16,12 +16,22 @@ type Options struct {
 	// memory (lost at Close).
 	Dir string
 	// Store, if set, is used instead of Dir's store (a server's or
-	// Bigtable's). The DB does not close it.
+	// Bigtable's). The DB does not close it. An exclusive store (an
+	// embedded one: storage.Exclusive) takes one DB at a time; a second
+	// fails to open with an error matching storage.ErrInUse.
 	Store storage.Store
-	// Oracle, if set, hands out timestamps instead of the embedded oracle.
+	// Oracle, if set, hands out timestamps instead of the store's own
+	// allocator, whose high-water mark and lease live in the store
+	// (oracle.OpenStoreAllocator): share one Oracle between DBs that share
+	// a store. It must never hand out a timestamp at or below one already
+	// used in the store. Without it, a second DB on a shared store is
+	// refused while the first holds the store's oracle lease.
 	Oracle txn.Oracle
-	// Liveness, if set, decides whether lock owners are alive instead of
-	// the in-process registry.
+	// Liveness, if set, decides whether lock owners are alive. Without it,
+	// a DB that owns its store exclusively judges every other owner dead
+	// (their process has exited), and a DB on a shared store judges
+	// another process's locks by their TTL alone (coord.TTLOnly): it never
+	// rolls back a transaction whose owner keeps its lock fresh.
 	Liveness coord.Liveness
 	// LockTTL: how long a lock of a live-but-silent owner stays valid.
 	// Default 10s.

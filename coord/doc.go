@@ -16,7 +16,12 @@
 //
 //  1. An owner is alive exactly while it is registered in this process.
 //  2. The embedded store is opened by one process at a time (the store's
-//     directory lock), so an owner not registered here belongs to a process
-//     that has exited: it is dead, and stays dead (identities are never
-//     reused: they embed random bytes).
+//     directory lock) and by one client in it (the store's one apply hook),
+//     so an owner not registered here belongs to a process that has
+//     exited: it is dead, and stays dead (identities are never reused: they
+//     embed random bytes).
+//  3. Local is right only for a store that one client owns. A store shared
+//     with other processes needs a Liveness that knows every process (a
+//     server's sessions, etcd leases); without one, TTLOnly treats every
+//     owner as alive, and a lock is judged by its TTL alone.
 package coord

@@ -16,7 +16,7 @@ import (
 // goroutine, tracked by wg so Close can wait for it.
 type Allocator struct {
 	opts AllocatorOptions
-	mark *markFile // nil for an in-memory allocator
+	mark persister // nil for an in-memory allocator
 	wg   sync.WaitGroup
 
 	closeOnce sync.Once
@@ -35,6 +35,18 @@ type Allocator struct {
 		ext    *extension
 		closed bool
 	}
+}
+
+// persister keeps the durable high-water mark: a mark file, or a lease
+// row in the store (OpenStoreAllocator).
+type persister interface {
+	// write durably raises the mark; on a nil return it survives a crash.
+	write(mark uint64) error
+	// usable is nil while timestamps below the durable mark may be handed
+	// out (a store lease that may have passed to another allocator is
+	// not).
+	usable() error
+	close() error
 }
 
 // extension is one durable write of a higher mark.
@@ -113,6 +125,11 @@ func (a *Allocator) Allocate(ctx context.Context, n int) (uint64, error) {
 // allocateLocked hands out n timestamps, or returns the extension to wait
 // for when the persisted window is too small.
 func (a *Allocator) allocateLocked(n uint64) (first uint64, wait *extension, err error) {
+	if a.mark != nil {
+		if err := a.mark.usable(); err != nil {
+			return 0, nil, err
+		}
+	}
 	switch {
 	case a.mu.closed:
 		return 0, nil, ErrClosed

@@ -22,4 +22,8 @@ var (
 	// timestamp it returned before (or is out of range). The Client fails
 	// the batch rather than hand out a reused timestamp.
 	ErrBadReply = errors.New("oracle: backend returned a stale or invalid timestamp")
+	// ErrLeaseLost means a store allocator could not renew its lease on
+	// the store's mark in time, or found it taken by another allocator: it
+	// hands out nothing more (another may be handing out timestamps now).
+	ErrLeaseLost = errors.New("oracle: lease on the store's timestamp mark lost")
 )

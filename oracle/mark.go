@@ -110,6 +110,9 @@ func (m *markFile) write(mark uint64) error {
 	return nil
 }
 
+// usable implements persister: a locked mark file is always usable.
+func (m *markFile) usable() error { return nil }
+
 func (m *markFile) close() error {
 	// Closing the descriptor releases the flock.
 	return m.lock.Close()

@@ -99,6 +99,10 @@ func (c *Client) buildIndex(ctx context.Context) error {
 	return nil
 }
 
+// Indexed reports whether the client owns its store exclusively (and keeps
+// the in-memory index through its apply hook).
+func (c *Client) Indexed() bool { return c.index != nil }
+
 // Owner returns the identity this client writes into its locks.
 func (c *Client) Owner() string { return c.opts.Owner }
 

@@ -1,0 +1,395 @@
+package oracle
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// The store's mark lives in the store itself, in one cell: family
+// FamilyOracle, row "mark", qualifier "lease". Keeping it beside the data
+// it protects means a store carries its own high-water mark wherever it
+// goes, and on a store with one ordered log (Pebble) the mark and the data
+// recover together: a timestamp found in the data was handed out below a
+// mark written (and synced) before it.
+//
+// The cell holds a lease record (leaseRecord) at a version that counts its
+// writes (the epoch). Every change is a CheckAndMutate on the exact
+// current epoch that writes epoch+1 and deletes epoch, so of two
+// allocators racing for the lease one wins, and a record is never
+// overwritten by a writer that had not read it.
+const (
+	// FamilyOracle holds the store allocator's lease record.
+	FamilyOracle = "oracle"
+	markRowKey   = "mark"
+	leaseQual    = "lease"
+)
+
+var markRow = []byte(markRowKey)
+
+// StoreOptions configures OpenStoreAllocator. Owner is required.
+type StoreOptions struct {
+	AllocatorOptions
+	// Owner names this allocator's process in the lease (a coord owner ID).
+	Owner string
+	// Liveness judges whether another lease holder is alive. nil: every
+	// holder is alive until its lease expires (TTL only).
+	Liveness coord.Liveness
+	// TTL is the lease's length; it is renewed every TTL/3. Default 10s.
+	TTL time.Duration
+	// Now is the wall clock stamped into the lease. Default time.Now.
+	Now func() time.Time
+	// Recover returns the highest timestamp the store's data holds. It is
+	// called when the store has no mark yet, so that a store whose mark
+	// was lost (or that predates it) never restarts timestamps below
+	// what it holds. nil: a store without a mark is taken as empty.
+	Recover func(ctx context.Context) (uint64, error)
+	// Logger receives lease warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *StoreOptions) ensureDefaults() {
+	o.AllocatorOptions.EnsureDefaults()
+	if o.TTL == 0 {
+		o.TTL = 10 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+func (o *StoreOptions) validate() error {
+	switch {
+	case o.Owner == "":
+		return fmt.Errorf("%w: empty Owner", ErrInvalidArgument)
+	case o.TTL < 3*time.Millisecond:
+		return fmt.Errorf("%w: lease TTL %v below 3ms", ErrInvalidArgument, o.TTL)
+	}
+	return o.AllocatorOptions.Validate()
+}
+
+// leaseRecord is the stored lease: the mark (every timestamp any
+// allocator of this store handed out is below it), who holds the lease
+// ("" once released) and since when, and a nonce that tells a write that
+// applied from one that did not after an unknown outcome.
+type leaseRecord struct {
+	Mark   uint64
+	Owner  string
+	WallMS uint64
+	TTLMS  uint64
+	Nonce  uint64
+}
+
+const leaseMagic = "ptslease"
+
+// encodeLease: magic, mark, wall, ttl, nonce (8 bytes each), owner, and a
+// CRC-32C of everything before it.
+func encodeLease(r *leaseRecord) []byte {
+	b := append([]byte(nil), leaseMagic...)
+	for _, v := range []uint64{r.Mark, r.WallMS, r.TTLMS, r.Nonce} {
+		b = binary.BigEndian.AppendUint64(b, v)
+	}
+	b = append(b, r.Owner...)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+func decodeLease(b []byte) (leaseRecord, error) {
+	const fixed = len(leaseMagic) + 4*8
+	switch {
+	case len(b) < fixed+4 || !bytes.Equal(b[:len(leaseMagic)], []byte(leaseMagic)):
+		return leaseRecord{}, fmt.Errorf("%w: store lease record of %d bytes", ErrCorruptMark, len(b))
+	case binary.BigEndian.Uint32(b[len(b)-4:]) != crc32.Checksum(b[:len(b)-4], castagnoli):
+		return leaseRecord{}, fmt.Errorf("%w: store lease record checksum mismatch", ErrCorruptMark)
+	}
+	u := func(i int) uint64 { return binary.BigEndian.Uint64(b[len(leaseMagic)+8*i:]) }
+	r := leaseRecord{Mark: u(0), WallMS: u(1), TTLMS: u(2), Nonce: u(3), Owner: string(b[fixed : len(b)-4])}
+	if r.Mark > MaxTimestamp+1 {
+		return leaseRecord{}, fmt.Errorf("%w: store mark %d above MaxTimestamp+1", ErrCorruptMark, r.Mark)
+	}
+	return r, nil
+}
+
+// storeMark is the persister of a store allocator: the lease cell, held by
+// this allocator from open to close, renewed in the background.
+//
+// Safety against a second allocator (DESIGN.md invariant 1): another
+// allocator takes the lease only when Liveness reports this owner dead or
+// when, by its wall clock, the lease has run out (WallMS+TTLMS). This one
+// hands out timestamps only while its monotonic clock is below the send
+// time of its last confirmed lease write plus TTL·(1−drift), drift = 1/10:
+// it stops before a taker whose wall clock runs within TTL/10 of this one
+// (skew plus rate error) can take over. With Local liveness (an exclusive
+// store, whose one client is this process) a dead holder is taken over at
+// once, which is what lets a restarted embedded store open without
+// waiting.
+//
+// Concurrency: mu serializes writes of the cell (extension, renewal,
+// release); usable reads only atomics.
+type storeMark struct {
+	st    storage.Store
+	opts  StoreOptions
+	clock time.Time // monotonic origin of deadline
+	mu    sync.Mutex
+	// Invariant (under mu): epoch is the version of the current record,
+	// which this allocator wrote; mark is the mark in it.
+	epoch, mark uint64
+	// deadline is when (nanoseconds after clock, monotonic) this
+	// allocator must stop handing out timestamps unless renewed.
+	deadline atomic.Int64
+	lost     atomic.Pointer[error]
+	stop     chan struct{}
+	renewer  sync.WaitGroup
+}
+
+// OpenStoreAllocator opens the allocator whose mark lives in st (see
+// storeMark): it takes the store's lease, resumes above the stored mark
+// (or, for a store without one, above what Recover finds), and durably
+// writes a mark Window ahead before returning. While another live
+// allocator holds the lease it fails with an error wrapping
+// storage.ErrInUse, naming the holder. Close releases the lease.
+func OpenStoreAllocator(ctx context.Context, st storage.Store, opts StoreOptions) (*Allocator, error) {
+	opts.ensureDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	m := &storeMark{st: st, opts: opts, clock: time.Now(), stop: make(chan struct{})}
+	resume, err := m.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a := &Allocator{opts: opts.AllocatorOptions, mark: m}
+	a.mu.next = max(1, opts.start, resume)
+	a.mu.limit = m.mark
+	if a.mu.limit <= a.mu.next { // the window acquire wrote is used up by start
+		if err := m.write(satAdd(a.mu.next, opts.Window)); err != nil {
+			_ = m.close()
+			return nil, err
+		}
+		a.mu.limit = m.mark
+	}
+	m.renewer.Add(1)
+	go m.renew()
+	return a, nil
+}
+
+// acquire takes the lease and returns where to resume: the mark of the
+// previous holder.
+func (m *storeMark) acquire(ctx context.Context) (uint64, error) {
+	for range 3 {
+		epoch, cur, found, err := m.read(ctx)
+		switch {
+		case err != nil:
+			return 0, err
+		case !found:
+			resume, created, err := m.create(ctx)
+			if err != nil || created {
+				return resume, err
+			}
+			continue // another allocator created it first: judge its lease
+		case m.heldByOther(ctx, &cur):
+			exp := time.UnixMilli(int64(cur.WallMS + cur.TTLMS))
+			return 0, fmt.Errorf("oracle: the store's timestamp oracle is held by %s (lease until %s): %w; open it with the holder's shared oracle",
+				cur.Owner, exp.Format(time.RFC3339), storage.ErrInUse)
+		}
+		m.epoch, m.mark = epoch, cur.Mark
+		resume := max(1, cur.Mark)
+		if err := m.write(satAdd(resume, m.opts.Window)); err != nil {
+			if errors.Is(err, ErrLeaseLost) {
+				m.lost.Store(nil) // raced with another taker: judge again
+				continue
+			}
+			return 0, err
+		}
+		return resume, nil
+	}
+	return 0, fmt.Errorf("oracle: could not take the store's lease: %w", ErrLeaseLost)
+}
+
+// create writes the first lease record of a store that has none, resuming
+// above the highest timestamp its data holds. created is false when
+// another allocator created it first.
+func (m *storeMark) create(ctx context.Context) (resume uint64, created bool, err error) {
+	if m.opts.Recover != nil {
+		high, err := m.opts.Recover(ctx)
+		if err != nil {
+			return 0, false, fmt.Errorf("oracle: recovering the mark from the store: %w", err)
+		}
+		if high > 0 {
+			m.opts.Logger.Warn("oracle: the store has no timestamp mark; resuming above its newest timestamp", "timestamp", high)
+		}
+		resume = satAdd(high, 1)
+	}
+	resume = max(1, resume)
+	rec := m.record(satAdd(resume, m.opts.Window))
+	cell := storage.Filter{{Family: FamilyOracle, Qualifier: leaseQual}}
+	exists, err := m.st.CheckAndMutate(ctx, markRow, cell, nil, []storage.Mutation{storage.SetCell(FamilyOracle, leaseQual, 1, encodeLease(&rec))})
+	if err != nil || exists {
+		return 0, false, err
+	}
+	m.epoch, m.mark = 1, rec.Mark
+	m.confirm(time.Since(m.clock))
+	return resume, true, nil
+}
+
+// heldByOther reports whether cur is a live lease of another owner.
+func (m *storeMark) heldByOther(ctx context.Context, cur *leaseRecord) bool {
+	if cur.Owner == "" || cur.Owner == m.opts.Owner {
+		return false
+	}
+	if uint64(m.opts.Now().UnixMilli()) > cur.WallMS+cur.TTLMS {
+		return false
+	}
+	if m.opts.Liveness == nil {
+		return true
+	}
+	alive, err := m.opts.Liveness.Alive(ctx, cur.Owner)
+	return alive || err != nil
+}
+
+// read returns the current lease record and its epoch.
+func (m *storeMark) read(ctx context.Context) (epoch uint64, rec leaseRecord, found bool, err error) {
+	r, err := m.st.ReadRow(ctx, markRow, storage.Filter{{Family: FamilyOracle, Qualifier: leaseQual, Limit: 1}})
+	if err != nil || len(r.Cells) == 0 {
+		return 0, leaseRecord{}, false, err
+	}
+	rec, err = decodeLease(r.Cells[0].Value)
+	return r.Cells[0].TS, rec, err == nil, err
+}
+
+func (m *storeMark) record(mark uint64) leaseRecord {
+	return leaseRecord{Mark: mark, Owner: m.opts.Owner, WallMS: uint64(m.opts.Now().UnixMilli()),
+		TTLMS: uint64(m.opts.TTL.Milliseconds()), Nonce: rand.Uint64()}
+}
+
+// write implements persister: it raises the mark, renewing the lease.
+func (m *storeMark) write(mark uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.replaceLocked(m.record(max(mark, m.mark)))
+}
+
+// replaceLocked writes rec as the next epoch, on the exact current one.
+// After an unknown outcome it reads the cell: its own nonce at the next
+// epoch means the write applied. Anything else at another epoch means the
+// lease was taken: it is lost for good. m.mu is held.
+func (m *storeMark) replaceLocked(rec leaseRecord) error {
+	if err := m.usableLost(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.opts.TTL)
+	defer cancel()
+	sent := time.Since(m.clock)
+	val := encodeLease(&rec)
+	var lastErr error
+	for range 4 {
+		matched, err := m.st.CheckAndMutate(ctx, markRow,
+			storage.Filter{{Family: FamilyOracle, Qualifier: leaseQual, Time: storage.At(m.epoch)}},
+			[]storage.Mutation{storage.SetCell(FamilyOracle, leaseQual, m.epoch+1, val), storage.DeleteCell(FamilyOracle, leaseQual, m.epoch)}, nil)
+		if err == nil && matched {
+			return m.appliedLocked(rec, sent)
+		}
+		epoch, cur, found, rerr := m.read(ctx)
+		switch {
+		case rerr != nil:
+			lastErr = errors.Join(err, rerr)
+			continue
+		case found && epoch == m.epoch+1 && cur.Nonce == rec.Nonce:
+			return m.appliedLocked(rec, sent) // an unknown outcome that applied
+		case found && epoch == m.epoch && err != nil:
+			lastErr = err
+			continue // not applied: send again
+		}
+		return m.loseLocked(fmt.Errorf("%w: the lease cell is at epoch %d (owner %q), not %d", ErrLeaseLost, epoch, cur.Owner, m.epoch))
+	}
+	return fmt.Errorf("oracle: writing the store's mark: %w", lastErr)
+}
+
+func (m *storeMark) appliedLocked(rec leaseRecord, sent time.Duration) error {
+	m.epoch++
+	m.mark = rec.Mark
+	if rec.Owner != "" {
+		m.confirm(sent)
+	}
+	return nil
+}
+
+// confirm extends the deadline to sent + TTL·(1−1/10).
+func (m *storeMark) confirm(sent time.Duration) {
+	m.deadline.Store(int64(sent + m.opts.TTL - m.opts.TTL/10))
+}
+
+func (m *storeMark) loseLocked(err error) error {
+	m.lost.CompareAndSwap(nil, &err)
+	m.opts.Logger.Error("oracle: lost the store's lease; this allocator hands out no more timestamps", "err", err)
+	return err
+}
+
+func (m *storeMark) usableLost() error {
+	if p := m.lost.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// usable implements persister.
+func (m *storeMark) usable() error {
+	if err := m.usableLost(); err != nil {
+		return err
+	}
+	if int64(time.Since(m.clock)) >= m.deadline.Load() {
+		return fmt.Errorf("%w: not renewed within its TTL (%v)", ErrLeaseLost, m.opts.TTL)
+	}
+	return nil
+}
+
+// renew rewrites the lease every TTL/3 until close.
+func (m *storeMark) renew() {
+	defer m.renewer.Done()
+	t := time.NewTicker(m.opts.TTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		m.mu.Lock()
+		err := m.replaceLocked(m.record(m.mark))
+		m.mu.Unlock()
+		if errors.Is(err, ErrLeaseLost) {
+			return
+		}
+		if err != nil {
+			m.opts.Logger.Warn("oracle: renewing the store's lease", "err", err)
+		}
+	}
+}
+
+// close implements persister: it stops renewing and releases the lease,
+// keeping the mark, so the next allocator takes over at once.
+func (m *storeMark) close() error {
+	close(m.stop)
+	m.renewer.Wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.usableLost() != nil {
+		return nil
+	}
+	rec := m.record(m.mark)
+	rec.Owner = ""
+	return m.replaceLocked(rec)
+}

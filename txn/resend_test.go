@@ -3,8 +3,8 @@ package txn
 import (
 	"context"
 	"errors"
-	"strings"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"

@@ -104,6 +104,27 @@
 // instead of two. On stores without one ordered log (Bigtable) every write
 // is durable on return and the argument is not needed.
 //
+// Reads are the other half. A reader must never return a value, nor decide
+// that a transaction committed, on the strength of a commit point that is
+// not yet durable: a power loss would take it back after the reader acted
+// on it. Pebble publishes a synced batch to readers before its sync
+// returns, so the store promises it instead (storage.Store, "Visibility
+// and durability"): every read of the store waits for a durable write in
+// flight on the rows it returns, and a store whose sync failed fails every
+// call (storage.ErrFailed) rather than return what the failure may lose.
+// The index adds nothing here: its hook runs after the sync. Unsynced
+// locks and secondary commits stay visible, which is harmless: a lock is
+// what readers must see, and a lost secondary commit leaves its lock,
+// rolled forward from the durable primary to the same value.
+//
+// TestPowerLoss (root package) runs a bank on a crashable filesystem and
+// cuts the power (vfs.MemFS.CrashClone, keeping none, some or all unsynced
+// data), sometimes while the log's syncs are held and readers race the
+// published commits, then fails those syncs: every acknowledged transfer
+// and every value a reader returned survives, and no commit whose sync
+// failed is acknowledged. It fails if reads skip the wait, or if a failed
+// commit is reported.
+//
 // # Rejected designs
 //
 // Rollback records could be kept out of the write column (TiKV keeps them

@@ -392,4 +392,3 @@ func (p *powerLoss) verify(d plDB, cycle int) {
 		p.seen[w].Store(ctrs[w])
 	}
 }
-

@@ -68,7 +68,7 @@ func (db *DB) open(ctx context.Context) error {
 	if orc.o, err = db.openOracle(ctx, owner, live); err != nil {
 		return err
 	}
-	db.obs, err = observer.New(ctx, db.store, db.client, orc.o, coord.NewLocalLocker(), observer.Options{Logger: o.Logger})
+	db.obs, err = observer.New(ctx, db.store, db.client, orc.o, coord.NewLocalLocker(), observer.Options{Logger: o.Logger, MaxFailures: o.MaxFailures})
 	return err
 }
 

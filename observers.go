@@ -27,9 +27,11 @@ type Quarantined = observer.Quarantined
 type ObserverStatus = observer.Status
 
 // Observe registers o: from its return every write of o.Column, in this
-// process or any later one that opens the store, sets a notification, and
-// RunWorkers runs o.Fn for it. Registering a stored name again attaches
-// the code (each process that runs workers registers its observers).
+// process or any other on the store, sets a notification, and RunWorkers
+// runs o.Fn for it; existing cells of the column are notified too (a
+// backfill, finished by a later Observe or RunWorkers if it is cut short).
+// Registering a stored name again attaches the code (each process that
+// runs workers registers its observers).
 func (db *DB) Observe(ctx context.Context, o Observer) error { return db.obs.Register(ctx, o) }
 
 // Notify sets a weak notification on (row, column); column's observers
@@ -38,11 +40,23 @@ func (db *DB) Notify(ctx context.Context, row, column string) error {
 	return db.obs.Notify(ctx, row, column)
 }
 
-// RunWorkers runs scanner threads that find notifications and run their
-// observers, until ctx ends or, with opts.Drain, no work is left.
-func (db *DB) RunWorkers(ctx context.Context, opts WorkerOptions) error {
+// WorkerReport is what RunWorkers left behind: with Drain, the observers
+// whose notifications are pending but have no code in this process.
+type WorkerReport = observer.Report
+
+// RunWorkers finishes any backfill a Register left unfinished, then runs
+// scanner threads that find notifications and run their observers, until
+// ctx ends or, with opts.Drain, no work is left. A drain reports (and
+// logs) the observers registered elsewhere whose notifications it left.
+func (db *DB) RunWorkers(ctx context.Context, opts WorkerOptions) (WorkerReport, error) {
 	return db.obs.Run(ctx, opts)
 }
+
+// Unobserve removes the observer named name: no write sets a notification
+// for it from its return, in any process. Its acks stay, so observing the
+// same name again resumes where it stopped; a column left without
+// observers has its notifications cleared by the scanners.
+func (db *DB) Unobserve(ctx context.Context, name string) error { return db.obs.Unregister(ctx, name) }
 
 // Load runs fn for items 0..n-1, each in its own transaction retried on
 // conflict, at most opts.Concurrency at a time: bulk ingest.

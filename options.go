@@ -41,6 +41,10 @@ type Options struct {
 	// MaxRetries bounds Update's attempts after a conflict; 0 retries
 	// until the context ends.
 	MaxRetries int
+	// MaxFailures is how many failed runs in a row of one observer on one
+	// cell (an error, a panic, a commit that cannot succeed) quarantine
+	// its notification. Default 5.
+	MaxFailures int
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -61,7 +65,7 @@ func (o *Options) EnsureDefaults() {
 // Validate checks the options after EnsureDefaults.
 func (o *Options) Validate() error {
 	switch {
-	case o.LockTTL < 0 || o.MaxValueSize < 0 || o.MaxRetries < 0:
+	case o.LockTTL < 0 || o.MaxValueSize < 0 || o.MaxRetries < 0 || o.MaxFailures < 0:
 		return fmt.Errorf("%w: negative option", ErrInvalidArgument)
 	case o.Store != nil && o.Dir != "":
 		return fmt.Errorf("%w: both Dir and Store set", ErrInvalidArgument)

@@ -278,7 +278,7 @@ func TestObserversThroughTheFacade(t *testing.T) {
 	if err != nil || len(progress) != 10 || progress[9] != 10 {
 		t.Fatalf("Load: %v, progress %v", err, progress)
 	}
-	if err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: 2, Drain: true}); err != nil {
+	if _, err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: 2, Drain: true}); err != nil {
 		t.Fatal(err)
 	}
 	err = db.View(ctx, func(tx *percolator.Txn) error {
@@ -312,7 +312,7 @@ func TestObserversThroughTheFacade(t *testing.T) {
 	if err := db.Observe(ctx, percolator.Observer{Name: "upper", Column: "text", Fn: upper}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RunWorkers(ctx, percolator.WorkerOptions{Drain: true}); err != nil {
+	if _, err := db.RunWorkers(ctx, percolator.WorkerOptions{Drain: true}); err != nil {
 		t.Fatal(err)
 	}
 	err = db.View(ctx, func(tx *percolator.Txn) error {

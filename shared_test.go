@@ -213,3 +213,28 @@ func TestSharedStoreLivenessIsTTL(t *testing.T) {
 		t.Fatalf("reader after the commit: %q", got)
 	}
 }
+
+// TestMaxFailuresOption: Options.MaxFailures reaches the observers.
+func TestMaxFailuresOption(t *testing.T) {
+	ctx := context.Background()
+	db := open(t, percolator.Options{MaxFailures: 2})
+	runs := 0
+	err := db.Observe(ctx, percolator.Observer{Name: "fails", Column: "in", Fn: func(context.Context, *percolator.Txn, string, string) error {
+		runs++
+		return errors.New("always")
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set(t, db, "r", "v") // column v: not observed
+	if err := db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set("r", "in", []byte("x")) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.RunWorkers(ctx, percolator.WorkerOptions{Drain: true}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := db.Quarantine(ctx)
+	if err != nil || len(q) != 1 || q[0].Failures != 2 || runs != 2 {
+		t.Fatalf("quarantine %+v after %d runs, %v: want one, after 2 failures", q, runs, err)
+	}
+}

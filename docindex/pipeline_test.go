@@ -29,7 +29,7 @@ func drain(t *testing.T, db *percolator.DB, scanners int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: scanners, Drain: true, MaxIdle: 10 * time.Millisecond}); err != nil {
+	if _, err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: scanners, Drain: true, MaxIdle: 10 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -69,7 +69,7 @@ func TestIncrementalEqualsBatch(t *testing.T) {
 	wg.Add(1)
 	go func() { // workers run while the corpus changes under them
 		defer wg.Done()
-		_ = db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: 2, MaxIdle: 5 * time.Millisecond})
+		_, _ = db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: 2, MaxIdle: 5 * time.Millisecond})
 	}()
 	files := map[string][]byte{}
 	for round := range 6 {
@@ -102,7 +102,7 @@ func TestIncrementalEqualsBatch(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_ = db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: 2, MaxIdle: 5 * time.Millisecond})
+				_, _ = db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: 2, MaxIdle: 5 * time.Millisecond})
 			}()
 		}
 	}

@@ -14,28 +14,59 @@
 //
 // # Invariants (DESIGN.md, "Observer invariants")
 //
-//  1. Registrations are stored (Register writes FamilyObservers before it
-//     returns) and loaded by New, so every process that opens the store
-//     sets notifications for every observed column. Register installs the
-//     new set in the txn client, which returns only after every prewrite
-//     built with the old set has finished, then notifies every cell of the
-//     column that already has a commit record or a lock (the backfill): no
-//     write is left unannounced.
+//  1. Registrations are stored in FamilyObservers, with a registry version
+//     (an 8-byte counter in the row versionRow), and loaded by New: every
+//     process on the store learns of every registration. Register makes
+//     the registration durable, then raises the version, then notifies
+//     every cell of the column that already has a commit record or a lock
+//     (the backfill). A committer builds its prewrites under one snapshot
+//     of the registry, and between its last prewrite and its commit point
+//     refreshes it (txn.Observers): if the version moved, it writes the
+//     notifications the newer set asks for before committing. A
+//     registration whose version was raised before that refresh is seen
+//     by it; one raised after it backfills after the committer's locks
+//     exist, and the backfill finds the lock or its commit record. So no
+//     write is left unannounced, whichever process registered or wrote.
+//     On a store this process owns (an exclusive store, whose one client
+//     is this one) every registration passes through this registry, and
+//     the refresh reads memory; on a shared store it reads the stored
+//     version, and reloads the set when it moved.
+//
+//     A backfill records its progress (FamilyBackfill) after each chunk and
+//     marks the registration done at its end (the registration's value
+//     says "backfill" until then): one cut short by an error or a crash is
+//     finished by the next Register of the observer or by Run, in any
+//     process.
+//
+//     A scanner refreshes the registry after each scan of notifications
+//     and before it clears any of them: a registration whose backfill
+//     wrote a notification the scan returned has raised the version
+//     before, so the scanner knows it, and never clears a notification
+//     for an observer it has not loaded (it leaves the column to a process
+//     with the observer's code, and a drain reports such observers). A
+//     registration raised after the refresh writes notification versions
+//     of its own, which a clear of the versions seen leaves. Columns that
+//     no observer watches any more (Unregister) have their notifications
+//     cleared by the same rule.
+//
 //  2. The notification is written by the prewrite, in the same atomic row
 //     write as the lock (txn.SetObserved): it exists before the write can
 //     be committed, by its writer or by anyone rolling it forward, and it
 //     is durable whenever the commit is (one ordered log, or a synced
 //     prewrite). A crash loses no notification of a committed write.
+//
 //  3. A cell is dirty for O while its newest commit_ts (txn.CommitTS, in
 //     the run's snapshot, deletes included) exceeds O's ack. A run writes
 //     the ack at its start_ts in its own transaction, so two runs of one
 //     change conflict on the ack and at most one commits; if both abort,
 //     the notification stays. A clean cell is not run. Many writes before
 //     a run leave many notification versions and one run (collapsing).
+//
 //  4. Clearing deletes exactly the notification versions the scanner saw,
 //     with a CheckAndMutate that applies only when the column has no lock
 //     and no commit at or after the runs' start_ts: a newer notification is
 //     its own version and stays, and a newer write keeps the old one too.
+//
 //  5. Weak notifications (Notify) write only the notify column of a column
 //     whose observers are weak: no ack, no conflict, a run per pass.
 //
@@ -71,5 +102,15 @@
 // after a back-off that doubles per failure; after Options.MaxFailures
 // failures in a row on one cell its notification is quarantined (a
 // FamilyQuarantine record) instead of spinning forever, listed by
-// Quarantine and re-queued by Retry. A conflict is not a failure.
+// Quarantine and re-queued by Retry. A conflict is not a failure. An error
+// a later run would meet again — the dirty check or the commit failing on
+// a corrupt record, a Commit or Rollback of the run's own transaction
+// (which the framework ends: txn.ErrManaged) returned by the observer — is
+// a failure too, so a drain always ends.
+//
+// An observer that writes the cell it observes makes a new change with
+// each commit, and would run forever; a normalizing observer writes once
+// more and then stops. Runs that write their own cell are counted
+// (self_triggers in Status), and the selfTriggerLimit-th in a row on one
+// cell is rolled back and its notification quarantined as a loop.
 package observer

@@ -36,7 +36,11 @@ func (o *Options) ensureDefaults() {
 	}
 }
 
-// Framework runs observers over one store. One per process and store.
+// backfillChunk is how many rows a backfill notifies between two records
+// of its progress.
+const backfillChunk = 256
+
+// Framework runs observers over one store. One per client.
 type Framework struct {
 	store  storage.Store
 	client *txn.Client
@@ -46,74 +50,211 @@ type Framework struct {
 	reg    registry
 	stats  statsTable
 	fails  failures
+	loops  failures // consecutive self-triggered commits per cell
 
 	// clears counts the notifications cleared since the notify keyspace
 	// was last compacted; compacting is set while one scanner compacts it.
 	clears     atomic.Int64
 	compacting atomic.Bool
+
+	backfillChunk int // rows per backfill progress record (test knob)
 }
 
 // New loads the stored registrations and makes client set notifications
-// for every observed column from now on.
+// for every observed column from now on. On a store client does not own
+// (another process may register observers), the registry is reloaded
+// whenever its stored version moves.
 func New(ctx context.Context, store storage.Store, client *txn.Client, oracle txn.Oracle, locker coord.Locker, opts Options) (*Framework, error) {
 	opts.ensureDefaults()
-	f := &Framework{store: store, client: client, oracle: oracle, locker: locker, opts: opts}
+	f := &Framework{store: store, client: client, oracle: oracle, locker: locker, opts: opts, backfillChunk: backfillChunk}
 	f.fails.m = map[string]*failure{}
-	if err := f.reg.load(ctx, store); err != nil {
+	f.loops.m = map[string]*failure{}
+	f.reg = registry{store: store, shared: !client.Indexed(), code: map[string]Func{}}
+	if err := f.reg.load(ctx); err != nil {
 		return nil, err
 	}
-	client.SetObserved(f.reg.observed)
+	client.SetObservers(&f.reg)
 	return f, nil
 }
 
 // Register stores o's registration (if new) and attaches its code. From
 // its return every write of o.Column sets a notification, in any process
 // that opens the store; cells written before (and prewrites in flight
-// while it ran) are notified by a backfill, so no change is missed.
+// while it ran) are notified by a backfill, so no change is missed. A
+// backfill cut short (an error, a crash) is finished by the next Register
+// of o or by RunWorkers.
+//
+// The order is the registry's contract (txn.Observers): the registration
+// is durable, then the version is raised, then existing cells are
+// notified.
 func (f *Framework) Register(ctx context.Context, o Observer) error {
 	f.reg.mu.Lock()
 	defer f.reg.mu.Unlock()
-	m, stored, err := f.reg.with(o)
+	s, err := f.reg.loadLocked(ctx)
 	if err != nil {
 		return err
 	}
-	if stored {
-		f.reg.byCol.Store(&m)
+	if err := s.validate(o); err != nil {
+		return err
+	}
+	f.reg.code[o.Name] = o.Fn
+	g := s.lookup(o.Name)
+	if g == nil {
+		g = &registration{name: o.Name, column: o.Column, weak: o.Weak, backfill: !o.Weak}
+		if err := f.store.Mutate(ctx, []byte(o.Column), storage.SetCell(FamilyObservers, o.Name, 0, regValue(o.Weak, g.backfill))); err != nil {
+			return fmt.Errorf("observer: storing %q: %w", o.Name, err)
+		}
+		if s.version, err = f.reg.bumpLocked(ctx); err != nil {
+			return fmt.Errorf("observer: storing %q: %w", o.Name, err)
+		}
+	}
+	g = &registration{name: g.name, column: g.column, weak: g.weak, backfill: g.backfill, fn: o.Fn}
+	f.reg.cur.Store(s.with(g, g.name, s.version))
+	if !g.backfill {
 		return nil
 	}
-	if err := f.store.Mutate(ctx, []byte(o.Column), storage.SetCell(FamilyObservers, o.Name, 0, []byte(kind(o.Weak)))); err != nil {
-		return fmt.Errorf("observer: storing %q: %w", o.Name, err)
-	}
-	f.reg.byCol.Store(&m)
-	// Wait out the prewrites that built their writes with the old set.
-	f.client.SetObserved(f.reg.observed)
-	if o.Weak {
-		return nil
-	}
-	return f.backfill(ctx, o.Column)
+	return f.backfill(ctx, g)
 }
 
-// backfill notifies every cell of column that has a commit record or a
-// lock: writes that no notification announces because they came before
-// the registration.
-func (f *Framework) backfill(ctx context.Context, column string) error {
+// Unregister removes the registration named name: from its return no
+// write sets a notification for it, in any process, and no scanner runs
+// it. Its acks stay: registering the same name again resumes from them
+// (cells it processed and that did not change since are not run again);
+// register a new name to process every cell afresh. Notifications of a
+// column left without observers are cleared by the scanners.
+func (f *Framework) Unregister(ctx context.Context, name string) error {
+	f.reg.mu.Lock()
+	defer f.reg.mu.Unlock()
+	s, err := f.reg.loadLocked(ctx)
+	if err != nil {
+		return err
+	}
+	g := s.lookup(name)
+	if g == nil {
+		return fmt.Errorf("%w: no observer named %q", ErrInvalidArgument, name)
+	}
+	err = f.store.Mutate(ctx, []byte(g.column), storage.DeleteCell(FamilyObservers, name, 0))
+	if err == nil {
+		err = f.store.Mutate(ctx, []byte(g.column), storage.DeleteCell(FamilyBackfill, name, 0))
+	}
+	if err == nil {
+		s.version, err = f.reg.bumpLocked(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("observer: unregistering %q: %w", name, err)
+	}
+	delete(f.reg.code, name)
+	f.reg.cur.Store(s.with(nil, name, s.version))
+	return nil
+}
+
+// backfill notifies every cell of g's column that has a commit record or
+// a lock, from where an earlier backfill of g stopped: writes that no
+// notification announces because they came before the registration. It
+// records its progress after each chunk (a resumed backfill notifies a
+// chunk again at worst: a notification of a clean cell is harmless) and
+// marks the registration done at the end.
+func (f *Framework) backfill(ctx context.Context, g *registration) error {
 	ts, err := f.oracle.Timestamp(ctx)
 	if err != nil {
 		return err
 	}
-	wall := txn.EncodeNotify(uint64(time.Now().UnixMilli()))
+	from, err := f.backfillCursor(ctx, g)
+	if err != nil {
+		return err
+	}
+	for {
+		rows, err := f.cellsFrom(ctx, g.column, from)
+		if err != nil {
+			return fmt.Errorf("observer: backfill of %q: %w", g.name, err)
+		}
+		if len(rows) == 0 {
+			return f.backfillDone(ctx, g)
+		}
+		if err := f.notifyRows(ctx, rows, g.column, ts); err != nil {
+			return fmt.Errorf("observer: backfill of %q: %w", g.name, err)
+		}
+		last := rows[len(rows)-1]
+		if err := f.store.Mutate(ctx, []byte(g.column), storage.SetCell(FamilyBackfill, g.name, 0, last)); err != nil {
+			return fmt.Errorf("observer: backfill of %q: %w", g.name, err)
+		}
+		from = append(last, 0)
+	}
+}
+
+// backfillCursor is where g's backfill resumes: after the last row an
+// earlier run notified, or at the start.
+func (f *Framework) backfillCursor(ctx context.Context, g *registration) ([]byte, error) {
+	r, err := f.store.ReadRow(ctx, []byte(g.column), storage.Filter{{Family: FamilyBackfill, Qualifier: g.name}})
+	if err != nil || len(r.Cells) == 0 {
+		return nil, err
+	}
+	return append(r.Cells[0].Value, 0), nil
+}
+
+// cellsFrom returns up to f.backfillChunk rows from from that hold a commit
+// record or a lock of column.
+func (f *Framework) cellsFrom(ctx context.Context, column string, from []byte) ([][]byte, error) {
 	filter := storage.Filter{{Family: txn.FamilyWrite, Qualifier: column, Limit: 1}, {Family: txn.FamilyLock, Qualifier: column, Limit: 1}}
 	var rows [][]byte
-	err = f.store.Scan(ctx, nil, nil, filter, 0, func(r storage.Row) bool {
+	err := f.store.Scan(ctx, from, nil, filter, f.backfillChunk, func(r storage.Row) bool {
 		rows = append(rows, r.Key)
 		return true
 	})
-	if err != nil {
-		return fmt.Errorf("observer: backfill of %q: %w", column, err)
+	return rows, err
+}
+
+// notifyRows durably sets a notification of column at ts on every row.
+func (f *Framework) notifyRows(ctx context.Context, rows [][]byte, column string, ts uint64) error {
+	wall := txn.EncodeNotify(uint64(time.Now().UnixMilli()))
+	if b, ok := f.store.(storage.Batcher); ok {
+		batch := make([]storage.RowMutation, len(rows))
+		for i, row := range rows {
+			batch[i] = storage.RowMutation{Row: row, Mutations: []storage.Mutation{storage.SetCell(txn.FamilyNotify, column, ts, wall)}}
+		}
+		errs, err := b.MutateRows(ctx, batch)
+		if err == nil {
+			err = joinErrs(errs)
+		}
+		return err
 	}
 	for _, row := range rows {
 		if err := f.store.Mutate(ctx, row, storage.SetCell(txn.FamilyNotify, column, ts, wall)); err != nil {
-			return fmt.Errorf("observer: backfill of %q: %w", column, err)
+			return err
+		}
+	}
+	return nil
+}
+
+// backfillDone marks g's registration complete and drops its progress.
+func (f *Framework) backfillDone(ctx context.Context, g *registration) error {
+	if err := f.store.Mutate(ctx, []byte(g.column),
+		storage.SetCell(FamilyObservers, g.name, 0, regValue(g.weak, false)),
+		storage.DeleteCell(FamilyBackfill, g.name, 0)); err != nil {
+		return fmt.Errorf("observer: backfill of %q: %w", g.name, err)
+	}
+	s := f.reg.set()
+	done := &registration{name: g.name, column: g.column, weak: g.weak, fn: g.fn}
+	f.reg.cur.Store(s.with(done, g.name, s.version))
+	return nil
+}
+
+// finishBackfills finishes every backfill left unfinished (by a failed
+// Register or a crash), whoever started it.
+func (f *Framework) finishBackfills(ctx context.Context) error {
+	f.reg.mu.Lock()
+	defer f.reg.mu.Unlock()
+	s, err := f.reg.loadLocked(ctx)
+	if err != nil {
+		return err
+	}
+	for _, regs := range s.byCol {
+		for _, g := range regs {
+			if g.backfill {
+				if err := f.backfill(ctx, g); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil
@@ -128,7 +269,11 @@ func (f *Framework) Notify(ctx context.Context, row, column string) error {
 	if row == "" || len(row) > txn.MaxRowSize {
 		return fmt.Errorf("%w: row of %d bytes", ErrInvalidArgument, len(row))
 	}
-	regs := f.reg.columns()[column]
+	s, err := f.reg.refresh(ctx)
+	if err != nil {
+		return err
+	}
+	regs := s.byCol[column]
 	if len(regs) == 0 || !regs[0].weak {
 		return fmt.Errorf("%w: column %q has no weak observer", ErrInvalidArgument, column)
 	}

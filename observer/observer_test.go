@@ -99,7 +99,7 @@ func (e *env) drain(scanners int) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := e.f.Run(ctx, WorkerOptions{Scanners: scanners, Drain: true, MaxIdle: 5 * time.Millisecond}); err != nil {
+	if _, err := e.f.Run(ctx, WorkerOptions{Scanners: scanners, Drain: true, MaxIdle: 5 * time.Millisecond}); err != nil {
 		e.t.Fatalf("drain: %v", err)
 	}
 }
@@ -301,14 +301,14 @@ func TestClearKeepsNewerNotifications(t *testing.T) {
 	start := tx.StartTS()
 	_ = tx.Rollback(ctx)
 	e.set("r", "in", "2") // committed after start: the clear must not happen
-	if cleared, err := e.f.clear(ctx, "r", "in", seen, start, false); err != nil || cleared {
+	if cleared, err := e.f.clear(ctx, []byte("r"), "in", seen, start, false); err != nil || cleared {
 		t.Fatalf("clear with a newer commit: cleared %v, err %v", cleared, err)
 	}
 	all := e.versions("r")
 	tx, _ = e.client.Begin(ctx)
 	start = tx.StartTS()
 	_ = tx.Rollback(ctx)
-	if cleared, err := e.f.clear(ctx, "r", "in", seen, start, false); err != nil || !cleared {
+	if cleared, err := e.f.clear(ctx, []byte("r"), "in", seen, start, false); err != nil || !cleared {
 		t.Fatalf("clear: cleared %v, err %v", cleared, err)
 	}
 	if left := e.versions("r"); len(left) != len(all)-len(seen) || left[0] != all[0] {

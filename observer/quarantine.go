@@ -34,6 +34,16 @@ func (f *failures) waiting(row, col, name string) bool {
 	return x != nil && time.Now().Before(x.next)
 }
 
+// count returns the failures in a row recorded for (row, col, name).
+func (f *failures) count(row, col, name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if x := f.m[failKey(row, col, name)]; x != nil {
+		return x.n
+	}
+	return 0
+}
+
 func (f *failures) reset(row, col, name string) {
 	f.mu.Lock()
 	delete(f.m, failKey(row, col, name))
@@ -65,14 +75,32 @@ func (f *Framework) failed(ctx context.Context, row, col string, g *registration
 	if n < f.opts.MaxFailures {
 		return false, nil
 	}
-	rec, _ := json.Marshal(Quarantined{Row: row, Column: col, Observer: g.name, Failures: n, Error: runErr.Error(), WallMS: time.Now().UnixMilli()})
-	if err := f.store.Mutate(ctx, []byte(row), storage.SetCell(FamilyQuarantine, col+":"+g.name, 0, rec)); err != nil {
-		return false, transient(err)
+	if err := f.quarantine(ctx, row, col, g, n, runErr); err != nil {
+		return false, err
 	}
 	f.fails.reset(row, col, g.name)
-	f.stats.add(g.name, statQuarantined, 1)
-	f.opts.Logger.Error("observer: notification quarantined", "observer", g.name, "row", row, "column", col, "failures", n)
 	return true, nil
+}
+
+// quarantine sets the notification of (row, col) aside for g, recording
+// why.
+func (f *Framework) quarantine(ctx context.Context, row, col string, g *registration, failures int, why error) error {
+	rec, _ := json.Marshal(quarantineRecord{Failures: failures, Error: why.Error(), WallMS: time.Now().UnixMilli()})
+	if err := f.store.Mutate(ctx, []byte(row), storage.SetCell(FamilyQuarantine, col+":"+g.name, 0, rec)); err != nil {
+		return transient(err)
+	}
+	f.stats.add(g.name, statQuarantined, 1)
+	f.opts.Logger.Error("observer: notification quarantined", "observer", g.name, "row", row, "column", col, "failures", failures)
+	return nil
+}
+
+// quarantineRecord is a quarantine cell's value. The row, column and
+// observer are the cell's own key (row, qualifier column ":" observer):
+// row keys are bytes, and JSON would rewrite those that are not UTF-8.
+type quarantineRecord struct {
+	Failures int    `json:"failures"`
+	Error    string `json:"error"`
+	WallMS   int64  `json:"wall_ms"`
 }
 
 func firstLine(s string) string {
@@ -98,10 +126,14 @@ func (f *Framework) Quarantine(ctx context.Context) ([]Quarantined, error) {
 	var out []Quarantined
 	err := f.store.Scan(ctx, nil, nil, storage.Filter{{Family: FamilyQuarantine, AllQualifiers: true}}, 0, func(r storage.Row) bool {
 		for _, c := range r.Cells {
-			var q Quarantined
-			if json.Unmarshal(c.Value, &q) == nil {
-				out = append(out, q)
+			col, name, ok := strings.Cut(c.Qualifier, ":")
+			if !ok {
+				continue
 			}
+			var rec quarantineRecord
+			_ = json.Unmarshal(c.Value, &rec)
+			out = append(out, Quarantined{Row: string(r.Key), Column: col, Observer: name,
+				Failures: rec.Failures, Error: rec.Error, WallMS: rec.WallMS})
 		}
 		return true
 	})

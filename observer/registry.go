@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -15,8 +16,13 @@ import (
 // Families of the framework's own records (each its own keyspace).
 const (
 	// FamilyObservers records registrations: row = observed column,
-	// qualifier = observer name, value = "strong" or "weak" (invariant 1).
+	// qualifier = observer name, value = "strong" or "weak", followed by
+	// " backfill" while the backfill of existing cells is unfinished
+	// (invariant 1). The row versionRow holds the registry's version.
 	FamilyObservers = "observers"
+	// FamilyBackfill holds each unfinished backfill's progress: row =
+	// column, qualifier = observer name, value = the last row notified.
+	FamilyBackfill = "observer_backfill"
 	// FamilyQuarantine holds notifications whose observer kept failing:
 	// row = the cell's row, qualifier = column ":" observer.
 	FamilyQuarantine = "quarantine"
@@ -24,10 +30,17 @@ const (
 	FamilyStats = "observer_stats"
 )
 
+// versionRow is the registry version's row in FamilyObservers (qualifier
+// "v", an 8-byte counter). User columns cannot begin with the reserved
+// prefix, so no registration row collides with it.
+const versionRow = txn.ReservedPrefix + "version"
+
 // Func is an observer: it runs in its own transaction tx after (row,
 // column) changed, and may read and write anything through tx. Returning
-// an error (or panicking) aborts the run; it is retried with back-off and
-// quarantined after Options.MaxFailures failures.
+// nil commits tx; returning an error (or panicking) rolls it back, and the
+// run is retried with back-off and quarantined after Options.MaxFailures
+// failures. The framework ends tx: tx.Commit and tx.Rollback fail with
+// txn.ErrManaged.
 type Func func(ctx context.Context, tx *txn.Txn, row, column string) error
 
 // Observer names code that runs when a column changes.
@@ -54,44 +67,21 @@ func AckColumn(name, column string) string { return txn.ReservedPrefix + "ack:" 
 type registration struct {
 	name, column string
 	weak         bool
+	backfill     bool // its backfill is unfinished
 	fn           Func
 }
 
-// registry is the observed-column set: loaded from the store, extended by
-// Register, read lock-free by every prewrite (through txn.SetObserved).
-type registry struct {
-	mu    sync.Mutex // serializes changes
-	byCol atomic.Pointer[map[string][]*registration]
+// regSet is one version of the registry. Immutable once published.
+type regSet struct {
+	byCol   map[string][]*registration
+	version uint64
 }
 
-func (r *registry) columns() map[string][]*registration {
-	if m := r.byCol.Load(); m != nil {
-		return *m
-	}
-	return nil
-}
-
-func (r *registry) observed(col string) bool { return len(r.columns()[col]) > 0 }
-
-// load reads every stored registration.
-func (r *registry) load(ctx context.Context, st storage.Store) error {
-	m := map[string][]*registration{}
-	err := st.Scan(ctx, nil, nil, storage.Filter{{Family: FamilyObservers, AllQualifiers: true}}, 0, func(row storage.Row) bool {
-		for _, c := range row.Cells {
-			m[string(row.Key)] = append(m[string(row.Key)], &registration{name: c.Qualifier, column: string(row.Key), weak: string(c.Value) == "weak"})
-		}
-		return true
-	})
-	if err != nil {
-		return fmt.Errorf("observer: loading registrations: %w", err)
-	}
-	r.byCol.Store(&m)
-	return nil
-}
+func (s *regSet) observed(col string) bool { return len(s.byCol[col]) > 0 }
 
 // lookup returns the registration named name, if any.
-func (r *registry) lookup(name string) *registration {
-	for _, regs := range r.columns() {
+func (s *regSet) lookup(name string) *registration {
+	for _, regs := range s.byCol {
 		for _, g := range regs {
 			if g.name == name {
 				return g
@@ -101,46 +91,154 @@ func (r *registry) lookup(name string) *registration {
 	return nil
 }
 
-// with validates o and returns the observed-column map with it; stored
-// reports that o was already stored (same column and kind), so only its
-// code is attached.
-func (r *registry) with(o Observer) (map[string][]*registration, bool, error) {
+// registry is the observed-column set: loaded from the store, changed by
+// Register and Unregister, read lock-free by every commit (txn.Observers)
+// and scanner. On a store shared with other processes it is reloaded
+// whenever the stored version moved (refresh); on a store this process
+// owns every change passes through it, and memory is exact.
+type registry struct {
+	store  storage.Store
+	shared bool
+	mu     sync.Mutex      // serializes changes and reloads
+	code   map[string]Func // observer name → code registered here; under mu
+	cur    atomic.Pointer[regSet]
+}
+
+func (r *registry) set() *regSet {
+	if s := r.cur.Load(); s != nil {
+		return s
+	}
+	return &regSet{}
+}
+
+func (r *registry) columns() map[string][]*registration { return r.set().byCol }
+
+// Snapshot implements txn.Observers.
+func (r *registry) Snapshot() (txn.Observed, uint64) {
+	s := r.set()
+	return s.observed, s.version
+}
+
+// Refresh implements txn.Observers.
+func (r *registry) Refresh(ctx context.Context) (txn.Observed, uint64, error) {
+	s, err := r.refresh(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	return s.observed, s.version, nil
+}
+
+// refresh returns the registry as stored now: on a shared store it reads
+// the stored version and reloads when it moved.
+func (r *registry) refresh(ctx context.Context) (*regSet, error) {
+	s := r.set()
+	if !r.shared {
+		return s, nil
+	}
+	v, err := r.storedVersion(ctx)
+	if err != nil || v == s.version {
+		return s, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s = r.set(); s.version == v {
+		return s, nil
+	}
+	return r.loadLocked(ctx)
+}
+
+func (r *registry) storedVersion(ctx context.Context) (uint64, error) {
+	row, err := r.store.ReadRow(ctx, []byte(versionRow), storage.Filter{{Family: FamilyObservers, Qualifier: "v", Limit: 1}})
+	if err != nil || len(row.Cells) == 0 {
+		return 0, err
+	}
+	return decodeCounter(row.Cells[0].Value), nil
+}
+
+// bumpLocked raises the stored version (a durable write) and returns it.
+// A re-sent increment raises it twice, which is harmless: only a change
+// matters.
+func (r *registry) bumpLocked(ctx context.Context) (uint64, error) {
+	v, err := r.store.Increment(ctx, []byte(versionRow), FamilyObservers, "v", 1)
+	return uint64(v), err
+}
+
+// load reads every stored registration.
+func (r *registry) load(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, err := r.loadLocked(ctx)
+	return err
+}
+
+// loadLocked reads the stored version, then the registrations (in that
+// order: a registration is stored before the version is raised, so the
+// set read is at least as new as the version), attaches the code
+// registered here, and publishes them.
+func (r *registry) loadLocked(ctx context.Context) (*regSet, error) {
+	v, err := r.storedVersion(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("observer: loading registrations: %w", err)
+	}
+	m := map[string][]*registration{}
+	err = r.store.Scan(ctx, nil, nil, storage.Filter{{Family: FamilyObservers, AllQualifiers: true}}, 0, func(row storage.Row) bool {
+		if strings.HasPrefix(string(row.Key), txn.ReservedPrefix) {
+			return true
+		}
+		for _, c := range row.Cells {
+			kind, state, _ := strings.Cut(string(c.Value), " ")
+			g := &registration{name: c.Qualifier, column: string(row.Key), weak: kind == "weak", backfill: state == "backfill", fn: r.code[c.Qualifier]}
+			m[g.column] = append(m[g.column], g)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("observer: loading registrations: %w", err)
+	}
+	s := &regSet{byCol: m, version: v}
+	r.cur.Store(s)
+	return s, nil
+}
+
+// validate checks o against the registry: a stored name keeps its column
+// and kind, a column does not mix weak and strong observers.
+func (s *regSet) validate(o Observer) error {
 	switch {
 	case !nameRE.MatchString(o.Name):
-		return nil, false, fmt.Errorf("%w: observer name %q must match %s", ErrInvalidArgument, o.Name, nameRE)
+		return fmt.Errorf("%w: observer name %q must match %s", ErrInvalidArgument, o.Name, nameRE)
 	case o.Fn == nil:
-		return nil, false, fmt.Errorf("%w: observer %q has no function", ErrInvalidArgument, o.Name)
+		return fmt.Errorf("%w: observer %q has no function", ErrInvalidArgument, o.Name)
 	}
 	if err := txn.ValidateColumn(o.Column); err != nil {
-		return nil, false, err
+		return err
 	}
-	old := r.columns()
-	if g := r.lookup(o.Name); g != nil && (g.column != o.Column || g.weak != o.Weak) {
-		return nil, false, fmt.Errorf("%w: observer %q is registered on %q (weak=%v)", ErrInvalidArgument, o.Name, g.column, g.weak)
+	if g := s.lookup(o.Name); g != nil && (g.column != o.Column || g.weak != o.Weak) {
+		return fmt.Errorf("%w: observer %q is registered on %q (weak=%v)", ErrInvalidArgument, o.Name, g.column, g.weak)
 	}
-	for _, g := range old[o.Column] {
+	for _, g := range s.byCol[o.Column] {
 		if g.weak != o.Weak {
-			return nil, false, fmt.Errorf("%w: column %q mixes weak and strong observers", ErrInvalidArgument, o.Column)
+			return fmt.Errorf("%w: column %q mixes weak and strong observers", ErrInvalidArgument, o.Column)
 		}
 	}
-	m := make(map[string][]*registration, len(old)+1)
-	stored := false
-	for col, regs := range old {
-		cp := make([]*registration, 0, len(regs)+1)
-		for _, g := range regs {
-			if g.name == o.Name {
-				stored = true
-				g = &registration{name: g.name, column: g.column, weak: g.weak, fn: o.Fn}
+	return nil
+}
+
+// with returns a copy of s with g in place of the registration of its name
+// (added if absent; removed if g.column is "").
+func (s *regSet) with(g *registration, name string, version uint64) *regSet {
+	m := make(map[string][]*registration, len(s.byCol)+1)
+	for col, regs := range s.byCol {
+		for _, old := range regs {
+			if old.name != name {
+				m[col] = append(m[col], old)
 			}
-			cp = append(cp, g)
 		}
-		m[col] = cp
 	}
-	if !stored {
-		m[o.Column] = append(m[o.Column], &registration{name: o.Name, column: o.Column, weak: o.Weak, fn: o.Fn})
-		sort.Slice(m[o.Column], func(i, j int) bool { return m[o.Column][i].name < m[o.Column][j].name })
+	if g != nil {
+		m[g.column] = append(m[g.column], g)
+		sort.Slice(m[g.column], func(i, j int) bool { return m[g.column][i].name < m[g.column][j].name })
 	}
-	return m, stored, nil
+	return &regSet{byCol: m, version: version}
 }
 
 func kind(weak bool) string {
@@ -148,4 +246,12 @@ func kind(weak bool) string {
 		return "weak"
 	}
 	return "strong"
+}
+
+// regValue is a registration cell's value.
+func regValue(weak, backfill bool) []byte {
+	if backfill {
+		return []byte(kind(weak) + " backfill")
+	}
+	return []byte(kind(weak))
 }

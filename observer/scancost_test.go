@@ -39,7 +39,7 @@ func scanCost(t *testing.T, st storage.Store, table, dirty, compactAfter int, rn
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 		opts := WorkerOptions{Scanners: 1, Drain: true, MaxIdle: 5 * time.Millisecond, CompactAfter: compactAfter}
-		if err := e.f.Run(ctx, opts); err != nil {
+		if _, err := e.f.Run(ctx, opts); err != nil {
 			t.Fatalf("drain: %v", err)
 		}
 		if n := e.pending(); n != 0 {

@@ -18,6 +18,8 @@ const (
 	statConflicts   = "conflicts"
 	statFailures    = "failures"
 	statQuarantined = "quarantined"
+	// self_triggers: committed runs that wrote the cell they observe.
+	statSelfTriggers = "self_triggers"
 )
 
 // Counters of the scanners, kept under the observer name "" (stored in the
@@ -34,7 +36,7 @@ const (
 // scannersRow is the stats row of the scanners' counters.
 const scannersRow = "_scanners"
 
-var statNames = []string{statRuns, statCommits, statConflicts, statFailures, statQuarantined}
+var statNames = []string{statRuns, statCommits, statConflicts, statFailures, statQuarantined, statSelfTriggers}
 
 // statsTable counts since the last flush.
 type statsTable struct {
@@ -81,7 +83,7 @@ func (f *Framework) flushStats(ctx context.Context) {
 type ObserverStatus struct {
 	Name, Column string
 	Weak         bool
-	Counts       map[string]int64 // runs, commits, conflicts, failures, quarantined
+	Counts       map[string]int64 // runs, commits, conflicts, failures, quarantined, self_triggers
 }
 
 // ColumnStatus is the notification backlog of one observed column.
@@ -200,4 +202,22 @@ func (f *Framework) PendingNotifications(ctx context.Context, limit int) ([]Pend
 		return true
 	})
 	return out, err
+}
+
+// decodeCounter decodes an 8-byte big-endian counter (0 if malformed).
+func decodeCounter(v []byte) uint64 {
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+// joinErrs is the first non-nil error of a batch's per-row errors.
+func joinErrs(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
+	"sort"
 	"sync"
 	"time"
 
@@ -55,10 +56,73 @@ func (o *WorkerOptions) ensureDefaults() {
 
 var notifyAll = storage.Filter{{Family: txn.FamilyNotify, AllQualifiers: true}}
 
-// Run runs scanner threads until ctx ends (then it returns ctx's error) or,
-// with Drain, until no runnable notification is left.
-func (f *Framework) Run(ctx context.Context, opts WorkerOptions) error {
+// Report is what a Run left behind.
+type Report struct {
+	// Unhandled lists, after a drain, the observers with pending
+	// notifications that this process has no code for (registered by
+	// another process, or by an earlier run of this program): their
+	// notifications wait for a process that registers them.
+	Unhandled []Unhandled
+}
+
+// Unhandled is an observer whose notifications a drain left pending.
+type Unhandled struct {
+	Observer, Column string
+	Pending          int // notified cells of its column
+}
+
+// Run finishes any unfinished backfill, then runs scanner threads until
+// ctx ends (then it returns ctx's error) or, with Drain, until no runnable
+// notification is left; a drain reports (and logs) the observers whose
+// pending notifications this process cannot run.
+func (f *Framework) Run(ctx context.Context, opts WorkerOptions) (Report, error) {
 	opts.ensureDefaults()
+	if err := f.finishBackfills(ctx); err != nil {
+		return Report{}, err
+	}
+	err := f.run(ctx, opts)
+	if err != nil || !opts.Drain {
+		return Report{}, err
+	}
+	return f.unhandled(ctx)
+}
+
+// unhandled lists the observers without code here whose columns have
+// pending notifications.
+func (f *Framework) unhandled(ctx context.Context) (Report, error) {
+	s, err := f.reg.refresh(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	pending := map[string]int{}
+	err = f.store.Scan(ctx, nil, nil, notifyAll, 0, func(r storage.Row) bool {
+		seen := map[string]bool{}
+		for _, c := range r.Cells {
+			if !seen[c.Qualifier] {
+				seen[c.Qualifier] = true
+				pending[c.Qualifier]++
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return Report{}, err
+	}
+	var rep Report
+	for col, n := range pending {
+		for _, g := range s.byCol[col] {
+			if g.fn == nil {
+				rep.Unhandled = append(rep.Unhandled, Unhandled{Observer: g.name, Column: col, Pending: n})
+				f.opts.Logger.Warn("observer: notifications left pending for an observer this process did not register",
+					"observer", g.name, "column", col, "pending", n)
+			}
+		}
+	}
+	sort.Slice(rep.Unhandled, func(i, j int) bool { return rep.Unhandled[i].Observer < rep.Unhandled[j].Observer })
+	return rep, nil
+}
+
+func (f *Framework) run(ctx context.Context, opts WorkerOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -217,6 +281,14 @@ func (s *scanner) pass(ctx context.Context, origin []byte, idle *idleTracker) (w
 		pos, end := span[0], span[1]
 		for {
 			rows, err := s.f.scanNotify(ctx, pos, end, s.opts.Batch)
+			var set *regSet
+			if err == nil {
+				// After the scan: a registration whose backfill wrote any
+				// notification the scan returned shows here (the version is
+				// raised before the backfill), so no notification is
+				// cleared for an observer this process does not know.
+				set, err = s.f.reg.refresh(ctx)
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return worked, true, nil
@@ -224,7 +296,7 @@ func (s *scanner) pass(ctx context.Context, origin []byte, idle *idleTracker) (w
 				return worked, true, fmt.Errorf("observer: scanning notifications: %w", err)
 			}
 			for _, r := range rows {
-				did, left, jump, err := s.row(ctx, r)
+				did, left, jump, err := s.row(ctx, r, set)
 				if err != nil {
 					return worked, true, err
 				}
@@ -296,14 +368,16 @@ func (f *Framework) maybeCompact(ctx context.Context, opts WorkerOptions) {
 	f.stats.add("", statCompactions, 1)
 }
 
-// row processes the notifications of one row under the advisory lock.
-// left reports runnable work left behind; jump, that another scanner
-// holds the row.
-func (s *scanner) row(ctx context.Context, r storage.Row) (did, left, jump bool, err error) {
-	cols := s.f.reg.columns()
+// row processes the notifications of one row under the advisory lock,
+// with the registry set: columns whose observers all have code here run
+// them; columns no observer watches any more are cleared; the others are
+// left for a process that has their code. left reports runnable work left
+// behind; jump, that another scanner holds the row.
+func (s *scanner) row(ctx context.Context, r storage.Row, set *regSet) (did, left, jump bool, err error) {
+	cols := set.byCol
 	runnable := false
 	for _, c := range r.Cells {
-		if regs := cols[c.Qualifier]; len(regs) > 0 && hasCode(regs) {
+		if regs := cols[c.Qualifier]; len(regs) == 0 || hasCode(regs) {
 			runnable = true
 			break
 		}
@@ -329,10 +403,10 @@ func (s *scanner) row(ctx context.Context, r storage.Row) (did, left, jump bool,
 	}
 	for _, col := range order {
 		regs := cols[col]
-		if len(regs) == 0 || !hasCode(regs) {
+		if len(regs) > 0 && !hasCode(regs) {
 			continue
 		}
-		d, l, err := s.f.cell(ctx, string(r.Key), col, regs, byCol[col])
+		d, l, err := s.f.cell(ctx, r.Key, col, regs, byCol[col])
 		if err != nil {
 			return did, true, false, err
 		}
@@ -353,7 +427,11 @@ func hasCode(regs []*registration) bool {
 // cell runs every observer of (row, col) that the change makes dirty, and
 // clears the notification versions seen once all are done. did reports
 // that it ran an observer or cleared something; left, that work remains.
-func (f *Framework) cell(ctx context.Context, row, col string, regs []*registration, seen []uint64) (did, left bool, err error) {
+func (f *Framework) cell(ctx context.Context, key []byte, col string, regs []*registration, seen []uint64) (did, left bool, err error) {
+	row := string(key)
+	if len(regs) == 0 {
+		return f.clearOrphans(ctx, key, col, seen)
+	}
 	done, durable := true, false
 	minStart := uint64(0)
 	for _, g := range regs {
@@ -375,31 +453,39 @@ func (f *Framework) cell(ctx context.Context, row, col string, regs []*registrat
 	if !done {
 		return did, true, nil
 	}
-	cleared, err := f.clear(ctx, row, col, seen, minStart, durable)
+	cleared, err := f.clear(ctx, key, col, seen, minStart, durable)
 	return did || cleared, !cleared, err
 }
 
 // runOne runs g on (row, col) in its own transaction, whose start_ts is
 // start. ok reports that g needs nothing more for this change (it
 // committed, found the cell clean, or was quarantined); ran, that g's
-// code ran; quarantined, that this run quarantined the notification.
+// code ran; quarantined, that this run quarantined the notification. An
+// error that a later run would meet again (a corrupt record, an observer
+// that ends its own transaction) is a failure of g on this cell, counted
+// towards quarantine like an error g returns.
 func (f *Framework) runOne(ctx context.Context, row, col string, g *registration) (start uint64, ok, ran, quarantined bool, err error) {
 	tx, err := f.client.Begin(ctx)
 	if err != nil {
 		return 0, false, false, false, err
 	}
 	start = tx.StartTS()
+	txn.Manage(tx)
 	ack := AckColumn(g.name, col)
 	if !g.weak {
 		dirty, err := f.dirty(ctx, tx, row, col, ack)
 		if err != nil || !dirty {
-			_ = tx.Rollback(ctx)
-			return start, err == nil, false, false, transient(err)
+			_ = txn.RollbackManaged(ctx, tx)
+			if err == nil || transient(err) != nil {
+				return start, err == nil, false, false, transient(err)
+			}
+			q, err := f.failed(ctx, row, col, g, fmt.Errorf("observer: checking whether the cell changed: %w", err))
+			return start, q, false, q, err
 		}
 	}
 	f.stats.add(g.name, statRuns, 1)
 	if err := call(ctx, g.fn, tx, row, col); err != nil {
-		_ = tx.Rollback(ctx)
+		_ = txn.RollbackManaged(ctx, tx)
 		if errors.Is(err, txn.ErrConflict) {
 			f.stats.add(g.name, statConflicts, 1)
 			return start, false, true, false, nil
@@ -409,13 +495,21 @@ func (f *Framework) runOne(ctx context.Context, row, col string, g *registration
 	}
 	if !g.weak {
 		if err := txn.SetReserved(tx, row, ack, binary.BigEndian.AppendUint64(nil, start)); err != nil {
-			return start, false, true, false, err
+			_ = txn.RollbackManaged(ctx, tx)
+			q, err := f.failed(ctx, row, col, g, err)
+			return start, q, true, q, err
 		}
 	}
-	switch err := tx.Commit(ctx); {
+	self := txn.Writes(tx, row, col)
+	if self && f.loops.count(row, col, g.name)+1 >= selfTriggerLimit {
+		_ = txn.RollbackManaged(ctx, tx)
+		return start, true, true, true, f.stopLoop(ctx, row, col, g)
+	}
+	switch err := txn.CommitManaged(ctx, tx); {
 	case err == nil:
 		f.stats.add(g.name, statCommits, 1)
 		f.fails.reset(row, col, g.name)
+		f.countSelfTrigger(row, col, g, self)
 		return start, true, true, false, nil
 	case errors.Is(err, txn.ErrConflict):
 		// Another run of this change won the ack, or the observer's
@@ -425,9 +519,38 @@ func (f *Framework) runOne(ctx context.Context, row, col string, g *registration
 	case transient(err) != nil:
 		return start, false, true, false, err
 	default:
-		f.opts.Logger.Warn("observer: commit failed", "observer", g.name, "row", row, "column", col, "err", err)
-		return start, false, true, false, nil
+		q, err := f.failed(ctx, row, col, g, fmt.Errorf("observer: commit failed: %w", err))
+		return start, q, true, q, err
 	}
+}
+
+// selfTriggerLimit is how many runs in a row of an observer that each
+// write the cell it observes make a loop: each such commit is a new change
+// of the cell, so the observer runs again, forever unless it stops
+// writing (an observer that normalizes a value writes once more, then
+// finds nothing to change).
+const selfTriggerLimit = 8
+
+// countSelfTrigger counts a committed run that wrote its own observed
+// cell (self); a run that did not resets the count.
+func (f *Framework) countSelfTrigger(row, col string, g *registration, self bool) {
+	if !self {
+		f.loops.reset(row, col, g.name)
+		return
+	}
+	f.stats.add(g.name, statSelfTriggers, 1)
+	f.loops.record(row, col, g.name, 0)
+}
+
+// stopLoop quarantines the notification of a run that would have been the
+// selfTriggerLimit-th in a row to write the cell it observes; the run was
+// rolled back, so the notification can be cleared.
+func (f *Framework) stopLoop(ctx context.Context, row, col string, g *registration) error {
+	f.stats.add(g.name, statSelfTriggers, 1)
+	f.loops.reset(row, col, g.name)
+	f.opts.Logger.Error("observer: writes the cell it observes on every run (a loop)", "observer", g.name, "row", row, "column", col)
+	return f.quarantine(ctx, row, col, g, selfTriggerLimit,
+		fmt.Errorf("observer %q wrote the cell it observes (%q/%s) in %d runs in a row: a self-trigger loop", g.name, row, col, selfTriggerLimit))
 }
 
 // transient turns errors a later run may not hit into a retry (nil).
@@ -473,7 +596,7 @@ func call(ctx context.Context, fn Func, tx *txn.Txn, row, col string) (err error
 // is its own version) nor hides a newer write (invariant 4). durable
 // makes the clear wait for its sync (after a quarantine, so that a crash
 // cannot bring back a notification that is also listed as quarantined).
-func (f *Framework) clear(ctx context.Context, row, col string, seen []uint64, minStart uint64, durable bool) (bool, error) {
+func (f *Framework) clear(ctx context.Context, row []byte, col string, seen []uint64, minStart uint64, durable bool) (bool, error) {
 	pred := storage.Filter{
 		{Family: txn.FamilyLock, Qualifier: col, Limit: 1},
 		{Family: txn.FamilyWrite, Qualifier: col, Time: storage.From(minStart), Limit: 1},
@@ -489,7 +612,7 @@ func (f *Framework) clear(ctx context.Context, row, col string, seen []uint64, m
 	if d, ok := f.store.(storage.Deferred); ok && !durable {
 		cam = d.CheckAndMutateDeferred
 	}
-	matched, err := cam(ctx, []byte(row), pred, nil, dels)
+	matched, err := cam(ctx, row, pred, nil, dels)
 	if err != nil {
 		return false, transient(err)
 	}
@@ -497,4 +620,20 @@ func (f *Framework) clear(ctx context.Context, row, col string, seen []uint64, m
 		f.clears.Add(int64(len(dels)))
 	}
 	return !matched, nil
+}
+
+// clearOrphans deletes the notification versions seen of a column that no
+// observer watches any more (every process's registry says so after the
+// refresh that followed the scan; a registration raised later backfills
+// with a version of its own, which this delete leaves).
+func (f *Framework) clearOrphans(ctx context.Context, row []byte, col string, seen []uint64) (did, left bool, err error) {
+	dels := make([]storage.Mutation, len(seen))
+	for i, ts := range seen {
+		dels[i] = storage.DeleteCell(txn.FamilyNotify, col, ts)
+	}
+	if err := f.store.Mutate(ctx, row, dels...); err != nil {
+		return false, true, transient(err)
+	}
+	f.clears.Add(int64(len(dels)))
+	return true, false, nil
 }

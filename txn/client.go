@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,10 +35,9 @@ type Client struct {
 	// unhook removes the store's ApplyHook that keeps it.
 	index  *cellIndex
 	unhook func()
-	// observed is the set of observed columns (SetObserved); observedMu is
-	// read-held by each prewrite from building its writes to its call.
-	observedMu sync.RWMutex
-	observed   Observed
+	// observers is the registry of observed columns (SetObservers); nil
+	// observes nothing.
+	observers Observers
 	// cond is set with index when the store can ask the index under the
 	// row latch: a predicate the index decides is then never read.
 	cond  storage.Conditioned

@@ -26,7 +26,8 @@ const prewriteParallel = 16
 func (c *Client) commit(ctx context.Context, t *Txn) error {
 	rows := groupByRow(t.writes)
 	primary := &t.writes[0]
-	if err := c.prewrite(ctx, t, rows[0], primary); err != nil {
+	obs, obsVer := c.observedSnapshot()
+	if err := c.prewrite(ctx, t, rows[0], primary, obs); err != nil {
 		return c.abort(ctx, t, rows[:1], err)
 	}
 	if c.crashed(CrashAfterPrimaryPrewrite) {
@@ -34,10 +35,15 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	}
 	hb := c.startHeartbeat(t, primary)
 	defer hb.stop()
-	if err := c.prewriteSecondaries(ctx, t, rows[1:], primary); err != nil {
+	if err := c.prewriteSecondaries(ctx, t, rows[1:], primary, obs); err != nil {
 		if errors.Is(err, errCrashed) {
 			return err
 		}
+		return c.abort(ctx, t, rows, err)
+	}
+	// Every lock exists: a registration made since the prewrites were
+	// built either shows in the registry now, or backfills these locks.
+	if err := c.notifyMissed(ctx, t, obs, obsVer); err != nil {
 		return c.abort(ctx, t, rows, err)
 	}
 	commitTS, err := c.oracle.Timestamp(ctx)
@@ -60,10 +66,10 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	return nil
 }
 
-func (c *Client) prewriteSecondaries(ctx context.Context, t *Txn, rows []*rowWrites, primary *mutation) error {
+func (c *Client) prewriteSecondaries(ctx context.Context, t *Txn, rows []*rowWrites, primary *mutation, obs Observed) error {
 	if c.crash != nil { // deterministic order for crash tests
 		for _, rw := range rows {
-			if err := c.prewrite(ctx, t, rw, primary); err != nil {
+			if err := c.prewrite(ctx, t, rw, primary, obs); err != nil {
 				return err
 			}
 			if c.crashed(CrashAfterSecondaryPrewrite) {
@@ -75,7 +81,7 @@ func (c *Client) prewriteSecondaries(ctx context.Context, t *Txn, rows []*rowWri
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(prewriteParallel)
 	for _, rw := range rows {
-		g.Go(func() error { return c.prewrite(gctx, t, rw, primary) })
+		g.Go(func() error { return c.prewrite(gctx, t, rw, primary, obs) })
 	}
 	return g.Wait()
 }

@@ -142,7 +142,7 @@ func (s *scenario) prewrite(ctx context.Context, x *scenarioTxn, rows string) st
 		if rows != "" && !strings.Contains(","+rows+",", ","+string(rw.row)+",") {
 			continue
 		}
-		err := x.t.c.prewrite(ctx, x.t, rw, &x.t.writes[0])
+		err := x.t.c.prewrite(ctx, x.t, rw, &x.t.writes[0], nil)
 		out = append(out, fmt.Sprintf("%s: %s", rw.row, errString(err)))
 	}
 	return strings.Join(out, "\n")

@@ -19,6 +19,10 @@ var (
 	ErrTxnFinished = fmt.Errorf("%w: transaction already finished", ErrInvalidArgument)
 	// ErrReadOnly: a write in a read-only transaction.
 	ErrReadOnly = fmt.Errorf("%w: write in a read-only transaction", ErrInvalidArgument)
+	// ErrManaged: Commit or Rollback of a transaction its framework ends
+	// (an observer's run): return nil from the observer to commit it, an
+	// error to roll it back.
+	ErrManaged = fmt.Errorf("%w: the observer framework commits this transaction (return nil to commit it, an error to roll it back)", ErrInvalidArgument)
 	// ErrCommitUnknown: the commit's outcome could not be learned (the
 	// primary's commit call failed and its status could not be read). The
 	// transaction is either committed or will be rolled back; never assume

@@ -26,26 +26,81 @@ const maxReservedColumn = 2*MaxColumnSize + 64
 // Observed decides which columns' writes set a notification.
 type Observed func(column string) bool
 
-// SetObserved installs the set of observed columns: every prewrite of a
-// column for which fn reports true also writes a notification version in
-// the same atomic row write as its lock (observer invariant 2: the
-// notification exists before the write can become visible, whoever rolls
-// it forward). It returns after every prewrite that built its writes with
-// the previous set has finished, so a caller may then scan for writes the
-// previous set missed.
-func (c *Client) SetObserved(fn Observed) {
-	c.observedMu.Lock()
-	c.observed = fn
-	c.observedMu.Unlock()
+// Observers is the registry of observed columns that the protocol
+// consults (the observer framework's). Safe for concurrent use.
+//
+// The contract that keeps observer invariant 2 (no committed write of an
+// observed column without a notification) across processes: a
+// registration is made durable, then the registry's version is raised,
+// and only then are existing cells notified (the backfill). A committer
+// builds its prewrites under one Snapshot; after its last prewrite has
+// returned and before its commit point it calls Refresh, and if the
+// version changed it writes the notifications the newer set asks for. A
+// registration whose version was raised before that Refresh is seen; one
+// raised after it runs its backfill after the committer's locks exist, so
+// the backfill finds the lock or the commit record and notifies it.
+type Observers interface {
+	// Snapshot returns the set in effect and its version, from memory.
+	Snapshot() (Observed, uint64)
+	// Refresh returns the set as stored now and its version: on a store
+	// shared with other processes it reads the stored version (and loads
+	// the set again when it changed); on a store this process owns, every
+	// registration passes through it and Snapshot is exact.
+	Refresh(ctx context.Context) (Observed, uint64, error)
 }
 
-// notifyMutation is the notification a prewrite of col writes, if any.
-// Called with observedMu read-held.
-func (c *Client) notifyMutation(col string, startTS uint64) (storage.Mutation, bool) {
-	if c.observed == nil || !c.observed(col) {
+// SetObservers installs the registry of observed columns. Every prewrite
+// of a column it observes also writes a notification version in the same
+// atomic row write as its lock (observer invariant 2: the notification
+// exists before the write can become visible, whoever rolls it forward).
+// Call it before the client is used concurrently.
+func (c *Client) SetObservers(o Observers) { c.observers = o }
+
+// observedSnapshot is the set a commit builds its prewrites under.
+func (c *Client) observedSnapshot() (Observed, uint64) {
+	if c.observers == nil {
+		return nil, 0
+	}
+	return c.observers.Snapshot()
+}
+
+// notifyMutation is the notification a prewrite of col writes, if obs
+// observes col.
+func (c *Client) notifyMutation(obs Observed, col string, startTS uint64) (storage.Mutation, bool) {
+	if obs == nil || !obs(col) {
 		return storage.Mutation{}, false
 	}
 	return storage.SetCell(FamilyNotify, col, startTS, EncodeNotify(c.nowMS())), true
+}
+
+// notifyMissed runs between a commit's last prewrite and its commit point:
+// if the registry changed since the prewrites were built (obs at version
+// ver), it durably writes the notifications the current set asks for and
+// the old one did not (Observers, the contract). A notification of a
+// transaction that then aborts is harmless: its run finds the cell clean.
+func (c *Client) notifyMissed(ctx context.Context, t *Txn, obs Observed, ver uint64) error {
+	if c.observers == nil {
+		return nil
+	}
+	now, nowVer, err := c.observers.Refresh(ctx)
+	if err != nil || nowVer == ver || now == nil {
+		return err
+	}
+	for _, rw := range groupByRow(t.writes) {
+		var muts []storage.Mutation
+		for _, m := range rw.muts {
+			if now(m.col) && (obs == nil || !obs(m.col)) {
+				n, _ := c.notifyMutation(now, m.col, t.startTS)
+				muts = append(muts, n)
+			}
+		}
+		if len(muts) > 0 {
+			if err := c.mutate(ctx, rw.row, muts...); err != nil {
+				return fmt.Errorf("txn: notifying a newly observed column: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // EncodeNotify is a notification's value: the wall time it was set, in

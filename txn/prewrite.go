@@ -42,10 +42,8 @@ const prewriteRetries = 2
 // count, and rewrites the same cells (invariant 6); a prewrite delivered
 // after a rollback finds the rollback record and applies nothing
 // (invariant 5).
-func (c *Client) prewrite(ctx context.Context, t *Txn, rw *rowWrites, primary *mutation) error {
-	c.observedMu.RLock()
-	defer c.observedMu.RUnlock()
-	pred, writes, ifFalse := c.prewriteCall(t, rw, primary)
+func (c *Client) prewrite(ctx context.Context, t *Txn, rw *rowWrites, primary *mutation, obs Observed) error {
+	pred, writes, ifFalse := c.prewriteCall(t, rw, primary, obs)
 	// The index knows every lock, and every write record above its floor:
 	// a prewrite of a fresh transaction usually reads nothing.
 	cond := func() (bool, bool) {
@@ -67,8 +65,9 @@ func (c *Client) prewrite(ctx context.Context, t *Txn, rw *rowWrites, primary *m
 }
 
 // prewriteCall returns the prewrite's predicate, its write-record half
-// (the part the lock index cannot answer) and its mutations.
-func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation) (pred, writes storage.Filter, muts []storage.Mutation) {
+// (the part the lock index cannot answer) and its mutations, with a
+// notification for each cell of a column obs observes.
+func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation, obs Observed) (pred, writes storage.Filter, muts []storage.Mutation) {
 	pred = make(storage.Filter, 0, 3*len(rw.muts))
 	writes = make(storage.Filter, 0, len(rw.muts))
 	muts = make([]storage.Mutation, 0, 2*len(rw.muts))
@@ -84,7 +83,7 @@ func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation) (pred, w
 		if m.op == OpPut && !l.Inline {
 			muts = append(muts, storage.SetCell(FamilyData, m.col, t.startTS, m.value))
 		}
-		if n, ok := c.notifyMutation(m.col, t.startTS); ok {
+		if n, ok := c.notifyMutation(obs, m.col, t.startTS); ok {
 			muts = append(muts, n)
 		}
 	}

@@ -21,6 +21,9 @@ type Txn struct {
 	startTS  uint64
 	readOnly bool
 	done     bool
+	// managed: a framework (the observers') ends the transaction; Commit
+	// and Rollback called by its user fail with ErrManaged.
+	managed bool
 	// writes buffers the transaction's writes, in first-write order; the
 	// first is the primary. Invariant: at most one entry per cell.
 	writes []mutation
@@ -114,7 +117,10 @@ func (t *Txn) buffer(m mutation) {
 // Rollback abandons the transaction. Nothing was written before Commit,
 // so there is nothing to undo.
 func (t *Txn) Rollback(context.Context) error {
-	if t.done {
+	switch {
+	case t.managed:
+		return ErrManaged
+	case t.done:
 		return ErrTxnFinished
 	}
 	t.done = true
@@ -125,7 +131,10 @@ func (t *Txn) Rollback(context.Context) error {
 // and makes none visible (ErrConflict on a write-write conflict), or
 // returns ErrCommitUnknown when the outcome could not be learned.
 func (t *Txn) Commit(ctx context.Context) error {
-	if t.done {
+	switch {
+	case t.managed:
+		return ErrManaged
+	case t.done:
 		return ErrTxnFinished
 	}
 	t.done = true
@@ -172,4 +181,30 @@ func validateCell(row, column string) error {
 		return fmt.Errorf("%w: column %q starts with the reserved prefix \"__\"", ErrInvalidArgument, column)
 	}
 	return nil
+}
+
+// Manage hands t to a framework that ends it (the observers' runs): from
+// then on Commit and Rollback called on t fail with ErrManaged and change
+// nothing; the framework ends it with CommitManaged or RollbackManaged.
+func Manage(t *Txn) { t.managed = true }
+
+// CommitManaged commits a managed transaction (the framework's call).
+func CommitManaged(ctx context.Context, t *Txn) error {
+	t.managed = false
+	return t.Commit(ctx)
+}
+
+// RollbackManaged rolls a managed transaction back (the framework's call).
+func RollbackManaged(ctx context.Context, t *Txn) error {
+	t.managed = false
+	return t.Rollback(ctx)
+}
+
+// Managed reports whether t is ended by a framework.
+func (t *Txn) Managed() bool { return t.managed }
+
+// Writes reports whether t has a buffered write of (row, column).
+func Writes(t *Txn, row, column string) bool {
+	_, ok := t.pos[cellKey([]byte(row), column)]
+	return ok
 }

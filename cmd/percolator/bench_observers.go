@@ -105,7 +105,7 @@ func (t *notifyTable) fill(ctx context.Context, cfg benchConfig) error {
 	}
 	loaded := time.Since(start)
 	start = time.Now()
-	if err := t.db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: 16, Drain: true}); err != nil {
+	if _, err := t.db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: 16, Drain: true}); err != nil {
 		return err
 	}
 	processed := time.Since(start)
@@ -137,7 +137,7 @@ func (t *notifyTable) round(ctx context.Context, dirty int) (findingCost, error)
 	}); err != nil {
 		return findingCost{}, err
 	}
-	if err := t.db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: 1, Drain: true, MaxIdle: 5 * time.Millisecond}); err != nil {
+	if _, err := t.db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: 1, Drain: true, MaxIdle: 5 * time.Millisecond}); err != nil {
 		return findingCost{}, err
 	}
 	after, err := t.db.ObserverStatus(ctx)
@@ -213,7 +213,7 @@ func indexOnce(ctx context.Context, db *percolator.DB, files map[string][]byte, 
 	}
 	res.load = time.Since(start)
 	start = time.Now()
-	if err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: scanners, Drain: true}); err != nil {
+	if _, err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: scanners, Drain: true}); err != nil {
 		return res, err
 	}
 	res.drain = time.Since(start)

@@ -102,7 +102,7 @@ func indexDir(ctx context.Context, db *percolator.DB, src string, cfg indexConfi
 	fmt.Fprintf(stdout, "corpus:    %d files: %d new, %d changed, %d deleted, %d unchanged (loaded in %s)\n",
 		len(files), st.New, st.Changed, st.Deleted, st.Unchanged, loaded.Round(time.Millisecond))
 	start = time.Now()
-	if err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: cfg.scanners, Drain: true}); err != nil {
+	if _, err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: cfg.scanners, Drain: true}); err != nil {
 		return err
 	}
 	took := time.Since(start)

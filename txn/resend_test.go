@@ -177,3 +177,22 @@ func TestCommitMutationOrder(t *testing.T) {
 		t.Fatalf("between write record and lock removal the index shows locks %v, latest %d (known %v): want the lock and commit 9", v.lockTS, v.latest, v.known)
 	}
 }
+
+// TestUntilSettledHonoursContext: a read step that keeps asking to be
+// retried at once (a lock the store has dropped but the index still
+// shows) is retried a few times, then backed off, and gives up when its
+// context ends instead of spinning.
+func TestUntilSettledHonoursContext(t *testing.T) {
+	c := &Client{sleep: SleepContext}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	steps := 0
+	err := c.untilSettled(ctx, func() error { steps++; return errRetryNow })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("untilSettled = %v, want the context's deadline", err)
+	}
+	if steps > 200 {
+		t.Fatalf("%d steps in 50ms: a busy spin, not a back-off", steps)
+	}
+	t.Logf("%d steps", steps)
+}

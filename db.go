@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/seed-992972ee/percolator/coord"
 	"github.com/seed-992972ee/percolator/observer"
@@ -25,14 +26,9 @@ type DB struct {
 	obs    *observer.Framework
 }
 
-// Txn is a snapshot-isolation transaction (see txn.Txn). Not safe for
-// concurrent use.
-type Txn = txn.Txn
-
-// KV is a cell returned by Txn.Scan.
-type KV = txn.KV
-
-// Open opens (creating if needed) the database described by opts.
+// Open opens (creating if needed) the database described by opts: the
+// embedded store in opts.Dir, or opts.Store. It fails with ErrInUse while
+// another DB or process has the store open.
 func Open(ctx context.Context, opts Options) (*DB, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
@@ -41,7 +37,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	db := &DB{opts: opts}
 	if err := db.open(ctx); err != nil {
 		_ = db.Close()
-		return nil, err
+		return nil, apiErr(err)
 	}
 	return db, nil
 }
@@ -60,8 +56,11 @@ func (db *DB) open(ctx context.Context) error {
 	client, err := txn.NewClient(ctx, db.store, orc, live, txn.Options{
 		Owner: owner, LockTTL: o.LockTTL, MaxValueSize: o.MaxValueSize, Logger: o.Logger,
 	})
+	if errors.Is(err, storage.ErrInUse) {
+		return apiErrMsg(err, "the store is already open in another DB of this process (one DB per embedded store: share it)")
+	}
 	if err != nil {
-		return fmt.Errorf("percolator: %w", err)
+		return err
 	}
 	db.client = client
 	db.closer = append(db.closer, func() error { db.client.Close(); return nil })
@@ -115,11 +114,11 @@ func (db *DB) openStore() error {
 		db.store = memory.New()
 	default:
 		if err := os.MkdirAll(db.opts.Dir, 0o755); err != nil {
-			return fmt.Errorf("percolator: %w", err)
+			return err
 		}
 		st, err := pebble.Open(filepath.Join(db.opts.Dir, "store"), pebble.Options{Logger: warnOnly(db.opts.Logger)})
 		if err != nil {
-			return fmt.Errorf("percolator: opening store: %w", err)
+			return err
 		}
 		db.store = st
 	}
@@ -143,8 +142,13 @@ func (db *DB) openOracle(ctx context.Context, owner string, live coord.Liveness)
 		Owner: owner, Liveness: live, TTL: db.opts.LockTTL, Logger: db.opts.Logger,
 		Recover: func(ctx context.Context) (uint64, error) { return txn.NewestTimestamp(ctx, db.store) },
 	})
+	var held *oracle.HeldError
+	if errors.As(err, &held) {
+		return nil, apiErrMsg(err, "the store's timestamp oracle is held by %s until %s: DBs that share a store must share one Options.Oracle",
+			held.Owner, held.Until.Format(time.RFC3339))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("percolator: opening the oracle: %w", err)
+		return nil, err
 	}
 	db.closer = append(db.closer, alloc.Close)
 	return oracle.NewClient(alloc), nil
@@ -161,17 +165,34 @@ func (db *DB) Close() error {
 }
 
 // Begin starts a read-write transaction. Commit or Rollback it.
-func (db *DB) Begin(ctx context.Context) (*Txn, error) { return db.client.Begin(ctx) }
+func (db *DB) Begin(ctx context.Context) (*Txn, error) {
+	t, err := db.client.Begin(ctx)
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return &Txn{t}, nil
+}
 
 // BeginReadOnly starts a read-only transaction; it never writes locks.
-func (db *DB) BeginReadOnly(ctx context.Context) (*Txn, error) { return db.client.BeginReadOnly(ctx) }
+func (db *DB) BeginReadOnly(ctx context.Context) (*Txn, error) {
+	t, err := db.client.BeginReadOnly(ctx)
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return &Txn{t}, nil
+}
 
 // Update runs fn in a read-write transaction and commits it, retrying the
 // whole of fn with jittered back-off while it fails with ErrConflict, until
-// it commits, fn returns another error, the context ends, or MaxRetries is
-// reached. fn may run more than once: it must not have side effects outside
-// the transaction.
+// it commits, fn returns another error (returned as it is), the context
+// ends, or MaxRetries is reached. fn may run more than once: it must not
+// have side effects outside the transaction.
 func (db *DB) Update(ctx context.Context, fn func(tx *Txn) error) error {
+	return db.update(ctx, func(t *txn.Txn) error { return fn(&Txn{t}) })
+}
+
+// update is Update over the protocol's transactions.
+func (db *DB) update(ctx context.Context, fn func(t *txn.Txn) error) error {
 	for attempt := 0; ; attempt++ {
 		err := db.tryUpdate(ctx, fn)
 		if !errors.Is(err, ErrConflict) || (db.opts.MaxRetries > 0 && attempt+1 >= db.opts.MaxRetries) {
@@ -183,41 +204,65 @@ func (db *DB) Update(ctx context.Context, fn func(tx *Txn) error) error {
 	}
 }
 
-func (db *DB) tryUpdate(ctx context.Context, fn func(tx *Txn) error) error {
-	tx, err := db.client.Begin(ctx)
+func (db *DB) tryUpdate(ctx context.Context, fn func(t *txn.Txn) error) error {
+	t, err := db.client.Begin(ctx)
 	if err != nil {
+		return apiErr(err)
+	}
+	if err := fn(t); err != nil {
+		_ = t.Rollback(ctx)
 		return err
 	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback(ctx)
-		return err
-	}
-	return tx.Commit(ctx)
+	return apiErr(t.Commit(ctx))
 }
 
-// View runs fn in a read-only snapshot transaction.
+// View runs fn in a read-only snapshot transaction; fn's error is
+// returned as it is.
 func (db *DB) View(ctx context.Context, fn func(tx *Txn) error) error {
-	tx, err := db.client.BeginReadOnly(ctx)
+	t, err := db.client.BeginReadOnly(ctx)
 	if err != nil {
-		return err
+		return apiErr(err)
 	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	return fn(tx)
+	defer func() { _ = t.Rollback(ctx) }()
+	return fn(&Txn{t})
 }
+
+// Stats counts this DB's protocol events since Open: Commits, Conflicts
+// and Aborts of its transactions; locks of others it RolledForward (their
+// transaction had committed) and RolledBack (its owner was dead or the lock
+// expired); LockWaits (reads that waited on a live lock) and
+// PrewriteResolved (prewrites that resolved a blocking lock and went on).
+type Stats = txn.Stats
 
 // Stats returns the protocol counters of this DB since Open.
-func (db *DB) Stats() txn.Stats { return db.client.Stats() }
+func (db *DB) Stats() Stats { return db.client.Stats() }
+
+// LockInfo describes one lock in the store: the cell (Row, Column), the
+// StartTS of its transaction, the Lock record (Op, PrimaryRow and
+// PrimaryCol of the transaction's primary, Owner, WallMS and TTLMS, and
+// the value when small) and when it Expires without a heartbeat.
+type LockInfo = txn.LockInfo
 
 // Locks lists the locks currently in the store.
-func (db *DB) Locks(ctx context.Context) ([]txn.LockInfo, error) { return db.client.Locks(ctx) }
+func (db *DB) Locks(ctx context.Context) ([]LockInfo, error) {
+	l, err := db.client.Locks(ctx)
+	return l, apiErr(err)
+}
 
 // ResolveLocks settles every lock of a committed, rolled-back, dead or
 // expired transaction, and returns how many it settled.
-func (db *DB) ResolveLocks(ctx context.Context) (int, error) { return db.client.ResolveLocks(ctx) }
+func (db *DB) ResolveLocks(ctx context.Context) (int, error) {
+	n, err := db.client.ResolveLocks(ctx)
+	return n, apiErr(err)
+}
 
-// RawRow returns the protocol's cells (data, lock, write) of row.
+// RawRow returns the protocol's cells of row, every version of every
+// column: data (values too large to inline, at their start_ts), lock and
+// write (commit records at commit_ts, rollback records at start_ts). For
+// inspection (percolator dump); txn.FormatCell renders one.
 func (db *DB) RawRow(ctx context.Context, row string) ([]storage.Cell, error) {
-	return db.client.RawRow(ctx, []byte(row))
+	c, err := db.client.RawRow(ctx, []byte(row))
+	return c, apiErr(err)
 }
 
 // Rows lists up to limit rows holding any write record or lock, from start.
@@ -227,5 +272,5 @@ func (db *DB) Rows(ctx context.Context, start string, limit int) ([]string, erro
 	for i, k := range keys {
 		out[i] = string(k)
 	}
-	return out, err
+	return out, apiErr(err)
 }

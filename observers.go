@@ -2,29 +2,87 @@ package percolator
 
 import (
 	"context"
+	"time"
 
 	"github.com/seed-992972ee/percolator/observer"
+	"github.com/seed-992972ee/percolator/txn"
 )
 
+// ObserverFunc is an observer's code: it runs in its own transaction tx
+// after (row, column) changed, and may read and write anything through tx.
+// Returning nil commits tx; returning an error (or panicking) rolls it back
+// and the run is retried with back-off, its notification quarantined after
+// Options.MaxFailures failures in a row. The framework ends tx: tx.Commit
+// and tx.Rollback return ErrManaged. A conflict (ErrConflict) is not a
+// failure: another run of the same change won, or will.
+type ObserverFunc func(ctx context.Context, tx *Txn, row, column string) error
+
 // Observer is code that runs, in its own transaction, after a column
-// changes (see package observer).
-type Observer = observer.Observer
+// changes: at most one run commits per change, several changes before a
+// run are collapsed into one, and a crash loses none (package observer has
+// the invariants).
+type Observer struct {
+	// Name identifies the observer in the store: [A-Za-z0-9][A-Za-z0-9_-]{0,63}.
+	Name string
+	// Column is the observed user column.
+	Column string
+	// Weak observers run on Notify: the column holds no data, only
+	// notifications; no ack, no conflict, a run may repeat.
+	Weak bool
+	// Fn is the code.
+	Fn ObserverFunc
+}
 
-// ObserverFunc is an observer's code.
-type ObserverFunc = observer.Func
+// WorkerOptions configures RunWorkers. The zero value is usable.
+type WorkerOptions struct {
+	// Scanners is the number of scanner threads. 0 means 1.
+	Scanners int
+	// Batch is how many notified rows a scanner reads per scan. 0 means 64.
+	Batch int
+	// MaxIdle bounds the back-off of a scanner that finds nothing. 0 means
+	// 200ms.
+	MaxIdle time.Duration
+	// Drain makes RunWorkers return once a pass over every notification
+	// finds nothing it can run (all processed, quarantined, or waiting for
+	// an observer this process did not register: see WorkerReport).
+	Drain bool
+	// CompactAfter is how many cleared notifications make the notify
+	// keyspace worth compacting (an LSM keeps deleted notifications as
+	// tombstones that scans still visit). 0 means 1024; negative disables.
+	CompactAfter int
+}
 
-// WorkerOptions configures RunWorkers.
-type WorkerOptions = observer.WorkerOptions
+func (o WorkerOptions) internal() observer.WorkerOptions {
+	return observer.WorkerOptions{Scanners: o.Scanners, Batch: o.Batch, MaxIdle: o.MaxIdle, Drain: o.Drain, CompactAfter: o.CompactAfter}
+}
 
-// LoadOptions configures Load.
+// WorkerReport is what RunWorkers left behind. After a drain, Unhandled
+// lists the observers (Observer, Column, Pending cells) whose
+// notifications are pending but whose code this process did not register:
+// they wait for a process that registers them.
+type WorkerReport = observer.Report
+
+// LoadOptions configures Load: Concurrency bounds the loader transactions
+// in flight (default 8); Progress, if set, is called after each committed
+// item with the count so far and the total.
 type LoadOptions = observer.LoadOptions
 
-// Quarantined is a notification set aside after its observer kept failing.
+// Quarantined is a notification set aside after its observer kept
+// failing: the cell (Row, Column), the Observer, how many Failures in a
+// row, the last Error, and when (WallMS, Unix milliseconds).
 type Quarantined = observer.Quarantined
 
-// ObserverStatus is the notification backlog per observed column and the
-// counters of every observer.
+// ObserverStatus is what `percolator status` shows: the notification
+// backlog per observed column (Columns: Pending cells and the age of the
+// Oldest), every observer's stored counters (Observers: runs, commits,
+// conflicts, failures, quarantined, self_triggers), the Quarantined count,
+// and the scanners' counters (Scanners: scans, scan_rows, scan_keys,
+// scan_micros, scanner_jumps, compactions).
 type ObserverStatus = observer.Status
+
+// PendingNotification is a notified cell not yet processed: Row, Column,
+// the Versions collapsed into its next run, and the Age of the oldest.
+type PendingNotification = observer.Pending
 
 // Observe registers o: from its return every write of o.Column, in this
 // process or any other on the store, sets a notification, and RunWorkers
@@ -32,55 +90,66 @@ type ObserverStatus = observer.Status
 // backfill, finished by a later Observe or RunWorkers if it is cut short).
 // Registering a stored name again attaches the code (each process that
 // runs workers registers its observers).
-func (db *DB) Observe(ctx context.Context, o Observer) error { return db.obs.Register(ctx, o) }
-
-// Notify sets a weak notification on (row, column); column's observers
-// must be weak.
-func (db *DB) Notify(ctx context.Context, row, column string) error {
-	return db.obs.Notify(ctx, row, column)
-}
-
-// WorkerReport is what RunWorkers left behind: with Drain, the observers
-// whose notifications are pending but have no code in this process.
-type WorkerReport = observer.Report
-
-// RunWorkers finishes any backfill a Register left unfinished, then runs
-// scanner threads that find notifications and run their observers, until
-// ctx ends or, with opts.Drain, no work is left. A drain reports (and
-// logs) the observers registered elsewhere whose notifications it left.
-func (db *DB) RunWorkers(ctx context.Context, opts WorkerOptions) (WorkerReport, error) {
-	return db.obs.Run(ctx, opts)
+func (db *DB) Observe(ctx context.Context, o Observer) error {
+	io := observer.Observer{Name: o.Name, Column: o.Column, Weak: o.Weak}
+	if fn := o.Fn; fn != nil {
+		io.Fn = func(ctx context.Context, t *txn.Txn, row, column string) error { return fn(ctx, &Txn{t}, row, column) }
+	}
+	return apiErr(db.obs.Register(ctx, io))
 }
 
 // Unobserve removes the observer named name: no write sets a notification
 // for it from its return, in any process. Its acks stay, so observing the
-// same name again resumes where it stopped; a column left without
-// observers has its notifications cleared by the scanners.
-func (db *DB) Unobserve(ctx context.Context, name string) error { return db.obs.Unregister(ctx, name) }
+// same name again resumes where it stopped (use a new name to process
+// every cell afresh); a column left without observers has its
+// notifications cleared by the scanners.
+func (db *DB) Unobserve(ctx context.Context, name string) error {
+	return apiErr(db.obs.Unregister(ctx, name))
+}
+
+// Notify sets a weak notification on (row, column); column's observers
+// must be weak.
+func (db *DB) Notify(ctx context.Context, row, column string) error {
+	return apiErr(db.obs.Notify(ctx, row, column))
+}
+
+// RunWorkers finishes any backfill an Observe left unfinished, then runs
+// scanner threads that find notifications and run their observers, until
+// ctx ends or, with opts.Drain, no work is left. A drain reports (and
+// logs) the observers registered elsewhere whose notifications it left.
+func (db *DB) RunWorkers(ctx context.Context, opts WorkerOptions) (WorkerReport, error) {
+	rep, err := db.obs.Run(ctx, opts.internal())
+	return rep, apiErr(err)
+}
 
 // Load runs fn for items 0..n-1, each in its own transaction retried on
 // conflict, at most opts.Concurrency at a time: bulk ingest.
 func (db *DB) Load(ctx context.Context, n int, opts LoadOptions, fn func(tx *Txn, item int) error) error {
-	return observer.Load(ctx, db.Update, n, opts, fn)
+	return apiErr(observer.Load(ctx, db.update, n, opts, func(t *txn.Txn, i int) error { return fn(&Txn{t}, i) }))
 }
 
 // Quarantine lists the quarantined notifications.
-func (db *DB) Quarantine(ctx context.Context) ([]Quarantined, error) { return db.obs.Quarantine(ctx) }
+func (db *DB) Quarantine(ctx context.Context) ([]Quarantined, error) {
+	q, err := db.obs.Quarantine(ctx)
+	return q, apiErr(err)
+}
 
 // RetryQuarantined re-queues every quarantined notification and returns
 // how many.
-func (db *DB) RetryQuarantined(ctx context.Context) (int, error) { return db.obs.Retry(ctx) }
+func (db *DB) RetryQuarantined(ctx context.Context) (int, error) {
+	n, err := db.obs.Retry(ctx)
+	return n, apiErr(err)
+}
 
 // ObserverStatus reads the backlog per observed column and the observers'
 // counters.
 func (db *DB) ObserverStatus(ctx context.Context) (ObserverStatus, error) {
-	return db.obs.Status(ctx)
+	st, err := db.obs.Status(ctx)
+	return st, apiErr(err)
 }
-
-// PendingNotification is a notified cell not yet processed.
-type PendingNotification = observer.Pending
 
 // PendingNotifications lists up to limit (0: all) notified cells.
 func (db *DB) PendingNotifications(ctx context.Context, limit int) ([]PendingNotification, error) {
-	return db.obs.PendingNotifications(ctx, limit)
+	p, err := db.obs.PendingNotifications(ctx, limit)
+	return p, apiErr(err)
 }

@@ -82,6 +82,20 @@ func (o *StoreOptions) validate() error {
 	return o.AllocatorOptions.Validate()
 }
 
+// HeldError is OpenStoreAllocator's refusal while another live allocator
+// holds the store's lease. It matches storage.ErrInUse.
+type HeldError struct {
+	Owner string    // the holder's owner ID (host/pid/random)
+	Until time.Time // when its lease runs out unless renewed
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("oracle: the store's timestamp oracle is held by %s (lease until %s)", e.Owner, e.Until.Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, storage.ErrInUse) true.
+func (e *HeldError) Is(target error) bool { return target == storage.ErrInUse }
+
 // leaseRecord is the stored lease: the mark (every timestamp any
 // allocator of this store handed out is below it), who holds the lease
 // ("" once released) and since when, and a nonce that tells a write that
@@ -201,9 +215,7 @@ func (m *storeMark) acquire(ctx context.Context) (uint64, error) {
 			}
 			continue // another allocator created it first: judge its lease
 		case m.heldByOther(ctx, &cur):
-			exp := time.UnixMilli(int64(cur.WallMS + cur.TTLMS))
-			return 0, fmt.Errorf("oracle: the store's timestamp oracle is held by %s (lease until %s): %w; open it with the holder's shared oracle",
-				cur.Owner, exp.Format(time.RFC3339), storage.ErrInUse)
+			return 0, &HeldError{Owner: cur.Owner, Until: time.UnixMilli(int64(cur.WallMS + cur.TTLMS))}
 		}
 		m.epoch, m.mark = epoch, cur.Mark
 		resume := max(1, cur.Mark)

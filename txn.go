@@ -1,0 +1,73 @@
+package percolator
+
+import (
+	"context"
+
+	"github.com/seed-992972ee/percolator/txn"
+)
+
+// Txn is one snapshot-isolation transaction: it reads the snapshot at its
+// start timestamp (every transaction committed before it began, nothing
+// after) plus its own buffered writes, and its writes become visible
+// together at Commit or not at all. Reads wait on, or resolve, the locks of
+// transactions still committing. Not safe for concurrent use: one goroutine
+// drives it from Begin to Commit or Rollback.
+//
+// Rows are byte strings (up to 4 KiB, not empty); columns are names (up to
+// 256 bytes, not empty, without ':' or NUL, not starting with "__"); values
+// are bytes (up to Options.MaxValueSize). Bad input returns an error
+// matching ErrInvalidArgument and buffers nothing.
+type Txn struct{ t *txn.Txn }
+
+// KV is one cell Scan returns.
+type KV struct {
+	Row   []byte
+	Value []byte
+}
+
+// StartTS returns the snapshot timestamp.
+func (tx *Txn) StartTS() uint64 { return tx.t.StartTS() }
+
+// ReadOnly reports whether the transaction was begun read-only.
+func (tx *Txn) ReadOnly() bool { return tx.t.ReadOnly() }
+
+// Get returns the value of (row, column) in the snapshot, or the
+// transaction's own buffered write; ErrNotFound when the cell has none.
+func (tx *Txn) Get(ctx context.Context, row, column string) ([]byte, error) {
+	v, err := tx.t.Get(ctx, row, column)
+	return v, apiErr(err)
+}
+
+// Set buffers a write of value to (row, column); the value is copied. It
+// becomes visible at Commit.
+func (tx *Txn) Set(row, column string, value []byte) error {
+	return apiErr(tx.t.Set(row, column, value))
+}
+
+// Delete buffers a deletion of (row, column).
+func (tx *Txn) Delete(row, column string) error { return apiErr(tx.t.Delete(row, column)) }
+
+// Scan returns the values of column in rows [start, end) (end "" = to the
+// last row) in the snapshot, merged with the transaction's own buffered
+// writes, in row order; limit > 0 returns at most that many.
+func (tx *Txn) Scan(ctx context.Context, start, end, column string, limit int) ([]KV, error) {
+	kvs, err := tx.t.Scan(ctx, start, end, column, limit)
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	out := make([]KV, len(kvs))
+	for i, kv := range kvs {
+		out[i] = KV{Row: kv.Row, Value: kv.Value}
+	}
+	return out, nil
+}
+
+// Commit makes the buffered writes visible atomically and durably, or
+// returns an error and makes none visible (ErrConflict on a write-write
+// conflict), or returns ErrCommitUnknown when the outcome could not be
+// learned. A second Commit or Rollback returns ErrTxnFinished.
+func (tx *Txn) Commit(ctx context.Context) error { return apiErr(tx.t.Commit(ctx)) }
+
+// Rollback abandons the transaction: nothing is written before Commit, so
+// there is nothing to undo.
+func (tx *Txn) Rollback(ctx context.Context) error { return apiErr(tx.t.Rollback(ctx)) }

@@ -64,7 +64,7 @@ func (db *DB) open(ctx context.Context) error {
 	}
 	db.client = client
 	db.closer = append(db.closer, func() error { db.client.Close(); return nil })
-	if orc.o, err = db.openOracle(ctx, owner, live); err != nil {
+	if orc.o, err = db.openOracle(ctx, owner); err != nil {
 		return err
 	}
 	db.obs, err = observer.New(ctx, db.store, db.client, orc.o, coord.NewLocalLocker(), observer.Options{Logger: o.Logger, MaxFailures: o.MaxFailures})
@@ -131,15 +131,12 @@ func (db *DB) openStore() error {
 // so timestamps never restart below what the store holds, and a second DB
 // on the store without a shared oracle is refused while this one holds
 // the lease.
-func (db *DB) openOracle(ctx context.Context, owner string, live coord.Liveness) (txn.Oracle, error) {
+func (db *DB) openOracle(ctx context.Context, owner string) (txn.Oracle, error) {
 	if db.opts.Oracle != nil {
 		return db.opts.Oracle, nil
 	}
-	if _, ttlOnly := live.(coord.TTLOnly); ttlOnly {
-		live = nil
-	}
 	alloc, err := oracle.OpenStoreAllocator(ctx, db.store, oracle.StoreOptions{
-		Owner: owner, Liveness: live, TTL: db.opts.LockTTL, Logger: db.opts.Logger,
+		Owner: owner, Exclusive: db.client.Indexed(), TTL: db.opts.LockTTL, Logger: db.opts.Logger,
 		Recover: func(ctx context.Context) (uint64, error) { return txn.NewestTimestamp(ctx, db.store) },
 	})
 	var held *oracle.HeldError

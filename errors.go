@@ -41,13 +41,18 @@ var (
 	ErrCommitUnknown = errors.New("percolator: commit outcome unknown")
 	// ErrInUse: the store is held by another DB or process (an embedded
 	// store's directory, an exclusive store's one client), or its oracle
-	// lease by another DB without a shared Options.Oracle.
+	// lease by another DB without a shared Options.Oracle. A DB whose
+	// oracle lost its lease (not renewed in time, or taken over) returns
+	// it from every Begin: close it and open it again.
 	ErrInUse = errors.New("percolator: in use")
 	// ErrClosed: the DB (or its store) is closed.
 	ErrClosed = errors.New("percolator: closed")
 	// ErrStoreFailed: the store could not make a write durable (a failed
 	// log sync) and refuses every call rather than return what a crash
-	// could take back; close the DB and open it again.
+	// could take back; close the DB and open it again. A write that
+	// returned it may or may not have been applied (its record may have
+	// reached the disk before the failure): treat its outcome as unknown.
+	// A Commit reports such a write as ErrCommitUnknown.
 	ErrStoreFailed = errors.New("percolator: store failed")
 )
 
@@ -70,6 +75,7 @@ var kinds = []struct {
 	{storage.ErrClosed, []error{ErrClosed}},
 	{oracle.ErrClosed, []error{ErrClosed}},
 	{storage.ErrFailed, []error{ErrStoreFailed}},
+	{oracle.ErrLeaseLost, []error{ErrInUse}},
 }
 
 // apiError is an error as the API returns it: "percolator: " and the

@@ -98,22 +98,34 @@ func (f *Framework) Register(ctx context.Context, o Observer) error {
 		return err
 	}
 	f.reg.code[o.Name] = o.Fn
-	g := s.lookup(o.Name)
-	if g == nil {
-		g = &registration{name: o.Name, column: o.Column, weak: o.Weak, backfill: !o.Weak}
-		if err := f.store.Mutate(ctx, []byte(o.Column), storage.SetCell(FamilyObservers, o.Name, 0, regValue(o.Weak, g.backfill))); err != nil {
-			return fmt.Errorf("observer: storing %q: %w", o.Name, err)
-		}
-		if s.version, err = f.reg.bumpLocked(ctx); err != nil {
-			return fmt.Errorf("observer: storing %q: %w", o.Name, err)
+	if s.lookup(o.Name) == nil {
+		if err := f.storeRegistration(ctx, o); err != nil {
+			return err
 		}
 	}
-	g = &registration{name: g.name, column: g.column, weak: g.weak, backfill: g.backfill, fn: o.Fn}
-	f.reg.cur.Store(s.with(g, g.name, s.version))
-	if !g.backfill {
-		return nil
+	// Publish what the store holds now, never a set built from the one
+	// loaded before: another process may have registered meanwhile, and
+	// a set without its observer must never carry the new version.
+	if s, err = f.reg.loadLocked(ctx); err != nil {
+		return err
 	}
-	return f.backfill(ctx, g)
+	if g := s.lookup(o.Name); g != nil && g.backfill {
+		return f.backfill(ctx, g)
+	}
+	return nil
+}
+
+// storeRegistration makes o's registration durable, then raises the
+// registry's version.
+func (f *Framework) storeRegistration(ctx context.Context, o Observer) error {
+	err := f.store.Mutate(ctx, []byte(o.Column), storage.SetCell(FamilyObservers, o.Name, 0, regValue(o.Weak, !o.Weak)))
+	if err == nil {
+		_, err = f.reg.bumpLocked(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("observer: storing %q: %w", o.Name, err)
+	}
+	return nil
 }
 
 // Unregister removes the registration named name: from its return no
@@ -138,14 +150,14 @@ func (f *Framework) Unregister(ctx context.Context, name string) error {
 		err = f.store.Mutate(ctx, []byte(g.column), storage.DeleteCell(FamilyBackfill, name, 0))
 	}
 	if err == nil {
-		s.version, err = f.reg.bumpLocked(ctx)
+		_, err = f.reg.bumpLocked(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("observer: unregistering %q: %w", name, err)
 	}
 	delete(f.reg.code, name)
-	f.reg.cur.Store(s.with(nil, name, s.version))
-	return nil
+	_, err = f.reg.loadLocked(ctx)
+	return err
 }
 
 // backfill notifies every cell of g's column that has a commit record or
@@ -227,16 +239,15 @@ func (f *Framework) notifyRows(ctx context.Context, rows [][]byte, column string
 }
 
 // backfillDone marks g's registration complete and drops its progress.
+// f.reg.mu is held.
 func (f *Framework) backfillDone(ctx context.Context, g *registration) error {
 	if err := f.store.Mutate(ctx, []byte(g.column),
 		storage.SetCell(FamilyObservers, g.name, 0, regValue(g.weak, false)),
 		storage.DeleteCell(FamilyBackfill, g.name, 0)); err != nil {
 		return fmt.Errorf("observer: backfill of %q: %w", g.name, err)
 	}
-	s := f.reg.set()
-	done := &registration{name: g.name, column: g.column, weak: g.weak, fn: g.fn}
-	f.reg.cur.Store(s.with(done, g.name, s.version))
-	return nil
+	_, err := f.reg.loadLocked(ctx)
+	return err
 }
 
 // finishBackfills finishes every backfill left unfinished (by a failed

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,7 +70,10 @@ type registration struct {
 	fn           Func
 }
 
-// regSet is one version of the registry. Immutable once published.
+// regSet is one version of the registry, as loaded from the store.
+// Immutable once published: every change is stored, the version raised,
+// and a fresh set loaded (a set built in memory could miss another
+// process's registration while carrying the new version).
 type regSet struct {
 	byCol   map[string][]*registration
 	version uint64
@@ -221,24 +223,6 @@ func (s *regSet) validate(o Observer) error {
 		}
 	}
 	return nil
-}
-
-// with returns a copy of s with g in place of the registration of its name
-// (added if absent; removed if g.column is "").
-func (s *regSet) with(g *registration, name string, version uint64) *regSet {
-	m := make(map[string][]*registration, len(s.byCol)+1)
-	for col, regs := range s.byCol {
-		for _, old := range regs {
-			if old.name != name {
-				m[col] = append(m[col], old)
-			}
-		}
-	}
-	if g != nil {
-		m[g.column] = append(m[g.column], g)
-		sort.Slice(m[g.column], func(i, j int) bool { return m[g.column][i].name < m[g.column][j].name })
-	}
-	return &regSet{byCol: m, version: version}
 }
 
 func kind(weak bool) string {

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/seed-992972ee/percolator/coord"
 	"github.com/seed-992972ee/percolator/storage"
 )
 
@@ -43,9 +42,16 @@ type StoreOptions struct {
 	AllocatorOptions
 	// Owner names this allocator's process in the lease (a coord owner ID).
 	Owner string
-	// Liveness judges whether another lease holder is alive. nil: every
-	// holder is alive until its lease expires (TTL only).
-	Liveness coord.Liveness
+	// Exclusive says the caller owns the store: no other client can use it
+	// (an embedded store whose one client is the caller, holding its apply
+	// hook and directory lock). A lease held by another owner then belongs
+	// to an allocator that was closed or whose process exited, and is
+	// taken over at once instead of when it expires. Never set it on a
+	// store another process may use: a holder that is only slow (paused,
+	// partitioned, its liveness session expired) still hands out
+	// timestamps until its lease runs out by its own clock, so only expiry
+	// may hand the lease on.
+	Exclusive bool
 	// TTL is the lease's length; it is renewed every TTL/3. Default 10s.
 	TTL time.Duration
 	// Now is the wall clock stamped into the lease. Default time.Now.
@@ -141,15 +147,18 @@ func decodeLease(b []byte) (leaseRecord, error) {
 // this allocator from open to close, renewed in the background.
 //
 // Safety against a second allocator (DESIGN.md invariant 1): another
-// allocator takes the lease only when Liveness reports this owner dead or
-// when, by its wall clock, the lease has run out (WallMS+TTLMS). This one
-// hands out timestamps only while its monotonic clock is below the send
-// time of its last confirmed lease write plus TTL·(1−drift), drift = 1/10:
-// it stops before a taker whose wall clock runs within TTL/10 of this one
-// (skew plus rate error) can take over. With Local liveness (an exclusive
-// store, whose one client is this process) a dead holder is taken over at
-// once, which is what lets a restarted embedded store open without
-// waiting.
+// allocator takes the lease only when, by its wall clock, the lease has run
+// out (WallMS+TTLMS). This one hands out timestamps only while its
+// monotonic clock is below the send time of its last confirmed lease write
+// plus TTL·(1−drift), drift = 1/10: it stops before a taker whose wall
+// clock runs within TTL/10 of this one (skew plus rate error) can take
+// over. Assumed: wall clocks of the processes on a shared store agree
+// within TTL/10, and the holder's monotonic clock advances while its
+// machine runs (a suspended machine whose monotonic clock stops is a
+// paused holder the bound does not cover). On a store the caller owns
+// (StoreOptions.Exclusive) another holder has certainly stopped, and is
+// taken over at once: that is what lets a restarted embedded store open
+// without waiting.
 //
 // Concurrency: mu serializes writes of the cell (extension, renewal,
 // release); usable reads only atomics.
@@ -161,6 +170,10 @@ type storeMark struct {
 	// Invariant (under mu): epoch is the version of the current record,
 	// which this allocator wrote; mark is the mark in it.
 	epoch, mark uint64
+	// unsure is the nonce of this allocator's last write whose outcome it
+	// never learned (0: none): found at epoch+1 later, it applied late and
+	// is adopted, not taken for another allocator's.
+	unsure uint64
 	// deadline is when (nanoseconds after clock, monotonic) this
 	// allocator must stop handing out timestamps unless renewed.
 	deadline atomic.Int64
@@ -214,7 +227,7 @@ func (m *storeMark) acquire(ctx context.Context) (uint64, error) {
 				return resume, err
 			}
 			continue // another allocator created it first: judge its lease
-		case m.heldByOther(ctx, &cur):
+		case m.heldByOther(&cur):
 			return 0, &HeldError{Owner: cur.Owner, Until: time.UnixMilli(int64(cur.WallMS + cur.TTLMS))}
 		}
 		m.epoch, m.mark = epoch, cur.Mark
@@ -257,19 +270,16 @@ func (m *storeMark) create(ctx context.Context) (resume uint64, created bool, er
 	return resume, true, nil
 }
 
-// heldByOther reports whether cur is a live lease of another owner.
-func (m *storeMark) heldByOther(ctx context.Context, cur *leaseRecord) bool {
-	if cur.Owner == "" || cur.Owner == m.opts.Owner {
+// heldByOther reports whether cur is a live lease of another owner: on a
+// store the caller owns, never; otherwise until it expires by this
+// allocator's wall clock. No liveness service may shorten it: the holder
+// does not consult one, so a holder reported dead while it runs would go
+// on handing out timestamps below the taker's.
+func (m *storeMark) heldByOther(cur *leaseRecord) bool {
+	if cur.Owner == "" || cur.Owner == m.opts.Owner || m.opts.Exclusive {
 		return false
 	}
-	if uint64(m.opts.Now().UnixMilli()) > cur.WallMS+cur.TTLMS {
-		return false
-	}
-	if m.opts.Liveness == nil {
-		return true
-	}
-	alive, err := m.opts.Liveness.Alive(ctx, cur.Owner)
-	return alive || err != nil
+	return uint64(m.opts.Now().UnixMilli()) <= cur.WallMS+cur.TTLMS
 }
 
 // read returns the current lease record and its epoch.
@@ -321,18 +331,24 @@ func (m *storeMark) replaceLocked(rec leaseRecord) error {
 			continue
 		case found && epoch == m.epoch+1 && cur.Nonce == rec.Nonce:
 			return m.appliedLocked(rec, sent) // an unknown outcome that applied
+		case found && epoch == m.epoch+1 && m.unsure != 0 && cur.Nonce == m.unsure:
+			// An earlier write of ours, given up on, applied late: adopt
+			// it and send this one on top.
+			m.epoch, m.mark, m.unsure = epoch, max(m.mark, cur.Mark), 0
+			continue
 		case found && epoch == m.epoch && err != nil:
 			lastErr = err
 			continue // not applied: send again
 		}
 		return m.loseLocked(fmt.Errorf("%w: the lease cell is at epoch %d (owner %q), not %d", ErrLeaseLost, epoch, cur.Owner, m.epoch))
 	}
+	m.unsure = rec.Nonce
 	return fmt.Errorf("oracle: writing the store's mark: %w", lastErr)
 }
 
 func (m *storeMark) appliedLocked(rec leaseRecord, sent time.Duration) error {
 	m.epoch++
-	m.mark = rec.Mark
+	m.mark, m.unsure = rec.Mark, 0
 	if rec.Owner != "" {
 		m.confirm(sent)
 	}

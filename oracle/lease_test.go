@@ -20,8 +20,8 @@ var bg = context.Background()
 
 // storeOpts are the options of a store allocator owned by owner, with a
 // small window so tests cross many mark writes.
-func storeOpts(owner string, live coord.Liveness) StoreOptions {
-	return StoreOptions{AllocatorOptions: AllocatorOptions{Window: 64}, Owner: owner, Liveness: live, TTL: time.Minute,
+func storeOpts(owner string, exclusive bool) StoreOptions {
+	return StoreOptions{AllocatorOptions: AllocatorOptions{Window: 64}, Owner: owner, Exclusive: exclusive, TTL: time.Minute,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
@@ -35,17 +35,15 @@ func mustAllocate(t *testing.T, a *Allocator, n int) uint64 {
 }
 
 // TestStoreAllocatorRestarts: timestamps keep increasing across closes,
-// crashes (an allocator dropped without Close, whose owner is then dead)
-// and reopens on one store; a new store starts at 1.
+// crashes (an allocator dropped without Close) and reopens on a store the
+// caller owns; a new store starts at 1.
 func TestStoreAllocatorRestarts(t *testing.T) {
 	st := memory.New()
 	defer st.Close()
-	live := coord.NewLocal()
 	var last uint64
 	for i := range 20 {
 		owner := coord.NewOwnerID()
-		live.Register(owner)
-		a, err := OpenStoreAllocator(bg, st, storeOpts(owner, live))
+		a, err := OpenStoreAllocator(bg, st, storeOpts(owner, true))
 		if err != nil {
 			t.Fatalf("open %d: %v", i, err)
 		}
@@ -61,8 +59,7 @@ func TestStoreAllocatorRestarts(t *testing.T) {
 				t.Fatal(err)
 			}
 		} else {
-			close(a.mark.(*storeMark).stop) // a crash: no release...
-			live.Unregister(owner)          // ...and its owner is dead
+			close(a.mark.(*storeMark).stop) // a crash: no release
 		}
 	}
 }
@@ -74,12 +71,12 @@ func TestStoreAllocatorRestarts(t *testing.T) {
 func TestStoreAllocatorSecondRefused(t *testing.T) {
 	st := memory.New()
 	defer st.Close()
-	a, err := OpenStoreAllocator(bg, st, storeOpts("A", nil))
+	a, err := OpenStoreAllocator(bg, st, storeOpts("A", false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	high := mustAllocate(t, a, 1000) + 999
-	if _, err := OpenStoreAllocator(bg, st, storeOpts("B", nil)); !errors.Is(err, storage.ErrInUse) {
+	if _, err := OpenStoreAllocator(bg, st, storeOpts("B", false)); !errors.Is(err, storage.ErrInUse) {
 		t.Fatalf("second allocator: %v, want ErrInUse", err)
 	} else {
 		t.Logf("%v", err)
@@ -91,7 +88,7 @@ func TestStoreAllocatorSecondRefused(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := OpenStoreAllocator(bg, st, storeOpts("B", nil))
+	b, err := OpenStoreAllocator(bg, st, storeOpts("B", false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +120,7 @@ func TestStoreAllocatorLeaseExpiry(t *testing.T) {
 	mem := memory.New()
 	defer mem.Close()
 	p := &partitioned{Store: mem}
-	opts := storeOpts("A", nil)
+	opts := storeOpts("A", false)
 	opts.TTL = 300 * time.Millisecond
 	opts.Window = 1 << 30 // no extension: only the lease's deadline stops it
 	a, err := OpenStoreAllocator(bg, p, opts)
@@ -146,7 +143,7 @@ func TestStoreAllocatorLeaseExpiry(t *testing.T) {
 		high = ts
 		time.Sleep(time.Millisecond)
 	}
-	opts = storeOpts("B", nil)
+	opts = storeOpts("B", false)
 	opts.TTL = time.Minute
 	if _, err := OpenStoreAllocator(bg, mem, opts); !errors.Is(err, storage.ErrInUse) && time.Since(stopped) < 20*time.Millisecond {
 		t.Fatalf("taker before the lease ran out: %v, want ErrInUse", err)
@@ -171,7 +168,7 @@ func TestStoreAllocatorLeaseExpiry(t *testing.T) {
 func TestStoreAllocatorRecover(t *testing.T) {
 	st := memory.New()
 	defer st.Close()
-	opts := storeOpts("A", nil)
+	opts := storeOpts("A", false)
 	opts.Recover = func(context.Context) (uint64, error) { return 5_000_000, nil }
 	a, err := OpenStoreAllocator(bg, st, opts)
 	if err != nil {
@@ -191,7 +188,7 @@ func TestStoreAllocatorCorrupt(t *testing.T) {
 	if err := st.Mutate(bg, markRow, storage.SetCell(FamilyOracle, leaseQual, 3, []byte("garbage"))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenStoreAllocator(bg, st, storeOpts("A", nil)); !errors.Is(err, ErrCorruptMark) {
+	if _, err := OpenStoreAllocator(bg, st, storeOpts("A", false)); !errors.Is(err, ErrCorruptMark) {
 		t.Fatalf("open on a corrupt lease: %v, want ErrCorruptMark", err)
 	}
 }
@@ -225,7 +222,7 @@ func TestStoreAllocatorUnknownOutcomes(t *testing.T) {
 	u := &unsure{Store: mem, rng: rand.New(rand.NewPCG(1, 2))}
 	var last uint64
 	for i := range 10 {
-		a, err := OpenStoreAllocator(bg, u, storeOpts("A", nil))
+		a, err := OpenStoreAllocator(bg, u, storeOpts("A", false))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,5 +239,90 @@ func TestStoreAllocatorUnknownOutcomes(t *testing.T) {
 	}
 	if u.n == 0 {
 		t.Fatal("no lost reply injected")
+	}
+}
+
+// TestStoreAllocatorNoEarlyTakeover: on a store that is not the caller's
+// alone, a live lease is never taken over before it expires, whatever the
+// holder's process looks like from outside (its liveness session may have
+// expired while it runs on and hands out timestamps).
+func TestStoreAllocatorNoEarlyTakeover(t *testing.T) {
+	st := memory.New()
+	defer st.Close()
+	a, err := OpenStoreAllocator(bg, st, storeOpts("A", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	mustAllocate(t, a, 1)
+	if _, err := OpenStoreAllocator(bg, st, storeOpts("B", false)); !errors.Is(err, storage.ErrInUse) {
+		t.Fatalf("B while A's lease is live: %v, want ErrInUse", err)
+	}
+	var held *HeldError
+	_, err = OpenStoreAllocator(bg, st, storeOpts("B", false))
+	if !errors.As(err, &held) || held.Owner != "A" || time.Until(held.Until) < 50*time.Second {
+		t.Fatalf("refusal %v: want a HeldError naming A's lease", err)
+	}
+}
+
+// lateWrites holds every lease write while hold is set (reporting a
+// timeout), and applies the held ones when released: a write given up on
+// that reaches the store later.
+type lateWrites struct {
+	storage.Store
+	mu   sync.Mutex
+	hold bool
+	held []func()
+}
+
+func (l *lateWrites) CheckAndMutate(ctx context.Context, row []byte, p storage.Filter, t, f []storage.Mutation) (bool, error) {
+	l.mu.Lock()
+	if l.hold {
+		l.held = append(l.held, func() { _, _ = l.Store.CheckAndMutate(context.Background(), row, p, t, f) })
+		l.mu.Unlock()
+		return false, errors.New("timeout")
+	}
+	l.mu.Unlock()
+	return l.Store.CheckAndMutate(ctx, row, p, t, f)
+}
+
+func (l *lateWrites) release() {
+	l.mu.Lock()
+	held := l.held
+	l.held, l.hold = nil, false
+	l.mu.Unlock()
+	for _, h := range held[:1] { // the first copy applies; the others find its epoch gone
+		h()
+	}
+	for _, h := range held[1:] {
+		h()
+	}
+}
+
+// TestStoreAllocatorAdoptsLateWrite: a mark write given up on after
+// timeouts that reaches the store later is this allocator's own, not
+// another's: the next write adopts it instead of declaring the lease lost.
+func TestStoreAllocatorAdoptsLateWrite(t *testing.T) {
+	mem := memory.New()
+	defer mem.Close()
+	l := &lateWrites{Store: mem}
+	a, err := OpenStoreAllocator(bg, l, storeOpts("A", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	m := a.mark.(*storeMark)
+	l.mu.Lock()
+	l.hold = true
+	l.mu.Unlock()
+	if err := m.write(m.mark + 100); err == nil {
+		t.Fatal("a write whose every send timed out returned nil")
+	}
+	l.release() // it applies now, late
+	if err := m.write(m.mark + 200); err != nil {
+		t.Fatalf("the next write after a late one: %v, want it adopted", err)
+	}
+	if err := m.usable(); err != nil {
+		t.Fatalf("lease after adopting a late write: %v", err)
 	}
 }

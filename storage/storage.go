@@ -16,7 +16,9 @@ var (
 	// write durable (a failed log sync). Such a write may already have been
 	// visible in memory; rather than let a read return what a power loss
 	// could take back, the store refuses all calls until it is reopened,
-	// and recovery then keeps exactly what reached the disk.
+	// and recovery then keeps exactly what reached the disk. The write that
+	// met the failure has an unknown outcome: its record may have reached
+	// the disk before the sync failed, and a reopen may find it.
 	ErrFailed = errors.New("storage: store failed (a write could not be made durable); reopen it")
 	// ErrInUse is returned when another client holds what a caller asked
 	// to own: the apply hook of an exclusive store (one client keeps the

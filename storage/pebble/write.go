@@ -20,7 +20,7 @@ func (s *Store) Mutate(ctx context.Context, row []byte, mutations ...storage.Mut
 		return err
 	}
 	defer s.latches.unlock(s.latches.lockRow(row))
-	if err := ctx.Err(); err != nil {
+	if err := s.latched(ctx); err != nil {
 		return err
 	}
 	return s.commitLocked([]storage.RowMutation{{Row: row, Mutations: mutations}}, pebble.Sync)
@@ -59,7 +59,7 @@ func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Con
 		return false, err
 	}
 	defer s.latches.unlock(s.latches.lockRow(row))
-	if err := ctx.Err(); err != nil {
+	if err := s.latched(ctx); err != nil {
 		return false, err
 	}
 	var matched, decided bool
@@ -101,7 +101,7 @@ func (s *Store) Increment(ctx context.Context, row []byte, family, qualifier str
 		return 0, err
 	}
 	defer s.latches.unlock(s.latches.lockRow(row))
-	if err := ctx.Err(); err != nil {
+	if err := s.latched(ctx); err != nil {
 		return 0, err
 	}
 	old, err := s.counter(row, family, qualifier)
@@ -154,7 +154,7 @@ func (s *Store) mutateRows(ctx context.Context, rows []storage.RowMutation, sync
 		return nil, nil
 	}
 	defer s.latches.unlock(s.latches.lockRows(rows)...)
-	if err := ctx.Err(); err != nil {
+	if err := s.latched(ctx); err != nil {
 		return nil, err
 	}
 	return nil, s.commitLocked(rows, sync)
@@ -189,6 +189,19 @@ func (s *Store) commitLocked(rows []storage.RowMutation, sync *pebble.WriteOptio
 	return nil
 }
 
+// latched is the check a write makes once it holds its latches: the
+// caller's context, and the store's failure. A write that queued on a latch
+// behind a commit whose sync failed must not go on into pebble, whose log
+// is broken for good: it would report success for a deferred write that
+// can never be made durable, or crash the process on the next log
+// rotation.
+func (s *Store) latched(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.guard.failure()
+}
+
 // commitBatch commits b, whose rows' latches the caller holds. A durable
 // commit marks the rows' stripes as syncing while it runs: pebble publishes
 // the batch before its log sync returns, and a reader that saw it waits
@@ -204,6 +217,9 @@ func (s *Store) commitBatch(b *pebble.Batch, rows []storage.RowMutation, sync *p
 				s.latches.syncing[s.latches.stripe(rows[i].Row)].Add(-1)
 			}
 		}()
+	}
+	if err := s.guard.failure(); err != nil {
+		return err // failed since the latches were taken
 	}
 	if err := commitRecovering(b, sync); err != nil {
 		s.guard.fail(err)

@@ -208,7 +208,7 @@ func indexOnce(ctx context.Context, db *percolator.DB, files map[string][]byte, 
 		return res, err
 	}
 	start := time.Now()
-	if _, err := docindex.Sync(ctx, db, files, percolator.LoadOptions{}); err != nil {
+	if _, err := docindex.Sync(ctx, db, docindex.MemFiles(files), nil, docindex.SyncOptions{}); err != nil {
 		return res, err
 	}
 	res.load = time.Since(start)

@@ -67,7 +67,7 @@ type indexConfig struct {
 }
 
 func indexDir(ctx context.Context, db *percolator.DB, src string, cfg indexConfig, stdout, stderr io.Writer) error {
-	files, err := docindex.ReadCorpus(src)
+	files, bad, err := docindex.ScanDir(src)
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func indexDir(ctx context.Context, db *percolator.DB, src string, cfg indexConfi
 			_ = bar.Set(done)
 		}
 	}
-	st, err := docindex.Sync(ctx, db, files, opts)
+	st, err := docindex.Sync(ctx, db, files, bad, docindex.SyncOptions{Load: opts})
 	if bar != nil {
 		_ = bar.Finish()
 		fmt.Fprintln(stderr)
@@ -115,13 +115,21 @@ func indexDir(ctx context.Context, db *percolator.DB, src string, cfg indexConfi
 	if after.Quarantined > 0 {
 		fmt.Fprintf(stdout, "warning:   %d notifications quarantined (percolator notifications --quarantined)\n", after.Quarantined)
 	}
-	ix, err := docindex.Export(ctx, db)
+	counts, err := docindex.CountIndex(ctx, db)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "index:     %d documents, %d terms, %d duplicate clusters\n", len(ix.Docs), len(ix.Terms), len(ix.Dups()))
+	fmt.Fprintf(stdout, "index:     %d documents, %d terms, %d duplicate clusters\n", counts.Documents, counts.Terms, counts.Clusters)
 	if cfg.verify {
-		if err := ix.Equal(docindex.Build(files)); err != nil {
+		ix, err := docindex.Export(ctx, db)
+		if err != nil {
+			return err
+		}
+		ref, _, err := docindex.Reference(ctx, db, files, st.Bad)
+		if err != nil {
+			return err
+		}
+		if err := ix.Equal(docindex.Build(ref)); err != nil {
 			return fmt.Errorf("%w: the incremental index differs from a batch build: %v", errFailed, err)
 		}
 		fmt.Fprintln(stdout, "verify:    the incremental index equals a from-scratch batch build")

@@ -1,0 +1,365 @@
+package docindex
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/seed-992972ee/percolator"
+)
+
+// # Counts
+//
+// The summary counts (documents, terms, duplicate clusters) are exact and
+// cost what changed, not the index: each entity that can be counted has a
+// flag that says whether it is (doc/<path> counted, hash/<hash> dup,
+// term/<term> counted), the counts are the sums of the flags (meta row),
+// and a fold sets the flags of the entities that changed since the last
+// fold to what the index now holds, adjusting the counts.
+//
+// The observers record what they change in the same transaction as the
+// change: document writes dirty/<path> doc (the hashes whose clusters it
+// edited), terms writes dirty/<path> words (the terms whose posting for
+// the path it set or deleted, each with the latest direction). Those are
+// cells of the path's own row, so recording costs no conflict. Fold (run
+// by CountIndex, serially) takes dirty cells in batches, each in one
+// transaction that recomputes each entity from the index at its snapshot,
+// updates flags and counts, and deletes the dirty cells it took. So:
+//
+//  1. Every change that can move a count leaves its entity in a dirty
+//     cell until a fold has recomputed it at a snapshot that includes the
+//     change: a dirty cell rewritten after the fold's snapshot makes the
+//     fold's delete conflict, and the fold retries.
+//  2. A fold recomputes, it does not add up deltas, so seeing an entity
+//     twice is harmless. A term whose latest direction in a dirty cell is
+//     "set" has a posting at the fold's snapshot, so it is present without
+//     a scan; any other is present iff a scan of its postings finds one.
+//  3. Every fold writes the counts row, so folds are serialized by their
+//     conflicts on it: none commits a recomputation older than another's.
+//
+// At quiescence (no dirty cell) every flag equals what the index holds, so
+// the counts equal those of Export.
+//
+// Rejected: counters updated by the observers themselves. A shared counter
+// cell is written by nearly every run (every document has the term "the"),
+// so concurrent runs conflict and the pipeline runs one run at a time; and
+// updating a term's flag only on the transitions a run sees is a write
+// skew under snapshot isolation (a run removing the last posting and one
+// adding the first each see the other's state and neither corrects it).
+const (
+	metaRow       = "meta/docindex"
+	colFormat     = "format"
+	formatVersion = "2" // 1: JSON values, unbounded link keys
+	colDocuments  = "documents"
+	colTerms      = "terms"
+	colClusters   = "clusters"
+
+	colDirtyDoc   = "doc"
+	colDirtyWords = "words"
+	colCounted    = "counted"
+	colDup        = "dup"
+
+	// foldBatch bounds the dirty cells of each kind one fold transaction
+	// takes.
+	foldBatch = 128
+)
+
+// ErrFormat is wrapped by Register's error for a store that holds an
+// index of another format.
+var ErrFormat = errors.New("docindex: the store holds an index of another format")
+
+// Counts are the summary counts of an index: for an Index ix, documents
+// len(ix.Docs), terms len(ix.Terms), clusters len(ix.Dups()).
+type Counts struct {
+	Documents, Terms, Clusters int64
+}
+
+// Counts returns the summary counts of ix.
+func (ix *Index) Counts() Counts {
+	return Counts{Documents: int64(len(ix.Docs)), Terms: int64(len(ix.Terms)), Clusters: int64(len(ix.Dups()))}
+}
+
+// checkFormat marks a store without an index as holding this format, and
+// refuses one whose index has another.
+func checkFormat(ctx context.Context, db *percolator.DB) error {
+	return db.Update(ctx, func(tx *percolator.Txn) error {
+		v, ok, err := getOpt(ctx, tx, metaRow, colFormat)
+		switch {
+		case err != nil:
+			return err
+		case ok && string(v) != formatVersion:
+			return fmt.Errorf("%w: format %q, this program reads %q; index into a new directory", ErrFormat, v, formatVersion)
+		case ok:
+			return nil
+		}
+		docs, err := tx.Scan(ctx, docPrefix, prefixEnd(docPrefix), colContent, 1)
+		if err != nil {
+			return err
+		}
+		if len(docs) > 0 {
+			return fmt.Errorf("%w: an index written before formats were marked; index into a new directory", ErrFormat)
+		}
+		return tx.Set(metaRow, colFormat, []byte(formatVersion))
+	})
+}
+
+// markHashes records, in dirty/<path>, that path's document changed its
+// presence or the clusters of hashes.
+func markHashes(ctx context.Context, tx *percolator.Txn, path string, hashes []string) error {
+	had, err := getList(ctx, tx, dirtyRow(path), colDirtyDoc)
+	if err != nil {
+		return err
+	}
+	return tx.Set(dirtyRow(path), colDirtyDoc, encodeList(union(had, hashes)))
+}
+
+// markWords records, in dirty/<path>, the terms whose posting for path was
+// set or deleted, keeping each term's latest direction.
+func markWords(ctx context.Context, tx *percolator.Txn, path string, set, deleted []string) error {
+	if len(set) == 0 && len(deleted) == 0 {
+		return nil
+	}
+	v, ok, err := getOpt(ctx, tx, dirtyRow(path), colDirtyWords)
+	if err != nil {
+		return err
+	}
+	var had contribution // Words: set, Links: deleted
+	if ok {
+		if had, err = decodeContribution(v); err != nil {
+			return fmt.Errorf("%q %s: %w", dirtyRow(path), colDirtyWords, err)
+		}
+	}
+	now := contribution{
+		Words: union(minus(had.Words, deleted), set),
+		Links: union(minus(had.Links, set), deleted),
+	}
+	return tx.Set(dirtyRow(path), colDirtyWords, encodeContribution(now))
+}
+
+// union returns the sorted union of the sorted lists a and b.
+func union(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// minus returns the sorted a without the items of the sorted b.
+func minus(a, b []string) []string {
+	var out []string
+	for _, s := range a {
+		if _, found := slices.BinarySearch(b, s); !found {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// CountIndex folds what the observers changed into the stored counts (in
+// batches, each one transaction) and returns the counts. Its cost is in
+// proportion to the entities changed since the last fold. Run while the
+// observers are quiescent, the counts equal those of Export; run while
+// they work, they count a consistent past state and later folds catch up.
+func CountIndex(ctx context.Context, db *percolator.DB) (Counts, error) {
+	for {
+		var more bool
+		err := db.Update(ctx, func(tx *percolator.Txn) error {
+			var err error
+			more, err = foldOnce(ctx, tx)
+			return err
+		})
+		if err != nil {
+			return Counts{}, fmt.Errorf("docindex: counting: %w", err)
+		}
+		if !more {
+			break
+		}
+	}
+	return StoredCounts(ctx, db)
+}
+
+// StoredCounts returns the counts as of the last fold, without folding.
+func StoredCounts(ctx context.Context, db *percolator.DB) (Counts, error) {
+	var c Counts
+	err := db.View(ctx, func(tx *percolator.Txn) error {
+		var err error
+		c, err = readCounts(ctx, tx)
+		return err
+	})
+	return c, err
+}
+
+// fold is one batch of dirty entities.
+type fold struct {
+	paths, hashes  []string
+	set, unsure    map[string]bool // terms: with a "set" direction; any other
+	dirtyDocs      []string        // the dirty rows taken, per column
+	dirtyWordsRows []string
+}
+
+// foldOnce folds one batch of dirty cells, and reports whether more may
+// be left.
+func foldOnce(ctx context.Context, tx *percolator.Txn) (bool, error) {
+	f, err := takeDirty(ctx, tx)
+	if err != nil {
+		return false, err
+	}
+	c, err := readCounts(ctx, tx)
+	if err != nil {
+		return false, err
+	}
+	if err := f.recount(ctx, tx, &c); err != nil {
+		return false, err
+	}
+	if err := f.clear(tx); err != nil {
+		return false, err
+	}
+	more := len(f.dirtyDocs) == foldBatch || len(f.dirtyWordsRows) == foldBatch
+	return more, writeCounts(tx, c)
+}
+
+// takeDirty reads a batch of dirty cells of each kind.
+func takeDirty(ctx context.Context, tx *percolator.Txn) (*fold, error) {
+	f := &fold{set: map[string]bool{}, unsure: map[string]bool{}}
+	docs, err := tx.Scan(ctx, dirtyPrefix, prefixEnd(dirtyPrefix), colDirtyDoc, foldBatch)
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range docs {
+		hashes, err := decodeList(kv.Value)
+		if err != nil {
+			return nil, fmt.Errorf("%q %s: %w", kv.Row, colDirtyDoc, err)
+		}
+		f.dirtyDocs = append(f.dirtyDocs, string(kv.Row))
+		f.paths = append(f.paths, strings.TrimPrefix(string(kv.Row), dirtyPrefix))
+		f.hashes = union(f.hashes, hashes)
+	}
+	words, err := tx.Scan(ctx, dirtyPrefix, prefixEnd(dirtyPrefix), colDirtyWords, foldBatch)
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range words {
+		c, err := decodeContribution(kv.Value)
+		if err != nil {
+			return nil, fmt.Errorf("%q %s: %w", kv.Row, colDirtyWords, err)
+		}
+		f.dirtyWordsRows = append(f.dirtyWordsRows, string(kv.Row))
+		for _, w := range c.Words {
+			f.set[w] = true
+		}
+		for _, w := range c.Links {
+			f.unsure[w] = true
+		}
+	}
+	return f, nil
+}
+
+// recount recomputes every entity of the batch and adjusts c.
+func (f *fold) recount(ctx context.Context, tx *percolator.Txn, c *Counts) error {
+	for _, p := range f.paths {
+		_, present, err := getOpt(ctx, tx, docRow(p), colHash)
+		if err != nil {
+			return err
+		}
+		if err := flag(ctx, tx, docRow(p), colCounted, present, &c.Documents); err != nil {
+			return err
+		}
+	}
+	for _, h := range f.hashes {
+		members, err := getList(ctx, tx, hashRow(h), colMembers)
+		if err != nil {
+			return err
+		}
+		if err := flag(ctx, tx, hashRow(h), colDup, len(members) >= 2, &c.Clusters); err != nil {
+			return err
+		}
+	}
+	return f.recountTerms(ctx, tx, c)
+}
+
+func (f *fold) recountTerms(ctx context.Context, tx *percolator.Txn, c *Counts) error {
+	for w := range f.unsure {
+		if f.set[w] {
+			continue
+		}
+		kvs, err := tx.Scan(ctx, postingPrefix(w), prefixEnd(postingPrefix(w)), colPosting, 1)
+		if err != nil {
+			return err
+		}
+		if err := flag(ctx, tx, termRow(w), colCounted, len(kvs) > 0, &c.Terms); err != nil {
+			return err
+		}
+	}
+	for w := range f.set {
+		if err := flag(ctx, tx, termRow(w), colCounted, true, &c.Terms); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flag sets the flag (row, col) to present, adjusting n by the change.
+func flag(ctx context.Context, tx *percolator.Txn, row, col string, present bool, n *int64) error {
+	_, was, err := getOpt(ctx, tx, row, col)
+	switch {
+	case err != nil:
+		return err
+	case present && !was:
+		*n++
+		return tx.Set(row, col, []byte{1})
+	case !present && was:
+		*n--
+		return tx.Delete(row, col)
+	}
+	return nil
+}
+
+// clear deletes the dirty cells the batch took.
+func (f *fold) clear(tx *percolator.Txn) error {
+	for _, row := range f.dirtyDocs {
+		if err := tx.Delete(row, colDirtyDoc); err != nil {
+			return err
+		}
+	}
+	for _, row := range f.dirtyWordsRows {
+		if err := tx.Delete(row, colDirtyWords); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readCounts(ctx context.Context, tx *percolator.Txn) (Counts, error) {
+	var c Counts
+	for _, f := range []struct {
+		col string
+		n   *int64
+	}{{colDocuments, &c.Documents}, {colTerms, &c.Terms}, {colClusters, &c.Clusters}} {
+		v, ok, err := getOpt(ctx, tx, metaRow, f.col)
+		switch {
+		case err != nil:
+			return c, err
+		case ok && len(v) != 8:
+			return c, fmt.Errorf("%w: counter %s of %d bytes", ErrCorrupt, f.col, len(v))
+		case ok:
+			*f.n = int64(binary.BigEndian.Uint64(v))
+		}
+	}
+	return c, nil
+}
+
+// writeCounts writes every counter, changed or not: the writes serialize
+// the folds (Counts, 3).
+func writeCounts(tx *percolator.Txn, c Counts) error {
+	for _, f := range []struct {
+		col string
+		n   int64
+	}{{colDocuments, c.Documents}, {colTerms, c.Terms}, {colClusters, c.Clusters}} {
+		if err := tx.Set(metaRow, f.col, binary.BigEndian.AppendUint64(nil, uint64(f.n))); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -56,6 +56,7 @@ const (
 	colDocuments  = "documents"
 	colTerms      = "terms"
 	colClusters   = "clusters"
+	colFolds      = "folds"
 
 	colDirtyDoc   = "doc"
 	colDirtyWords = "words"
@@ -75,6 +76,12 @@ var ErrFormat = errors.New("docindex: the store holds an index of another format
 // len(ix.Docs), terms len(ix.Terms), clusters len(ix.Dups()).
 type Counts struct {
 	Documents, Terms, Clusters int64
+}
+
+// stored is the counts row: the counts and the number of folds so far.
+type stored struct {
+	Counts
+	folds int64
 }
 
 // Counts returns the summary counts of ix.
@@ -163,17 +170,19 @@ func minus(a, b []string) []string {
 // observers are quiescent, the counts equal those of Export; run while
 // they work, they count a consistent past state and later folds catch up.
 func CountIndex(ctx context.Context, db *percolator.DB) (Counts, error) {
+	cache := &flagCache{folds: -1}
 	for {
-		var more bool
+		var f *fold
 		err := db.Update(ctx, func(tx *percolator.Txn) error {
 			var err error
-			more, err = foldOnce(ctx, tx)
+			f, err = foldOnce(ctx, tx, cache)
 			return err
 		})
 		if err != nil {
 			return Counts{}, fmt.Errorf("docindex: counting: %w", err)
 		}
-		if !more {
+		cache.committed(f)
+		if !f.more() {
 			break
 		}
 	}
@@ -182,13 +191,34 @@ func CountIndex(ctx context.Context, db *percolator.DB) (Counts, error) {
 
 // StoredCounts returns the counts as of the last fold, without folding.
 func StoredCounts(ctx context.Context, db *percolator.DB) (Counts, error) {
-	var c Counts
+	var c stored
 	err := db.View(ctx, func(tx *percolator.Txn) error {
 		var err error
 		c, err = readCounts(ctx, tx)
 		return err
 	})
-	return c, err
+	return c.Counts, err
+}
+
+// flagCache holds the flags the folds of one CountIndex wrote, so that
+// the next batches need not read them again: valid while no other fold
+// committed in between, which the fold count tells (every fold writes it).
+type flagCache struct {
+	folds int64
+	flags map[cell]bool
+}
+
+type cell struct{ row, col string }
+
+// committed adds what the committed fold f wrote.
+func (c *flagCache) committed(f *fold) {
+	if c.folds != f.folds {
+		c.flags = map[cell]bool{}
+	}
+	for k, v := range f.flags {
+		c.flags[k] = v
+	}
+	c.folds = f.folds + 1
 }
 
 // fold is one batch of dirty entities.
@@ -197,32 +227,44 @@ type fold struct {
 	set, unsure    map[string]bool // terms: with a "set" direction; any other
 	dirtyDocs      []string        // the dirty rows taken, per column
 	dirtyWordsRows []string
+
+	folds  int64         // the fold count this fold read
+	cached map[cell]bool // flags known without a read (nil if none)
+	flags  map[cell]bool // flags this fold wrote or read
 }
 
-// foldOnce folds one batch of dirty cells, and reports whether more may
-// be left.
-func foldOnce(ctx context.Context, tx *percolator.Txn) (bool, error) {
+// more reports whether dirty cells may be left after f.
+func (f *fold) more() bool {
+	return len(f.dirtyDocs) == foldBatch || len(f.dirtyWordsRows) == foldBatch
+}
+
+// foldOnce folds one batch of dirty cells.
+func foldOnce(ctx context.Context, tx *percolator.Txn, cache *flagCache) (*fold, error) {
 	f, err := takeDirty(ctx, tx)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	c, err := readCounts(ctx, tx)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	if err := f.recount(ctx, tx, &c); err != nil {
-		return false, err
+	f.folds = c.folds
+	if cache.folds == c.folds {
+		f.cached = cache.flags
+	}
+	if err := f.recount(ctx, tx, &c.Counts); err != nil {
+		return nil, err
 	}
 	if err := f.clear(tx); err != nil {
-		return false, err
+		return nil, err
 	}
-	more := len(f.dirtyDocs) == foldBatch || len(f.dirtyWordsRows) == foldBatch
-	return more, writeCounts(tx, c)
+	c.folds++
+	return f, writeCounts(tx, c)
 }
 
 // takeDirty reads a batch of dirty cells of each kind.
 func takeDirty(ctx context.Context, tx *percolator.Txn) (*fold, error) {
-	f := &fold{set: map[string]bool{}, unsure: map[string]bool{}}
+	f := &fold{set: map[string]bool{}, unsure: map[string]bool{}, flags: map[cell]bool{}}
 	docs, err := tx.Scan(ctx, dirtyPrefix, prefixEnd(dirtyPrefix), colDirtyDoc, foldBatch)
 	if err != nil {
 		return nil, err
@@ -263,7 +305,7 @@ func (f *fold) recount(ctx context.Context, tx *percolator.Txn, c *Counts) error
 		if err != nil {
 			return err
 		}
-		if err := flag(ctx, tx, docRow(p), colCounted, present, &c.Documents); err != nil {
+		if err := f.flag(ctx, tx, docRow(p), colCounted, present, &c.Documents); err != nil {
 			return err
 		}
 	}
@@ -272,7 +314,7 @@ func (f *fold) recount(ctx context.Context, tx *percolator.Txn, c *Counts) error
 		if err != nil {
 			return err
 		}
-		if err := flag(ctx, tx, hashRow(h), colDup, len(members) >= 2, &c.Clusters); err != nil {
+		if err := f.flag(ctx, tx, hashRow(h), colDup, len(members) >= 2, &c.Clusters); err != nil {
 			return err
 		}
 	}
@@ -288,12 +330,12 @@ func (f *fold) recountTerms(ctx context.Context, tx *percolator.Txn, c *Counts) 
 		if err != nil {
 			return err
 		}
-		if err := flag(ctx, tx, termRow(w), colCounted, len(kvs) > 0, &c.Terms); err != nil {
+		if err := f.flag(ctx, tx, termRow(w), colCounted, len(kvs) > 0, &c.Terms); err != nil {
 			return err
 		}
 	}
 	for w := range f.set {
-		if err := flag(ctx, tx, termRow(w), colCounted, true, &c.Terms); err != nil {
+		if err := f.flag(ctx, tx, termRow(w), colCounted, true, &c.Terms); err != nil {
 			return err
 		}
 	}
@@ -301,11 +343,17 @@ func (f *fold) recountTerms(ctx context.Context, tx *percolator.Txn, c *Counts) 
 }
 
 // flag sets the flag (row, col) to present, adjusting n by the change.
-func flag(ctx context.Context, tx *percolator.Txn, row, col string, present bool, n *int64) error {
-	_, was, err := getOpt(ctx, tx, row, col)
+func (f *fold) flag(ctx context.Context, tx *percolator.Txn, row, col string, present bool, n *int64) error {
+	k := cell{row, col}
+	was, known := f.cached[k]
+	if !known {
+		var err error
+		if _, was, err = getOpt(ctx, tx, row, col); err != nil {
+			return err
+		}
+	}
+	f.flags[k] = present
 	switch {
-	case err != nil:
-		return err
 	case present && !was:
 		*n++
 		return tx.Set(row, col, []byte{1})
@@ -331,12 +379,9 @@ func (f *fold) clear(tx *percolator.Txn) error {
 	return nil
 }
 
-func readCounts(ctx context.Context, tx *percolator.Txn) (Counts, error) {
-	var c Counts
-	for _, f := range []struct {
-		col string
-		n   *int64
-	}{{colDocuments, &c.Documents}, {colTerms, &c.Terms}, {colClusters, &c.Clusters}} {
+func readCounts(ctx context.Context, tx *percolator.Txn) (stored, error) {
+	var c stored
+	for _, f := range c.fields() {
 		v, ok, err := getOpt(ctx, tx, metaRow, f.col)
 		switch {
 		case err != nil:
@@ -352,14 +397,20 @@ func readCounts(ctx context.Context, tx *percolator.Txn) (Counts, error) {
 
 // writeCounts writes every counter, changed or not: the writes serialize
 // the folds (Counts, 3).
-func writeCounts(tx *percolator.Txn, c Counts) error {
-	for _, f := range []struct {
-		col string
-		n   int64
-	}{{colDocuments, c.Documents}, {colTerms, c.Terms}, {colClusters, c.Clusters}} {
-		if err := tx.Set(metaRow, f.col, binary.BigEndian.AppendUint64(nil, uint64(f.n))); err != nil {
+func writeCounts(tx *percolator.Txn, c stored) error {
+	for _, f := range c.fields() {
+		if err := tx.Set(metaRow, f.col, binary.BigEndian.AppendUint64(nil, uint64(*f.n))); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+type counterField struct {
+	col string
+	n   *int64
+}
+
+func (c *stored) fields() []counterField {
+	return []counterField{{colDocuments, &c.Documents}, {colTerms, &c.Terms}, {colClusters, &c.Clusters}, {colFolds, &c.folds}}
 }

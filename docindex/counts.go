@@ -89,6 +89,17 @@ func (ix *Index) Counts() Counts {
 	return Counts{Documents: int64(len(ix.Docs)), Terms: int64(len(ix.Terms)), Clusters: int64(len(ix.Dups()))}
 }
 
+// HasIndex reports whether db holds an index (Register ran on it).
+func HasIndex(ctx context.Context, db *percolator.DB) (bool, error) {
+	var ok bool
+	err := db.View(ctx, func(tx *percolator.Txn) error {
+		var err error
+		_, ok, err = getOpt(ctx, tx, metaRow, colFormat)
+		return err
+	})
+	return ok, err
+}
+
 // checkFormat marks a store without an index as holding this format, and
 // refuses one whose index has another.
 func checkFormat(ctx context.Context, db *percolator.DB) error {

@@ -41,7 +41,8 @@ func checkNoQuarantine(t *testing.T, db *percolator.DB) {
 // bytesCorpus is user input that a text encoding or a separator-joined key
 // would break: non-UTF-8 titles, names and links (Latin-1), NUL and 0xFF
 // in paths and link targets, a link whose target contains the old link
-// key's separator followed by another path.
+// key's separator followed by another path, terms named like the
+// pipeline's (observed) columns.
 func bytesCorpus() map[string][]byte {
 	return map[string][]byte{
 		"menu.html":          []byte("<title>Caf\xe9 menu</title><p>caf\xe9 cr\xe8me</p><a href=\"caf%E9.html\">x</a>"),
@@ -52,6 +53,7 @@ func bytesCorpus() map[string][]byte {
 		"dir\xff/c.html":     []byte("<title>\xff\x00\xff</title><a href=\"../b.html\">up</a>"),
 		"invalid\x80\x80.md": []byte("\x80\x80\x80 first line \xc3\x28\n"),
 		"empty.txt":          nil,
+		"columns.txt":        []byte("members content canonical posting indexed counted: terms named like the pipeline's columns\n"),
 	}
 }
 
@@ -250,7 +252,7 @@ func TestFoldCacheStale(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	stale := &flagCache{folds: folds - 1, flags: map[cell]bool{{termRow("alpha"), colCounted}: false}}
+	stale := &flagCache{folds: folds - 1, flags: map[cell]bool{cellOf(termFlagCell("alpha")): false}}
 	if err := db.Update(ctx, func(tx *percolator.Txn) error { _, err := foldOnce(ctx, tx, stale); return err }); err != nil {
 		t.Fatal(err)
 	}
@@ -258,3 +260,5 @@ func TestFoldCacheStale(t *testing.T) {
 		t.Fatalf("counts %+v after a fold with a stale cache, want %+v (%v)", got, c, err)
 	}
 }
+
+func cellOf(row, col string) cell { return cell{row, col} }

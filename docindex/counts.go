@@ -16,7 +16,7 @@ import (
 // The summary counts (documents, terms, duplicate clusters) are exact and
 // cost what changed, not the index: each entity that can be counted has a
 // flag that says whether it is (doc/<path> counted, hash/<hash> dup,
-// term/<term> counted), the counts are the sums of the flags (meta row),
+// termflags/<first byte> <term>), the counts are the sums of the flags (meta row),
 // and a fold sets the flags of the entities that changed since the last
 // fold to what the index now holds, adjusting the counts.
 //
@@ -341,12 +341,14 @@ func (f *fold) recountTerms(ctx context.Context, tx *percolator.Txn, c *Counts) 
 		if err != nil {
 			return err
 		}
-		if err := f.flag(ctx, tx, termRow(w), colCounted, len(kvs) > 0, &c.Terms); err != nil {
+		row, col := termFlagCell(w)
+		if err := f.flag(ctx, tx, row, col, len(kvs) > 0, &c.Terms); err != nil {
 			return err
 		}
 	}
 	for w := range f.set {
-		if err := f.flag(ctx, tx, termRow(w), colCounted, true, &c.Terms); err != nil {
+		row, col := termFlagCell(w)
+		if err := f.flag(ctx, tx, row, col, true, &c.Terms); err != nil {
 			return err
 		}
 	}

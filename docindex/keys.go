@@ -16,8 +16,10 @@ import (
 //	doc/<path>                 a prefix, then the path to the end of the key
 //	dirty/<path>               likewise
 //	hash/<hex sha-256>         fixed length
-//	term/<term>                a term has only letters and digits, so no "/":
-//	term/<term>/<path>         the first "/" after the prefix ends the term
+//	term/<term>/<path>         a term has only letters and digits, so no "/":
+//	                           the first "/" after the prefix ends the term
+//	termflags/<byte>           a prefix and one byte; "#" and the term is the
+//	                           column
 //	link/<target key><source>  the target key has its own length (below)
 //
 // A link target of up to maxKeyTarget bytes is kept in the key as "p", a
@@ -26,11 +28,12 @@ import (
 // href. Either way the cell's value is the target itself. Paths are
 // bounded by MaxPathSize, which leaves room for the longest of these.
 const (
-	docPrefix   = "doc/"
-	dirtyPrefix = "dirty/"
-	hashPrefix  = "hash/"
-	termPrefix  = "term/"
-	linkPrefix  = "link/"
+	docPrefix      = "doc/"
+	dirtyPrefix    = "dirty/"
+	hashPrefix     = "hash/"
+	termPrefix     = "term/"
+	termFlagPrefix = "termflags/"
+	linkPrefix     = "link/"
 
 	// maxKeyTarget is the longest link target kept whole in a row key.
 	maxKeyTarget = 256
@@ -48,9 +51,12 @@ func docRow(path string) string   { return docPrefix + path }
 func dirtyRow(path string) string { return dirtyPrefix + path }
 func hashRow(hash string) string  { return hashPrefix + hash }
 
-// termRow is the row of a term's own cells (its counted flag); the
-// postings follow it, under termRow(term)+"/".
-func termRow(term string) string { return termPrefix + term }
+// termFlagCell is the cell of a term's counted flag: the flags of the
+// terms with the same first byte share a row, so that a fold writes a few
+// rows, not one per term. The column is "#" and the term (letters and
+// digits, so a valid column name): the "#" keeps it apart from every
+// column the pipeline observes, whose writes would otherwise notify them.
+func termFlagCell(term string) (row, col string) { return termFlagPrefix + term[:1], "#" + term }
 
 func postingRow(term, path string) string { return termPrefix + term + "/" + path }
 

@@ -19,7 +19,7 @@ import (
 //	                     wrote), counted (counts.go)
 //	hash/<hash>          members (sorted paths with that content), dup
 //	term/<term>/<path>   posting: a canonical doc has the term
-//	term/<term>          counted (counts.go)
+//	termflags/<byte>     #<term>: counted (counts.go)
 //	link/<target key><source>  from (the target): a canonical doc links
 //	                     to target
 //	dirty/<path>         doc, words: what the path's runs changed since

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -22,11 +24,13 @@ const (
 	rerunNoneMinimum = 300 * time.Millisecond
 )
 
-// benchRerun times the index job, in-process and end to end (open, scan,
-// load, observers, count, close) as `percolator index` runs it, over a
-// copy of the corpus whose files look a day old: the first run, a rerun
-// after editing cfg.editFraction of the files, and a rerun with no change.
-// A last run with --verify (not timed) checks the index.
+// benchRerun times the index job, end to end in a process of its own
+// (start, open, scan, load, observers, count, close), over a copy of the
+// corpus whose files look a day old: the first run, a rerun after editing
+// cfg.editFraction of the files, a rerun with no change, and a second
+// rerun after editing as many other files (the first rerun also pays for
+// what the first run's store left to do: replaying its log). A last run
+// with --verify (not timed) checks the index.
 func benchRerun(ctx context.Context, cfg benchConfig, w io.Writer) error {
 	src := filepath.Join(cfg.dir, "rerun-corpus")
 	db := filepath.Join(cfg.dir, "rerun-db")
@@ -38,28 +42,39 @@ func benchRerun(ctx context.Context, cfg benchConfig, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	edited, err := editFiles(src, cfg.editFraction)
-	if err != nil {
-		return err
-	}
-	edit, err := timeIndex(ctx, cfg, db, src, fmt.Sprintf("after editing %d files", edited))
-	if err != nil {
-		return err
-	}
-	none, err := timeIndex(ctx, cfg, db, src, "no change")
-	if err != nil {
-		return err
+	var edits [2]time.Duration
+	var none time.Duration
+	edited := 0
+	for round := range 2 {
+		if edited, err = editFiles(src, cfg.editFraction, round); err != nil {
+			return err
+		}
+		if edits[round], err = timeIndex(ctx, cfg, db, src, fmt.Sprintf("after editing %d files", edited)); err != nil {
+			return err
+		}
+		if round == 0 {
+			if none, err = timeIndex(ctx, cfg, db, src, "no change"); err != nil {
+				return err
+			}
+		}
 	}
 	if _, err := timeIndex(ctx, cfg, db, src, "verify", "--verify"); err != nil {
 		return err
 	}
-	noneLimit := max(time.Duration(rerunNoneTarget*float64(first)), rerunNoneMinimum)
-	fmt.Fprintf(w, "rerun:   %d files: first run %s; after editing %d files (%.1f%%) %s = %.4fx (target <= %.2fx: %s); no change %s = %.4fx (target <= max(%.2fx, %s) = %s: %s)\n",
-		n, first.Round(time.Millisecond), edited, 100*float64(edited)/float64(n), edit.Round(time.Millisecond), edit.Seconds()/first.Seconds(),
-		rerunEditTarget, cfg.targets.mark(edit.Seconds() <= rerunEditTarget*first.Seconds()),
-		none.Round(time.Millisecond), none.Seconds()/first.Seconds(), rerunNoneTarget, rerunNoneMinimum, noneLimit.Round(time.Millisecond),
-		cfg.targets.mark(none <= noneLimit))
+	printRerun(w, cfg, n, edited, first, edits, none)
 	return nil
+}
+
+func printRerun(w io.Writer, cfg benchConfig, n, edited int, first time.Duration, edits [2]time.Duration, none time.Duration) {
+	ratio := func(d time.Duration) float64 { return d.Seconds() / first.Seconds() }
+	noneLimit := max(time.Duration(rerunNoneTarget*float64(first)), rerunNoneMinimum)
+	fmt.Fprintf(w, "rerun:   %d files, first run %s\n", n, ms(first))
+	for i, d := range edits {
+		fmt.Fprintf(w, "rerun:   after editing %d files (%.1f%%, %s time): %s = %.4fx the first run (target <= %.2fx: %s)\n",
+			edited, 100*float64(edited)/float64(n), []string{"first", "second"}[i], ms(d), ratio(d), rerunEditTarget, cfg.targets.mark(ratio(d) <= rerunEditTarget))
+	}
+	fmt.Fprintf(w, "rerun:   no change: %s = %.4fx the first run (target <= max(%.2fx, %s) = %s: %s)\n",
+		ms(none), ratio(none), rerunNoneTarget, rerunNoneMinimum, ms(noneLimit), cfg.targets.mark(none <= noneLimit))
 }
 
 // rerunCorpus copies a named corpus as is, or the default one to
@@ -114,8 +129,8 @@ func copyTree(src, dst string) error {
 }
 
 // editFiles appends a word to an evenly spread fraction of the files
-// (at least one), and returns how many.
-func editFiles(dir string, fraction float64) (int, error) {
+// (at least one), a different set each round, and returns how many.
+func editFiles(dir string, fraction float64, round int) (int, error) {
 	files, _, err := docindex.ScanDir(dir)
 	if err != nil {
 		return 0, err
@@ -123,7 +138,7 @@ func editFiles(dir string, fraction float64) (int, error) {
 	n := max(1, int(math.Round(fraction*float64(len(files)))))
 	step := float64(len(files)) / float64(n)
 	for i := range n {
-		p := filepath.Join(dir, filepath.FromSlash(files[int(float64(i)*step)].Path))
+		p := filepath.Join(dir, filepath.FromSlash(files[(int(float64(i)*step)+round)%len(files)].Path))
 		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
 			return 0, err
@@ -136,17 +151,42 @@ func editFiles(dir string, fraction float64) (int, error) {
 	return n, nil
 }
 
-// timeIndex runs the index job on src into db as the CLI does, and
-// returns how long it took; its summary goes to the progress log.
+// timeIndex runs `percolator index` on src into db in a process of its
+// own, as a user does, and returns how long it took; where the time went
+// goes to the progress log. (PERCOLATOR_AS_MAIN makes the test binary run
+// as the command.)
 func timeIndex(ctx context.Context, cfg benchConfig, db, src, what string, extra ...string) (time.Duration, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	args := append([]string{"index", "--dir", db, "--quiet", "--json"}, extra...)
+	cmd := exec.CommandContext(ctx, exe, append(args, src)...)
+	cmd.Env = append(os.Environ(), "PERCOLATOR_AS_MAIN=1")
 	var out, errOut bytes.Buffer
-	args := append([]string{"--dir", db, "--quiet"}, extra...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
 	start := time.Now()
-	err := runIndex(ctx, append(args, src), &out, &errOut)
+	err = cmd.Run()
 	took := time.Since(start)
 	if err != nil {
 		return 0, fmt.Errorf("index (%s): %w\n%s%s", what, err, out.String(), errOut.String())
 	}
-	fmt.Fprintf(cfg.log, "rerun: %s in %s:\n%s", what, took.Round(time.Millisecond), out.String())
+	var s indexSummary
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+		return 0, fmt.Errorf("index (%s): summary: %w", what, err)
+	}
+	rest := took - s.OpenTime - s.ScanTime - s.LoadTime - s.RunTime - s.CountTime
+	fmt.Fprintf(cfg.log, "rerun: %s in %s: %d new, %d changed, %d read, %d observer runs; open %s, list %s, load %s, observers %s, count %s, rest (start, close) %s\n",
+		what, took.Round(time.Millisecond), s.New, s.Changed, s.Read, sumRuns(s.Runs), ms(s.OpenTime), ms(s.ScanTime), ms(s.LoadTime), ms(s.RunTime), ms(s.CountTime), ms(rest))
 	return took, nil
+}
+
+func ms(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+
+func sumRuns(runs map[string]int64) int64 {
+	var n int64
+	for _, r := range runs {
+		n += r
+	}
+	return n
 }

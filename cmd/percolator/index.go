@@ -106,6 +106,8 @@ type indexSummary struct {
 	Unchanged   int              `json:"unchanged"`
 	Read        int              `json:"read"`
 	Bad         []badJSON        `json:"bad_files"`
+	OpenTime    time.Duration    `json:"open_ns"`
+	ScanTime    time.Duration    `json:"scan_ns"`
 	LoadTime    time.Duration    `json:"load_ns"`
 	Runs        map[string]int64 `json:"observer_runs"`
 	Scanners    int              `json:"scanners"`
@@ -122,6 +124,7 @@ type indexSummary struct {
 // observers to quiescence, count, and optionally verify. It publishes its
 // status in cfg.dir while it runs.
 func indexDir(ctx context.Context, cfg indexConfig, stdout, stderr io.Writer) (err error) {
+	start := time.Now()
 	db, err := createStore(ctx, cfg.dir)
 	if err != nil {
 		return err
@@ -132,6 +135,7 @@ func indexDir(ctx context.Context, cfg indexConfig, stdout, stderr io.Writer) (e
 		err = errors.Join(err, db.Close())
 	}()
 	j := &indexJob{cfg: cfg, db: db, pub: pub, prog: newProgress(stderr, cfg.quiet), out: stdout}
+	j.sum.OpenTime = time.Since(start)
 	return j.run(ctx)
 }
 
@@ -177,6 +181,7 @@ func (j *indexJob) say(format string, a ...any) {
 // load lists the source directory and loads what changed.
 func (j *indexJob) load(ctx context.Context) error {
 	j.pub.set(func(p *published) { p.Phase = "loading" })
+	start := time.Now()
 	files, bad, err := docindex.ScanDir(j.cfg.src)
 	if err != nil {
 		return err
@@ -185,13 +190,14 @@ func (j *indexJob) load(ctx context.Context) error {
 	if err := docindex.Register(ctx, j.db); err != nil {
 		return err
 	}
+	j.sum.ScanTime = time.Since(start)
 	opts := docindex.SyncOptions{MaxFileSize: j.cfg.maxFileSize, Rehash: j.cfg.rehash, AllowDeletes: j.cfg.allowDeletes}
 	opts.Load.Concurrency = j.cfg.loaders
 	opts.Load.Progress = func(done, total int) {
 		j.prog.show("loading", int64(done), int64(total))
 		j.pub.set(func(p *published) { p.Progress = fmt.Sprintf("%d of %d files to read or delete", done, total) })
 	}
-	start := time.Now()
+	start = time.Now()
 	j.st, err = docindex.Sync(ctx, j.db, files, bad, opts)
 	j.prog.end()
 	j.recordBad()
@@ -266,7 +272,9 @@ func (j *indexJob) observe(ctx context.Context) error {
 func (j *indexJob) count(ctx context.Context) error {
 	j.pub.set(func(p *published) { p.Phase = "counting" })
 	start := time.Now()
+	j.prog.begin("counting")
 	c, err := docindex.CountIndex(ctx, j.db)
+	j.prog.end()
 	if err != nil {
 		return err
 	}
@@ -281,6 +289,8 @@ func (j *indexJob) verify(ctx context.Context) error {
 		return nil
 	}
 	j.pub.set(func(p *published) { p.Phase = "verifying" })
+	j.prog.begin("verifying")
+	defer j.prog.end()
 	ix, err := docindex.Export(ctx, j.db)
 	if err != nil {
 		return err

@@ -65,6 +65,23 @@ func (p *progress) show(desc string, done, total int64) {
 	_ = p.bar.Set64(done)
 }
 
+// begin announces a phase whose length is unknown: a spinner on a
+// terminal, one plain line otherwise.
+func (p *progress) begin(desc string) {
+	if p.quiet {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.tty {
+		fmt.Fprintf(p.w, "%s...\n", desc)
+		return
+	}
+	p.bar = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(p.w), progressbar.OptionSetDescription(desc),
+		progressbar.OptionSpinnerType(14), progressbar.OptionThrottle(100*time.Millisecond))
+	_ = p.bar.Add(1)
+}
+
 // end closes the phase's bar.
 func (p *progress) end() {
 	p.mu.Lock()

@@ -132,6 +132,11 @@ func TestBenchObservers(t *testing.T) {
 	if code != 0 || strings.Count(out, "the batch build (no target)\n") != 4 || !strings.Contains(out, "batch build of 60 files") {
 		t.Fatalf("bench observers: exit %d\n%s%s", code, out, errOut)
 	}
+	out, errOut, code = runCLI(t, "bench", "--dir", dir, "--only", "rerun", "--index-files", "50")
+	if code != 0 || !regexp.MustCompile(`after editing 1 files \(2.0%, second time\): .* = [0-9.]+x the first run \(target <= 0.03x: (met|MISSED)\)`).MatchString(out) ||
+		!strings.Contains(errOut, "equals a from-scratch batch build") && !strings.Contains(errOut, "rerun: verify in") {
+		t.Fatalf("bench rerun: exit %d\n%s%s", code, out, errOut)
+	}
 	for _, args := range [][]string{
 		{"bench", "--dir", dir, "--only", "notify", "--notify-cells", "10", "--notify-dirty", "20"},
 		{"bench", "--dir", dir, "--only", "observers", "--index-files", "0"},

@@ -15,24 +15,31 @@ import (
 //
 // The summary counts (documents, terms, duplicate clusters) are exact and
 // cost what changed, not the index: each entity that can be counted has a
-// flag that says whether it is (doc/<path> counted, hash/<hash> dup,
-// termflags/<first byte> <term>), the counts are the sums of the flags (meta row),
-// and a fold sets the flags of the entities that changed since the last
-// fold to what the index now holds, adjusting the counts.
+// flag that says whether it is (doc/<path> counted, which holds the hash
+// the document was counted with; hash/<hash> dup; termflags/<first byte>
+// #<term>), the counts are the sums of the flags (meta row), and a fold
+// sets the flags of the entities that changed since the last fold to what
+// the index now holds, adjusting the counts.
 //
-// The observers record what they change in the same transaction as the
-// change: document writes dirty/<path> doc (the hashes whose clusters it
-// edited), terms writes dirty/<path> words (the terms whose posting for
-// the path it set or deleted, each with the latest direction). Those are
-// cells of the path's own row, so recording costs no conflict. Fold (run
-// by CountIndex, serially) takes dirty cells in batches, each in one
-// transaction that recomputes each entity from the index at its snapshot,
+// The terms observer records what changed, in the same transaction as its
+// own changes, in dirty/<path>: doc (the path) and words (the terms whose
+// posting for the path it set or deleted, each with the latest
+// direction). Every change of a document's presence or hash is followed by
+// a terms run on its path (the cluster rewrites the canonical flag of every
+// member of both clusters; a delete deletes the flag), so marking there
+// covers documents and clusters too, and the document observer writes
+// nothing more. The marks are cells of the path's own row: no conflict
+// between runs of different paths. Fold (run by CountIndex, serially)
+// takes dirty cells in batches, each in one transaction that recomputes
+// each entity from the index at its snapshot (a document's presence and
+// the clusters of its counted and current hashes; a term's postings),
 // updates flags and counts, and deletes the dirty cells it took. So:
 //
 //  1. Every change that can move a count leaves its entity in a dirty
-//     cell until a fold has recomputed it at a snapshot that includes the
-//     change: a dirty cell rewritten after the fold's snapshot makes the
-//     fold's delete conflict, and the fold retries.
+//     cell (once the terms run that follows it commits) until a fold has
+//     recomputed it at a snapshot that includes the change: a dirty cell
+//     rewritten after the fold's snapshot makes the fold's delete
+//     conflict, and the fold retries.
 //  2. A fold recomputes, it does not add up deltas, so seeing an entity
 //     twice is harmless. A term whose latest direction in a dirty cell is
 //     "set" has a posting at the fold's snapshot, so it is present without
@@ -40,8 +47,8 @@ import (
 //  3. Every fold writes the counts row, so folds are serialized by their
 //     conflicts on it: none commits a recomputation older than another's.
 //
-// At quiescence (no dirty cell) every flag equals what the index holds, so
-// the counts equal those of Export.
+// At quiescence (every observer run done, no dirty cell) every flag equals
+// what the index holds, so the counts equal those of Export.
 //
 // Rejected: counters updated by the observers themselves. A shared counter
 // cell is written by nearly every run (every document has the term "the"),
@@ -124,37 +131,30 @@ func checkFormat(ctx context.Context, db *percolator.DB) error {
 	})
 }
 
-// markHashes records, in dirty/<path>, that path's document changed its
-// presence or the clusters of hashes.
-func markHashes(ctx context.Context, tx *percolator.Txn, path string, hashes []string) error {
-	had, err := getList(ctx, tx, dirtyRow(path), colDirtyDoc)
-	if err != nil {
+// markDirty records, in dirty/<path>, that path's run of terms changed
+// what it indexes, and the terms whose posting for path it set or deleted,
+// keeping each term's latest direction.
+func markDirty(ctx context.Context, tx *percolator.Txn, path string, set, deleted []string) error {
+	row := dirtyRow(path)
+	if err := tx.Set(row, colDirtyDoc, []byte{1}); err != nil {
 		return err
 	}
-	return tx.Set(dirtyRow(path), colDirtyDoc, encodeList(union(had, hashes)))
-}
-
-// markWords records, in dirty/<path>, the terms whose posting for path was
-// set or deleted, keeping each term's latest direction.
-func markWords(ctx context.Context, tx *percolator.Txn, path string, set, deleted []string) error {
 	if len(set) == 0 && len(deleted) == 0 {
 		return nil
 	}
-	v, ok, err := getOpt(ctx, tx, dirtyRow(path), colDirtyWords)
+	v, ok, err := getOpt(ctx, tx, row, colDirtyWords)
 	if err != nil {
 		return err
 	}
-	var had contribution // Words: set, Links: deleted
+	now := contribution{Words: set, Links: deleted} // Words: set, Links: deleted
 	if ok {
-		if had, err = decodeContribution(v); err != nil {
-			return fmt.Errorf("%q %s: %w", dirtyRow(path), colDirtyWords, err)
+		had, err := decodeContribution(v)
+		if err != nil {
+			return fmt.Errorf("%q %s: %w", row, colDirtyWords, err)
 		}
+		now = contribution{Words: union(minus(had.Words, deleted), set), Links: union(minus(had.Links, set), deleted)}
 	}
-	now := contribution{
-		Words: union(minus(had.Words, deleted), set),
-		Links: union(minus(had.Links, set), deleted),
-	}
-	return tx.Set(dirtyRow(path), colDirtyWords, encodeContribution(now))
+	return tx.Set(row, colDirtyWords, encodeContribution(now))
 }
 
 // union returns the sorted union of the sorted lists a and b.
@@ -234,7 +234,7 @@ func (c *flagCache) committed(f *fold) {
 
 // fold is one batch of dirty entities.
 type fold struct {
-	paths, hashes  []string
+	paths          []string
 	set, unsure    map[string]bool // terms: with a "set" direction; any other
 	dirtyDocs      []string        // the dirty rows taken, per column
 	dirtyWordsRows []string
@@ -281,13 +281,8 @@ func takeDirty(ctx context.Context, tx *percolator.Txn) (*fold, error) {
 		return nil, err
 	}
 	for _, kv := range docs {
-		hashes, err := decodeList(kv.Value)
-		if err != nil {
-			return nil, fmt.Errorf("%q %s: %w", kv.Row, colDirtyDoc, err)
-		}
 		f.dirtyDocs = append(f.dirtyDocs, string(kv.Row))
 		f.paths = append(f.paths, strings.TrimPrefix(string(kv.Row), dirtyPrefix))
-		f.hashes = union(f.hashes, hashes)
 	}
 	words, err := tx.Scan(ctx, dirtyPrefix, prefixEnd(dirtyPrefix), colDirtyWords, foldBatch)
 	if err != nil {
@@ -311,16 +306,13 @@ func takeDirty(ctx context.Context, tx *percolator.Txn) (*fold, error) {
 
 // recount recomputes every entity of the batch and adjusts c.
 func (f *fold) recount(ctx context.Context, tx *percolator.Txn, c *Counts) error {
+	hashes := map[string]bool{}
 	for _, p := range f.paths {
-		_, present, err := getOpt(ctx, tx, docRow(p), colHash)
-		if err != nil {
-			return err
-		}
-		if err := f.flag(ctx, tx, docRow(p), colCounted, present, &c.Documents); err != nil {
+		if err := f.recountDoc(ctx, tx, p, c, hashes); err != nil {
 			return err
 		}
 	}
-	for _, h := range f.hashes {
+	for h := range hashes {
 		members, err := getList(ctx, tx, hashRow(h), colMembers)
 		if err != nil {
 			return err
@@ -330,6 +322,37 @@ func (f *fold) recount(ctx context.Context, tx *percolator.Txn, c *Counts) error
 		}
 	}
 	return f.recountTerms(ctx, tx, c)
+}
+
+// recountDoc recomputes whether path is a document, records the hash it is
+// counted with, and adds to hashes the clusters it left or joined.
+func (f *fold) recountDoc(ctx context.Context, tx *percolator.Txn, path string, c *Counts, hashes map[string]bool) error {
+	row := docRow(path)
+	hash, present, err := getOpt(ctx, tx, row, colHash)
+	if err != nil {
+		return err
+	}
+	counted, was, err := getOpt(ctx, tx, row, colCounted)
+	if err != nil {
+		return err
+	}
+	switch {
+	case present && was && string(hash) == string(counted):
+		return nil
+	case present && !was:
+		c.Documents++
+	case !present && was:
+		c.Documents--
+	}
+	for _, h := range [][]byte{hash, counted} {
+		if len(h) > 0 {
+			hashes[string(h)] = true
+		}
+	}
+	if present {
+		return tx.Set(row, colCounted, hash)
+	}
+	return tx.Delete(row, colCounted)
 }
 
 func (f *fold) recountTerms(ctx context.Context, tx *percolator.Txn, c *Counts) error {

@@ -15,7 +15,7 @@ func FormatValue(col string, v []byte) (string, bool) {
 	case colParsed:
 		d, err := decodeDoc(v)
 		return fmt.Sprintf("doc title=%q hash=%s words=%s links=%s", d.Title, d.Hash, formatList(d.Words), formatList(d.Links)), err == nil
-	case colMembers, colDirtyDoc:
+	case colMembers:
 		l, err := decodeList(v)
 		return formatList(l), err == nil
 	case colIndexed:

@@ -16,14 +16,16 @@ import (
 //	doc/<path>           content (loader), loaded (loader: content hash
 //	                     and file stat), parsed (encoded Doc), hash,
 //	                     canonical ("1" or "0"), indexed (what terms last
-//	                     wrote), counted (counts.go)
+//	                     wrote), counted (the hash it was last counted
+//	                     with, counts.go)
 //	hash/<hash>          members (sorted paths with that content), dup
 //	term/<term>/<path>   posting: a canonical doc has the term
 //	termflags/<byte>     #<term>: counted (counts.go)
 //	link/<target key><source>  from (the target): a canonical doc links
 //	                     to target
-//	dirty/<path>         doc, words: what the path's runs changed since
-//	                     the counts were last folded (counts.go)
+//	dirty/<path>         doc, words: the path, and the terms whose
+//	                     postings for it changed, since the counts were
+//	                     last folded (counts.go)
 //	meta/docindex        format, and the counts
 //
 // document (on content) parses the file and moves it between hash
@@ -121,9 +123,8 @@ func deleteColumns(tx *percolator.Txn, row string, cols ...string) error {
 }
 
 // moveCluster moves path from the cluster of oldHash to that of newHash
-// ("" for none), and marks what changed for the counts.
+// ("" for none).
 func moveCluster(ctx context.Context, tx *percolator.Txn, path, oldHash, newHash string) error {
-	var touched []string
 	for _, h := range []string{oldHash, newHash} {
 		if h == "" {
 			continue
@@ -131,10 +132,8 @@ func moveCluster(ctx context.Context, tx *percolator.Txn, path, oldHash, newHash
 		if err := editMembers(ctx, tx, h, path, h == newHash); err != nil {
 			return err
 		}
-		touched = append(touched, h)
 	}
-	slices.Sort(touched)
-	return markHashes(ctx, tx, path, touched)
+	return nil
 }
 
 func editMembers(ctx context.Context, tx *percolator.Txn, hash, path string, add bool) error {
@@ -209,7 +208,7 @@ func terms(ctx context.Context, tx *percolator.Txn, row, _ string) error {
 	if _, _, err := apply(tx, had.Links, want.Links, func(t string) (string, []byte) { return linkRow(t, path), []byte(t) }, colFrom); err != nil {
 		return err
 	}
-	if err := markWords(ctx, tx, path, added, removed); err != nil {
+	if err := markDirty(ctx, tx, path, added, removed); err != nil {
 		return err
 	}
 	if len(want.Words) == 0 && len(want.Links) == 0 {

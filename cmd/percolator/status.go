@@ -151,7 +151,9 @@ func printObservers(w io.Writer, st percolator.ObserverStatus) {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\n", displayText(c.Column), c.Pending, oldest)
 	}
-	fmt.Fprintln(tw, "\t\t")
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "OBSERVER\tCOLUMN\tRUNS\tCOMMITS\tCONFLICTS\tFAILURES\tQUARANTINED")
 	for _, o := range st.Observers {
 		c := o.Counts

@@ -109,8 +109,9 @@ func TestSyncSkipsByStat(t *testing.T) {
 	step("after a racy edit", SyncOptions{}, 1, 0)
 }
 
-// TestSyncBadFiles: a file that cannot be read, one over the size limit,
-// a vanished one and a path one past the limit are skipped and reported
+// TestSyncBadFiles: a file that cannot be read, one over the size limit
+// (one at it is taken), a vanished one and a path one past the limit are
+// skipped and reported
 // with a reason, the rest indexed; a bad file that was indexed before
 // keeps its indexed content, and the index equals a batch build of the
 // Reference (issue 7 C3: one bad file stopped the whole run).
@@ -124,7 +125,8 @@ func TestSyncBadFiles(t *testing.T) {
 	if st, _ := syncDir(t, db, src, SyncOptions{}); st.New != 4 || len(st.Bad) != 0 {
 		t.Fatalf("first sync: %+v", st)
 	}
-	writeTree(t, src, map[string]string{"big.html": strings.Repeat("x", 101), "new.html": "<title>new</title> delta", "vanishes.txt": "soon gone"})
+	writeTree(t, src, map[string]string{"big.html": strings.Repeat("x", 101), "new.html": "<title>new</title> delta", "vanishes.txt": "soon gone",
+		"limit.txt": strings.Repeat("y", 100)})
 	files, bad := scanDir(t, src)
 	if err := os.Remove(filepath.Join(src, "vanishes.txt")); err != nil {
 		t.Fatal(err)
@@ -139,8 +141,8 @@ func TestSyncBadFiles(t *testing.T) {
 		t.Fatalf("sync with bad files: %v", err)
 	}
 	wantBad := map[string]string{"big.html": "exceeds the limit of 100 bytes", "vanishes.txt": "no such file", "unreadable.html": "input/output error", files[len(files)-1].Path: "exceeds the limit of"}
-	if len(st.Bad) != len(wantBad) || st.New != 1 || st.Unchanged != 3 {
-		t.Errorf("stats %+v; want 1 new, 3 unchanged and %d bad", st, len(wantBad))
+	if len(st.Bad) != len(wantBad) || st.New != 2 || st.Unchanged != 3 {
+		t.Errorf("stats %+v; want 2 new (one at the size limit), 3 unchanged and %d bad", st, len(wantBad))
 	}
 	for _, b := range st.Bad {
 		if !strings.Contains(b.Reason, wantBad[b.Path]) {

@@ -150,6 +150,9 @@ func TestIssue7IndexRerunReadsChanges(t *testing.T) {
 // C5: an empty (or wrong) SRC_DIR does not wipe the index.
 func TestIssue7IndexEmptySrcKeepsIndex(t *testing.T) {
 	dir := t.TempDir()
+	if out, _ := mustRun(t, 0, "index", "--dir", dir, "--quiet", t.TempDir()); !strings.Contains(out, "0 files") || !strings.Contains(out, "0 documents") {
+		t.Fatalf("an empty SRC_DIR into a new store:\n%s", out)
+	}
 	mustRun(t, 0, "index", "--dir", dir, "--quiet", corpus)
 	_, errOut := mustRun(t, 1, "index", "--dir", dir, "--quiet", t.TempDir())
 	if !strings.Contains(errOut, "refusing to delete more than half") || !strings.Contains(errOut, "--allow-deletes") {

@@ -3,9 +3,7 @@ package docindex
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 )
@@ -73,38 +71,6 @@ func (ix *Index) addCanonical(p string, d Doc) {
 	for _, t := range d.Links {
 		ix.InLinks[t]++ // d.Links is distinct and excludes p itself.
 	}
-}
-
-// ReadCorpus returns every indexable regular file under dir, keyed by its
-// slash-separated path relative to dir. Files and directories whose name
-// starts with "." are skipped, and so are symbolic links.
-func ReadCorpus(dir string) (map[string][]byte, error) {
-	files, err := readFS(os.DirFS(dir))
-	if err != nil {
-		return nil, fmt.Errorf("docindex: reading corpus %s: %w", dir, err)
-	}
-	return files, nil
-}
-
-func readFS(fsys fs.FS) (map[string][]byte, error) {
-	files := make(map[string][]byte)
-	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-		switch {
-		case err != nil:
-			return err
-		case p != "." && strings.HasPrefix(d.Name(), "."):
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		case !d.Type().IsRegular() || !Indexable(p):
-			return nil
-		}
-		b, err := fs.ReadFile(fsys, p)
-		files[p] = b
-		return err
-	})
-	return files, err
 }
 
 // Query returns the canonical paths of the docs that have the term word

@@ -103,11 +103,38 @@
 // # Using it as a reference
 //
 //  1. Read the corpus with ReadCorpus (indexable regular files under a
-//     directory, hidden names and symbolic links skipped), or build the
-//     files map in memory.
+//     directory, hidden names and symbolic links skipped; file names are
+//     bytes and need not be UTF-8), or build the files map in memory.
 //  2. Build it, run the incremental pipeline over the same files, and
 //     compare with want.Equal(got): nil, or an error wrapping ErrNotEqual
 //     that names the first difference in a fixed order (Docs, Canonical,
 //     Terms, InLinks; keys in sorted order), so a failing test reports the
 //     same difference every run.
+//
+// # The incremental index
+//
+// Register installs the observers (pipeline.go) on a DB; Sync writes the
+// files that changed; RunWorkers runs the observers to quiescence, where
+// Export equals Build over the files Sync was given (Reference, when some
+// were bad). What it stores follows DESIGN.md's rules for user data:
+//
+//  1. Values are binary (encode.go): titles, paths, words and links keep
+//     their bytes, invalid UTF-8 included.
+//  2. Row keys built from user bytes are unambiguous and bounded
+//     (keys.go): a path is the tail of its keys, a term cannot hold the
+//     "/" that ends it, and a link target is length-prefixed, or hashed
+//     when long. Paths are limited to MaxPathSize bytes.
+//  3. Sync (sync.go) takes a file list (ScanDir, MemFiles) and reads only
+//     the files whose Stat (size, modification time, inode) changed since
+//     they were loaded, or all with Rehash. A file it cannot read, over
+//     SyncOptions.MaxFileSize, or with a path over MaxPathSize is a bad
+//     file: skipped, reported in SyncStats.Bad, and what the index held
+//     for it kept (so are the documents under a directory ScanDir could
+//     not read); the others are synced. It refuses, before writing, to
+//     delete more than half of the indexed documents unless allowed.
+//  4. The summary counts (documents, terms, duplicate clusters) are kept
+//     exact at a cost in proportion to what changed: the observers record
+//     what they changed in per-path dirty cells, and CountIndex folds them
+//     into per-entity flags and the counts (counts.go).
+//  5. A store holds one format of index (ErrFormat otherwise).
 package docindex

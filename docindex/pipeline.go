@@ -2,36 +2,40 @@ package docindex
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/seed-992972ee/percolator"
 )
 
 // The incremental index is a chain of observers over these rows (the
-// paper's indexing pipeline in miniature):
+// paper's indexing pipeline in miniature; keys.go has their encoding):
 //
-//	doc/<path>           content (loader), loaded (loader: content hash),
-//	                     parsed (JSON Doc), hash, canonical ("1" or "0")
-//	hash/<hash>          members (JSON sorted paths with that content)
+//	doc/<path>           content (loader), loaded (loader: content hash
+//	                     and file stat), parsed (encoded Doc), hash,
+//	                     canonical ("1" or "0"), indexed (what terms last
+//	                     wrote), counted (the hash it was last counted
+//	                     with, counts.go)
+//	hash/<hash>          members (sorted paths with that content), dup
 //	term/<term>/<path>   posting: a canonical doc has the term
-//	link/<target>\x00<source>  from: a canonical doc links to target
+//	termflags/<byte>     #<term>: counted (counts.go)
+//	link/<target key><source>  from (the target): a canonical doc links
+//	                     to target
+//	dirty/<path>         doc, words: the path, and the terms whose
+//	                     postings for it changed, since the counts were
+//	                     last folded (counts.go)
+//	meta/docindex        format, and the counts
 //
 // document (on content) parses the file and moves it between hash
 // clusters; cluster (on members) marks each member canonical or not, the
 // smallest path of the cluster being canonical (the paper's Figure 2);
 // terms (on canonical) replaces the postings and links the doc contributes:
 // its words and links if it is canonical, nothing otherwise. Postings are
-// cells of their own, so documents sharing a term never conflict.
+// cells of their own, so documents sharing a term never conflict. Every
+// stored value is binary (encode.go): user bytes stay bytes.
 const (
-	docPrefix  = "doc/"
-	hashPrefix = "hash/"
-	termPrefix = "term/"
-	linkPrefix = "link/"
-
 	colContent   = "content"
 	colLoaded    = "loaded"
 	colParsed    = "parsed"
@@ -40,7 +44,7 @@ const (
 	colMembers   = "members"
 	colPosting   = "posting"
 	colFrom      = "from"
-	colIndexed   = "indexed" // JSON {"words":[...],"links":[...]}: what terms last wrote
+	colIndexed   = "indexed"
 )
 
 // Observer names.
@@ -50,8 +54,12 @@ const (
 	ObsTerms    = "terms"
 )
 
-// Register registers the pipeline's observers on db.
+// Register checks that the store holds no index of another format and
+// registers the pipeline's observers on db.
 func Register(ctx context.Context, db *percolator.DB) error {
+	if err := checkFormat(ctx, db); err != nil {
+		return err
+	}
 	for _, o := range []percolator.Observer{
 		{Name: ObsDocument, Column: colContent, Fn: document},
 		{Name: ObsCluster, Column: colMembers, Fn: cluster},
@@ -86,47 +94,53 @@ func document(ctx context.Context, tx *percolator.Txn, row, _ string) error {
 	}
 	newHash := ""
 	if ok {
-		d := Parse(path, content)
-		newHash = d.Hash
-		parsed, _ := json.Marshal(d)
-		if err := tx.Set(row, colParsed, parsed); err != nil {
-			return err
-		}
-		if err := tx.Set(row, colHash, []byte(newHash)); err != nil {
-			return err
-		}
+		newHash, err = storeParsed(tx, row, path, content)
 	} else {
-		for _, col := range []string{colParsed, colHash, colCanonical} {
-			if err := tx.Delete(row, col); err != nil {
-				return err
-			}
-		}
+		err = deleteColumns(tx, row, colParsed, colHash, colCanonical)
 	}
-	if string(oldHash) == newHash {
-		return nil
+	if err != nil || string(oldHash) == newHash {
+		return err
 	}
-	if len(oldHash) > 0 {
-		if err := editMembers(ctx, tx, string(oldHash), path, false); err != nil {
+	return moveCluster(ctx, tx, path, string(oldHash), newHash)
+}
+
+// storeParsed writes the parsed doc and its hash, and returns the hash.
+func storeParsed(tx *percolator.Txn, row, path string, content []byte) (string, error) {
+	d := Parse(path, content)
+	if err := tx.Set(row, colParsed, encodeDoc(d)); err != nil {
+		return "", err
+	}
+	return d.Hash, tx.Set(row, colHash, []byte(d.Hash))
+}
+
+func deleteColumns(tx *percolator.Txn, row string, cols ...string) error {
+	for _, col := range cols {
+		if err := tx.Delete(row, col); err != nil {
 			return err
 		}
 	}
-	if newHash != "" {
-		return editMembers(ctx, tx, newHash, path, true)
+	return nil
+}
+
+// moveCluster moves path from the cluster of oldHash to that of newHash
+// ("" for none).
+func moveCluster(ctx context.Context, tx *percolator.Txn, path, oldHash, newHash string) error {
+	for _, h := range []string{oldHash, newHash} {
+		if h == "" {
+			continue
+		}
+		if err := editMembers(ctx, tx, h, path, h == newHash); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 func editMembers(ctx context.Context, tx *percolator.Txn, hash, path string, add bool) error {
-	row := hashPrefix + hash
-	v, _, err := getOpt(ctx, tx, row, colMembers)
+	row := hashRow(hash)
+	members, err := getList(ctx, tx, row, colMembers)
 	if err != nil {
 		return err
-	}
-	var members []string
-	if len(v) > 0 {
-		if err := json.Unmarshal(v, &members); err != nil {
-			return err
-		}
 	}
 	i, found := slices.BinarySearch(members, path)
 	switch {
@@ -140,20 +154,28 @@ func editMembers(ctx context.Context, tx *percolator.Txn, hash, path string, add
 	if len(members) == 0 {
 		return tx.Delete(row, colMembers)
 	}
-	b, _ := json.Marshal(members)
-	return tx.Set(row, colMembers, b)
+	return tx.Set(row, colMembers, encodeList(members))
+}
+
+// getList reads a stored sorted list; absent is empty.
+func getList(ctx context.Context, tx *percolator.Txn, row, col string) ([]string, error) {
+	v, ok, err := getOpt(ctx, tx, row, col)
+	if err != nil || !ok {
+		return nil, err
+	}
+	ss, err := decodeList(v)
+	if err != nil {
+		return nil, fmt.Errorf("%q %s: %w", row, col, err)
+	}
+	return ss, nil
 }
 
 // cluster marks every member of hash/<hash> canonical or not. Each flag is
 // written even if unchanged: the write is what tells terms that the
 // member's content (which moved it into this cluster) changed.
 func cluster(ctx context.Context, tx *percolator.Txn, row, _ string) error {
-	v, ok, err := getOpt(ctx, tx, row, colMembers)
-	if err != nil || !ok {
-		return err
-	}
-	var members []string
-	if err := json.Unmarshal(v, &members); err != nil {
+	members, err := getList(ctx, tx, row, colMembers)
+	if err != nil {
 		return err
 	}
 	for i, m := range members {
@@ -161,229 +183,92 @@ func cluster(ctx context.Context, tx *percolator.Txn, row, _ string) error {
 		if i == 0 {
 			flag = "1"
 		}
-		if err := tx.Set(docPrefix+m, colCanonical, []byte(flag)); err != nil {
+		if err := tx.Set(docRow(m), colCanonical, []byte(flag)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-type contribution struct {
-	Words []string `json:"words"`
-	Links []string `json:"links"`
-}
-
 // terms replaces the postings and links doc/<path> contributes.
 func terms(ctx context.Context, tx *percolator.Txn, row, _ string) error {
 	path := strings.TrimPrefix(row, docPrefix)
-	var want contribution
-	flag, _, err := getOpt(ctx, tx, row, colCanonical)
+	want, err := wantedContribution(ctx, tx, row)
 	if err != nil {
 		return err
 	}
-	if string(flag) == "1" {
-		parsed, ok, err := getOpt(ctx, tx, row, colParsed)
-		if err != nil {
-			return err
-		}
-		if ok {
-			var d Doc
-			if err := json.Unmarshal(parsed, &d); err != nil {
-				return err
-			}
-			want = contribution{Words: d.Words, Links: d.Links}
-		}
-	}
-	var had contribution
-	if v, ok, err := getOpt(ctx, tx, row, colIndexed); err != nil {
-		return err
-	} else if ok {
-		if err := json.Unmarshal(v, &had); err != nil {
-			return err
-		}
-	}
-	apply := func(old, cur []string, key func(string) string, col string) error {
-		for _, w := range old {
-			if _, found := slices.BinarySearch(cur, w); !found {
-				if err := tx.Delete(key(w), col); err != nil {
-					return err
-				}
-			}
-		}
-		for _, w := range cur {
-			if _, found := slices.BinarySearch(old, w); !found {
-				if err := tx.Set(key(w), col, []byte{1}); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	if err := apply(had.Words, want.Words, func(w string) string { return termPrefix + w + "/" + path }, colPosting); err != nil {
+	had, err := indexedContribution(ctx, tx, row)
+	if err != nil {
 		return err
 	}
-	if err := apply(had.Links, want.Links, func(t string) string { return linkPrefix + t + "\x00" + path }, colFrom); err != nil {
+	added, removed, err := apply(tx, had.Words, want.Words, func(w string) (string, []byte) { return postingRow(w, path), []byte{1} }, colPosting)
+	if err != nil {
+		return err
+	}
+	if _, _, err := apply(tx, had.Links, want.Links, func(t string) (string, []byte) { return linkRow(t, path), []byte(t) }, colFrom); err != nil {
+		return err
+	}
+	if err := markDirty(ctx, tx, path, added, removed); err != nil {
 		return err
 	}
 	if len(want.Words) == 0 && len(want.Links) == 0 {
 		return tx.Delete(row, colIndexed)
 	}
-	b, _ := json.Marshal(want)
-	return tx.Set(row, colIndexed, b)
+	return tx.Set(row, colIndexed, encodeContribution(want))
 }
 
-// SyncStats counts what Sync did.
-type SyncStats struct {
-	New, Changed, Deleted, Unchanged int
-}
-
-// Sync makes the stored corpus equal files: new and changed files are
-// written, files no longer present deleted, each in a loader transaction
-// (opts bounds the concurrency and reports progress over the files to
-// write).
-func Sync(ctx context.Context, db *percolator.DB, files map[string][]byte, opts percolator.LoadOptions) (SyncStats, error) {
-	var st SyncStats
-	loaded := map[string]string{}
-	err := db.View(ctx, func(tx *percolator.Txn) error {
-		kvs, err := tx.Scan(ctx, docPrefix, prefixEnd(docPrefix), colLoaded, 0)
-		for _, kv := range kvs {
-			loaded[strings.TrimPrefix(string(kv.Row), docPrefix)] = string(kv.Value)
-		}
-		return err
-	})
+// wantedContribution is what doc/<path> should contribute: its words and
+// links if it is canonical, nothing otherwise.
+func wantedContribution(ctx context.Context, tx *percolator.Txn, row string) (contribution, error) {
+	flag, _, err := getOpt(ctx, tx, row, colCanonical)
+	if err != nil || string(flag) != "1" {
+		return contribution{}, err
+	}
+	parsed, ok, err := getOpt(ctx, tx, row, colParsed)
+	if err != nil || !ok {
+		return contribution{}, err
+	}
+	d, err := decodeDoc(parsed)
 	if err != nil {
-		return st, err
+		return contribution{}, fmt.Errorf("%q %s: %w", row, colParsed, err)
 	}
-	type item struct {
-		path    string
-		content []byte // nil: delete
-		hash    string
-	}
-	var items []item
-	for p, c := range files {
-		if !Indexable(p) {
-			continue
-		}
-		h := hashOf(c)
-		old, was := loaded[p]
-		switch {
-		case !was:
-			st.New++
-		case old != h:
-			st.Changed++
-		default:
-			st.Unchanged++
-			continue
-		}
-		items = append(items, item{path: p, content: c, hash: h})
-	}
-	for p := range loaded {
-		if _, ok := files[p]; !ok || !Indexable(p) {
-			st.Deleted++
-			items = append(items, item{path: p})
-		}
-	}
-	sort.Slice(items, func(i, j int) bool { return items[i].path < items[j].path })
-	err = db.Load(ctx, len(items), opts, func(tx *percolator.Txn, i int) error {
-		it := items[i]
-		row := docPrefix + it.path
-		if it.content == nil {
-			if err := tx.Delete(row, colContent); err != nil {
-				return err
-			}
-			return tx.Delete(row, colLoaded)
-		}
-		if err := tx.Set(row, colContent, it.content); err != nil {
-			return err
-		}
-		return tx.Set(row, colLoaded, []byte(it.hash))
-	})
-	return st, err
+	return contribution{Words: d.Words, Links: d.Links}, nil
 }
 
-// Export reads the incremental index back in Build's shape, from one
-// snapshot.
-func Export(ctx context.Context, db *percolator.DB) (*Index, error) {
-	ix := &Index{Docs: map[string]Doc{}, Canonical: map[string]string{}, Terms: map[string][]string{}, InLinks: map[string]int{}}
-	err := db.View(ctx, func(tx *percolator.Txn) error {
-		kvs, err := tx.Scan(ctx, docPrefix, prefixEnd(docPrefix), colParsed, 0)
-		if err != nil {
-			return err
-		}
-		for _, kv := range kvs {
-			var d Doc
-			if err := json.Unmarshal(kv.Value, &d); err != nil {
-				return err
-			}
-			ix.Docs[strings.TrimPrefix(string(kv.Row), docPrefix)] = d
-		}
-		if kvs, err = tx.Scan(ctx, hashPrefix, prefixEnd(hashPrefix), colMembers, 0); err != nil {
-			return err
-		}
-		for _, kv := range kvs {
-			var members []string
-			if err := json.Unmarshal(kv.Value, &members); err != nil {
-				return err
-			}
-			if len(members) > 0 {
-				ix.Canonical[strings.TrimPrefix(string(kv.Row), hashPrefix)] = members[0]
-			}
-		}
-		if kvs, err = tx.Scan(ctx, termPrefix, prefixEnd(termPrefix), colPosting, 0); err != nil {
-			return err
-		}
-		for _, kv := range kvs {
-			term, path, _ := strings.Cut(strings.TrimPrefix(string(kv.Row), termPrefix), "/")
-			ix.Terms[term] = append(ix.Terms[term], path)
-		}
-		if kvs, err = tx.Scan(ctx, linkPrefix, prefixEnd(linkPrefix), colFrom, 0); err != nil {
-			return err
-		}
-		for _, kv := range kvs {
-			target, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Row), linkPrefix), "\x00")
-			ix.InLinks[target]++
-		}
-		return nil
-	})
-	for _, paths := range ix.Terms {
-		sort.Strings(paths)
+// indexedContribution is what terms last wrote for doc/<path>.
+func indexedContribution(ctx context.Context, tx *percolator.Txn, row string) (contribution, error) {
+	v, ok, err := getOpt(ctx, tx, row, colIndexed)
+	if err != nil || !ok {
+		return contribution{}, err
 	}
-	return ix, err
+	c, err := decodeContribution(v)
+	if err != nil {
+		return contribution{}, fmt.Errorf("%q %s: %w", row, colIndexed, err)
+	}
+	return c, nil
 }
 
-// Query returns the canonical paths whose document has word, from the
-// incremental index.
-func Query(ctx context.Context, db *percolator.DB, word string) ([]string, error) {
-	word = strings.ToLower(word)
-	var paths []string
-	err := db.View(ctx, func(tx *percolator.Txn) error {
-		start := termPrefix + word + "/"
-		kvs, err := tx.Scan(ctx, start, prefixEnd(start), colPosting, 0)
-		for _, kv := range kvs {
-			paths = append(paths, strings.TrimPrefix(string(kv.Row), start))
+// apply deletes the cells of the items of old not in cur and sets those of
+// cur not in old (both sorted), and returns the items it set and those it
+// deleted, each sorted.
+func apply(tx *percolator.Txn, old, cur []string, cell func(string) (string, []byte), col string) (set, deleted []string, err error) {
+	for _, w := range old {
+		if _, found := slices.BinarySearch(cur, w); !found {
+			row, _ := cell(w)
+			if err := tx.Delete(row, col); err != nil {
+				return nil, nil, err
+			}
+			deleted = append(deleted, w)
 		}
-		return err
-	})
-	return paths, err
+	}
+	for _, w := range cur {
+		if _, found := slices.BinarySearch(old, w); !found {
+			row, v := cell(w)
+			if err := tx.Set(row, col, v); err != nil {
+				return nil, nil, err
+			}
+			set = append(set, w)
+		}
+	}
+	return set, deleted, nil
 }
-
-// Title returns the stored title of path ("" if none).
-func Title(ctx context.Context, db *percolator.DB, path string) (string, error) {
-	var title string
-	err := db.View(ctx, func(tx *percolator.Txn) error {
-		v, ok, err := getOpt(ctx, tx, docPrefix+path, colParsed)
-		if err != nil || !ok {
-			return err
-		}
-		var d Doc
-		if err := json.Unmarshal(v, &d); err != nil {
-			return err
-		}
-		title = d.Title
-		return nil
-	})
-	return title, err
-}
-
-// prefixEnd is the first row after every row beginning with p.
-func prefixEnd(p string) string { return p[:len(p)-1] + string(p[len(p)-1]+1) }

@@ -40,8 +40,16 @@ func checkEqualsBatch(t *testing.T, db *percolator.DB, files map[string][]byte, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := got.Equal(Build(files)); err != nil {
+	want := Build(files)
+	if err := got.Equal(want); err != nil {
 		t.Fatalf("%s: incremental index differs from a batch build: %v", when, err)
+	}
+	counts, err := CountIndex(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts != want.Counts() {
+		t.Fatalf("%s: counts %+v, want %+v", when, counts, want.Counts())
 	}
 }
 
@@ -72,7 +80,7 @@ func TestIncrementalEqualsBatch(t *testing.T) {
 		_, _ = db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: 2, MaxIdle: 5 * time.Millisecond})
 	}()
 	files := map[string][]byte{}
-	for round := range 6 {
+	for round := range 10 {
 		for range 1 + rng.IntN(12) {
 			p := paths[rng.IntN(len(paths))]
 			switch rng.IntN(4) {
@@ -90,8 +98,19 @@ func TestIncrementalEqualsBatch(t *testing.T) {
 		for p, c := range files {
 			snapshot[p] = c
 		}
-		if _, err := Sync(context.Background(), db, snapshot, percolator.LoadOptions{Concurrency: 4}); err != nil {
+		if _, err := Sync(context.Background(), db, MemFiles(snapshot), nil, SyncOptions{Load: percolator.LoadOptions{Concurrency: 4}, AllowDeletes: true}); err != nil {
 			t.Fatal(err)
+		}
+		if rng.IntN(2) == 0 { // fold while the workers run, two folds at once
+			var folds sync.WaitGroup
+			for range 2 {
+				folds.Go(func() {
+					if _, err := CountIndex(context.Background(), db); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			folds.Wait()
 		}
 		if round%2 == 1 {
 			cancel()
@@ -120,7 +139,7 @@ func TestRerunReprocessesOnlyChanges(t *testing.T) {
 	db := openIndex(t, t.TempDir())
 	defer db.Close()
 	ctx := context.Background()
-	if st, err := Sync(ctx, db, corpus, percolator.LoadOptions{}); err != nil || st.New != len(corpus) {
+	if st, err := Sync(ctx, db, MemFiles(corpus), nil, SyncOptions{}); err != nil || st.New != len(corpus) {
 		t.Fatalf("first sync: %+v, %v", st, err)
 	}
 	drain(t, db, 2)
@@ -143,7 +162,7 @@ func TestRerunReprocessesOnlyChanges(t *testing.T) {
 		break
 	}
 	corpus[one] = append(append([]byte{}, corpus[one]...), " zzzuniqueword "...)
-	st, err := Sync(ctx, db, corpus, percolator.LoadOptions{})
+	st, err := Sync(ctx, db, MemFiles(corpus), nil, SyncOptions{})
 	if err != nil || st.Changed != 1 || st.Unchanged != len(corpus)-1 {
 		t.Fatalf("second sync: %+v, %v", st, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,7 @@ type bankConfig struct {
 	initial           int64
 	ack               bool // print "ack <row>" for each committed transfer and record it
 	quiet             bool
+	pub               *publisher // if set, the run's progress is published here
 }
 
 type bankStats struct {
@@ -48,29 +50,30 @@ func runBank(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Int64Var(&cfg.initial, "initial", 100, "initial balance of each account")
 	fs.BoolVar(&cfg.ack, "ack", false, "record each transfer in its own row and print 'ack ROW' once it committed")
 	fs.BoolVar(&cfg.quiet, "quiet", false, "no progress line")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := requireDir(cfg.dir); err != nil {
 		return err
 	}
-	if cfg.accounts < 2 || cfg.workers < 1 || cfg.readers < 0 || cfg.duration <= 0 {
-		return errors.New("need --accounts >= 2, --workers >= 1, --readers >= 0, --duration > 0")
+	if cfg.accounts < 2 || cfg.workers < 1 || cfg.readers < 0 || cfg.duration <= 0 || cfg.initial < 0 {
+		return usagef("need --accounts >= 2, --workers >= 1, --readers >= 0, --duration > 0, --initial >= 0")
 	}
-	db, err := percolator.Open(ctx, percolator.Options{Dir: cfg.dir})
+	db, err := createStore(ctx, cfg.dir)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	cfg.pub = startPublishing(cfg.dir, append([]string{"bank"}, args...))
 	res, err := bank(ctx, db, cfg, stdout, stderr)
-	if err != nil {
-		return err
+	if err == nil && res.bad > 0 {
+		err = fmt.Errorf("%w: %d of %d snapshots saw a wrong total", errFailed, res.bad, res.snapshots)
 	}
-	res.print(stdout)
-	if res.bad > 0 {
-		return fmt.Errorf("%w: %d of %d snapshots saw a wrong total", errFailed, res.bad, res.snapshots)
+	cfg.pub.set(func(p *published) { p.Summary = []string{res.String()} })
+	cfg.pub.finish(err)
+	if res.elapsed > 0 {
+		res.print(stdout)
 	}
-	return nil
+	return errors.Join(err, db.Close())
 }
 
 type bankResult struct {
@@ -81,10 +84,12 @@ type bankResult struct {
 
 func (r bankResult) txnPerSec() float64 { return float64(r.commits) / r.elapsed.Seconds() }
 
-func (r bankResult) print(w io.Writer) {
-	fmt.Fprintf(w, "commits %d  conflicts %d  locks resolved %d  failures %d  snapshots %d (wrong totals: %d)  %.0f txn/s\n",
+func (r bankResult) String() string {
+	return fmt.Sprintf("commits %d  conflicts %d  locks resolved %d  failures %d  snapshots %d (wrong totals: %d)  %.0f txn/s",
 		r.commits, r.conflicts, r.resolved, r.failures, r.snapshots, r.bad, r.txnPerSec())
 }
+
+func (r bankResult) print(w io.Writer) { fmt.Fprintln(w, r.String()) }
 
 // bank runs the workload on db and returns its figures.
 func bank(ctx context.Context, db *percolator.DB, cfg bankConfig, acks, progress io.Writer) (bankResult, error) {
@@ -105,8 +110,8 @@ func bank(ctx context.Context, db *percolator.DB, cfg bankConfig, acks, progress
 		wg.Add(1)
 		go func() { defer wg.Done(); auditLoop(runCtx, db, cfg, &st, progress) }()
 	}
-	if !cfg.quiet {
-		go progressLoop(runCtx, &st, start, progress)
+	if !cfg.quiet || cfg.pub != nil {
+		go progressLoop(runCtx, &st, start, cfg, progress)
 	}
 	wg.Wait()
 	s := db.Stats()
@@ -233,7 +238,9 @@ func sumBalances(ctx context.Context, db *percolator.DB) (total int64, n int, er
 	return total, n, err
 }
 
-func progressLoop(ctx context.Context, st *bankStats, start time.Time, w io.Writer) {
+// progressLoop prints (unless quiet) and publishes (if publishing) a
+// progress line every second.
+func progressLoop(ctx context.Context, st *bankStats, start time.Time, cfg bankConfig, w io.Writer) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -242,8 +249,14 @@ func progressLoop(ctx context.Context, st *bankStats, start time.Time, w io.Writ
 			return
 		case <-tick.C:
 			el := time.Since(start)
-			fmt.Fprintf(w, "%5.0fs  commits %d  %.0f txn/s  snapshots %d  wrong %d\n", el.Seconds(),
+			line := fmt.Sprintf("%5.0fs  commits %d  %.0f txn/s  snapshots %d  wrong %d", el.Seconds(),
 				st.commits.Load(), float64(st.commits.Load())/el.Seconds(), st.snapshots.Load(), st.bad.Load())
+			if !cfg.quiet {
+				fmt.Fprintln(w, line)
+			}
+			if cfg.pub != nil {
+				cfg.pub.set(func(p *published) { p.Phase, p.Progress = "transfers", strings.TrimSpace(line) })
+			}
 		}
 	}
 }

@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +23,8 @@ import (
 )
 
 // percolator bench prints the performance figures, each measured
-// side by side with its reference in the same run, on the same disk.
+// side by side with its reference in the same run, on the same disk, and
+// marked against its target.
 
 type benchConfig struct {
 	dir       string
@@ -33,56 +37,134 @@ type benchConfig struct {
 	only      string
 	profile   string
 
-	log io.Writer // progress lines (stderr)
+	log     io.Writer    // progress lines (stderr)
+	targets *targetTally // each figure's mark against its target
 
 	notifyCells, notifyDirty, rounds int
 	corpus                           string
+	corpusGiven                      bool // --corpus named: copy it as is
 	indexFiles                       int
+	editFraction                     float64
+}
+
+// benchStep is one figure.
+type benchStep struct {
+	name string
+	run  func(context.Context, benchConfig, io.Writer) error
+	// corpus: the figure reads the corpus.
+	corpus bool
+}
+
+var benchSteps = []benchStep{
+	{"oracle", benchOracle, false}, {"writes", benchWrites, false}, {"reads", benchReads, false}, {"bank", benchBank, false},
+	{"notify", benchNotify, false}, {"observers", benchObservers, true}, {"rerun", benchRerun, true},
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", stderr)
-	cfg := benchConfig{log: stderr}
-	fs.StringVar(&cfg.dir, "dir", "", "scratch directory (its contents are replaced)")
+	cfg := benchConfig{log: stderr, targets: &targetTally{}}
+	fs.StringVar(&cfg.dir, "dir", "", "scratch directory: a new or empty one, or one an earlier bench made (its contents are replaced); default a temporary directory, removed at the end")
 	fs.DurationVar(&cfg.duration, "duration", 3*time.Second, "time per measurement")
 	fs.IntVar(&cfg.writers, "writers", 64, "concurrent writers")
 	fs.IntVar(&cfg.readers, "readers", 8, "concurrent readers")
 	fs.IntVar(&cfg.keys, "keys", 10000, "keys in the read benchmark")
 	fs.IntVar(&cfg.valueSize, "value-size", 100, "value size in bytes")
 	fs.DurationVar(&cfg.bankDur, "bank-duration", 5*time.Second, "duration of the bank workload")
-	fs.StringVar(&cfg.only, "only", "", "run one figure: oracle, writes, reads, bank, notify or observers")
+	fs.StringVar(&cfg.only, "only", "", "run one figure: "+stepNames())
 	fs.IntVar(&cfg.notifyCells, "notify-cells", 1_000_000, "cells of the big table in the notify benchmark")
 	fs.IntVar(&cfg.notifyDirty, "notify-dirty", 1000, "dirty cells to find in the notify benchmark (and cells of its small table)")
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds of the notify benchmark (the median is printed)")
-	fs.StringVar(&cfg.corpus, "corpus", "testdata/corpus", "corpus the observers benchmark copies")
-	fs.IntVar(&cfg.indexFiles, "index-files", 2000, "files in the observers benchmark's corpus")
+	fs.StringVar(&cfg.corpus, "corpus", "", "corpus of the observers and rerun figures (default testdata/corpus, copied to --index-files files; a named corpus is copied as is for rerun)")
+	fs.IntVar(&cfg.indexFiles, "index-files", 2000, "files in the observers figure's corpus (and rerun's, from the default corpus)")
+	fs.Float64Var(&cfg.editFraction, "edit-fraction", 0.01, "fraction of the files the rerun figure edits")
 	fs.StringVar(&cfg.profile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := requireDir(cfg.dir); err != nil {
+	steps, err := cfg.validate(fs.Args())
+	if err != nil {
 		return err
 	}
-	if cfg.notifyDirty < 1 || cfg.notifyCells < cfg.notifyDirty || cfg.rounds < 1 || cfg.indexFiles < 1 {
-		return fmt.Errorf("need 1 <= --notify-dirty <= --notify-cells, --rounds >= 1 and --index-files >= 1")
-	}
-	steps := []struct {
-		name string
-		run  func(context.Context, benchConfig, io.Writer) error
-	}{{"oracle", benchOracle}, {"writes", benchWrites}, {"reads", benchReads}, {"bank", benchBank}, {"notify", benchNotify}, {"observers", benchObservers}}
-	known := cfg.only == ""
-	for _, s := range steps {
-		known = known || s.name == cfg.only
-	}
-	if !known {
-		return fmt.Errorf("unknown figure %q for --only", cfg.only)
-	}
-	if err := os.RemoveAll(cfg.dir); err != nil {
+	dir, cleanup, err := benchDir(cfg.dir)
+	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
-		return err
+	defer cleanup()
+	cfg.dir = dir
+	fmt.Fprintf(stderr, "bench: scratch directory %s\n", dir)
+	return cfg.runSteps(ctx, steps, stdout)
+}
+
+func stepNames() string {
+	var names []string
+	for _, s := range benchSteps {
+		names = append(names, s.name)
 	}
+	return strings.Join(names, ", ")
+}
+
+// validate checks the flags, finds the corpus if a chosen figure needs
+// it, and returns the figures to run.
+func (cfg *benchConfig) validate(rest []string) ([]benchStep, error) {
+	switch {
+	case len(rest) > 0:
+		return nil, usagef("unexpected arguments %q", rest)
+	case cfg.notifyDirty < 1 || cfg.notifyCells < cfg.notifyDirty || cfg.rounds < 1 || cfg.indexFiles < 1:
+		return nil, usagef("need 1 <= --notify-dirty <= --notify-cells, --rounds >= 1 and --index-files >= 1")
+	case cfg.duration <= 0 || cfg.bankDur <= 0 || cfg.writers < 1 || cfg.readers < 1 || cfg.keys < 1 || cfg.valueSize < 0:
+		return nil, usagef("need --duration, --bank-duration > 0, --writers, --readers, --keys >= 1 and --value-size >= 0")
+	case cfg.editFraction <= 0 || cfg.editFraction > 1:
+		return nil, usagef("--edit-fraction must be in (0, 1]")
+	}
+	var steps []benchStep
+	needCorpus := false
+	for _, s := range benchSteps {
+		if cfg.only == "" || cfg.only == s.name {
+			steps = append(steps, s)
+			needCorpus = needCorpus || s.corpus
+		}
+	}
+	if len(steps) == 0 {
+		return nil, usagef("unknown figure %q for --only (want one of %s)", cfg.only, stepNames())
+	}
+	if needCorpus {
+		return steps, cfg.findCorpus()
+	}
+	return steps, nil
+}
+
+// findCorpus checks --corpus, or finds testdata/corpus from the working
+// directory up, or next to this source file (go run from anywhere).
+func (cfg *benchConfig) findCorpus() error {
+	if cfg.corpus != "" {
+		cfg.corpusGiven = true
+		if fi, err := os.Stat(cfg.corpus); err != nil || !fi.IsDir() {
+			return usagef("--corpus %s: not a directory", cfg.corpus)
+		}
+		return nil
+	}
+	var candidates []string
+	if wd, err := os.Getwd(); err == nil {
+		for d := wd; ; d = filepath.Dir(d) {
+			candidates = append(candidates, filepath.Join(d, "testdata", "corpus"))
+			if d == filepath.Dir(d) {
+				break
+			}
+		}
+	}
+	if _, file, _, ok := runtime.Caller(0); ok {
+		candidates = append(candidates, filepath.Join(filepath.Dir(file), "..", "..", "testdata", "corpus"))
+	}
+	for _, c := range candidates {
+		if fi, err := os.Stat(c); err == nil && fi.IsDir() {
+			cfg.corpus = c
+			return nil
+		}
+	}
+	return usagef("cannot find testdata/corpus from here: give --corpus DIR")
+}
+
+func (cfg benchConfig) runSteps(ctx context.Context, steps []benchStep, stdout io.Writer) error {
 	if cfg.profile != "" {
 		f, err := os.Create(cfg.profile)
 		if err != nil {
@@ -95,13 +177,83 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer pprof.StopCPUProfile()
 	}
 	for _, s := range steps {
-		if cfg.only == "" || cfg.only == s.name {
-			if err := s.run(ctx, cfg, stdout); err != nil {
-				return fmt.Errorf("%s: %w", s.name, err)
-			}
+		if err := s.run(ctx, cfg, stdout); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	fmt.Fprintf(stdout, "targets: %s\n", cfg.targets)
+	return nil
+}
+
+// benchMarker is the file that marks a directory bench made: bench
+// deletes the contents of such a directory, and of no other.
+const benchMarker = ".percolator-bench"
+
+// benchDir prepares the scratch directory: a new temporary one (removed
+// by cleanup) if dir is "", else dir if it is new, empty, or made by an
+// earlier bench (its contents then deleted). Any other directory is
+// refused: bench never deletes what it did not create.
+func benchDir(dir string) (string, func(), error) {
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "percolator-bench-")
+		if err != nil {
+			return "", nil, err
+		}
+		return tmp, func() { _ = os.RemoveAll(tmp) }, nil
+	}
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		err = os.MkdirAll(dir, 0o755)
+	case err != nil:
+		return "", nil, err
+	case len(entries) == 0:
+	case hasMarker(entries):
+		err = clearDir(dir, entries)
+	default:
+		return "", nil, usagef("--dir %s is not empty and was not made by bench: give a new or empty directory (bench never deletes what it did not create)", dir)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, benchMarker), []byte("made by percolator bench; its contents are replaced by the next bench\n"), 0o644)
+	}
+	return dir, func() {}, err
+}
+
+func hasMarker(entries []os.DirEntry) bool {
+	for _, e := range entries {
+		if e.Name() == benchMarker && e.Type().IsRegular() {
+			return true
+		}
+	}
+	return false
+}
+
+// clearDir deletes the entries of a directory bench made.
+func clearDir(dir string, entries []os.DirEntry) error {
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// targetTally counts the figures that met and missed their targets.
+// Figures run one at a time, so it needs no lock.
+type targetTally struct{ met, missed int }
+
+// mark returns "met" or "MISSED" for a figure and counts it.
+func (t *targetTally) mark(ok bool) string {
+	if ok {
+		t.met++
+		return "met"
+	}
+	t.missed++
+	return "MISSED"
+}
+
+func (t *targetTally) String() string {
+	return fmt.Sprintf("%d met, %d missed", t.met, t.missed)
 }
 
 func benchOracle(ctx context.Context, cfg benchConfig, w io.Writer) error {
@@ -114,7 +266,7 @@ func benchOracle(ctx context.Context, cfg benchConfig, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "oracle:  %.0f timestamps/s to 64 concurrent callers (target >= 2,000,000)\n", rate)
+	fmt.Fprintf(w, "oracle:  %.0f timestamps/s to 64 concurrent callers (target >= 2,000,000: %s)\n", rate, cfg.targets.mark(rate >= 2_000_000))
 	return nil
 }
 
@@ -146,8 +298,8 @@ func benchWrites(ctx context.Context, cfg benchConfig, w io.Writer) error {
 		rawN += rate(ctx, cfg.writers, half, rawOp)
 		txnN += rate(ctx, cfg.writers, half, txnOp)
 	}
-	fmt.Fprintf(w, "writes:  %.0f txn/s vs %.0f raw synced Pebble writes/s at %d writers, %d-byte values: ratio %.2fx (target >= 0.25x)\n",
-		txnN/2, rawN/2, cfg.writers, cfg.valueSize, txnN/rawN)
+	fmt.Fprintf(w, "writes:  %.0f txn/s vs %.0f raw synced Pebble writes/s at %d writers, %d-byte values: ratio %.2fx (target >= 0.25x: %s)\n",
+		txnN/2, rawN/2, cfg.writers, cfg.valueSize, txnN/rawN, cfg.targets.mark(txnN/rawN >= 0.25))
 	return nil
 }
 
@@ -194,8 +346,8 @@ func benchReads(ctx context.Context, cfg benchConfig, w io.Writer) error {
 		rawN += 100 * rate(ctx, cfg.readers, half, rawOp)
 		txnN += 100 * rate(ctx, cfg.readers, half, txnOp)
 	}
-	fmt.Fprintf(w, "reads:   %.0f reads/s in read-only txns (100 reads each) vs %.0f raw Pebble reads/s at %d readers: ratio %.2fx (target >= 0.5x)\n",
-		txnN/2, rawN/2, cfg.readers, txnN/rawN)
+	fmt.Fprintf(w, "reads:   %.0f reads/s in read-only txns (100 reads each) vs %.0f raw Pebble reads/s at %d readers: ratio %.2fx (target >= 0.5x: %s)\n",
+		txnN/2, rawN/2, cfg.readers, txnN/rawN, cfg.targets.mark(txnN/rawN >= 0.5))
 	return nil
 }
 
@@ -236,8 +388,8 @@ func benchBank(ctx context.Context, cfg benchConfig, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "bank:    %.0f txn/s (1,000 accounts, 64 workers, durable); %d conflicts, %d snapshots, %d wrong\n",
-		res.txnPerSec(), res.conflicts, res.snapshots, res.bad)
+	fmt.Fprintf(w, "bank:    %.0f txn/s (1,000 accounts, 64 workers, durable); %d conflicts, %d snapshots, %d wrong (no target; wrong must be 0: %s)\n",
+		res.txnPerSec(), res.conflicts, res.snapshots, res.bad, cfg.targets.mark(res.bad == 0))
 	if res.bad > 0 {
 		return fmt.Errorf("%w: %d wrong snapshots", errFailed, res.bad)
 	}

@@ -2,121 +2,291 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
-	"sort"
+	"slices"
 	"strings"
+	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/docindex"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/txn"
 )
 
+// dumpConfig is what `dump` shows.
+type dumpConfig struct {
+	dir, row, prefix string
+	limit            int
+	full, jsonOut    bool
+}
+
+// shortValue is how many bytes of a formatted value dump shows without
+// --full.
+const shortValue = 60
+
 func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("dump", stderr)
-	dir := fs.String("dir", "", "database directory")
-	row := fs.String("row", "", "row to dump (default: every row, up to --limit)")
-	limit := fs.Int("limit", 20, "rows to dump without --row")
-	if err := fs.Parse(args); err != nil {
+	var cfg dumpConfig
+	fs.StringVar(&cfg.dir, "dir", "", "database directory")
+	fs.StringVar(&cfg.prefix, "prefix", "", "dump the rows starting with this prefix (default: every row, up to --limit)")
+	fs.StringVar(&cfg.row, "row", "", "dump this one row")
+	fs.IntVar(&cfg.limit, "limit", 20, "rows to dump at most")
+	fs.BoolVar(&cfg.full, "full", false, "show whole values (they are cut at 60 bytes otherwise)")
+	fs.BoolVar(&cfg.jsonOut, "json", false, "print the cells as JSON")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: percolator dump --dir D [--prefix P | --row R] [--limit N] [--full] [--json]\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	db, err := openDir(ctx, *dir)
+	switch {
+	case len(fs.Args()) > 0:
+		return usagef("unexpected arguments %q", fs.Args())
+	case cfg.limit < 1:
+		return usagef("--limit must be at least 1")
+	case cfg.row != "" && cfg.prefix != "":
+		return usagef("--row and --prefix exclude each other")
+	}
+	return withStore(ctx, cfg.dir, func(db *percolator.DB) error { return dump(ctx, db, cfg, stdout) })
+}
+
+func dump(ctx context.Context, db *percolator.DB, cfg dumpConfig, w io.Writer) error {
+	rows, err := dumpRows(ctx, db, cfg)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	rows := []string{*row}
-	if *row == "" {
-		if rows, err = db.Rows(ctx, "", *limit); err != nil {
-			return err
-		}
-	}
+	var out []dumpedRow
 	for _, r := range rows {
 		cells, err := db.RawRow(ctx, r)
 		if err != nil {
 			return err
 		}
-		writeTable(stdout, r, cells)
+		out = append(out, decodeRow(r, cells, cfg.full))
+	}
+	if cfg.jsonOut {
+		if out == nil {
+			out = []dumpedRow{}
+		}
+		return writeJSON(w, out)
+	}
+	for _, r := range out {
+		r.print(w)
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(w, "no rows")
 	}
 	return nil
 }
 
-// writeTable prints a row like the tables of the seeds' walk-through: per
-// column, one line per timestamp, newest first, with its data, lock and
-// write cells side by side.
-func writeTable(w io.Writer, row string, cells []storage.Cell) {
-	byCol := map[string]map[uint64]map[string]string{}
+// dumpRows lists the rows to dump: the first cfg.limit rows with the
+// prefix, in order.
+func dumpRows(ctx context.Context, db *percolator.DB, cfg dumpConfig) ([]string, error) {
+	if cfg.row != "" {
+		return []string{cfg.row}, nil
+	}
+	// Rows merges the rows with a write record and those with a lock, each
+	// up to the limit from the start: their union, sorted and cut, is the
+	// first rows.
+	rows, err := db.Rows(ctx, cfg.prefix, cfg.limit)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(rows)
+	rows = slices.Compact(rows)
+	i := 0
+	for i < len(rows) && i < cfg.limit && strings.HasPrefix(rows[i], cfg.prefix) {
+		i++
+	}
+	return rows[:i], nil
+}
+
+// dumpedCell is one version of one column, decoded.
+type dumpedCell struct {
+	Column string `json:"column"`
+	TS     uint64 `json:"ts"`
+	Data   string `json:"data,omitempty"`
+	Lock   string `json:"lock,omitempty"`
+	Write  string `json:"write,omitempty"`
+}
+
+type dumpedRow struct {
+	Row   string       `json:"row"`
+	Cells []dumpedCell `json:"cells"`
+}
+
+// decodeRow lays out a row's cells per column, newest timestamp first,
+// with data, lock and write side by side.
+func decodeRow(row string, cells []storage.Cell, full bool) dumpedRow {
+	type key struct {
+		col string
+		ts  uint64
+	}
+	r := dumpedRow{Row: displayPath(row), Cells: []dumpedCell{}}
+	idx := map[key]int{}
 	for _, c := range cells {
-		if byCol[c.Qualifier] == nil {
-			byCol[c.Qualifier] = map[uint64]map[string]string{}
+		k := key{c.Qualifier, c.TS}
+		i, ok := idx[k]
+		if !ok {
+			i = len(r.Cells)
+			idx[k] = i
+			r.Cells = append(r.Cells, dumpedCell{Column: displayText(c.Qualifier), TS: c.TS})
 		}
-		if byCol[c.Qualifier][c.TS] == nil {
-			byCol[c.Qualifier][c.TS] = map[string]string{}
+		d := &r.Cells[i]
+		v := formatCell(c, full)
+		switch c.Family {
+		case txn.FamilyData:
+			d.Data = v
+		case txn.FamilyLock:
+			d.Lock = v
+		case txn.FamilyWrite:
+			d.Write = v
 		}
-		byCol[c.Qualifier][c.TS][c.Family] = strings.TrimPrefix(txn.FormatCell(c.Family, c.Value), c.Family+":")
 	}
-	cols := make([]string, 0, len(byCol))
-	for c := range byCol {
-		cols = append(cols, c)
-	}
-	sort.Strings(cols)
-	if len(cols) == 0 {
-		fmt.Fprintf(w, "%s: no cells\n", row)
-	}
-	for _, col := range cols {
-		fmt.Fprintf(w, "%-16s %-6s %-24s %-44s %s\n", "key", "ts", col+":data", col+":lock", col+":write")
-		tss := make([]uint64, 0, len(byCol[col]))
-		for ts := range byCol[col] {
-			tss = append(tss, ts)
+	slices.SortStableFunc(r.Cells, func(a, b dumpedCell) int {
+		if c := strings.Compare(a.Column, b.Column); c != 0 {
+			return c
 		}
-		sort.Slice(tss, func(i, j int) bool { return tss[i] > tss[j] })
-		for i, ts := range tss {
-			key := ""
-			if i == 0 {
-				key = row
-			}
-			f := byCol[col][ts]
-			fmt.Fprintf(w, "%-16s %-6d %-24s %-44s %s\n", key, ts, f[txn.FamilyData], f[txn.FamilyLock], f[txn.FamilyWrite])
-		}
-		fmt.Fprintln(w)
+		return -cmpUint(a.TS, b.TS)
+	})
+	return r
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
 	}
+	return 0
+}
+
+// formatCell decodes one cell: a lock or a write record, or a value (of
+// the index's binary columns, an ack's timestamp, or quoted bytes).
+func formatCell(c storage.Cell, full bool) string {
+	switch c.Family {
+	case txn.FamilyLock:
+		l, err := txn.DecodeLock(c.Value)
+		if err != nil {
+			return "<corrupt lock>"
+		}
+		s := fmt.Sprintf("%s primary=%s/%s owner=%s", l.Op, displayPath(string(l.PrimaryRow)), displayText(l.PrimaryCol), l.Owner)
+		if l.Inline {
+			s += " value=" + formatValue(c.Qualifier, l.Value, full)
+		}
+		return s
+	case txn.FamilyWrite:
+		wr, err := txn.DecodeWrite(c.Value)
+		if err != nil {
+			return "<corrupt write>"
+		}
+		if wr.Op == txn.OpRollback {
+			return "rollback"
+		}
+		s := fmt.Sprintf("%s data@%d", wr.Op, wr.StartTS)
+		if wr.Inline {
+			s += " value=" + formatValue(c.Qualifier, wr.Value, full)
+		}
+		return s
+	}
+	return formatValue(c.Qualifier, c.Value, full)
+}
+
+// formatValue decodes the value of column col, cut to shortValue bytes
+// unless full.
+func formatValue(col string, v []byte, full bool) string {
+	s, ok := docindex.FormatValue(col, v)
+	switch {
+	case ok:
+	case strings.HasPrefix(col, txn.ReservedPrefix+"ack:") && len(v) == 8:
+		s = fmt.Sprintf("acked run@%d", binary.BigEndian.Uint64(v))
+	default:
+		s = fmt.Sprintf("%q", v)
+	}
+	if full || len(s) <= shortValue {
+		return s
+	}
+	cut := shortValue
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes; --full)", s[:cut], len(v))
+}
+
+// print prints the row as a table in the manner of the seeds'
+// walk-through: per column, one line per timestamp, newest first, with
+// its data, lock and write cells side by side.
+func (r dumpedRow) print(w io.Writer) {
+	fmt.Fprintln(w, r.Row)
+	if len(r.Cells) == 0 {
+		fmt.Fprint(w, "  no cells\n\n")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  COLUMN\tTS\tDATA\tLOCK\tWRITE")
+	for i, c := range r.Cells {
+		col := c.Column
+		if i > 0 && col == r.Cells[i-1].Column {
+			col = ""
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\n", col, c.TS, c.Data, c.Lock, c.Write)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
 }
 
 func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("locks", stderr)
 	dir := fs.String("dir", "", "database directory")
 	resolve := fs.Bool("resolve", false, "settle the locks of committed, rolled-back, dead or expired transactions")
-	if err := fs.Parse(args); err != nil {
+	jsonOut := fs.Bool("json", false, "print the locks as JSON")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	db, err := openDir(ctx, *dir)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if *resolve {
-		n, err := db.ResolveLocks(ctx)
-		if err != nil {
-			return err
+	return withStore(ctx, *dir, func(db *percolator.DB) error {
+		if *resolve {
+			n, err := db.ResolveLocks(ctx)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "resolved %d locks\n", n)
 		}
-		fmt.Fprintf(stdout, "resolved %d locks\n", n)
-	}
+		return printLocks(ctx, db, *jsonOut, stdout)
+	})
+}
+
+func printLocks(ctx context.Context, db *percolator.DB, jsonOut bool, w io.Writer) error {
 	locks, err := db.Locks(ctx)
 	if err != nil {
 		return err
 	}
+	type entry struct {
+		Row     string `json:"row"`
+		Column  string `json:"column"`
+		StartTS uint64 `json:"start_ts"`
+		Op      string `json:"op"`
+		Primary string `json:"primary"`
+		Owner   string `json:"owner"`
+		Expires string `json:"expires"`
+	}
+	list := []entry{}
 	for _, l := range locks {
-		fmt.Fprintf(stdout, "%s/%s start_ts=%d %s primary=%s/%s owner=%s expires=%s\n", l.Row, l.Column, l.StartTS,
-			l.Lock.Op, l.Lock.PrimaryRow, l.Lock.PrimaryCol, l.Lock.Owner, l.Expires.Format("15:04:05.000"))
+		list = append(list, entry{displayPath(string(l.Row)), displayText(l.Column), l.StartTS, l.Lock.Op.String(),
+			displayPath(string(l.Lock.PrimaryRow)) + "/" + displayText(l.Lock.PrimaryCol), l.Lock.Owner, l.Expires.Format("15:04:05.000")})
 	}
-	fmt.Fprintf(stdout, "%d locks\n", len(locks))
+	if jsonOut {
+		return writeJSON(w, list)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROW\tCOLUMN\tSTART_TS\tOP\tPRIMARY\tOWNER\tEXPIRES")
+	for _, e := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", e.Row, e.Column, e.StartTS, e.Op, e.Primary, e.Owner, e.Expires)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "%d locks\n", len(list))
 	return nil
-}
-
-// openDir opens the database in dir, which must be given.
-func openDir(ctx context.Context, dir string) (*percolator.DB, error) {
-	if err := requireDir(dir); err != nil {
-		return nil, err
-	}
-	return percolator.Open(ctx, percolator.Options{Dir: dir})
 }

@@ -5,8 +5,15 @@
 //	percolator status --dir D
 //	percolator notifications --dir D [--quarantined] [--retry]
 //	percolator bank  --dir D [--accounts N --workers W --duration T]
-//	percolator dump  --dir D [--row R]
-//	percolator bench --dir D
+//	percolator dump  --dir D [--prefix P]
+//	percolator locks --dir D [--resolve]
+//	percolator bench [--dir D] [--only FIGURE]
+//	percolator version | help [COMMAND]
+//
+// Exit status: 0 on success, 1 when a check fails or the command fails at
+// run time, 2 on a usage error, 130 on SIGINT (143 on SIGTERM). Only index,
+// bank and bench create a store; the other commands fail on a directory
+// that holds none.
 package main
 
 import (
@@ -17,6 +24,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -27,21 +35,45 @@ type subcommand struct {
 
 var commands = []subcommand{
 	{"index", "the main job: keep an index of a directory current with observers", runIndex},
-	{"status", "notification backlog and observer counters", runStatus},
+	{"status", "notification backlog, observer counters, and what a running index publishes", runStatus},
 	{"notifications", "pending or --quarantined notifications; --retry re-queues", runNotifications},
 	{"bank", "concurrent transfers checked by snapshot totals", runBank},
-	{"dump", "a row's data / lock / write columns by timestamp", runDump},
+	{"dump", "rows' data / lock / write columns by timestamp, decoded", runDump},
 	{"locks", "list (and --resolve) the locks in the store", runLocks},
-	{"bench", "the performance figures: oracle, writes, reads, bank", runBench},
+	{"bench", "the performance figures, each against its target", runBench},
+	{"version", "print the version", runVersion},
+	{"help", "print this help, or a command's", nil},
 }
 
-// errFailed marks a run whose check failed; main exits 1 without a usage
-// message.
+// errFailed marks a run whose check failed: exit 1.
 var errFailed = errors.New("check failed")
 
+// usageError is a wrong command line: exit 2. An empty message means the
+// flag package already printed one.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+// interrupted is the cause of the context's end when a signal ended the
+// run.
+type interrupted struct{ sig syscall.Signal }
+
+func (i interrupted) Error() string { return "interrupted by " + i.sig.String() }
+
+// exitCode is the conventional status of a process ended by the signal.
+func (i interrupted) exitCode() int { return 128 + int(i.sig) }
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		cancel(interrupted{sig.(syscall.Signal)})
+		signal.Stop(sigs) // a second signal kills at once
+	}()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -50,25 +82,60 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	for _, c := range commands {
-		if c.name == args[0] {
-			err := c.run(ctx, args[1:], stdout, stderr)
-			switch {
-			case err == nil:
-				return 0
-			case errors.Is(err, flag.ErrHelp):
-				return 0
-			case errors.Is(err, errFailed):
-				fmt.Fprintln(stderr, "percolator:", err)
-				return 1
-			}
-			fmt.Fprintf(stderr, "percolator %s: %v\n", c.name, err)
-			return 2
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		return runHelp(ctx, args[1:], stdout, stderr)
+	}
+	c := lookup(args[0])
+	if c == nil {
+		fmt.Fprintf(stderr, "percolator: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	return exitStatus(ctx, c.name, c.run(ctx, args[1:], stdout, stderr), stderr)
+}
+
+func lookup(name string) *subcommand {
+	for i := range commands {
+		if commands[i].name == name && commands[i].run != nil {
+			return &commands[i]
 		}
 	}
-	fmt.Fprintf(stderr, "percolator: unknown command %q\n", args[0])
-	usage(stderr)
-	return 2
+	return nil
+}
+
+// exitStatus prints err (if any) and maps it to the exit status.
+func exitStatus(ctx context.Context, name string, err error, stderr io.Writer) int {
+	var ue usageError
+	var sig interrupted
+	switch {
+	case errors.As(context.Cause(ctx), &sig):
+		fmt.Fprintf(stderr, "percolator %s: %v\n", name, sig)
+		return sig.exitCode()
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		if ue.msg != "" {
+			fmt.Fprintf(stderr, "percolator %s: %s\nRun 'percolator %s -h' for usage.\n", name, ue.msg, name)
+		}
+		return 2
+	}
+	fmt.Fprintf(stderr, "percolator %s: %v\n", name, err)
+	return 1
+}
+
+// runHelp prints the usage (exit 0), or a command's flags.
+func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stdout)
+		return 0
+	}
+	c := lookup(args[0])
+	if c == nil {
+		fmt.Fprintf(stderr, "percolator help: unknown command %q\n", args[0])
+		return 2
+	}
+	return exitStatus(ctx, c.name, c.run(ctx, []string{"-h"}, stdout, stdout), stderr)
 }
 
 func usage(w io.Writer) {
@@ -77,6 +144,41 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.usage)
 	}
 	fmt.Fprintln(w, "\nRun 'percolator <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "Exit status: 0 success, 1 failed check or run-time failure, 2 usage error, 130 interrupted.")
+}
+
+func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("version", stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, versionString())
+	return nil
+}
+
+// versionString is the module version, the VCS revision it was built
+// from (when known) and the Go version.
+func versionString() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "percolator (unknown version)"
+	}
+	v := "percolator " + bi.Main.Version
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = "+dirty"
+			}
+		}
+	}
+	if rev != "" {
+		v += " (" + rev + modified + ")"
+	}
+	return v + " " + bi.GoVersion
 }
 
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
@@ -85,9 +187,19 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// parseFlags parses args; a bad flag is a usage error (already printed
+// with the flags by the flag package), -h is flag.ErrHelp.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return usageError{}
+}
+
 func requireDir(dir string) error {
 	if dir == "" {
-		return errors.New("--dir is required")
+		return usagef("--dir is required")
 	}
 	return nil
 }

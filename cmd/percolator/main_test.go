@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -23,7 +22,7 @@ import (
 // subprocess tests) when PERCOLATOR_AS_MAIN is set.
 func TestMain(m *testing.M) {
 	if os.Getenv("PERCOLATOR_AS_MAIN") == "1" {
-		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+		main()
 	}
 	os.Exit(m.Run())
 }
@@ -162,7 +161,7 @@ func TestDumpShowsProtocolColumns(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"bal:data", "bal:lock", "bal:write", "put data@", `"$3"`, `"$10"`} {
+	for _, want := range []string{"Bob\n", "COLUMN", "DATA", "LOCK", "WRITE", "bal ", "put data@", `"$3"`, `"$10"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dump lacks %q:\n%s", want, out)
 		}
@@ -180,7 +179,7 @@ func TestBadInput(t *testing.T) {
 		{"bank"},
 		{"bank", "--dir", t.TempDir(), "--accounts", "1"},
 		{"dump"},
-		{"bench"},
+		{"bench", "--only", "nope"},
 		{"bank", "--bogus"},
 	} {
 		_, errOut, code := runCLI(t, args...)
@@ -189,5 +188,3 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 }
-
-var _ = errors.Is

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"unicode"
+	"unicode/utf8"
+)
+
+// displayPath is a path as printed: as is if it is printable UTF-8, Go-
+// quoted otherwise (a file name need not be UTF-8, and may hold control
+// bytes), so every path prints on one line and can be told apart.
+func displayPath(p string) string {
+	if utf8.ValidString(p) && !containsFunc(p, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return p
+	}
+	return strconv.Quote(p)
+}
+
+// displayText is text as printed: invalid UTF-8 and control characters
+// escaped, everything else as is.
+func displayText(s string) string {
+	if utf8.ValidString(s) && !containsFunc(s, unicode.IsControl) {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+func containsFunc(s string, f func(rune) bool) bool {
+	for _, r := range s {
+		if f(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -113,10 +113,15 @@ func (db *DB) openStore() error {
 	case db.opts.Dir == "":
 		db.store = memory.New()
 	default:
-		if err := os.MkdirAll(db.opts.Dir, 0o755); err != nil {
-			return err
+		if !db.opts.MustExist {
+			if err := os.MkdirAll(db.opts.Dir, 0o755); err != nil {
+				return err
+			}
 		}
-		st, err := pebble.Open(filepath.Join(db.opts.Dir, "store"), pebble.Options{Logger: warnOnly(db.opts.Logger)})
+		st, err := pebble.Open(filepath.Join(db.opts.Dir, "store"), pebble.Options{Logger: warnOnly(db.opts.Logger), MustExist: db.opts.MustExist})
+		if errors.Is(err, pebble.ErrNotExist) {
+			return apiErrMsg(err, "no store at %s", db.opts.Dir)
+		}
 		if err != nil {
 			return err
 		}
@@ -223,6 +228,10 @@ func (db *DB) View(ctx context.Context, fn func(tx *Txn) error) error {
 	defer func() { _ = t.Rollback(ctx) }()
 	return fn(&Txn{t})
 }
+
+// MaxValueSize is the largest value a cell of this DB may hold
+// (Options.MaxValueSize).
+func (db *DB) MaxValueSize() int { return db.opts.MaxValueSize }
 
 // Stats counts this DB's protocol events since Open: Commits, Conflicts
 // and Aborts of its transactions; locks of others it RolledForward (their

@@ -7,6 +7,7 @@ import (
 
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/pebble"
 	"github.com/seed-992972ee/percolator/txn"
 )
 
@@ -45,6 +46,8 @@ var (
 	// oracle lost its lease (not renewed in time, or taken over) returns
 	// it from every Begin: close it and open it again.
 	ErrInUse = errors.New("percolator: in use")
+	// ErrNoStore: Options.MustExist, and Dir holds no store.
+	ErrNoStore = errors.New("percolator: no store")
 	// ErrClosed: the DB (or its store) is closed.
 	ErrClosed = errors.New("percolator: closed")
 	// ErrStoreFailed: the store could not make a write durable (a failed
@@ -76,6 +79,7 @@ var kinds = []struct {
 	{oracle.ErrClosed, []error{ErrClosed}},
 	{storage.ErrFailed, []error{ErrStoreFailed}},
 	{oracle.ErrLeaseLost, []error{ErrInUse}},
+	{pebble.ErrNotExist, []error{ErrNoStore}},
 }
 
 // apiError is an error as the API returns it: "percolator: " and the

@@ -3,6 +3,7 @@ package percolator_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -75,5 +76,26 @@ func TestAPIErrors(t *testing.T) {
 	_ = db.Close()
 	if _, err := db.Begin(ctx); !errors.Is(err, percolator.ErrClosed) {
 		t.Errorf("Begin on a closed DB: %v, want ErrClosed", err)
+	}
+}
+
+// TestMustExist: Options.MustExist refuses a directory without a store,
+// creating nothing, and opens one that has a store.
+func TestMustExist(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir() + "/absent"
+	_, err := percolator.Open(ctx, percolator.Options{Dir: dir, MustExist: true})
+	if !errors.Is(err, percolator.ErrNoStore) || !strings.HasPrefix(err.Error(), "percolator: no store at ") {
+		t.Fatalf("MustExist on a missing directory: %v, want ErrNoStore", err)
+	}
+	if _, serr := os.Stat(dir); !errors.Is(serr, os.ErrNotExist) {
+		t.Fatalf("MustExist created %s (%v)", dir, serr)
+	}
+	db := open(t, percolator.Options{Dir: dir})
+	set(t, db, "r", "v")
+	_ = db.Close()
+	db = open(t, percolator.Options{Dir: dir, MustExist: true})
+	if got := get(t, db, "r"); got != "v" {
+		t.Fatalf("reopened with MustExist: %q", got)
 	}
 }

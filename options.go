@@ -41,6 +41,10 @@ type Options struct {
 	// MaxRetries bounds Update's attempts after a conflict; 0 retries
 	// until the context ends.
 	MaxRetries int
+	// MustExist makes Open fail with ErrNoStore, creating nothing, when Dir
+	// holds no store (read-only tools: a typo must not create an empty
+	// store and report it as empty).
+	MustExist bool
 	// MaxFailures is how many failed runs in a row of one observer on one
 	// cell (an error, a panic, a commit that cannot succeed) quarantine
 	// its notification. Default 5.
@@ -69,6 +73,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: negative option", ErrInvalidArgument)
 	case o.Store != nil && o.Dir != "":
 		return fmt.Errorf("%w: both Dir and Store set", ErrInvalidArgument)
+	case o.MustExist && o.Dir == "":
+		return fmt.Errorf("%w: MustExist needs Dir", ErrInvalidArgument)
 	}
 	return nil
 }

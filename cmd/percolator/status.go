@@ -57,14 +57,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // what that command publishes.
 func readStatus(ctx context.Context, dir string) (statusReport, error) {
 	rep := statusReport{Dir: dir, Source: "store"}
-	ok, err := storeExists(dir)
-	switch {
-	case err != nil:
-		return rep, err
-	case !ok:
-		return rep, fmt.Errorf("%w at %s", errNoStore, dir)
-	}
-	db, err := percolator.Open(ctx, percolator.Options{Dir: dir})
+	db, err := percolator.Open(ctx, percolator.Options{Dir: dir, MustExist: true})
 	if errors.Is(err, pebble.ErrLocked) {
 		return publishedStatus(dir, err)
 	}

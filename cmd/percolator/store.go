@@ -4,28 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/storage/pebble"
 )
-
-// errNoStore: the directory holds no percolator store.
-var errNoStore = errors.New("no store")
-
-// storeExists reports whether dir holds a percolator store: the embedded
-// store's directory with a Pebble manifest in it. (percolator.Open has no
-// mode that refuses to create, so the read commands look first.)
-func storeExists(dir string) (bool, error) {
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	} else if err != nil {
-		return false, err
-	}
-	m, err := filepath.Glob(filepath.Join(dir, "store", "MANIFEST-*"))
-	return len(m) > 0, err
-}
 
 // openStore opens the store in dir for a command that must not create
 // one: "no store at D" if there is none, and, if another process has it
@@ -34,14 +16,7 @@ func openStore(ctx context.Context, dir string) (*percolator.DB, error) {
 	if err := requireDir(dir); err != nil {
 		return nil, err
 	}
-	ok, err := storeExists(dir)
-	switch {
-	case err != nil:
-		return nil, err
-	case !ok:
-		return nil, fmt.Errorf("%w at %s", errNoStore, dir)
-	}
-	db, err := percolator.Open(ctx, percolator.Options{Dir: dir})
+	db, err := percolator.Open(ctx, percolator.Options{Dir: dir, MustExist: true})
 	if errors.Is(err, pebble.ErrLocked) {
 		return nil, fmt.Errorf("%w\n%s (only 'percolator status' reads what it publishes while it runs)", err, holder(dir))
 	}

@@ -36,6 +36,9 @@ type Options struct {
 	// system's. Power-loss tests pass vfs.NewCrashableMem() and reopen its
 	// CrashClone.
 	FS vfs.FS
+	// MustExist makes Open fail with ErrNotExist, creating nothing (not
+	// even the directory), when dir holds no store.
+	MustExist bool
 }
 
 // EnsureDefaults fills the zero fields with defaults.

@@ -12,6 +12,10 @@ import (
 	"github.com/seed-992972ee/percolator/storage"
 )
 
+// ErrNotExist is returned by Open with Options.MustExist when the
+// directory holds no store.
+var ErrNotExist = errors.New("pebble: no store")
+
 // ErrLocked is matched (errors.Is) by the *LockedError Open returns while
 // another Store, in this process or another, has the directory open.
 var ErrLocked = errors.New("pebble: store directory is in use by another open store")
@@ -73,6 +77,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
+	}
+	if opts.MustExist {
+		if d, err := pebble.Peek(dir, opts.FS); err != nil || !d.Exists {
+			return nil, fmt.Errorf("%w at %s", ErrNotExist, dir)
+		}
 	}
 	if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
@@ -149,13 +158,20 @@ func (s *Store) callHook(row []byte, ms []storage.Mutation) {
 	}
 }
 
-// Close waits for the calls in flight, then closes pebble and releases the
-// directory lock. Later calls return storage.ErrClosed.
+// Close waits for the calls in flight, flushes the memtable (unless the
+// store failed), closes pebble and releases the directory lock. Later
+// calls return storage.ErrClosed.
 func (s *Store) Close() error {
 	if !s.guard.close() {
 		return storage.ErrClosed
 	}
-	return errors.Join(s.db.Close(), s.lock.Close())
+	var flushErr error
+	if s.guard.failure() == nil {
+		// Flushed now, the memtable need not be replayed from the log (and
+		// flushed) by the next Open, which would wait for it.
+		flushErr = s.db.Flush()
+	}
+	return errors.Join(flushErr, s.db.Close(), s.lock.Close())
 }
 
 // familySet is a copy-on-write set of family names: lookups take no lock.

@@ -48,9 +48,13 @@ func benchNotify(ctx context.Context, cfg benchConfig, w io.Writer) error {
 	}
 	sm, bg := median(smalls), median(bigs)
 	timeRatio, keysRatio := bg.scan.Seconds()/sm.scan.Seconds(), float64(bg.keys)/float64(max(sm.keys, 1))
-	fmt.Fprintf(w, "notify:  finding %d dirty cells: %s keys visited in %s among %d cells; %s keys in %s among %d processed cells: ratio %.2fx in time, %.2fx in keys (target <= 2x: %s)\n",
+	// The target is in time (issue 3: "at most 2x the time"); keys are
+	// printed beside it. The keys of a round depend on whether the notify
+	// keyspace was compacted before its idle pass, which a round of 1,000
+	// clears crosses or not (CompactAfter 1,024).
+	fmt.Fprintf(w, "notify:  finding %d dirty cells: %s keys visited in %s among %d cells; %s keys in %s among %d processed cells: ratio %.2fx in time (target <= 2x: %s), %.2fx in keys\n",
 		cfg.notifyDirty, group(sm.keys), sm.scan, cfg.notifyDirty, group(bg.keys), bg.scan, cfg.notifyCells,
-		timeRatio, keysRatio, cfg.targets.mark(timeRatio <= 2 && keysRatio <= 2))
+		timeRatio, cfg.targets.mark(timeRatio <= 2), keysRatio)
 	return nil
 }
 

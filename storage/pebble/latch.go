@@ -29,6 +29,10 @@ type latches struct {
 	// raised under the stripe's latch before the batch is committed, and
 	// lowered after the commit returned (and after a failure was recorded).
 	syncing [latchStripes]atomic.Int32
+	// anySyncing counts them all, raised before and lowered after the
+	// stripes' counts: a read of a store with no durable write in flight
+	// skips hashing its row.
+	anySyncing atomic.Int32
 }
 
 func newLatches() *latches { return &latches{seed: maphash.MakeSeed()} }
@@ -69,9 +73,27 @@ func (l *latches) unlock(stripes ...int) {
 // when it was called is still in flight: it takes and drops the latch,
 // which the writer holds until its commit returned.
 func (l *latches) wait(row []byte) {
+	if l.anySyncing.Load() == 0 {
+		return
+	}
 	i := l.stripe(row)
 	if l.syncing[i].Load() > 0 {
 		l.mu[i].Lock()
 		l.mu[i].Unlock() //nolint:staticcheck // an empty critical section is the point
+	}
+}
+
+// markSyncing raises (delta 1) or lowers (delta -1) the in-flight marks of
+// the rows' stripes: the total first when raising, last when lowering, so
+// anySyncing is never 0 while a stripe's mark is up.
+func (l *latches) markSyncing(rows []storage.RowMutation, delta int32) {
+	if delta > 0 {
+		l.anySyncing.Add(1)
+	}
+	for i := range rows {
+		l.syncing[l.stripe(rows[i].Row)].Add(delta)
+	}
+	if delta < 0 {
+		l.anySyncing.Add(-1)
 	}
 }

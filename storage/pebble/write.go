@@ -209,14 +209,8 @@ func (s *Store) latched(ctx context.Context) error {
 // are lifted, so such a reader returns the failure, never the write.
 func (s *Store) commitBatch(b *pebble.Batch, rows []storage.RowMutation, sync *pebble.WriteOptions) error {
 	if sync == pebble.Sync {
-		for i := range rows {
-			s.latches.syncing[s.latches.stripe(rows[i].Row)].Add(1)
-		}
-		defer func() {
-			for i := range rows {
-				s.latches.syncing[s.latches.stripe(rows[i].Row)].Add(-1)
-			}
-		}()
+		s.latches.markSyncing(rows, 1)
+		defer s.latches.markSyncing(rows, -1)
 	}
 	if err := s.guard.failure(); err != nil {
 		return err // failed since the latches were taken

@@ -351,23 +351,7 @@ func (p *powerLoss) verify(d plDB, cycle int) {
 	ctx := context.Background()
 	var total int64
 	var ctrs [plWorkers]int64
-	err := d.db.View(ctx, func(tx *percolator.Txn) error {
-		for i := range plAccounts {
-			v, err := getInt(ctx, tx, acct(i))
-			if err != nil {
-				return err
-			}
-			total += v
-		}
-		for w := range plWorkers {
-			c, err := getInt(ctx, tx, ctr(w))
-			if err != nil {
-				return err
-			}
-			ctrs[w] = c
-		}
-		return nil
-	})
+	err := d.db.View(ctx, func(tx *percolator.Txn) error { return getBank(ctx, tx, &total, &ctrs) })
 	if err != nil {
 		p.t.Fatalf("cycle %d: reading the recovered store: %v", cycle, err)
 	}

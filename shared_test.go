@@ -13,15 +13,8 @@ import (
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
 	"github.com/seed-992972ee/percolator/storage/pebble"
+	"github.com/seed-992972ee/percolator/storage/storagetest"
 )
-
-// sharedView is a store as a second process sees a shared one (a server's,
-// Bigtable's): no exclusivity, no apply hook, no deferred writes.
-type sharedView struct{ storage.Store }
-
-func (s sharedView) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
-	return s.Store.(storage.Batcher).MutateRows(ctx, rows)
-}
 
 func set(t *testing.T, db *percolator.DB, row, val string) {
 	t.Helper()
@@ -142,9 +135,9 @@ func TestSecondDBOnSharedStoreNeedsOracle(t *testing.T) {
 	ctx := context.Background()
 	mem := memory.New()
 	defer mem.Close()
-	a := open(t, percolator.Options{Store: sharedView{mem}})
+	a := open(t, percolator.Options{Store: storagetest.SharedStore{Store: mem}})
 	set(t, a, "r", "a")
-	_, err := percolator.Open(ctx, percolator.Options{Store: sharedView{mem}})
+	_, err := percolator.Open(ctx, percolator.Options{Store: storagetest.SharedStore{Store: mem}})
 	if !errors.Is(err, storage.ErrInUse) || !strings.Contains(err.Error(), "oracle") {
 		t.Fatalf("second DB without a shared oracle: %v, want ErrInUse naming the oracle", err)
 	}
@@ -154,8 +147,8 @@ func TestSecondDBOnSharedStoreNeedsOracle(t *testing.T) {
 	}
 	shared := oracle.NewClient(alloc)
 	_ = a.Close()
-	a = open(t, percolator.Options{Store: sharedView{mem}, Oracle: shared})
-	b := open(t, percolator.Options{Store: sharedView{mem}, Oracle: shared})
+	a = open(t, percolator.Options{Store: storagetest.SharedStore{Store: mem}, Oracle: shared})
+	b := open(t, percolator.Options{Store: storagetest.SharedStore{Store: mem}, Oracle: shared})
 	set(t, a, "r", "a2")
 	if got := get(t, b, "r"); got != "a2" {
 		t.Fatalf("b reads %q after a's write", got)
@@ -165,7 +158,7 @@ func TestSecondDBOnSharedStoreNeedsOracle(t *testing.T) {
 // holdCommit blocks the primary commit (a durable CheckAndMutate writing a
 // commit record) of the process that uses it, until released.
 type holdCommit struct {
-	sharedView
+	storagetest.SharedStore
 	once    sync.Once
 	reached chan struct{}
 	release chan struct{}
@@ -175,7 +168,7 @@ func (h *holdCommit) CheckAndMutate(ctx context.Context, row []byte, p storage.F
 	if len(ifTrue) > 0 && ifTrue[0].Family == "write" && len(p) == 1 && p[0].Family == "lock" {
 		h.once.Do(func() { close(h.reached); <-h.release })
 	}
-	return h.sharedView.CheckAndMutate(ctx, row, p, ifTrue, ifFalse)
+	return h.SharedStore.CheckAndMutate(ctx, row, p, ifTrue, ifFalse)
 }
 
 // TestSharedStoreLivenessIsTTL: on a shared store without a liveness
@@ -188,9 +181,9 @@ func TestSharedStoreLivenessIsTTL(t *testing.T) {
 	defer mem.Close()
 	alloc, _ := oracle.OpenAllocator("", oracle.AllocatorOptions{})
 	shared := oracle.NewClient(alloc)
-	h := &holdCommit{sharedView: sharedView{mem}, reached: make(chan struct{}), release: make(chan struct{})}
+	h := &holdCommit{SharedStore: storagetest.SharedStore{Store: mem}, reached: make(chan struct{}), release: make(chan struct{})}
 	writer := open(t, percolator.Options{Store: h, Oracle: shared})
-	reader := open(t, percolator.Options{Store: sharedView{mem}, Oracle: shared})
+	reader := open(t, percolator.Options{Store: storagetest.SharedStore{Store: mem}, Oracle: shared})
 	done := make(chan error, 1)
 	go func() {
 		done <- writer.Update(ctx, func(tx *percolator.Txn) error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
+	"github.com/seed-992972ee/percolator/storage/storagetest"
 )
 
 // beforeRegMutate runs fn once, just before the first Mutate of a
@@ -31,6 +32,21 @@ func (b *beforeRegMutate) MutateRows(ctx context.Context, rows []storage.RowMuta
 	return b.Store.(storage.Batcher).MutateRows(ctx, rows)
 }
 
+// registerRace returns processes A and B on one shared store, arranged so
+// that B registers observer oy (column y) completely just before A's next
+// Register stores its registration, and oy's run counter.
+func registerRace(t *testing.T) (a, b *env, runsY *atomic.Int64) {
+	view := &beforeRegMutate{}
+	p := procs(t, memory.New(), 2, func(st storage.Store) storage.Store { view.Store = storagetest.SharedStore{Store: st}; return view }, nil)
+	a, b, runsY = p[0], p[1], new(atomic.Int64)
+	view.fn = func() {
+		if err := b.f.Register(context.Background(), Observer{Name: "oy", Column: "y", Fn: copyTo("y_out", runsY)}); err != nil {
+			t.Errorf("B.Register: %v", err)
+		}
+	}
+	return a, b, runsY
+}
+
 // TestConcurrentRegisterStaleSet: processes A and B share a store.
 // A's Register(X) loads the registry, then (before A stores X) B registers
 // Y completely. A then stores X, bumps the version and publishes
@@ -41,16 +57,8 @@ func (b *beforeRegMutate) MutateRows(ctx context.Context, rows []storage.RowMuta
 //     (invariant 1: cleared for an observer A has not loaded).
 func TestConcurrentRegisterStaleSet(t *testing.T) {
 	ctx := context.Background()
-	mem := memory.New()
-	view := &beforeRegMutate{}
-	p := procs(t, mem, 2, func(st storage.Store) storage.Store { view.Store = sharedView{st}; return view }, nil)
-	a, b := p[0], p[1]
-	var runsY, runsX atomic.Int64
-	view.fn = func() {
-		if err := b.f.Register(ctx, Observer{Name: "oy", Column: "y", Fn: copyTo("y_out", &runsY)}); err != nil {
-			t.Errorf("B.Register: %v", err)
-		}
-	}
+	a, b, _ := registerRace(t)
+	var runsX atomic.Int64
 	if err := a.f.Register(ctx, Observer{Name: "ox", Column: "x", Fn: copyTo("x_out", &runsX)}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,16 +80,8 @@ func TestConcurrentRegisterStaleSet(t *testing.T) {
 // refresh keeps the stale set, clears it as an orphan: oy never runs.
 func TestConcurrentRegisterOrphanClear(t *testing.T) {
 	ctx := context.Background()
-	mem := memory.New()
-	view := &beforeRegMutate{}
-	p := procs(t, mem, 2, func(st storage.Store) storage.Store { view.Store = sharedView{st}; return view }, nil)
-	a, b := p[0], p[1]
-	var runsY, runsX atomic.Int64
-	view.fn = func() {
-		if err := b.f.Register(ctx, Observer{Name: "oy", Column: "y", Fn: copyTo("y_out", &runsY)}); err != nil {
-			t.Errorf("B.Register: %v", err)
-		}
-	}
+	a, b, runsY := registerRace(t)
+	var runsX atomic.Int64
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { _, err := a.f.Run(runCtx, WorkerOptions{MaxIdle: time.Millisecond}); done <- err }()

@@ -14,16 +14,9 @@ import (
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
+	"github.com/seed-992972ee/percolator/storage/storagetest"
 	"github.com/seed-992972ee/percolator/txn"
 )
-
-// sharedView is a store as one of several processes sees it (a server's):
-// not exclusive, no apply hook, no deferred writes.
-type sharedView struct{ storage.Store }
-
-func (s sharedView) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
-	return s.Store.(storage.Batcher).MutateRows(ctx, rows)
-}
 
 // procs are n "processes" on one shared store, with a shared oracle.
 func procs(t *testing.T, st storage.Store, n int, views ...func(storage.Store) storage.Store) []*env {
@@ -34,7 +27,7 @@ func procs(t *testing.T, st storage.Store, n int, views ...func(storage.Store) s
 	t.Cleanup(func() { _ = alloc.Close(); _ = st.Close() })
 	var out []*env
 	for i := range n {
-		var view storage.Store = sharedView{st}
+		var view storage.Store = storagetest.SharedStore{Store: st}
 		if i < len(views) && views[i] != nil {
 			view = views[i](st)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/seed-992972ee/percolator/coord"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
+	"github.com/seed-992972ee/percolator/storage/storagetest"
 )
 
 // counterOracle hands out 1, 2, 3, ... : deterministic timestamps for
@@ -40,15 +41,6 @@ func (m *manualClock) Advance(d time.Duration) {
 	m.mu.Unlock()
 }
 
-// hideExclusive wraps a store so that it offers only storage.Store and
-// Batcher: the client then runs without its in-memory index and without
-// deferred writes, as it will on Bigtable.
-type hideExclusive struct{ storage.Store }
-
-func (h hideExclusive) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
-	return h.Store.(storage.Batcher).MutateRows(ctx, rows)
-}
-
 // env is one shared store, oracle, liveness and clock, with any number of
 // clients ("processes") on it.
 type env struct {
@@ -66,7 +58,7 @@ func newEnv(t testing.TB, indexed bool) *env {
 	mem := memory.New()
 	var st storage.Store = mem
 	if !indexed {
-		st = hideExclusive{mem}
+		st = storagetest.SharedStore{Store: mem} // no index, no deferred writes: as on Bigtable
 	}
 	e := &env{t: t, store: st, oracle: &counterOracle{}, live: coord.NewLocal(),
 		clock: &manualClock{now: time.Unix(1_000_000, 0)}, indexed: indexed, clients: map[string]*Client{}}

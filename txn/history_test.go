@@ -15,6 +15,7 @@ import (
 	"github.com/seed-992972ee/percolator/coord"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
+	"github.com/seed-992972ee/percolator/storage/storagetest"
 )
 
 // The append history: each writer transaction reads a few keys and appends
@@ -249,7 +250,7 @@ func testHistoryFaulty(t *testing.T, indexed bool) {
 		fx := newFaultyExclusive(mem, seed)
 		fs, store = fx.faultyStore, fx
 	} else {
-		fs = newFaultyStore(hideExclusive{mem}, seed)
+		fs = newFaultyStore(storagetest.SharedStore{Store: mem}, seed)
 		store = fs
 	}
 	// A tiny index cap drops the latest-commit cache all the time,

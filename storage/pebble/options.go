@@ -80,6 +80,19 @@ func (o *Options) pebbleOptions(lock *pebble.Lock, fatal func(string)) *pebble.O
 		Lock:               lock,
 		FS:                 o.FS,
 	}
+	// A store is often opened by short processes (a CLI run, a rerun of
+	// the index job) that each flush a little at Close and pay for any
+	// compaction running then (pebble's Close waits for it, and its Open
+	// for one that starts while it opens). Level 0 compacts at 12
+	// sublevels rather than pebble's 4, so such a process pays for one
+	// about every tenth run instead of every third; point reads of a
+	// column no table holds still skip level 0's tables by their bloom
+	// filters. Writes stall at 36 sublevels, above it. Read-triggered
+	// compactions are off: a read-heavy short run would start them and
+	// then wait for them at Close.
+	po.L0CompactionThreshold = 12
+	po.L0StopWritesThreshold = 36
+	po.Experimental.ReadSamplingMultiplier = -1
 	// Bloom filters over a cell's column (the key without its timestamp;
 	// cellComparer.Split): a point Get and a column's seek (SeekPrefixGE)
 	// skip every table that holds no version of the column.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/seed-992972ee/percolator/storage"
@@ -158,9 +159,10 @@ func (s *Store) callHook(row []byte, ms []storage.Mutation) {
 	}
 }
 
-// Close waits for the calls in flight, flushes the memtable (unless the
-// store failed), closes pebble and releases the directory lock. Later
-// calls return storage.ErrClosed.
+// Close waits for the calls in flight, flushes the memtable and lets the
+// compactions that calls for run (up to closeSettle; unless the store
+// failed), closes pebble and releases the directory lock. Later calls
+// return storage.ErrClosed.
 func (s *Store) Close() error {
 	if !s.guard.close() {
 		return storage.ErrClosed
@@ -168,10 +170,34 @@ func (s *Store) Close() error {
 	var flushErr error
 	if s.guard.failure() == nil {
 		// Flushed now, the memtable need not be replayed from the log (and
-		// flushed) by the next Open, which would wait for it.
+		// flushed) by the next Open, which would wait for it; and the
+		// compactions this process's writes called for run now, not in the
+		// next process to open the store (pebble's Open waits for any that
+		// starts while it opens).
 		flushErr = s.db.Flush()
+		s.settleCompactions(closeSettle)
 	}
 	return errors.Join(flushErr, s.db.Close(), s.lock.Close())
+}
+
+// closeSettle bounds how long Close lets compactions run.
+const closeSettle = 5 * time.Second
+
+// settleCompactions waits, at most max, until no compaction runs and no
+// level's compaction score calls for one.
+func (s *Store) settleCompactions(max time.Duration) {
+	deadline := time.Now().Add(max)
+	for time.Now().Before(deadline) {
+		m := s.db.Metrics()
+		owed := m.Compact.NumInProgress > 0
+		for i := range m.Levels {
+			owed = owed || m.Levels[i].Score >= 1
+		}
+		if !owed {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // familySet is a copy-on-write set of family names: lookups take no lock.

@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -176,24 +177,46 @@ func (s *Store) Close() error {
 		// starts while it opens).
 		flushErr = s.db.Flush()
 		s.settleCompactions(closeSettle)
+		s.compactAfterBulk()
 	}
 	return errors.Join(flushErr, s.db.Close(), s.lock.Close())
+}
+
+// bulkWritten is how much a process must have written to the log for
+// Close to compact the whole store (compactAfterBulk); closeCompact
+// bounds that compaction.
+const (
+	bulkWritten  = 32 << 20
+	closeCompact = 10 * time.Second
+)
+
+// compactAfterBulk compacts the whole keyspace when this process wrote
+// much (a bulk load, a first index run) and left level 0 holding tables.
+// Level 0 left just under its threshold makes the next short process's
+// one small flush set off a compaction of all of it, which that process
+// then waits for at Close: a cost that belongs to the process that wrote
+// the data, which pays it here instead (bounded by closeCompact).
+func (s *Store) compactAfterBulk() {
+	m := s.db.Metrics()
+	if m.WAL.BytesWritten < bulkWritten || m.Levels[0].Sublevels == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeCompact)
+	defer cancel()
+	_ = s.db.Compact(ctx, []byte{0x00}, []byte{0xff}, true)
 }
 
 // closeSettle bounds how long Close lets compactions run.
 const closeSettle = 5 * time.Second
 
-// settleCompactions waits, at most max, until no compaction runs and no
-// level's compaction score calls for one.
+// settleCompactions waits, at most max, until no compaction runs and level
+// 0's score does not call for one. (Only level 0's: a lower level's score
+// can stay at or above 1 with no compaction pebble would pick.)
 func (s *Store) settleCompactions(max time.Duration) {
 	deadline := time.Now().Add(max)
 	for time.Now().Before(deadline) {
 		m := s.db.Metrics()
-		owed := m.Compact.NumInProgress > 0
-		for i := range m.Levels {
-			owed = owed || m.Levels[i].Score >= 1
-		}
-		if !owed {
+		if m.Compact.NumInProgress == 0 && m.Levels[0].Score < 1 {
 			return
 		}
 		time.Sleep(2 * time.Millisecond)

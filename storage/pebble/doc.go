@@ -62,8 +62,12 @@
 //     committed.
 //  8. Bad input is rejected (storage.ErrInvalidArgument) before any latch
 //     is taken or any byte written.
-//  9. Close waits for the calls in flight and then closes pebble; later
-//     calls return storage.ErrClosed. Scan holds no iterator (and does not
+//  9. Close waits for the calls in flight, flushes the memtable, lets the
+//     level-0 compaction that calls for run (and, after a process wrote
+//     32 MiB or more, compacts the store), then closes pebble: the next
+//     process to open the store replays no log and inherits no compaction
+//     debt, which pebble's Open would wait for. Later calls return
+//     storage.ErrClosed. Scan holds no iterator (and does not
 //     count as in flight) while its callback runs, so the callback may call
 //     back into the store, or Close it.
 //

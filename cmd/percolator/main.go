@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
@@ -120,7 +121,9 @@ func exitStatus(ctx context.Context, name string, err error, stderr io.Writer) i
 		}
 		return 2
 	}
-	fmt.Fprintf(stderr, "percolator %s: %v\n", name, err)
+	// The API's errors already say "percolator: "; the command's name
+	// replaces it.
+	fmt.Fprintf(stderr, "percolator %s: %s\n", name, strings.TrimPrefix(err.Error(), "percolator: "))
 	return 1
 }
 

@@ -71,15 +71,6 @@ func (db *DB) open(ctx context.Context) error {
 	return err
 }
 
-// exclusive reports whether the store can be owned by one client: an
-// embedded store, whose every write passes through this process (the
-// client then claims it, and a second DB on it fails to open).
-func exclusive(st storage.Store) bool {
-	ex, ok := st.(storage.Exclusive)
-	_, hooks := st.(storage.ApplyHooker)
-	return ok && hooks && ex.Exclusive()
-}
-
 // liveness decides how the owners of other transactions' locks are
 // judged: by Options.Liveness when set; on a store this DB owns, by the
 // in-process registry (every other owner belongs to a process that has
@@ -91,7 +82,7 @@ func (db *DB) liveness(owner string) coord.Liveness {
 	switch {
 	case db.opts.Liveness != nil:
 		return db.opts.Liveness
-	case exclusive(db.store):
+	case txn.Owns(db.store):
 		local := coord.NewLocal()
 		local.Register(owner)
 		return local

@@ -107,32 +107,15 @@ type Status struct {
 // Status reads the backlog per observed column (a scan of the notify
 // keyspace only) and every observer's counters.
 func (f *Framework) Status(ctx context.Context) (Status, error) {
-	now := uint64(time.Now().UnixMilli())
-	backlog := map[string]*ColumnStatus{}
 	cols := f.reg.columns()
-	for col := range cols {
-		backlog[col] = &ColumnStatus{Column: col}
-	}
-	err := f.store.Scan(ctx, nil, nil, notifyAll, 0, func(r storage.Row) bool {
-		seen := map[string]bool{}
-		for _, c := range r.Cells {
-			cs := backlog[c.Qualifier]
-			if cs == nil {
-				cs = &ColumnStatus{Column: c.Qualifier}
-				backlog[c.Qualifier] = cs
-			}
-			if !seen[c.Qualifier] {
-				seen[c.Qualifier] = true
-				cs.Pending++
-			}
-			if w := txn.DecodeNotify(c.Value); w > 0 && w < now {
-				cs.Oldest = max(cs.Oldest, time.Duration(now-w)*time.Millisecond)
-			}
-		}
-		return true
-	})
+	backlog, err := f.backlog(ctx)
 	if err != nil {
 		return Status{}, err
+	}
+	for col := range cols {
+		if backlog[col] == nil {
+			backlog[col] = &ColumnStatus{Column: col}
+		}
 	}
 	var st Status
 	for _, cs := range backlog {
@@ -155,6 +138,32 @@ func (f *Framework) Status(ctx context.Context) (Status, error) {
 	q, err := f.Quarantine(ctx)
 	st.Quarantined = len(q)
 	return st, err
+}
+
+// backlog scans the notify keyspace: per notified column, the cells
+// pending and the age of the oldest notification.
+func (f *Framework) backlog(ctx context.Context) (map[string]*ColumnStatus, error) {
+	now := uint64(time.Now().UnixMilli())
+	backlog := map[string]*ColumnStatus{}
+	err := f.store.Scan(ctx, nil, nil, notifyAll, 0, func(r storage.Row) bool {
+		seen := map[string]bool{}
+		for _, c := range r.Cells {
+			cs := backlog[c.Qualifier]
+			if cs == nil {
+				cs = &ColumnStatus{Column: c.Qualifier}
+				backlog[c.Qualifier] = cs
+			}
+			if !seen[c.Qualifier] {
+				seen[c.Qualifier] = true
+				cs.Pending++
+			}
+			if w := txn.DecodeNotify(c.Value); w > 0 && w < now {
+				cs.Oldest = max(cs.Oldest, time.Duration(now-w)*time.Millisecond)
+			}
+		}
+		return true
+	})
+	return backlog, err
 }
 
 // counters reads the stored counters of one stats row.

@@ -94,27 +94,17 @@ func (f *Framework) unhandled(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	pending := map[string]int{}
-	err = f.store.Scan(ctx, nil, nil, notifyAll, 0, func(r storage.Row) bool {
-		seen := map[string]bool{}
-		for _, c := range r.Cells {
-			if !seen[c.Qualifier] {
-				seen[c.Qualifier] = true
-				pending[c.Qualifier]++
-			}
-		}
-		return true
-	})
+	backlog, err := f.backlog(ctx)
 	if err != nil {
 		return Report{}, err
 	}
 	var rep Report
-	for col, n := range pending {
+	for col, cs := range backlog {
 		for _, g := range s.byCol[col] {
 			if g.fn == nil {
-				rep.Unhandled = append(rep.Unhandled, Unhandled{Observer: g.name, Column: col, Pending: n})
+				rep.Unhandled = append(rep.Unhandled, Unhandled{Observer: g.name, Column: col, Pending: cs.Pending})
 				f.opts.Logger.Warn("observer: notifications left pending for an observer this process did not register",
-					"observer", g.name, "column", col, "pending", n)
+					"observer", g.name, "column", col, "pending", cs.Pending)
 			}
 		}
 	}

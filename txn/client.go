@@ -69,12 +69,21 @@ func NewClient(ctx context.Context, store storage.Store, oracle Oracle, live coo
 	return c, nil
 }
 
+// Owns reports whether a client of store owns it: an exclusive store (an
+// embedded one, every write of which passes through this process) with an
+// apply hook, which the client then claims to keep its index (one client
+// per such store).
+func Owns(store storage.Store) bool {
+	ex, ok := store.(storage.Exclusive)
+	_, hooks := store.(storage.ApplyHooker)
+	return ok && hooks && ex.Exclusive()
+}
+
 func (c *Client) buildIndex(ctx context.Context) error {
-	ex, ok := c.store.(storage.Exclusive)
-	hk, ok2 := c.store.(storage.ApplyHooker)
-	if !ok || !ok2 || !ex.Exclusive() {
+	if !Owns(c.store) {
 		return nil
 	}
+	hk := c.store.(storage.ApplyHooker)
 	ix := newCellIndex(c.opts.IndexShards, c.opts.indexCap)
 	remove, err := hk.SetApplyHook(ix.apply)
 	if err != nil {

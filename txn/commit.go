@@ -43,7 +43,7 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	}
 	// Every lock exists: a registration made since the prewrites were
 	// built either shows in the registry now, or backfills these locks.
-	if err := c.notifyMissed(ctx, t, obs, obsVer); err != nil {
+	if err := c.notifyMissed(ctx, t, rows, obs, obsVer); err != nil {
 		return c.abort(ctx, t, rows, err)
 	}
 	commitTS, err := c.oracle.Timestamp(ctx)

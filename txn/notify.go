@@ -78,7 +78,7 @@ func (c *Client) notifyMutation(obs Observed, col string, startTS uint64) (stora
 // ver), it durably writes the notifications the current set asks for and
 // the old one did not (Observers, the contract). A notification of a
 // transaction that then aborts is harmless: its run finds the cell clean.
-func (c *Client) notifyMissed(ctx context.Context, t *Txn, obs Observed, ver uint64) error {
+func (c *Client) notifyMissed(ctx context.Context, t *Txn, rows []*rowWrites, obs Observed, ver uint64) error {
 	if c.observers == nil {
 		return nil
 	}
@@ -86,7 +86,7 @@ func (c *Client) notifyMissed(ctx context.Context, t *Txn, obs Observed, ver uin
 	if err != nil || nowVer == ver || now == nil {
 		return err
 	}
-	for _, rw := range groupByRow(t.writes) {
+	for _, rw := range rows {
 		var muts []storage.Mutation
 		for _, m := range rw.muts {
 			if now(m.col) && (obs == nil || !obs(m.col)) {

@@ -230,19 +230,10 @@ func TestIssue7StatusWhileIndexRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("subprocess")
 	}
-	src := bigCorpus(t, 300)
-	dir := t.TempDir()
-	cmd := command("index", "--dir", dir, "--quiet", "--scanners", "1", src)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	src, dir := bigCorpus(t, 300), t.TempDir()
+	cmd, out := startIndex(t, dir, src, "published a running status")
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	pid := cmd.Process.Pid
-	if !waitPublished(t, dir, pid) {
-		t.Skipf("index finished before it published a running status:\n%s", out.String())
-	}
 	// Stopped, it holds the store and stays alive: status must answer from
 	// what it published.
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -305,17 +296,8 @@ func TestIssue7Interrupt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("subprocess")
 	}
-	src := bigCorpus(t, 300)
-	dir := t.TempDir()
-	cmd := command("index", "--dir", dir, "--quiet", "--scanners", "1", src)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if !waitPublished(t, dir, cmd.Process.Pid) {
-		t.Skipf("index finished before it could be interrupted:\n%s", out.String())
-	}
+	src, dir := bigCorpus(t, 300), t.TempDir()
+	cmd, out := startIndex(t, dir, src, "could be interrupted")
 	_ = cmd.Process.Signal(os.Interrupt)
 	err := cmd.Wait()
 	var exit *exec.ExitError
@@ -367,3 +349,22 @@ func TestIssue7BenchFindsCorpus(t *testing.T) {
 		t.Fatalf("bench from %s: %v\n%s", cmd.Dir, err, out)
 	}
 }
+
+// startIndex starts `index` on src in the background and returns once it
+// publishes a running status (skipping the test, saying it finished
+// before it what, if it ends first). out collects its output.
+func startIndex(t *testing.T, dir, src, what string) (*exec.Cmd, *strings.Builder) {
+	t.Helper()
+	cmd := command("index", "--dir", dir, "--quiet", "--scanners", "1", src)
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !waitPublished(t, dir, cmd.Process.Pid) {
+		_ = cmd.Wait()
+		t.Skipf("index finished before it %s:\n%s", what, out.String())
+	}
+	return cmd, out
+}
+

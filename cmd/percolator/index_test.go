@@ -36,7 +36,7 @@ func TestIndexCommand(t *testing.T) {
 		t.Fatalf("rerun without changes:\n%s", out)
 	}
 	out, _, code = runCLI(t, "status", "--dir", dir)
-	if code != 0 || !regexp.MustCompile(`document +content +27 +27 +0 +0 +0\n`).MatchString(out) || !regexp.MustCompile(`content +0 +-\n`).MatchString(out) ||
+	if code != 0 || !regexp.MustCompile(`document +content +27 +27 +0 +0 +0 +0\n`).MatchString(out) || !regexp.MustCompile(`content +0 +-\n`).MatchString(out) ||
 		!regexp.MustCompile(`scanners: [1-9][0-9]* scans found [1-9][0-9]* notified rows, visiting [1-9][0-9]* keys`).MatchString(out) {
 		t.Fatalf("status: exit %d\n%s", code, out)
 	}

@@ -368,3 +368,24 @@ func startIndex(t *testing.T, dir, src, what string) (*exec.Cmd, *strings.Builde
 	return cmd, out
 }
 
+// B4 through the CLI: status shows each observer's self-triggers, and
+// unobserve unregisters an observer (unknown names and missing arguments
+// are refused); the index job registers its observers again when it runs.
+func TestUnobserveCLI(t *testing.T) {
+	dir := t.TempDir()
+	mustRun(t, 0, "index", "--dir", dir, "--quiet", corpus)
+	st, _ := mustRun(t, 0, "status", "--dir", dir)
+	if !strings.Contains(st, "SELF-TRIGGERS") || !strings.Contains(st, "\nterms ") {
+		t.Fatalf("status:\n%s", st)
+	}
+	mustRun(t, 2, "unobserve", "--dir", dir)
+	mustRun(t, 1, "unobserve", "--dir", dir, "nosuch")
+	out, _ := mustRun(t, 0, "unobserve", "--dir", dir, "terms")
+	if !strings.Contains(out, "unregistered observer terms") {
+		t.Fatalf("unobserve: %q", out)
+	}
+	if st, _ = mustRun(t, 0, "status", "--dir", dir); strings.Contains(st, "\nterms ") {
+		t.Fatalf("status still lists terms after unobserve:\n%s", st)
+	}
+	mustRun(t, 0, "index", "--dir", dir, "--quiet", "--verify", corpus)
+}

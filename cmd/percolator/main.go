@@ -41,6 +41,7 @@ var commands = []subcommand{
 	{"bank", "concurrent transfers checked by snapshot totals", runBank},
 	{"dump", "rows' data / lock / write columns by timestamp, decoded", runDump},
 	{"locks", "list (and --resolve) the locks in the store", runLocks},
+	{"unobserve", "unregister an observer: no write notifies it any more", runUnobserve},
 	{"bench", "the performance figures, each against its target", runBench},
 	{"version", "print the version", runVersion},
 	{"help", "print this help, or a command's", nil},

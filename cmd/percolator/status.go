@@ -147,10 +147,10 @@ func printObservers(w io.Writer, st percolator.ObserverStatus) {
 	_ = tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "OBSERVER\tCOLUMN\tRUNS\tCOMMITS\tCONFLICTS\tFAILURES\tQUARANTINED")
+	fmt.Fprintln(tw, "OBSERVER\tCOLUMN\tRUNS\tCOMMITS\tCONFLICTS\tFAILURES\tQUARANTINED\tSELF-TRIGGERS")
 	for _, o := range st.Observers {
 		c := o.Counts
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", displayText(o.Name), displayText(o.Column), c["runs"], c["commits"], c["conflicts"], c["failures"], c["quarantined"])
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", displayText(o.Name), displayText(o.Column), c["runs"], c["commits"], c["conflicts"], c["failures"], c["quarantined"], c["self_triggers"])
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\nquarantined notifications: %d\n", st.Quarantined)
@@ -278,4 +278,27 @@ func printPending(ctx context.Context, db *percolator.DB, limit int, jsonOut boo
 func firstLineOf(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// percolator unobserve: unregister an observer (db.Unobserve). Its
+// pending notifications are cleared by the next scanners if no other
+// observer watches its column; the index job registers its observers
+// again on its next run.
+func runUnobserve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("unobserve", stderr)
+	dir := fs.String("dir", "", "database directory")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("want the name of one observer (percolator status lists them)")
+	}
+	name := fs.Arg(0)
+	return withStore(ctx, *dir, func(db *percolator.DB) error {
+		if err := db.Unobserve(ctx, name); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "unregistered observer %s\n", name)
+		return nil
+	})
 }

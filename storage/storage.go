@@ -276,3 +276,14 @@ type Counted interface {
 type Compacter interface {
 	CompactFamily(ctx context.Context, family string) error
 }
+
+// Idempotent is an optional capability of a store reached over a network,
+// whose client resends a call whose outcome it did not learn, with a nonce
+// for calls that are not safe to apply twice (storage/remote). A caller
+// whose CheckAndMutate is safe to apply twice — a late duplicate changes
+// nothing once the first has applied (DESIGN invariant 6: the protocol's
+// prewrites, commits and rollbacks) — sends it through this variant, which
+// carries no nonce and so keeps the server's nonce table small.
+type Idempotent interface {
+	CheckAndMutateIdempotent(ctx context.Context, row []byte, predicate Filter, ifTrue, ifFalse []Mutation) (matched bool, err error)
+}

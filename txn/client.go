@@ -28,6 +28,7 @@ type Client struct {
 	// prewrites and secondary commits skip their own sync, made durable by
 	// the primary's durable commit (doc.go, "Durability").
 	deferred storage.Deferred
+	idem     storage.Idempotent // a remote store: protocol CASes carry no nonce
 	oracle   Oracle
 	live     coord.Liveness
 	opts     Options
@@ -63,6 +64,7 @@ func NewClient(ctx context.Context, store storage.Store, oracle Oracle, live coo
 	c := &Client{store: store, oracle: oracle, live: live, opts: opts, sleep: SleepContext, secondaryBatch: 256}
 	c.batch, _ = store.(storage.Batcher)
 	c.deferred, _ = store.(storage.Deferred)
+	c.idem, _ = store.(storage.Idempotent)
 	if err := c.buildIndex(ctx); err != nil {
 		return nil, err
 	}
@@ -182,6 +184,9 @@ func retryable(err error) bool {
 
 // cas sends an idempotent CheckAndMutate, re-sending it on error.
 func (c *Client) cas(ctx context.Context, row []byte, pred storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	if c.idem != nil {
+		return c.resendCAS(func() (bool, error) { return c.idem.CheckAndMutateIdempotent(ctx, row, pred, ifTrue, ifFalse) })
+	}
 	return c.resendCAS(func() (bool, error) { return c.store.CheckAndMutate(ctx, row, pred, ifTrue, ifFalse) })
 }
 

@@ -136,8 +136,8 @@ func (x *TimeRange) GetEnd() uint64 {
 // Selector picks cells of one family (storage.Selector).
 type Selector struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Family        string                 `protobuf:"bytes,1,opt,name=family,proto3" json:"family,omitempty"`
-	Qualifier     string                 `protobuf:"bytes,2,opt,name=qualifier,proto3" json:"qualifier,omitempty"`
+	Family        []byte                 `protobuf:"bytes,1,opt,name=family,proto3" json:"family,omitempty"`
+	Qualifier     []byte                 `protobuf:"bytes,2,opt,name=qualifier,proto3" json:"qualifier,omitempty"`
 	AllQualifiers bool                   `protobuf:"varint,3,opt,name=all_qualifiers,json=allQualifiers,proto3" json:"all_qualifiers,omitempty"`
 	Time          *TimeRange             `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`
 	Limit         int32                  `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
@@ -175,18 +175,18 @@ func (*Selector) Descriptor() ([]byte, []int) {
 	return file_percolator_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *Selector) GetFamily() string {
+func (x *Selector) GetFamily() []byte {
 	if x != nil {
 		return x.Family
 	}
-	return ""
+	return nil
 }
 
-func (x *Selector) GetQualifier() string {
+func (x *Selector) GetQualifier() []byte {
 	if x != nil {
 		return x.Qualifier
 	}
-	return ""
+	return nil
 }
 
 func (x *Selector) GetAllQualifiers() bool {
@@ -212,8 +212,8 @@ func (x *Selector) GetLimit() int32 {
 
 type Cell struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Family        string                 `protobuf:"bytes,1,opt,name=family,proto3" json:"family,omitempty"`
-	Qualifier     string                 `protobuf:"bytes,2,opt,name=qualifier,proto3" json:"qualifier,omitempty"`
+	Family        []byte                 `protobuf:"bytes,1,opt,name=family,proto3" json:"family,omitempty"`
+	Qualifier     []byte                 `protobuf:"bytes,2,opt,name=qualifier,proto3" json:"qualifier,omitempty"`
 	Ts            uint64                 `protobuf:"varint,3,opt,name=ts,proto3" json:"ts,omitempty"`
 	Value         []byte                 `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -250,18 +250,18 @@ func (*Cell) Descriptor() ([]byte, []int) {
 	return file_percolator_proto_rawDescGZIP(), []int{2}
 }
 
-func (x *Cell) GetFamily() string {
+func (x *Cell) GetFamily() []byte {
 	if x != nil {
 		return x.Family
 	}
-	return ""
+	return nil
 }
 
-func (x *Cell) GetQualifier() string {
+func (x *Cell) GetQualifier() []byte {
 	if x != nil {
 		return x.Qualifier
 	}
-	return ""
+	return nil
 }
 
 func (x *Cell) GetTs() uint64 {
@@ -281,8 +281,8 @@ func (x *Cell) GetValue() []byte {
 type Mutation struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Kind          MutationKind           `protobuf:"varint,1,opt,name=kind,proto3,enum=percolator.v1.MutationKind" json:"kind,omitempty"`
-	Family        string                 `protobuf:"bytes,2,opt,name=family,proto3" json:"family,omitempty"`
-	Qualifier     string                 `protobuf:"bytes,3,opt,name=qualifier,proto3" json:"qualifier,omitempty"`
+	Family        []byte                 `protobuf:"bytes,2,opt,name=family,proto3" json:"family,omitempty"`
+	Qualifier     []byte                 `protobuf:"bytes,3,opt,name=qualifier,proto3" json:"qualifier,omitempty"`
 	Ts            uint64                 `protobuf:"varint,4,opt,name=ts,proto3" json:"ts,omitempty"`
 	Value         []byte                 `protobuf:"bytes,5,opt,name=value,proto3" json:"value,omitempty"`
 	Time          *TimeRange             `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
@@ -327,18 +327,18 @@ func (x *Mutation) GetKind() MutationKind {
 	return MutationKind_MUTATION_KIND_UNSPECIFIED
 }
 
-func (x *Mutation) GetFamily() string {
+func (x *Mutation) GetFamily() []byte {
 	if x != nil {
 		return x.Family
 	}
-	return ""
+	return nil
 }
 
-func (x *Mutation) GetQualifier() string {
+func (x *Mutation) GetQualifier() []byte {
 	if x != nil {
 		return x.Qualifier
 	}
-	return ""
+	return nil
 }
 
 func (x *Mutation) GetTs() uint64 {
@@ -1142,8 +1142,8 @@ func (x *MutateRowsResponse) GetErrors() []*RowError {
 type IncrementRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Row           []byte                 `protobuf:"bytes,1,opt,name=row,proto3" json:"row,omitempty"`
-	Family        string                 `protobuf:"bytes,2,opt,name=family,proto3" json:"family,omitempty"`
-	Qualifier     string                 `protobuf:"bytes,3,opt,name=qualifier,proto3" json:"qualifier,omitempty"`
+	Family        []byte                 `protobuf:"bytes,2,opt,name=family,proto3" json:"family,omitempty"`
+	Qualifier     []byte                 `protobuf:"bytes,3,opt,name=qualifier,proto3" json:"qualifier,omitempty"`
 	Delta         int64                  `protobuf:"varint,4,opt,name=delta,proto3" json:"delta,omitempty"`
 	Nonce         *Nonce                 `protobuf:"bytes,5,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1187,18 +1187,18 @@ func (x *IncrementRequest) GetRow() []byte {
 	return nil
 }
 
-func (x *IncrementRequest) GetFamily() string {
+func (x *IncrementRequest) GetFamily() []byte {
 	if x != nil {
 		return x.Family
 	}
-	return ""
+	return nil
 }
 
-func (x *IncrementRequest) GetQualifier() string {
+func (x *IncrementRequest) GetQualifier() []byte {
 	if x != nil {
 		return x.Qualifier
 	}
-	return ""
+	return nil
 }
 
 func (x *IncrementRequest) GetDelta() int64 {
@@ -1358,6 +1358,88 @@ func (x *OpenNonceGroupResponse) GetGraceMs() int64 {
 	return 0
 }
 
+// CompactFamilyRequest asks the store to compact one family's keyspace
+// (storage.Compacter).
+type CompactFamilyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Family        []byte                 `protobuf:"bytes,1,opt,name=family,proto3" json:"family,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactFamilyRequest) Reset() {
+	*x = CompactFamilyRequest{}
+	mi := &file_percolator_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactFamilyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactFamilyRequest) ProtoMessage() {}
+
+func (x *CompactFamilyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactFamilyRequest.ProtoReflect.Descriptor instead.
+func (*CompactFamilyRequest) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *CompactFamilyRequest) GetFamily() []byte {
+	if x != nil {
+		return x.Family
+	}
+	return nil
+}
+
+type CompactFamilyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactFamilyResponse) Reset() {
+	*x = CompactFamilyResponse{}
+	mi := &file_percolator_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactFamilyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactFamilyResponse) ProtoMessage() {}
+
+func (x *CompactFamilyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactFamilyResponse.ProtoReflect.Descriptor instead.
+func (*CompactFamilyResponse) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{23}
+}
+
 type PingRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1366,7 +1448,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_percolator_proto_msgTypes[22]
+	mi := &file_percolator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1460,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[22]
+	mi := &file_percolator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1473,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{22}
+	return file_percolator_proto_rawDescGZIP(), []int{24}
 }
 
 type PingResponse struct {
@@ -1402,7 +1484,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_percolator_proto_msgTypes[23]
+	mi := &file_percolator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1496,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[23]
+	mi := &file_percolator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1509,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{23}
+	return file_percolator_proto_rawDescGZIP(), []int{25}
 }
 
 type AllocateRequest struct {
@@ -1439,7 +1521,7 @@ type AllocateRequest struct {
 
 func (x *AllocateRequest) Reset() {
 	*x = AllocateRequest{}
-	mi := &file_percolator_proto_msgTypes[24]
+	mi := &file_percolator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1451,7 +1533,7 @@ func (x *AllocateRequest) String() string {
 func (*AllocateRequest) ProtoMessage() {}
 
 func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[24]
+	mi := &file_percolator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1464,7 +1546,7 @@ func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRequest.ProtoReflect.Descriptor instead.
 func (*AllocateRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{24}
+	return file_percolator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AllocateRequest) GetCount() uint32 {
@@ -1484,7 +1566,7 @@ type AllocateResponse struct {
 
 func (x *AllocateResponse) Reset() {
 	*x = AllocateResponse{}
-	mi := &file_percolator_proto_msgTypes[25]
+	mi := &file_percolator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1578,7 @@ func (x *AllocateResponse) String() string {
 func (*AllocateResponse) ProtoMessage() {}
 
 func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[25]
+	mi := &file_percolator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1591,7 @@ func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateResponse.ProtoReflect.Descriptor instead.
 func (*AllocateResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{25}
+	return file_percolator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AllocateResponse) GetFirst() uint64 {
@@ -1529,7 +1611,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_percolator_proto_msgTypes[26]
+	mi := &file_percolator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1623,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[26]
+	mi := &file_percolator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1636,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{26}
+	return file_percolator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *OpenSessionRequest) GetOwner() string {
@@ -1581,7 +1663,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_percolator_proto_msgTypes[27]
+	mi := &file_percolator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +1675,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[27]
+	mi := &file_percolator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +1688,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{27}
+	return file_percolator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *OpenSessionResponse) GetSession() string {
@@ -1632,7 +1714,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_percolator_proto_msgTypes[28]
+	mi := &file_percolator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1644,7 +1726,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[28]
+	mi := &file_percolator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1657,7 +1739,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{28}
+	return file_percolator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *KeepAliveRequest) GetSession() string {
@@ -1676,7 +1758,7 @@ type KeepAliveResponse struct {
 
 func (x *KeepAliveResponse) Reset() {
 	*x = KeepAliveResponse{}
-	mi := &file_percolator_proto_msgTypes[29]
+	mi := &file_percolator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +1770,7 @@ func (x *KeepAliveResponse) String() string {
 func (*KeepAliveResponse) ProtoMessage() {}
 
 func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[29]
+	mi := &file_percolator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +1783,7 @@ func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{29}
+	return file_percolator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *KeepAliveResponse) GetTtlMs() int64 {
@@ -1720,7 +1802,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_percolator_proto_msgTypes[30]
+	mi := &file_percolator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1814,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[30]
+	mi := &file_percolator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1827,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{30}
+	return file_percolator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CloseSessionRequest) GetSession() string {
@@ -1763,7 +1845,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_percolator_proto_msgTypes[31]
+	mi := &file_percolator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +1857,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[31]
+	mi := &file_percolator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +1870,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{31}
+	return file_percolator_proto_rawDescGZIP(), []int{33}
 }
 
 type AliveRequest struct {
@@ -1800,7 +1882,7 @@ type AliveRequest struct {
 
 func (x *AliveRequest) Reset() {
 	*x = AliveRequest{}
-	mi := &file_percolator_proto_msgTypes[32]
+	mi := &file_percolator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1894,7 @@ func (x *AliveRequest) String() string {
 func (*AliveRequest) ProtoMessage() {}
 
 func (x *AliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[32]
+	mi := &file_percolator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +1907,7 @@ func (x *AliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliveRequest.ProtoReflect.Descriptor instead.
 func (*AliveRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{32}
+	return file_percolator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AliveRequest) GetOwner() string {
@@ -1844,7 +1926,7 @@ type AliveResponse struct {
 
 func (x *AliveResponse) Reset() {
 	*x = AliveResponse{}
-	mi := &file_percolator_proto_msgTypes[33]
+	mi := &file_percolator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1856,7 +1938,7 @@ func (x *AliveResponse) String() string {
 func (*AliveResponse) ProtoMessage() {}
 
 func (x *AliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[33]
+	mi := &file_percolator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1869,7 +1951,7 @@ func (x *AliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliveResponse.ProtoReflect.Descriptor instead.
 func (*AliveResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{33}
+	return file_percolator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AliveResponse) GetAlive() bool {
@@ -1889,7 +1971,7 @@ type TryLockRequest struct {
 
 func (x *TryLockRequest) Reset() {
 	*x = TryLockRequest{}
-	mi := &file_percolator_proto_msgTypes[34]
+	mi := &file_percolator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +1983,7 @@ func (x *TryLockRequest) String() string {
 func (*TryLockRequest) ProtoMessage() {}
 
 func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[34]
+	mi := &file_percolator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +1996,7 @@ func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockRequest.ProtoReflect.Descriptor instead.
 func (*TryLockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{34}
+	return file_percolator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TryLockRequest) GetSession() string {
@@ -1940,7 +2022,7 @@ type TryLockResponse struct {
 
 func (x *TryLockResponse) Reset() {
 	*x = TryLockResponse{}
-	mi := &file_percolator_proto_msgTypes[35]
+	mi := &file_percolator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1952,7 +2034,7 @@ func (x *TryLockResponse) String() string {
 func (*TryLockResponse) ProtoMessage() {}
 
 func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[35]
+	mi := &file_percolator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1965,7 +2047,7 @@ func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockResponse.ProtoReflect.Descriptor instead.
 func (*TryLockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{35}
+	return file_percolator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TryLockResponse) GetHeld() bool {
@@ -1985,7 +2067,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_percolator_proto_msgTypes[36]
+	mi := &file_percolator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2079,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[36]
+	mi := &file_percolator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2092,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{36}
+	return file_percolator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UnlockRequest) GetSession() string {
@@ -2035,7 +2117,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_percolator_proto_msgTypes[37]
+	mi := &file_percolator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2047,7 +2129,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[37]
+	mi := &file_percolator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2060,7 +2142,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{37}
+	return file_percolator_proto_rawDescGZIP(), []int{39}
 }
 
 var File_percolator_proto protoreflect.FileDescriptor
@@ -2072,20 +2154,20 @@ const file_percolator_proto_rawDesc = "" +
 	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x04R\x03end\"\xab\x01\n" +
 	"\bSelector\x12\x16\n" +
-	"\x06family\x18\x01 \x01(\tR\x06family\x12\x1c\n" +
-	"\tqualifier\x18\x02 \x01(\tR\tqualifier\x12%\n" +
+	"\x06family\x18\x01 \x01(\fR\x06family\x12\x1c\n" +
+	"\tqualifier\x18\x02 \x01(\fR\tqualifier\x12%\n" +
 	"\x0eall_qualifiers\x18\x03 \x01(\bR\rallQualifiers\x12,\n" +
 	"\x04time\x18\x04 \x01(\v2\x18.percolator.v1.TimeRangeR\x04time\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\x05R\x05limit\"b\n" +
 	"\x04Cell\x12\x16\n" +
-	"\x06family\x18\x01 \x01(\tR\x06family\x12\x1c\n" +
-	"\tqualifier\x18\x02 \x01(\tR\tqualifier\x12\x0e\n" +
+	"\x06family\x18\x01 \x01(\fR\x06family\x12\x1c\n" +
+	"\tqualifier\x18\x02 \x01(\fR\tqualifier\x12\x0e\n" +
 	"\x02ts\x18\x03 \x01(\x04R\x02ts\x12\x14\n" +
 	"\x05value\x18\x04 \x01(\fR\x05value\"\xc5\x01\n" +
 	"\bMutation\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.percolator.v1.MutationKindR\x04kind\x12\x16\n" +
-	"\x06family\x18\x02 \x01(\tR\x06family\x12\x1c\n" +
-	"\tqualifier\x18\x03 \x01(\tR\tqualifier\x12\x0e\n" +
+	"\x06family\x18\x02 \x01(\fR\x06family\x12\x1c\n" +
+	"\tqualifier\x18\x03 \x01(\fR\tqualifier\x12\x0e\n" +
 	"\x02ts\x18\x04 \x01(\x04R\x02ts\x12\x14\n" +
 	"\x05value\x18\x05 \x01(\fR\x05value\x12,\n" +
 	"\x04time\x18\x06 \x01(\v2\x18.percolator.v1.TimeRangeR\x04time\"V\n" +
@@ -2138,8 +2220,8 @@ const file_percolator_proto_rawDesc = "" +
 	"\x06errors\x18\x01 \x03(\v2\x17.percolator.v1.RowErrorR\x06errors\"\x9c\x01\n" +
 	"\x10IncrementRequest\x12\x10\n" +
 	"\x03row\x18\x01 \x01(\fR\x03row\x12\x16\n" +
-	"\x06family\x18\x02 \x01(\tR\x06family\x12\x1c\n" +
-	"\tqualifier\x18\x03 \x01(\tR\tqualifier\x12\x14\n" +
+	"\x06family\x18\x02 \x01(\fR\x06family\x12\x1c\n" +
+	"\tqualifier\x18\x03 \x01(\fR\tqualifier\x12\x14\n" +
 	"\x05delta\x18\x04 \x01(\x03R\x05delta\x12*\n" +
 	"\x05nonce\x18\x05 \x01(\v2\x14.percolator.v1.NonceR\x05nonce\"E\n" +
 	"\x11IncrementResponse\x12\x14\n" +
@@ -2148,7 +2230,10 @@ const file_percolator_proto_rawDesc = "" +
 	"\x15OpenNonceGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\fR\x05group\"3\n" +
 	"\x16OpenNonceGroupResponse\x12\x19\n" +
-	"\bgrace_ms\x18\x01 \x01(\x03R\agraceMs\"\r\n" +
+	"\bgrace_ms\x18\x01 \x01(\x03R\agraceMs\".\n" +
+	"\x14CompactFamilyRequest\x12\x16\n" +
+	"\x06family\x18\x01 \x01(\fR\x06family\"\x17\n" +
+	"\x15CompactFamilyResponse\"\r\n" +
 	"\vPingRequest\"\x0e\n" +
 	"\fPingResponse\"'\n" +
 	"\x0fAllocateRequest\x12\x14\n" +
@@ -2186,7 +2271,7 @@ const file_percolator_proto_rawDesc = "" +
 	"\x03PUT\x10\x01\x12\x10\n" +
 	"\fDELETE_CELLS\x10\x02\x12\x0e\n" +
 	"\n" +
-	"DELETE_ROW\x10\x032\xff\x04\n" +
+	"DELETE_ROW\x10\x032\xdb\x05\n" +
 	"\aStorage\x12H\n" +
 	"\aReadRow\x12\x1d.percolator.v1.ReadRowRequest\x1a\x1e.percolator.v1.ReadRowResponse\x12A\n" +
 	"\x04Scan\x12\x1a.percolator.v1.ScanRequest\x1a\x1b.percolator.v1.ScanResponse0\x01\x12E\n" +
@@ -2194,7 +2279,8 @@ const file_percolator_proto_rawDesc = "" +
 	"\x0eCheckAndMutate\x12$.percolator.v1.CheckAndMutateRequest\x1a%.percolator.v1.CheckAndMutateResponse\x12Q\n" +
 	"\n" +
 	"MutateRows\x12 .percolator.v1.MutateRowsRequest\x1a!.percolator.v1.MutateRowsResponse\x12N\n" +
-	"\tIncrement\x12\x1f.percolator.v1.IncrementRequest\x1a .percolator.v1.IncrementResponse\x12]\n" +
+	"\tIncrement\x12\x1f.percolator.v1.IncrementRequest\x1a .percolator.v1.IncrementResponse\x12Z\n" +
+	"\rCompactFamily\x12#.percolator.v1.CompactFamilyRequest\x1a$.percolator.v1.CompactFamilyResponse\x12]\n" +
 	"\x0eOpenNonceGroup\x12$.percolator.v1.OpenNonceGroupRequest\x1a%.percolator.v1.OpenNonceGroupResponse\x12?\n" +
 	"\x04Ping\x12\x1a.percolator.v1.PingRequest\x1a\x1b.percolator.v1.PingResponse2U\n" +
 	"\x06Oracle\x12K\n" +
@@ -2220,7 +2306,7 @@ func file_percolator_proto_rawDescGZIP() []byte {
 }
 
 var file_percolator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_percolator_proto_goTypes = []any{
 	(MutationKind)(0),              // 0: percolator.v1.MutationKind
 	(*TimeRange)(nil),              // 1: percolator.v1.TimeRange
@@ -2245,22 +2331,24 @@ var file_percolator_proto_goTypes = []any{
 	(*IncrementResponse)(nil),      // 20: percolator.v1.IncrementResponse
 	(*OpenNonceGroupRequest)(nil),  // 21: percolator.v1.OpenNonceGroupRequest
 	(*OpenNonceGroupResponse)(nil), // 22: percolator.v1.OpenNonceGroupResponse
-	(*PingRequest)(nil),            // 23: percolator.v1.PingRequest
-	(*PingResponse)(nil),           // 24: percolator.v1.PingResponse
-	(*AllocateRequest)(nil),        // 25: percolator.v1.AllocateRequest
-	(*AllocateResponse)(nil),       // 26: percolator.v1.AllocateResponse
-	(*OpenSessionRequest)(nil),     // 27: percolator.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),    // 28: percolator.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),       // 29: percolator.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),      // 30: percolator.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),    // 31: percolator.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),   // 32: percolator.v1.CloseSessionResponse
-	(*AliveRequest)(nil),           // 33: percolator.v1.AliveRequest
-	(*AliveResponse)(nil),          // 34: percolator.v1.AliveResponse
-	(*TryLockRequest)(nil),         // 35: percolator.v1.TryLockRequest
-	(*TryLockResponse)(nil),        // 36: percolator.v1.TryLockResponse
-	(*UnlockRequest)(nil),          // 37: percolator.v1.UnlockRequest
-	(*UnlockResponse)(nil),         // 38: percolator.v1.UnlockResponse
+	(*CompactFamilyRequest)(nil),   // 23: percolator.v1.CompactFamilyRequest
+	(*CompactFamilyResponse)(nil),  // 24: percolator.v1.CompactFamilyResponse
+	(*PingRequest)(nil),            // 25: percolator.v1.PingRequest
+	(*PingResponse)(nil),           // 26: percolator.v1.PingResponse
+	(*AllocateRequest)(nil),        // 27: percolator.v1.AllocateRequest
+	(*AllocateResponse)(nil),       // 28: percolator.v1.AllocateResponse
+	(*OpenSessionRequest)(nil),     // 29: percolator.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),    // 30: percolator.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),       // 31: percolator.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),      // 32: percolator.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),    // 33: percolator.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),   // 34: percolator.v1.CloseSessionResponse
+	(*AliveRequest)(nil),           // 35: percolator.v1.AliveRequest
+	(*AliveResponse)(nil),          // 36: percolator.v1.AliveResponse
+	(*TryLockRequest)(nil),         // 37: percolator.v1.TryLockRequest
+	(*TryLockResponse)(nil),        // 38: percolator.v1.TryLockResponse
+	(*UnlockRequest)(nil),          // 39: percolator.v1.UnlockRequest
+	(*UnlockResponse)(nil),         // 40: percolator.v1.UnlockResponse
 }
 var file_percolator_proto_depIdxs = []int32{
 	1,  // 0: percolator.v1.Selector.time:type_name -> percolator.v1.TimeRange
@@ -2287,32 +2375,34 @@ var file_percolator_proto_depIdxs = []int32{
 	14, // 21: percolator.v1.Storage.CheckAndMutate:input_type -> percolator.v1.CheckAndMutateRequest
 	16, // 22: percolator.v1.Storage.MutateRows:input_type -> percolator.v1.MutateRowsRequest
 	19, // 23: percolator.v1.Storage.Increment:input_type -> percolator.v1.IncrementRequest
-	21, // 24: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
-	23, // 25: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
-	25, // 26: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
-	27, // 27: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
-	29, // 28: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
-	31, // 29: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
-	33, // 30: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
-	35, // 31: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
-	37, // 32: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
-	8,  // 33: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
-	11, // 34: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
-	13, // 35: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
-	15, // 36: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
-	18, // 37: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
-	20, // 38: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
-	22, // 39: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
-	24, // 40: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
-	26, // 41: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
-	28, // 42: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
-	30, // 43: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
-	32, // 44: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
-	34, // 45: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
-	36, // 46: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
-	38, // 47: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
-	33, // [33:48] is the sub-list for method output_type
-	18, // [18:33] is the sub-list for method input_type
+	23, // 24: percolator.v1.Storage.CompactFamily:input_type -> percolator.v1.CompactFamilyRequest
+	21, // 25: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
+	25, // 26: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
+	27, // 27: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
+	29, // 28: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
+	31, // 29: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
+	33, // 30: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
+	35, // 31: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
+	37, // 32: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
+	39, // 33: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
+	8,  // 34: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
+	11, // 35: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
+	13, // 36: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
+	15, // 37: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
+	18, // 38: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
+	20, // 39: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
+	24, // 40: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
+	22, // 41: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
+	26, // 42: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
+	28, // 43: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
+	30, // 44: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
+	32, // 45: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
+	34, // 46: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
+	36, // 47: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
+	38, // 48: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
+	40, // 49: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
+	34, // [34:50] is the sub-list for method output_type
+	18, // [18:34] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name
@@ -2329,7 +2419,7 @@ func file_percolator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_percolator_proto_rawDesc), len(file_percolator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   38,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

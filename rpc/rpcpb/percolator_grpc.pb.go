@@ -32,6 +32,7 @@ const (
 	Storage_CheckAndMutate_FullMethodName = "/percolator.v1.Storage/CheckAndMutate"
 	Storage_MutateRows_FullMethodName     = "/percolator.v1.Storage/MutateRows"
 	Storage_Increment_FullMethodName      = "/percolator.v1.Storage/Increment"
+	Storage_CompactFamily_FullMethodName  = "/percolator.v1.Storage/CompactFamily"
 	Storage_OpenNonceGroup_FullMethodName = "/percolator.v1.Storage/OpenNonceGroup"
 	Storage_Ping_FullMethodName           = "/percolator.v1.Storage/Ping"
 )
@@ -46,6 +47,7 @@ type StorageClient interface {
 	CheckAndMutate(ctx context.Context, in *CheckAndMutateRequest, opts ...grpc.CallOption) (*CheckAndMutateResponse, error)
 	MutateRows(ctx context.Context, in *MutateRowsRequest, opts ...grpc.CallOption) (*MutateRowsResponse, error)
 	Increment(ctx context.Context, in *IncrementRequest, opts ...grpc.CallOption) (*IncrementResponse, error)
+	CompactFamily(ctx context.Context, in *CompactFamilyRequest, opts ...grpc.CallOption) (*CompactFamilyResponse, error)
 	OpenNonceGroup(ctx context.Context, in *OpenNonceGroupRequest, opts ...grpc.CallOption) (*OpenNonceGroupResponse, error)
 	// Ping does nothing: connection checks and the raw-call benchmark.
 	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
@@ -128,6 +130,16 @@ func (c *storageClient) Increment(ctx context.Context, in *IncrementRequest, opt
 	return out, nil
 }
 
+func (c *storageClient) CompactFamily(ctx context.Context, in *CompactFamilyRequest, opts ...grpc.CallOption) (*CompactFamilyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompactFamilyResponse)
+	err := c.cc.Invoke(ctx, Storage_CompactFamily_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *storageClient) OpenNonceGroup(ctx context.Context, in *OpenNonceGroupRequest, opts ...grpc.CallOption) (*OpenNonceGroupResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(OpenNonceGroupResponse)
@@ -158,6 +170,7 @@ type StorageServer interface {
 	CheckAndMutate(context.Context, *CheckAndMutateRequest) (*CheckAndMutateResponse, error)
 	MutateRows(context.Context, *MutateRowsRequest) (*MutateRowsResponse, error)
 	Increment(context.Context, *IncrementRequest) (*IncrementResponse, error)
+	CompactFamily(context.Context, *CompactFamilyRequest) (*CompactFamilyResponse, error)
 	OpenNonceGroup(context.Context, *OpenNonceGroupRequest) (*OpenNonceGroupResponse, error)
 	// Ping does nothing: connection checks and the raw-call benchmark.
 	Ping(context.Context, *PingRequest) (*PingResponse, error)
@@ -188,6 +201,9 @@ func (UnimplementedStorageServer) MutateRows(context.Context, *MutateRowsRequest
 }
 func (UnimplementedStorageServer) Increment(context.Context, *IncrementRequest) (*IncrementResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Increment not implemented")
+}
+func (UnimplementedStorageServer) CompactFamily(context.Context, *CompactFamilyRequest) (*CompactFamilyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CompactFamily not implemented")
 }
 func (UnimplementedStorageServer) OpenNonceGroup(context.Context, *OpenNonceGroupRequest) (*OpenNonceGroupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method OpenNonceGroup not implemented")
@@ -317,6 +333,24 @@ func _Storage_Increment_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Storage_CompactFamily_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompactFamilyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageServer).CompactFamily(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Storage_CompactFamily_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageServer).CompactFamily(ctx, req.(*CompactFamilyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Storage_OpenNonceGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(OpenNonceGroupRequest)
 	if err := dec(in); err != nil {
@@ -379,6 +413,10 @@ var Storage_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Increment",
 			Handler:    _Storage_Increment_Handler,
+		},
+		{
+			MethodName: "CompactFamily",
+			Handler:    _Storage_CompactFamily_Handler,
 		},
 		{
 			MethodName: "OpenNonceGroup",

@@ -23,13 +23,13 @@ func (s *Store) Mutate(ctx context.Context, row []byte, mutations ...storage.Mut
 	if err := s.latched(ctx); err != nil {
 		return err
 	}
-	return s.commitLocked([]storage.RowMutation{{Row: row, Mutations: mutations}}, pebble.Sync)
+	return s.commitLocked([]storage.RowMutation{{Row: row, Mutations: mutations}}, pebble.Sync, nil)
 }
 
 // CheckAndMutate implements storage.Store: under the row latch, read the
 // predicate (stopping at the first selected cell), then commit the branch.
 func (s *Store) CheckAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
-	return s.checkAndMutate(ctx, row, nil, predicate, ifTrue, ifFalse, pebble.Sync)
+	return s.checkAndMutate(ctx, row, nil, predicate, ifTrue, ifFalse, pebble.Sync, nil)
 }
 
 // CheckAndMutateDeferred implements storage.Deferred: CheckAndMutate
@@ -37,7 +37,7 @@ func (s *Store) CheckAndMutate(ctx context.Context, row []byte, predicate storag
 // every sync (and every rotation, which syncs the old segment) covers all
 // records before it, so the next synced write makes this one durable.
 func (s *Store) CheckAndMutateDeferred(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
-	return s.checkAndMutate(ctx, row, nil, predicate, ifTrue, ifFalse, pebble.NoSync)
+	return s.checkAndMutate(ctx, row, nil, predicate, ifTrue, ifFalse, pebble.NoSync, nil)
 }
 
 // CheckAndMutateCond implements storage.Conditioned: cond runs under the
@@ -47,10 +47,10 @@ func (s *Store) CheckAndMutateCond(ctx context.Context, row []byte, cond storage
 	if deferred {
 		sync = pebble.NoSync
 	}
-	return s.checkAndMutate(ctx, row, cond, predicate, ifTrue, ifFalse, sync)
+	return s.checkAndMutate(ctx, row, cond, predicate, ifTrue, ifFalse, sync, nil)
 }
 
-func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Cond, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation, sync *pebble.WriteOptions) (bool, error) {
+func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Cond, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation, sync *pebble.WriteOptions, rec func(matched bool) []Record) (bool, error) {
 	if err := s.guard.enter(); err != nil {
 		return false, err
 	}
@@ -77,10 +77,14 @@ func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Con
 	if matched {
 		branch = ifTrue
 	}
-	if len(branch) == 0 {
+	var recs []Record
+	if rec != nil {
+		recs = rec(matched)
+	}
+	if len(branch) == 0 && len(recs) == 0 {
 		return matched, nil
 	}
-	return matched, s.commitLocked([]storage.RowMutation{{Row: row, Mutations: branch}}, sync)
+	return matched, s.commitLocked([]storage.RowMutation{{Row: row, Mutations: branch}}, sync, recs)
 }
 
 func checkCheckAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) error {
@@ -93,6 +97,10 @@ func checkCheckAndMutate(ctx context.Context, row []byte, predicate storage.Filt
 // Increment implements storage.Store. The apply hook sees it as a
 // DeleteCells of every version followed by a Put at timestamp 0.
 func (s *Store) Increment(ctx context.Context, row []byte, family, qualifier string, delta int64) (int64, error) {
+	return s.increment(ctx, row, family, qualifier, delta, nil)
+}
+
+func (s *Store) increment(ctx context.Context, row []byte, family, qualifier string, delta int64, rec func(sum int64) []Record) (int64, error) {
 	if err := s.guard.enter(); err != nil {
 		return 0, err
 	}
@@ -113,7 +121,11 @@ func (s *Store) Increment(ctx context.Context, row []byte, family, qualifier str
 		{Kind: storage.DeleteCells, Family: family, Qualifier: qualifier},
 		storage.SetCell(family, qualifier, 0, binary.BigEndian.AppendUint64(nil, uint64(sum))),
 	}
-	return sum, s.commitLocked([]storage.RowMutation{{Row: row, Mutations: ms}}, pebble.Sync)
+	var recs []Record
+	if rec != nil {
+		recs = rec(sum)
+	}
+	return sum, s.commitLocked([]storage.RowMutation{{Row: row, Mutations: ms}}, pebble.Sync, recs)
 }
 
 // counter decodes the newest version of a counter column (absent = 0).
@@ -157,13 +169,13 @@ func (s *Store) mutateRows(ctx context.Context, rows []storage.RowMutation, sync
 	if err := s.latched(ctx); err != nil {
 		return nil, err
 	}
-	return nil, s.commitLocked(rows, sync)
+	return nil, s.commitLocked(rows, sync, nil)
 }
 
-// commitLocked applies rows in one batch, commits it durably, registers
+// commitLocked applies rows and recs in one batch, commits it, registers
 // new families and calls the hook, row by row. The caller holds every
 // row's latch.
-func (s *Store) commitLocked(rows []storage.RowMutation, sync *pebble.WriteOptions) error {
+func (s *Store) commitLocked(rows []storage.RowMutation, sync *pebble.WriteOptions, recs []Record) error {
 	b := s.newBatch(rows)
 	defer b.Close()
 	var w batchWriter
@@ -172,6 +184,9 @@ func (s *Store) commitLocked(rows []storage.RowMutation, sync *pebble.WriteOptio
 		if err := w.add(rows[i].Row, rows[i].Mutations); err != nil {
 			return fmt.Errorf("pebble: write %q: %w", rows[i].Row, err)
 		}
+	}
+	if err := addRecords(b, recs); err != nil {
+		return err
 	}
 	// An empty batch (deletes of absent cells) has nothing to make durable,
 	// but the hook still sees what the caller applied.
@@ -184,7 +199,9 @@ func (s *Store) commitLocked(rows []storage.RowMutation, sync *pebble.WriteOptio
 		s.families.add(f)
 	}
 	for i := range rows {
-		s.callHook(rows[i].Row, rows[i].Mutations)
+		if len(rows[i].Mutations) > 0 {
+			s.callHook(rows[i].Row, rows[i].Mutations)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,204 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed-992972ee/percolator/rpc/rpcpb"
+)
+
+// Session lease bounds a client may ask for.
+const (
+	MinSessionTTL = 100 * time.Millisecond
+	MaxSessionTTL = 5 * time.Minute
+	maxKeyLen     = 4096
+)
+
+// coordService is the lock service: liveness sessions and advisory locks.
+// Sessions live in memory: after a restart a client opens a new one at its
+// next renewal, and until the restart grace has passed an owner with no
+// session is reported alive (it may not have renewed yet). See doc.go,
+// "Liveness".
+//
+// Concurrency: mu guards every field of mu; expiry is judged on the
+// server's monotonic clock.
+type coordService struct {
+	rpcpb.UnimplementedCoordServer
+	srv   *Server
+	start time.Time
+
+	mu struct {
+		sync.Mutex
+		sessions map[string]*session
+		owners   map[string]int    // owner → live sessions
+		locks    map[string]string // key → session id
+	}
+}
+
+type session struct {
+	id, owner string
+	ttl       time.Duration
+	expires   time.Time
+	locks     map[string]struct{}
+}
+
+func newCoord(s *Server) *coordService {
+	c := &coordService{srv: s, start: time.Now()}
+	c.mu.sessions = map[string]*session{}
+	c.mu.owners = map[string]int{}
+	c.mu.locks = map[string]string{}
+	return c
+}
+
+func (c *coordService) size() (sessions, locks int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.mu.sessions), len(c.mu.locks)
+}
+
+// liveLocked returns the session id if it exists and has not expired,
+// ending it if it expired.
+func (c *coordService) liveLocked(id string, now time.Time) *session {
+	s := c.mu.sessions[id]
+	if s != nil && !now.Before(s.expires) {
+		c.endLocked(s)
+		return nil
+	}
+	return s
+}
+
+func (c *coordService) endLocked(s *session) {
+	delete(c.mu.sessions, s.id)
+	if c.mu.owners[s.owner]--; c.mu.owners[s.owner] <= 0 {
+		delete(c.mu.owners, s.owner)
+	}
+	for k := range s.locks {
+		if c.mu.locks[k] == s.id {
+			delete(c.mu.locks, k)
+		}
+	}
+	c.srv.log.Debug("session ended", "owner", s.owner, "session", s.id)
+}
+
+// sweep ends expired sessions (releasing their locks).
+func (c *coordService) sweep() {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.mu.sessions {
+		if !now.Before(s.expires) {
+			c.srv.log.Info("session expired", "owner", s.owner)
+			c.endLocked(s)
+		}
+	}
+}
+
+func checkTTL(ms int64) (time.Duration, error) {
+	d := time.Duration(ms) * time.Millisecond
+	if d < MinSessionTTL || d > MaxSessionTTL {
+		return 0, status.Errorf(codes.InvalidArgument, "session ttl %v outside [%v, %v]", d, MinSessionTTL, MaxSessionTTL)
+	}
+	return d, nil
+}
+
+// OpenSession implements rpcpb.CoordServer.
+func (c *coordService) OpenSession(_ context.Context, req *rpcpb.OpenSessionRequest) (*rpcpb.OpenSessionResponse, error) {
+	if req.Owner == "" || len(req.Owner) > maxKeyLen {
+		return nil, status.Error(codes.InvalidArgument, "session owner must be 1 to 4096 bytes")
+	}
+	ttl, err := checkTTL(req.TtlMs)
+	if err != nil {
+		return nil, err
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	s := &session{id: hex.EncodeToString(b[:]), owner: req.Owner, ttl: ttl, expires: time.Now().Add(ttl), locks: map[string]struct{}{}}
+	c.mu.Lock()
+	c.mu.sessions[s.id] = s
+	c.mu.owners[s.owner]++
+	c.mu.Unlock()
+	return &rpcpb.OpenSessionResponse{Session: s.id, TtlMs: ttl.Milliseconds()}, nil
+}
+
+// KeepAlive implements rpcpb.CoordServer: NotFound once the session has
+// expired (the client must open a new one).
+func (c *coordService) KeepAlive(_ context.Context, req *rpcpb.KeepAliveRequest) (*rpcpb.KeepAliveResponse, error) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.liveLocked(req.Session, now)
+	if s == nil {
+		return nil, status.Error(codes.NotFound, "no such session (expired, or the server restarted)")
+	}
+	s.expires = now.Add(s.ttl)
+	return &rpcpb.KeepAliveResponse{TtlMs: s.ttl.Milliseconds()}, nil
+}
+
+// CloseSession implements rpcpb.CoordServer; closing an unknown session
+// is not an error.
+func (c *coordService) CloseSession(_ context.Context, req *rpcpb.CloseSessionRequest) (*rpcpb.CloseSessionResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.mu.sessions[req.Session]; s != nil {
+		c.endLocked(s)
+	}
+	return &rpcpb.CloseSessionResponse{}, nil
+}
+
+// Alive implements rpcpb.CoordServer: an owner is alive while it has a
+// live session, and, during the restart grace, when it has none (its
+// session may have been lost with the server's memory).
+func (c *coordService) Alive(_ context.Context, req *rpcpb.AliveRequest) (*rpcpb.AliveResponse, error) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.owners[req.Owner] > 0 {
+		for _, s := range c.mu.sessions {
+			if s.owner == req.Owner && c.liveLocked(s.id, now) != nil {
+				return &rpcpb.AliveResponse{Alive: true}, nil
+			}
+		}
+	}
+	return &rpcpb.AliveResponse{Alive: now.Sub(c.start) < c.srv.opts.RestartGrace}, nil
+}
+
+// TryLock implements rpcpb.CoordServer: an advisory lock held by the
+// session until Unlock or the session's end.
+func (c *coordService) TryLock(_ context.Context, req *rpcpb.TryLockRequest) (*rpcpb.TryLockResponse, error) {
+	if req.Key == "" || len(req.Key) > maxKeyLen {
+		return nil, status.Error(codes.InvalidArgument, "lock key must be 1 to 4096 bytes")
+	}
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.liveLocked(req.Session, now)
+	if s == nil {
+		return nil, status.Error(codes.NotFound, "no such session (expired, or the server restarted)")
+	}
+	if holder, ok := c.mu.locks[req.Key]; ok && c.liveLocked(holder, now) != nil {
+		return &rpcpb.TryLockResponse{Held: holder != s.id}, nil
+	}
+	c.mu.locks[req.Key] = s.id
+	s.locks[req.Key] = struct{}{}
+	return &rpcpb.TryLockResponse{}, nil
+}
+
+// Unlock implements rpcpb.CoordServer; releasing a lock not held is not an
+// error.
+func (c *coordService) Unlock(_ context.Context, req *rpcpb.UnlockRequest) (*rpcpb.UnlockResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.locks[req.Key] == req.Session {
+		delete(c.mu.locks, req.Key)
+		if s := c.mu.sessions[req.Session]; s != nil {
+			delete(s.locks, req.Key)
+		}
+	}
+	return &rpcpb.UnlockResponse{}, nil
+}

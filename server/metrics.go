@@ -1,0 +1,95 @@
+package server
+
+import (
+	"context"
+	"path"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed-992972ee/percolator/rpc/rpcpb"
+	"github.com/seed-992972ee/percolator/rpc"
+	"github.com/seed-992972ee/percolator/txn"
+)
+
+// metrics are the server's Prometheus collectors, in a registry of the
+// server's own (served on --metrics at /metrics). Every name begins with
+// percolator_.
+type metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec   // method, code
+	latency  *prometheus.HistogramVec // method
+	replays  *prometheus.CounterVec   // method
+	batches  prometheus.Counter
+	batchTS  prometheus.Histogram
+	cas      *prometheus.CounterVec // kind
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "percolator_rpc_requests_total", Help: "RPCs served, by method and gRPC status code.",
+	}, []string{"method", "code"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "percolator_rpc_duration_seconds", Help: "RPC latency by method.",
+		Buckets: prometheus.ExponentialBuckets(25e-6, 2.5, 14),
+	}, []string{"method"})
+	m.replays = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "percolator_nonce_replays_total", Help: "Calls answered from the nonce table (a retry of a call that had run), by method.",
+	}, []string{"method"})
+	m.batches = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "percolator_oracle_batches_total", Help: "Oracle requests served (each a batch of timestamps).",
+	})
+	m.batchTS = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "percolator_oracle_batch_size", Help: "Timestamps per oracle request.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+	})
+	m.cas = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "percolator_txn_cas_total",
+		Help: "Transaction steps seen as CheckAndMutate calls: prewrite, conflict (a refused prewrite), commit (a commit point or a roll-forward), rollback (a resolution or fence), lost (its lock was gone).",
+	}, []string{"kind"})
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.replays, m.batches, m.batchTS, m.cas,
+		gauge("percolator_nonce_table_calls", "Calls held in the nonce table.", func() float64 { c, _ := s.nonces.size(); return float64(c) }),
+		gauge("percolator_nonce_table_groups", "Nonce groups (client sessions) known.", func() float64 { _, g := s.nonces.size(); return float64(g) }),
+		gauge("percolator_sessions", "Live liveness sessions.", func() float64 { n, _ := s.coord.size(); return float64(n) }),
+		gauge("percolator_advisory_locks", "Advisory row locks held.", func() float64 { _, n := s.coord.size(); return float64(n) }),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	for _, k := range []string{txn.CASPrewrite, txn.CASConflict, txn.CASCommit, txn.CASRollback, txn.CASLost} {
+		m.cas.WithLabelValues(k)
+	}
+	return m
+}
+
+// countBranch counts a CheckAndMutate as the protocol step it is.
+func (s *Server) countBranch(req *rpcpb.CheckAndMutateRequest, matched bool) {
+	if k := txn.ClassifyCAS(rpc.MutationsFromPB(req.IfTrue), rpc.MutationsFromPB(req.IfFalse), matched); k != "" {
+		s.metrics.cas.WithLabelValues(k).Inc()
+	}
+}
+
+func (m *metrics) observe(fullMethod string, start time.Time, err error) {
+	method := path.Base(fullMethod)
+	m.requests.WithLabelValues(method, status.Code(err).String()).Inc()
+	m.latency.WithLabelValues(method).Observe(time.Since(start).Seconds())
+}
+
+func (m *metrics) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := h(ctx, req)
+	m.observe(info.FullMethod, start, err)
+	return resp, err
+}
+
+func (m *metrics) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	start := time.Now()
+	err := h(srv, ss)
+	m.observe(info.FullMethod, start, err)
+	return err
+}

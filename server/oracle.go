@@ -1,0 +1,34 @@
+package server
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed-992972ee/percolator/rpc/rpcpb"
+)
+
+// MaxAllocate bounds the timestamps one oracle request may take.
+const MaxAllocate = 1 << 20
+
+// oracleService hands out timestamps from the server's allocator (its
+// high-water mark and lease live in the store, as the embedded DB's).
+type oracleService struct {
+	rpcpb.UnimplementedOracleServer
+	srv *Server
+}
+
+// Allocate implements rpcpb.OracleServer.
+func (o *oracleService) Allocate(ctx context.Context, req *rpcpb.AllocateRequest) (*rpcpb.AllocateResponse, error) {
+	if req.Count == 0 || req.Count > MaxAllocate {
+		return nil, status.Errorf(codes.InvalidArgument, "count %d outside [1, %d]", req.Count, MaxAllocate)
+	}
+	first, err := o.srv.alloc.Allocate(ctx, int(req.Count))
+	if err != nil {
+		return nil, o.srv.status(err)
+	}
+	o.srv.metrics.batches.Inc()
+	o.srv.metrics.batchTS.Observe(float64(req.Count))
+	return &rpcpb.AllocateResponse{First: first}, nil
+}

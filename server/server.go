@@ -1,0 +1,314 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/oracle"
+	"github.com/seed-992972ee/percolator/rpc"
+	"github.com/seed-992972ee/percolator/rpc/rpcpb"
+	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/pebble"
+	"github.com/seed-992972ee/percolator/txn"
+)
+
+// Options configures Open.
+type Options struct {
+	// Dir is the database directory: the store lives in Dir/store, the
+	// layout of the embedded DB (percolator.Options.Dir), so a directory
+	// can be served that was used embedded, and back. Required.
+	Dir string
+	// FS, if set, holds the store instead of the OS filesystem (tests:
+	// vfs.NewCrashableMem).
+	FS vfs.FS
+	// Token, if set, is required on every RPC (rpc.TokenHeader).
+	Token string
+	// TLS, if set, serves TLS.
+	TLS *tls.Config
+	// Logger receives structured logs. Default slog.Default().
+	Logger *slog.Logger
+	// NonceGrace: how long a nonce group is kept after its last call.
+	// Default 30 minutes.
+	NonceGrace time.Duration
+	// RestartGrace: how long after start an owner without a session is
+	// reported alive (its session was lost with the server's memory and it
+	// has not renewed yet). Default 10s, the default session lease.
+	RestartGrace time.Duration
+	// MaxMessageSize bounds a request or response. Default 64 MiB.
+	MaxMessageSize int
+	// FlushInterval: how often the nonce table's garbage is persisted and
+	// expired sessions swept. Default 100ms.
+	FlushInterval time.Duration
+}
+
+func (o *Options) ensureDefaults() {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.NonceGrace == 0 {
+		o.NonceGrace = 30 * time.Minute
+	}
+	if o.RestartGrace == 0 {
+		o.RestartGrace = 10 * time.Second
+	}
+	if o.MaxMessageSize == 0 {
+		o.MaxMessageSize = 64 << 20
+	}
+	if o.FlushInterval == 0 {
+		o.FlushInterval = 100 * time.Millisecond
+	}
+}
+
+// Server is an open percolator server: the store, the oracle, the lock
+// service and the nonce table, ready to Serve.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	store   *pebble.Store
+	alloc   *oracle.Allocator
+	nonces  *nonceTable
+	coord   *coordService
+	metrics *metrics
+	grpc    *grpc.Server
+	health  *health.Server
+	token   [32]byte // sha256 of the token
+
+	stop     chan struct{}
+	bg       sync.WaitGroup
+	failOnce sync.Once
+	failed   chan struct{} // closed when the store failed
+	failErr  error
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens the store in opts.Dir (creating it), its oracle and its
+// nonce table.
+func Open(ctx context.Context, opts Options) (*Server, error) {
+	opts.ensureDefaults()
+	if opts.Dir == "" {
+		return nil, fmt.Errorf("%w: server needs a directory", storage.ErrInvalidArgument)
+	}
+	s := &Server{opts: opts, log: opts.Logger, stop: make(chan struct{}), failed: make(chan struct{})}
+	s.token = sha256.Sum256([]byte(opts.Token))
+	fs := opts.FS
+	if fs == nil {
+		fs = vfs.Default
+		if err := fs.MkdirAll(opts.Dir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	st, err := pebble.Open(filepath.Join(opts.Dir, "store"), pebble.Options{FS: opts.FS, Logger: s.log})
+	if err != nil {
+		return nil, err
+	}
+	s.store = st
+	s.alloc, err = oracle.OpenStoreAllocator(ctx, st, oracle.StoreOptions{
+		Owner: "server/" + coord.NewOwnerID(), Exclusive: true, Logger: s.log,
+		Recover: func(ctx context.Context) (uint64, error) { return txn.NewestTimestamp(ctx, st) },
+	})
+	if err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("server: oracle: %w", err)
+	}
+	s.nonces = newNonceTable(st, opts.NonceGrace, time.Now)
+	if err := s.nonces.load(ctx); err != nil {
+		_ = s.alloc.Close()
+		_ = st.Close()
+		return nil, fmt.Errorf("server: loading the nonce table: %w", err)
+	}
+	s.coord = newCoord(s)
+	s.metrics = newMetrics(s)
+	s.health = health.NewServer()
+	sopts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(opts.MaxMessageSize), grpc.MaxSendMsgSize(opts.MaxMessageSize),
+		grpc.ChainUnaryInterceptor(s.metrics.unary, s.authUnary),
+		grpc.ChainStreamInterceptor(s.metrics.stream, s.authStream),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	}
+	if opts.TLS != nil {
+		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
+	}
+	s.grpc = grpc.NewServer(sopts...)
+	rpcpb.RegisterStorageServer(s.grpc, &storageService{srv: s})
+	rpcpb.RegisterOracleServer(s.grpc, &oracleService{srv: s})
+	rpcpb.RegisterCoordServer(s.grpc, s.coord)
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	s.bg.Add(1)
+	go s.background()
+	return s, nil
+}
+
+// Store returns the server's store (tests, in-process tools).
+func (s *Server) Store() *pebble.Store { return s.store }
+
+// Serve serves lis until Shutdown or Kill (returning nil), or until the
+// store fails (returning the failure).
+func (s *Server) Serve(lis net.Listener) error {
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	err := s.grpc.Serve(lis)
+	select {
+	case <-s.failed:
+		return s.failErr
+	default:
+	}
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// MetricsHandler returns the /metrics handler.
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
+}
+
+// Failed is closed when the store failed (the server must exit: a restart
+// recovers exactly what reached the disk).
+func (s *Server) Failed() <-chan struct{} { return s.failed }
+
+// Shutdown stops accepting calls, waits for those in flight (or for ctx,
+// then cancels them), and closes the oracle, the nonce table and the
+// store.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.health.Shutdown()
+	done := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+	}
+	return s.close()
+}
+
+// Kill stops serving at once, abandoning the calls in flight and closing
+// nothing gracefully beyond what a process exit would (tests: with a
+// crashable FS, clone it before Kill to model a power cut).
+func (s *Server) Kill() {
+	s.grpc.Stop()
+	_ = s.close()
+}
+
+func (s *Server) close() error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		s.bg.Wait()
+		flushErr := s.nonces.flush(context.Background())
+		s.closeErr = errors.Join(s.alloc.Close(), flushErr, s.store.Close())
+	})
+	return s.closeErr
+}
+
+func (s *Server) background() {
+	defer s.bg.Done()
+	t := time.NewTicker(s.opts.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.coord.sweep()
+		if err := s.nonces.flush(context.Background()); err != nil && !errors.Is(err, storage.ErrClosed) {
+			s.fail(err)
+		}
+	}
+}
+
+// fail records a store failure once: the server stops serving, and Serve
+// returns it.
+func (s *Server) fail(err error) {
+	if !errors.Is(err, storage.ErrFailed) {
+		return
+	}
+	s.failOnce.Do(func() {
+		s.failErr = err
+		close(s.failed)
+		s.log.Error("store failed: stopping (a restart recovers what reached the disk)", "err", err)
+		go s.grpc.Stop()
+	})
+}
+
+// status maps a store or nonce error to a gRPC status (see rpc.Code).
+func (s *Server) status(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	s.fail(err)
+	switch {
+	case errors.Is(err, storage.ErrInvalidArgument), errors.Is(err, errNonceReused), errors.Is(err, errInvalidNonce):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, errUnknownGroup):
+		return status.Error(codes.FailedPrecondition, rpc.MsgUnknownGroup+": "+err.Error())
+	case errors.Is(err, errBelowMark):
+		return status.Error(codes.FailedPrecondition, rpc.MsgBelowMark+": "+err.Error())
+	case errors.Is(err, storage.ErrClosed), errors.Is(err, storage.ErrFailed), errors.Is(err, oracle.ErrLeaseLost):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// authorized checks the call's token in constant time (hashes of equal
+// length are compared, so the token's length is not revealed either).
+func (s *Server) authorized(ctx context.Context) error {
+	if s.opts.Token == "" {
+		return nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get(rpc.TokenHeader) {
+		got := sha256.Sum256([]byte(strings.TrimPrefix(v, "Bearer ")))
+		if subtle.ConstantTimeCompare(got[:], s.token[:]) == 1 {
+			return nil
+		}
+	}
+	return status.Error(codes.Unauthenticated, "missing or wrong token (--token-file or PERCOLATOR_TOKEN)")
+}
+
+func (s *Server) authUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := s.authorized(ctx); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func (s *Server) authStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if err := s.authorized(ss.Context()); err != nil {
+		return err
+	}
+	return h(srv, ss)
+}
+

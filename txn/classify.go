@@ -1,0 +1,53 @@
+package txn
+
+import "github.com/seed-992972ee/percolator/storage"
+
+// CAS kinds, as ClassifyCAS names them.
+const (
+	CASPrewrite = "prewrite" // a prewrite that wrote its locks
+	CASConflict = "conflict" // a prewrite refused by a lock or a newer write
+	CASCommit   = "commit"   // a commit record written (a primary's commit point, or a roll-forward)
+	CASRollback = "rollback" // a rollback record written (a resolution, or a fence)
+	CASLost     = "lost"     // a commit or rollback whose lock was already gone
+)
+
+// ClassifyCAS names the protocol step a CheckAndMutate is, from its
+// branches and outcome, for a server's metrics: a server sees storage
+// calls, not transactions. It returns "" for a call that is none of them.
+func ClassifyCAS(ifTrue, ifFalse []storage.Mutation, matched bool) string {
+	switch {
+	case len(ifTrue) == 0 && writesFamily(ifFalse, FamilyLock):
+		if matched {
+			return CASConflict
+		}
+		return CASPrewrite
+	case len(ifTrue) > 0 && writesFamily(ifTrue, FamilyWrite):
+		if !matched {
+			return CASLost
+		}
+		for i := range ifTrue {
+			if m := &ifTrue[i]; m.Kind == storage.Put && m.Family == FamilyWrite {
+				if w, err := DecodeWrite(m.Value); err == nil && w.Op == OpRollback {
+					return CASRollback
+				}
+			}
+		}
+		return CASCommit
+	case len(ifFalse) > 0 && writesFamily(ifFalse, FamilyWrite):
+		// A fence: a rollback record written where nothing was found.
+		if matched {
+			return CASLost
+		}
+		return CASRollback
+	}
+	return ""
+}
+
+func writesFamily(ms []storage.Mutation, family string) bool {
+	for i := range ms {
+		if ms[i].Kind == storage.Put && ms[i].Family == family {
+			return true
+		}
+	}
+	return false
+}

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
-	"github.com/seed-992972ee/percolator/rpc/rpcpb"
 	"github.com/seed-992972ee/percolator/rpc"
+	"github.com/seed-992972ee/percolator/rpc/rpcpb"
 	"github.com/seed-992972ee/percolator/txn"
 )
 

@@ -311,4 +311,3 @@ func (s *Server) authStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerI
 	}
 	return h(srv, ss)
 }
-

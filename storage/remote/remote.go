@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 
-
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
 	"github.com/seed-992972ee/percolator/storage"

@@ -83,4 +83,3 @@ func run(root, out, plugin string, in []byte) error {
 	}
 	return nil
 }
-

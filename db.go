@@ -9,11 +9,15 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator/coord"
+	coordremote "github.com/seed-992972ee/percolator/coord/remote"
 	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle"
+	oracleremote "github.com/seed-992972ee/percolator/oracle/remote"
+	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
 	"github.com/seed-992972ee/percolator/storage/pebble"
+	"github.com/seed-992972ee/percolator/storage/remote"
 	"github.com/seed-992972ee/percolator/txn"
 )
 
@@ -44,6 +48,9 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 
 func (db *DB) open(ctx context.Context) error {
 	o := &db.opts
+	if o.Server != "" {
+		return db.openRemote(ctx)
+	}
 	if err := db.openStore(); err != nil {
 		return err
 	}
@@ -68,6 +75,41 @@ func (db *DB) open(ctx context.Context) error {
 		return err
 	}
 	db.obs, err = observer.New(ctx, db.store, db.client, orc.o, coord.NewLocalLocker(), observer.Options{Logger: o.Logger, MaxFailures: o.MaxFailures})
+	return err
+}
+
+// openRemote opens the DB on a server: its store, its oracle (batched in
+// this process, one request in flight), and a liveness session that is
+// this DB's liveness, its scanners' lock service, and its commits' proof
+// of life.
+func (db *DB) openRemote(ctx context.Context) error {
+	o := &db.opts
+	conn, err := rpc.Dial(ctx, o.Server, rpc.DialOptions{Token: o.Token, CAFile: o.TLSCAFile})
+	if err != nil {
+		return err
+	}
+	db.closer = append(db.closer, conn.Close)
+	st, err := remote.New(ctx, conn, remote.Options{})
+	if err != nil {
+		return err
+	}
+	db.store = st
+	db.closer = append(db.closer, st.Close)
+	owner := coord.NewOwnerID()
+	sess, err := coordremote.Open(ctx, conn, owner, o.SessionTTL, o.Logger)
+	if err != nil {
+		return err
+	}
+	db.closer = append(db.closer, sess.Close)
+	orc := oracleremote.NewClient(conn)
+	db.client, err = txn.NewClient(ctx, db.store, orc, sess, txn.Options{
+		Owner: owner, LockTTL: o.LockTTL, MaxValueSize: o.MaxValueSize, Logger: o.Logger, Session: sess.Check,
+	})
+	if err != nil {
+		return err
+	}
+	db.closer = append(db.closer, func() error { db.client.Close(); return nil })
+	db.obs, err = observer.New(ctx, db.store, db.client, orc, sess, observer.Options{Logger: o.Logger, MaxFailures: o.MaxFailures})
 	return err
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/seed-992972ee/percolator/oracle"
+	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/pebble"
 	"github.com/seed-992972ee/percolator/txn"
@@ -57,6 +58,16 @@ var (
 	// reached the disk before the failure): treat its outcome as unknown.
 	// A Commit reports such a write as ErrCommitUnknown.
 	ErrStoreFailed = errors.New("percolator: store failed")
+	// ErrUnavailable: the server (Options.Server) could not be reached, or
+	// kept failing until the call's retry budget ran out.
+	ErrUnavailable = errors.New("percolator: server unavailable")
+	// ErrUnauthenticated: the server refused the token (Options.Token).
+	ErrUnauthenticated = errors.New("percolator: unauthenticated")
+	// ErrSessionLost: a commit was abandoned before its commit point because
+	// this process could not prove its liveness session with the server is
+	// live. Nothing of it is visible; it is a conflict too (errors.Is
+	// ErrConflict), so Update retries it.
+	ErrSessionLost = fmt.Errorf("%w: liveness session lost", ErrConflict)
 )
 
 // kinds maps the internal packages' errors to the API's, most specific
@@ -71,6 +82,7 @@ var kinds = []struct {
 	{txn.ErrInvalidArgument, []error{ErrInvalidArgument}},
 	{storage.ErrInvalidArgument, []error{ErrInvalidArgument}},
 	{oracle.ErrInvalidArgument, []error{ErrInvalidArgument}},
+	{txn.ErrSessionLost, []error{ErrSessionLost, ErrConflict}},
 	{txn.ErrConflict, []error{ErrConflict}},
 	{txn.ErrNotFound, []error{ErrNotFound}},
 	{txn.ErrCommitUnknown, []error{ErrCommitUnknown}},
@@ -80,6 +92,9 @@ var kinds = []struct {
 	{storage.ErrFailed, []error{ErrStoreFailed}},
 	{oracle.ErrLeaseLost, []error{ErrInUse}},
 	{pebble.ErrNotExist, []error{ErrNoStore}},
+	{rpc.ErrUnavailable, []error{ErrUnavailable}},
+	{rpc.ErrOutcomeUnknown, []error{ErrCommitUnknown}},
+	{rpc.ErrUnauthenticated, []error{ErrUnauthenticated}},
 }
 
 // apiError is an error as the API returns it: "percolator: " and the
@@ -150,7 +165,7 @@ func apiErrMsg(err error, format string, args ...any) error {
 func trimPackages(msg string) string {
 	for {
 		trimmed := false
-		for _, p := range []string{"percolator: ", "txn: ", "storage: ", "observer: ", "oracle: ", "pebble: ", "memory: ", "coord: "} {
+		for _, p := range []string{"percolator: ", "txn: ", "storage: ", "observer: ", "oracle: ", "pebble: ", "memory: ", "coord: ", "rpc: ", "remote: "} {
 			if strings.HasPrefix(msg, p) {
 				msg, trimmed = msg[len(p):], true
 			}

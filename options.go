@@ -15,6 +15,19 @@ type Options struct {
 	// Dir is the directory of the embedded store; "" keeps everything in
 	// memory (lost at Close).
 	Dir string
+	// Server, if set, is the address of a percolator server (percolator
+	// serve): its store, oracle and lock service are used over gRPC, with
+	// a liveness session for this DB (SessionTTL) and nonces for retried
+	// calls. Many processes may open DBs on one server at once.
+	Server string
+	// Token is sent to the server on every call (its --token-file).
+	Token string
+	// TLSCAFile, if set, connects to the server with TLS, trusting the CA
+	// certificate in this PEM file.
+	TLSCAFile string
+	// SessionTTL is the lease of this DB's liveness session with the
+	// server, renewed every third of it. Default 10s.
+	SessionTTL time.Duration
 	// Store, if set, is used instead of Dir's store (a server's or
 	// Bigtable's). The DB does not close it. An exclusive store (an
 	// embedded one: storage.Exclusive) takes one DB at a time; a second
@@ -73,6 +86,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: negative option", ErrInvalidArgument)
 	case o.Store != nil && o.Dir != "":
 		return fmt.Errorf("%w: both Dir and Store set", ErrInvalidArgument)
+	case o.Server != "" && (o.Store != nil || o.Dir != "" || o.Oracle != nil || o.Liveness != nil):
+		return fmt.Errorf("%w: Server excludes Dir, Store, Oracle and Liveness (the server provides them)", ErrInvalidArgument)
+	case o.SessionTTL < 0:
+		return fmt.Errorf("%w: negative SessionTTL", ErrInvalidArgument)
 	case o.MustExist && o.Dir == "":
 		return fmt.Errorf("%w: MustExist needs Dir", ErrInvalidArgument)
 	}

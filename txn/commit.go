@@ -15,6 +15,7 @@ import (
 const (
 	CrashAfterPrimaryPrewrite   = "after-primary-prewrite"
 	CrashAfterSecondaryPrewrite = "after-secondary-prewrite" // after each
+	CrashAfterSessionCheck      = "after-session-check" // just before the commit point
 	CrashAfterPrimaryCommit     = "after-primary-commit"
 	CrashAfterSecondaryCommit   = "after-secondary-commit" // after each batch
 )
@@ -49,6 +50,14 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	commitTS, err := c.oracle.Timestamp(ctx)
 	if err != nil {
 		return c.abort(ctx, t, rows, fmt.Errorf("txn: commit timestamp: %w", err))
+	}
+	if c.opts.Session != nil {
+		if err := c.opts.Session(); err != nil {
+			return c.abort(ctx, t, rows, fmt.Errorf("%w: %v", ErrSessionLost, err))
+		}
+	}
+	if c.crashed(CrashAfterSessionCheck) {
+		return errCrashed
 	}
 	// From here the outcome is decided by the primary's commit: the calls
 	// finish even if the caller's context ends, so that a commit is never

@@ -28,6 +28,11 @@ var (
 	// transaction is either committed or will be rolled back; never assume
 	// either.
 	ErrCommitUnknown = errors.New("txn: commit outcome unknown")
+	// ErrSessionLost: the commit was abandoned before its commit point
+	// because this process could not prove it is alive (its liveness
+	// session lapsed: Options.Session). Nothing of it is visible. It is a
+	// conflict: retrying may succeed once the session is back.
+	ErrSessionLost = fmt.Errorf("%w: this process's liveness session is lost (it cannot prove it is alive), so it does not commit", ErrConflict)
 )
 
 // ConflictError carries the cell and the reason of a conflict. It matches

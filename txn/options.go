@@ -26,6 +26,13 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
+	// Session, if set, reports whether this process can prove it is alive
+	// (its liveness session with the lock service is live). A commit checks
+	// it just before its commit point and aborts with ErrSessionLost when
+	// it cannot: others may be judging its locks dead. An optimisation
+	// only: a process can pass the check and be paused before its commit
+	// call; the primary's CheckAndMutate keeps that safe.
+	Session func() error
 	// IndexShards is the number of shards of the in-memory lock index.
 	// Default 256.
 	IndexShards int

@@ -15,7 +15,7 @@ import (
 const (
 	CrashAfterPrimaryPrewrite   = "after-primary-prewrite"
 	CrashAfterSecondaryPrewrite = "after-secondary-prewrite" // after each
-	CrashAfterSessionCheck      = "after-session-check" // just before the commit point
+	CrashAfterSessionCheck      = "after-session-check"      // just before the commit point
 	CrashAfterPrimaryCommit     = "after-primary-commit"
 	CrashAfterSecondaryCommit   = "after-secondary-commit" // after each batch
 )

@@ -20,7 +20,7 @@ import (
 // holds exactly when every sum equals accounts × initial.
 
 type bankConfig struct {
-	dir               string
+	tg                target
 	accounts, workers int
 	readers           int
 	duration          time.Duration
@@ -42,7 +42,7 @@ func accountRow(i int) string { return fmt.Sprintf("acct/%06d", i) }
 func runBank(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bank", stderr)
 	cfg := bankConfig{}
-	fs.StringVar(&cfg.dir, "dir", "", "database directory (\"\" is not allowed; use a temp dir)")
+	cfg.tg.register(fs, "database directory (created if needed)")
 	fs.IntVar(&cfg.accounts, "accounts", 1000, "number of accounts")
 	fs.IntVar(&cfg.workers, "workers", 64, "concurrent transfer workers")
 	fs.IntVar(&cfg.readers, "readers", 2, "concurrent snapshot readers summing all balances")
@@ -53,17 +53,17 @@ func runBank(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := requireDir(cfg.dir); err != nil {
+	if err := cfg.tg.validate(); err != nil {
 		return err
 	}
 	if cfg.accounts < 2 || cfg.workers < 1 || cfg.readers < 0 || cfg.duration <= 0 || cfg.initial < 0 {
 		return usagef("need --accounts >= 2, --workers >= 1, --readers >= 0, --duration > 0, --initial >= 0")
 	}
-	db, err := createStore(ctx, cfg.dir)
+	db, err := cfg.tg.open(ctx, true)
 	if err != nil {
 		return err
 	}
-	cfg.pub = startPublishing(cfg.dir, append([]string{"bank"}, args...))
+	cfg.pub = startPublishing(cfg.tg.publishDir(), append([]string{"bank"}, args...))
 	res, err := bank(ctx, db, cfg, stdout, stderr)
 	if err == nil && res.bad > 0 {
 		err = fmt.Errorf("%w: %d of %d snapshots saw a wrong total", errFailed, res.bad, res.snapshots)
@@ -130,7 +130,7 @@ func ensureAccounts(ctx context.Context, db *percolator.DB, cfg bankConfig) erro
 		v, err := tx.Get(ctx, "bank/meta", "accounts")
 		switch {
 		case err == nil && string(v) != strconv.Itoa(cfg.accounts):
-			return fmt.Errorf("the bank in %s has %s accounts, not %d", cfg.dir, v, cfg.accounts)
+			return fmt.Errorf("the bank at %s has %s accounts, not %d", &cfg.tg, v, cfg.accounts)
 		case err == nil:
 			return nil
 		case !errors.Is(err, percolator.ErrNotFound):

@@ -383,7 +383,7 @@ func benchBank(ctx context.Context, cfg benchConfig, w io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	bc := bankConfig{dir: dir, accounts: 1000, workers: 64, readers: 2, duration: cfg.bankDur, initial: 100, quiet: true}
+	bc := bankConfig{tg: target{dir: dir}, accounts: 1000, workers: 64, readers: 2, duration: cfg.bankDur, initial: 100, quiet: true}
 	res, err := bank(ctx, db, bc, io.Discard, io.Discard)
 	if err != nil {
 		return err

@@ -18,7 +18,8 @@ import (
 
 // dumpConfig is what `dump` shows.
 type dumpConfig struct {
-	dir, row, prefix string
+	tg               target
+	row, prefix      string
 	limit            int
 	full, jsonOut    bool
 }
@@ -30,14 +31,14 @@ const shortValue = 60
 func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("dump", stderr)
 	var cfg dumpConfig
-	fs.StringVar(&cfg.dir, "dir", "", "database directory")
+	cfg.tg.register(fs, "database directory")
 	fs.StringVar(&cfg.prefix, "prefix", "", "dump the rows starting with this prefix (default: every row, up to --limit)")
 	fs.StringVar(&cfg.row, "row", "", "dump this one row")
 	fs.IntVar(&cfg.limit, "limit", 20, "rows to dump at most")
 	fs.BoolVar(&cfg.full, "full", false, "show whole values (they are cut at 60 bytes otherwise)")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the cells as JSON")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: percolator dump --dir D [--prefix P | --row R] [--limit N] [--full] [--json]\n\nflags:")
+		fmt.Fprintln(fs.Output(), "usage: percolator dump --dir D | --server ADDR [--prefix P | --row R] [--limit N] [--full] [--json]\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -51,7 +52,10 @@ func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case cfg.row != "" && cfg.prefix != "":
 		return usagef("--row and --prefix exclude each other")
 	}
-	return withStore(ctx, cfg.dir, func(db *percolator.DB) error { return dump(ctx, db, cfg, stdout) })
+	if err := cfg.tg.validate(); err != nil {
+		return err
+	}
+	return withDB(ctx, &cfg.tg, func(db *percolator.DB) error { return dump(ctx, db, cfg, stdout) })
 }
 
 func dump(ctx context.Context, db *percolator.DB, cfg dumpConfig, w io.Writer) error {
@@ -241,13 +245,17 @@ func (r dumpedRow) print(w io.Writer) {
 
 func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("locks", stderr)
-	dir := fs.String("dir", "", "database directory")
+	var tg target
+	tg.register(fs, "database directory")
 	resolve := fs.Bool("resolve", false, "settle the locks of committed, rolled-back, dead or expired transactions")
 	jsonOut := fs.Bool("json", false, "print the locks as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	return withStore(ctx, *dir, func(db *percolator.DB) error {
+	if err := tg.validate(); err != nil {
+		return err
+	}
+	return withDB(ctx, &tg, func(db *percolator.DB) error {
 		if *resolve {
 			n, err := db.ResolveLocks(ctx)
 			if err != nil {

@@ -16,12 +16,13 @@ import (
 // percolator index: the main job. Keeps an index of a directory of text
 // and HTML files current through a chain of observers (docindex).
 //
-//	percolator index --dir D [flags] SRC_DIR
-//	percolator index --dir D query WORD
-//	percolator index --dir D --dups
+//	percolator index --dir D | --server ADDR [flags] SRC_DIR
+//	percolator index --dir D | --server ADDR query WORD
+//	percolator index --dir D | --server ADDR --dups
 
 type indexConfig struct {
-	dir, src               string
+	tg                     target
+	src                    string
 	scanners, loaders      int
 	maxFileSize            int64
 	verify, quiet, jsonOut bool
@@ -36,7 +37,7 @@ const maxBadShown = 20
 func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("index", stderr)
 	cfg := indexConfig{args: append([]string{"index"}, args...)}
-	fs.StringVar(&cfg.dir, "dir", "", "database directory (created if needed)")
+	cfg.tg.register(fs, "database directory (created if needed)")
 	fs.IntVar(&cfg.scanners, "scanners", 4, "scanner threads running the observers")
 	fs.IntVar(&cfg.loaders, "loaders", 8, "concurrent loader transactions")
 	fs.Int64Var(&cfg.maxFileSize, "max-file-size", docindex.DefaultMaxFileSize, "largest file to index, in bytes; larger ones are skipped as bad")
@@ -48,7 +49,7 @@ func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&cfg.rehash, "rehash", false, "read and compare every file, even those whose size, mtime and inode are unchanged")
 	fs.BoolVar(&cfg.allowDeletes, "allow-deletes", false, "allow deleting more than half of the indexed documents in one run")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: percolator index --dir D [flags] SRC_DIR\n       percolator index --dir D [--json] query WORD\n       percolator index --dir D [--json] --dups\n\nflags:")
+		fmt.Fprintln(fs.Output(), "usage: percolator index --dir D | --server ADDR [flags] SRC_DIR\n       percolator index --dir D | --server ADDR [--json] query WORD\n       percolator index --dir D | --server ADDR [--json] --dups\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -67,9 +68,9 @@ func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	switch {
 	case *dups:
-		return withStore(ctx, cfg.dir, func(db *percolator.DB) error { return printDups(ctx, db, cfg.jsonOut, stdout) })
+		return withDB(ctx, &cfg.tg, func(db *percolator.DB) error { return printDups(ctx, db, cfg.jsonOut, stdout) })
 	case rest[0] == "query":
-		return withStore(ctx, cfg.dir, func(db *percolator.DB) error { return printQuery(ctx, db, rest[1], cfg.jsonOut, stdout) })
+		return withDB(ctx, &cfg.tg, func(db *percolator.DB) error { return printQuery(ctx, db, rest[1], cfg.jsonOut, stdout) })
 	}
 	cfg.src = rest[0]
 	if fi, err := os.Stat(cfg.src); err != nil || !fi.IsDir() {
@@ -85,16 +86,7 @@ func (cfg *indexConfig) validate() error {
 	case cfg.maxFileSize < 1:
 		return usagef("--max-file-size must be at least 1")
 	}
-	return requireDir(cfg.dir)
-}
-
-// withStore runs fn on the existing store in dir (read commands).
-func withStore(ctx context.Context, dir string, fn func(db *percolator.DB) error) error {
-	db, err := openStore(ctx, dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(fn(db), db.Close())
+	return cfg.tg.validate()
 }
 
 // indexSummary is what an index run did, printed as text or JSON.
@@ -122,14 +114,14 @@ type indexSummary struct {
 
 // indexDir is the index job: load what changed in cfg.src, run the
 // observers to quiescence, count, and optionally verify. It publishes its
-// status in cfg.dir while it runs.
+// status in its directory (an embedded store's) while it runs.
 func indexDir(ctx context.Context, cfg indexConfig, stdout, stderr io.Writer) (err error) {
 	start := time.Now()
-	db, err := createStore(ctx, cfg.dir)
+	db, err := cfg.tg.open(ctx, true)
 	if err != nil {
 		return err
 	}
-	pub := startPublishing(cfg.dir, cfg.args)
+	pub := startPublishing(cfg.tg.publishDir(), cfg.args)
 	defer func() {
 		pub.finish(err)
 		err = errors.Join(err, db.Close())
@@ -233,7 +225,7 @@ func (j *indexJob) sayBad() {
 		j.say("           %s: %s", b.Path, b.Reason)
 	}
 	if n := len(j.sum.Bad) - maxBadShown; n > 0 {
-		j.say("           ... and %d more (percolator status --dir %s lists them)", n, j.cfg.dir)
+		j.say("           ... and %d more (percolator status %s lists them)", n, &j.cfg.tg)
 	}
 }
 
@@ -266,7 +258,7 @@ func (j *indexJob) observe(ctx context.Context) error {
 	j.sum.Quarantined = after.Quarantined
 	j.say("observers: %d runs (%s) with %d scanners in %s", total, formatRuns(j.sum.Runs), j.cfg.scanners, j.sum.RunTime.Round(time.Millisecond))
 	if after.Quarantined > 0 {
-		j.say("warning:   %d notifications quarantined (percolator notifications --dir %s --quarantined)", after.Quarantined, j.cfg.dir)
+		j.say("warning:   %d notifications quarantined (percolator notifications %s --quarantined)", after.Quarantined, &j.cfg.tg)
 	}
 	return nil
 }

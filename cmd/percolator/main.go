@@ -1,19 +1,26 @@
 // Command percolator runs the Percolator implementation's workloads and
-// tools on an embedded database directory.
+// tools on an embedded database directory (--dir D) or a server's
+// database (--server ADDR), and runs the server.
 //
-//	percolator index --dir D SRC_DIR | query WORD | --dups
-//	percolator status --dir D
-//	percolator notifications --dir D [--quarantined] [--retry]
-//	percolator bank  --dir D [--accounts N --workers W --duration T]
-//	percolator dump  --dir D [--prefix P]
-//	percolator locks --dir D [--resolve]
-//	percolator bench [--dir D] [--only FIGURE]
+//	percolator index --dir D | --server ADDR  SRC_DIR | query WORD | --dups
+//	percolator status --dir D | --server ADDR
+//	percolator notifications --dir D | --server ADDR [--quarantined] [--retry]
+//	percolator bank  --dir D | --server ADDR [--accounts N --workers W --duration T]
+//	percolator dump  --dir D | --server ADDR [--prefix P]
+//	percolator locks --dir D | --server ADDR [--resolve]
+//	percolator serve --dir D [--listen 127.0.0.1:7420] [--metrics ADDR] [--token-file F] [--tls-cert C --tls-key K]
+//	percolator worker --server ADDR [--scanners N]
+//	percolator bench [--dir D | --server ADDR] [--only FIGURE]
 //	percolator version | help [COMMAND]
 //
-// Exit status: 0 on success, 1 when a check fails or the command fails at
-// run time, 2 on a usage error, 130 on SIGINT (143 on SIGTERM). Only index,
-// bank and bench create a store; the other commands fail on a directory
-// that holds none.
+// With --server, --token-file F (or $PERCOLATOR_TOKEN) gives the token and
+// --tls-ca the CA of a TLS server.
+//
+// Exit status: 0 on success (serve and worker: also when stopped by
+// SIGTERM or SIGINT, after draining), 1 when a check fails or the command
+// fails at run time, 2 on a usage error, 130 on SIGINT (143 on SIGTERM).
+// Only index, bank, serve and bench create a store; the other commands
+// fail on a directory that holds none.
 package main
 
 import (
@@ -42,6 +49,8 @@ var commands = []subcommand{
 	{"dump", "rows' data / lock / write columns by timestamp, decoded", runDump},
 	{"locks", "list (and --resolve) the locks in the store", runLocks},
 	{"unobserve", "unregister an observer: no write notifies it any more", runUnobserve},
+	{"serve", "serve a database (store, oracle, lock service) over gRPC to many processes", runServe},
+	{"worker", "run the index job's observers in an extra process (--server)", runWorker},
 	{"bench", "the performance figures, each against its target", runBench},
 	{"version", "print the version", runVersion},
 	{"help", "print this help, or a command's", nil},
@@ -111,6 +120,8 @@ func exitStatus(ctx context.Context, name string, err error, stderr io.Writer) i
 	var ue usageError
 	var sig interrupted
 	switch {
+	case errors.Is(err, errDrained):
+		return 0
 	case errors.As(context.Cause(ctx), &sig):
 		fmt.Fprintf(stderr, "percolator %s: %v\n", name, sig)
 		return sig.exitCode()
@@ -201,9 +212,3 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return usageError{}
 }
 
-func requireDir(dir string) error {
-	if dir == "" {
-		return usagef("--dir is required")
-	}
-	return nil
-}

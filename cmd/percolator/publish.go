@@ -62,7 +62,10 @@ type publisher struct {
 // startPublishing publishes the status of the command run with args in
 // dir, which exists.
 func startPublishing(dir string, args []string) *publisher {
-	pb := &publisher{path: filepath.Join(dir, statusFile), stop: make(chan struct{}), done: make(chan struct{})}
+	pb := &publisher{stop: make(chan struct{}), done: make(chan struct{})}
+	if dir != "" { // "" (a server's database): nowhere to publish
+		pb.path = filepath.Join(dir, statusFile)
+	}
 	now := time.Now()
 	pb.mu.p = published{PID: os.Getpid(), Command: "percolator " + strings.Join(args, " "), Started: now, Phase: "starting"}
 	pb.write()
@@ -112,7 +115,7 @@ func (pb *publisher) write() {
 	pb.mu.p.Updated = time.Now()
 	b, err := json.MarshalIndent(pb.mu.p, "", "  ")
 	pb.mu.Unlock()
-	if err != nil {
+	if err != nil || pb.path == "" {
 		return
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(pb.path), ".status-*.tmp")

@@ -17,7 +17,8 @@ import (
 
 // statusReport is what `status` prints, as text or JSON.
 type statusReport struct {
-	Dir string `json:"dir"`
+	Dir    string `json:"dir,omitempty"`
+	Server string `json:"server,omitempty"`
 	// Source is "store" (read from the store) or "published" (the store
 	// is held by a running command; this is what it published).
 	Source    string                     `json:"source"`
@@ -34,15 +35,16 @@ type statusReport struct {
 // counters; while a command holds the store, what it publishes.
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("status", stderr)
-	dir := fs.String("dir", "", "database directory")
+	var tg target
+	tg.register(fs, "database directory")
 	jsonOut := fs.Bool("json", false, "print the status as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := requireDir(*dir); err != nil {
+	if err := tg.validate(); err != nil {
 		return err
 	}
-	rep, err := readStatus(ctx, *dir)
+	rep, err := readStatus(ctx, &tg)
 	if err != nil {
 		return err
 	}
@@ -55,7 +57,13 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // readStatus reads the store's status or, if a running command holds it,
 // what that command publishes.
-func readStatus(ctx context.Context, dir string) (statusReport, error) {
+func readStatus(ctx context.Context, tg *target) (statusReport, error) {
+	if tg.server != "" {
+		rep := statusReport{Server: tg.server, Source: "server"}
+		err := withDB(ctx, tg, func(db *percolator.DB) error { return rep.fromStore(ctx, db) })
+		return rep, err
+	}
+	dir := tg.dir
 	rep := statusReport{Dir: dir, Source: "store"}
 	db, err := percolator.Open(ctx, percolator.Options{Dir: dir, MustExist: true})
 	if errors.Is(err, pebble.ErrLocked) {
@@ -188,7 +196,8 @@ func printRun(w io.Writer, rep statusReport) {
 // notifications; --retry re-queues the quarantined ones.
 func runNotifications(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("notifications", stderr)
-	dir := fs.String("dir", "", "database directory")
+	var tg target
+	tg.register(fs, "database directory")
 	quarantined := fs.Bool("quarantined", false, "list the quarantined notifications")
 	retry := fs.Bool("retry", false, "re-queue every quarantined notification")
 	limit := fs.Int("limit", 100, "list at most this many pending notifications (0: all)")
@@ -199,7 +208,10 @@ func runNotifications(ctx context.Context, args []string, stdout, stderr io.Writ
 	if *limit < 0 {
 		return usagef("--limit must be at least 0")
 	}
-	return withStore(ctx, *dir, func(db *percolator.DB) error {
+	if err := tg.validate(); err != nil {
+		return err
+	}
+	return withDB(ctx, &tg, func(db *percolator.DB) error {
 		switch {
 		case *retry:
 			n, err := db.RetryQuarantined(ctx)
@@ -286,7 +298,8 @@ func firstLineOf(s string) string {
 // again on its next run.
 func runUnobserve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("unobserve", stderr)
-	dir := fs.String("dir", "", "database directory")
+	var tg target
+	tg.register(fs, "database directory")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -294,7 +307,10 @@ func runUnobserve(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return usagef("want the name of one observer (percolator status lists them)")
 	}
 	name := fs.Arg(0)
-	return withStore(ctx, *dir, func(db *percolator.DB) error {
+	if err := tg.validate(); err != nil {
+		return err
+	}
+	return withDB(ctx, &tg, func(db *percolator.DB) error {
 		if err := db.Unobserve(ctx, name); err != nil {
 			return err
 		}

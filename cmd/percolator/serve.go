@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/seed-992972ee/percolator/server"
+)
+
+// errDrained: a long-running command (serve, worker) stopped cleanly on a
+// signal: exit 0.
+var errDrained = errors.New("stopped cleanly")
+
+// drainTimeout bounds how long serve waits for calls in flight at SIGTERM.
+const drainTimeout = 30 * time.Second
+
+// percolator serve: one process hosting the store, the timestamp oracle
+// and the lock service over gRPC (server package).
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", stderr)
+	dir := fs.String("dir", "", "database directory (created if needed; the embedded layout, so a --dir database can be served)")
+	listen := fs.String("listen", "127.0.0.1:7420", "address to serve gRPC on")
+	metrics := fs.String("metrics", "", "address to serve Prometheus metrics on at /metrics (e.g. 127.0.0.1:7421; default none)")
+	tokenFile := fs.String("token-file", "", "file holding the token every call must carry (default: $PERCOLATOR_TOKEN; none: no token required)")
+	certFile := fs.String("tls-cert", "", "TLS certificate (PEM); with --tls-key, serve TLS")
+	keyFile := fs.String("tls-key", "", "TLS private key (PEM)")
+	logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
+	verbose := fs.Bool("v", false, "log debug messages")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("unexpected arguments %q", fs.Args())
+	case *dir == "":
+		return usagef("--dir is required")
+	case (*certFile == "") != (*keyFile == ""):
+		return usagef("--tls-cert and --tls-key go together")
+	case *logFormat != "text" && *logFormat != "json":
+		return usagef("--log-format is text or json")
+	}
+	token, err := readToken(*tokenFile)
+	if err != nil {
+		return err
+	}
+	if token == "" {
+		if err := requireLoopback(*listen); err != nil {
+			return err
+		}
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var handler slog.Handler = slog.NewTextHandler(stderr, hopts)
+	if *logFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, hopts)
+	}
+	log := slog.New(handler)
+	opts := server.Options{Dir: *dir, Token: token, Logger: log}
+	if *certFile != "" {
+		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+		if err != nil {
+			return fmt.Errorf("TLS: %w", err)
+		}
+		opts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	lis, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv, err := server.Open(ctx, opts)
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
+	var mlis net.Listener
+	if *metrics != "" {
+		if mlis, err = net.Listen("tcp", *metrics); err != nil {
+			_ = lis.Close()
+			srv.Kill()
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", srv.MetricsHandler())
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = hs.Serve(mlis) }()
+		defer hs.Close()
+		log.Info("serving metrics", "addr", mlis.Addr().String())
+	}
+	log.Info("serving", "addr", lis.Addr().String(), "dir", *dir, "tls", opts.TLS != nil, "token", token != "")
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	select {
+	case err := <-done: // the store failed
+		_ = srv.Shutdown(context.Background())
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("draining calls in flight", "cause", context.Cause(ctx))
+	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	err = errors.Join(srv.Shutdown(sctx), <-done)
+	if err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return errDrained
+}
+
+// requireLoopback refuses a listen address other than loopback: without a
+// token, anyone who can reach the port could read and write everything.
+func requireLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("--listen %s: %v", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return usagef("--listen %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", addr)
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/storage/pebble"
+)
+
+// target is where a command's database is: an embedded store (--dir) or a
+// server (--server, with its token and CA).
+type target struct {
+	dir, server, tokenFile, tlsCA string
+}
+
+// register adds --dir (described by dirUsage), --server, --token-file and
+// --tls-ca to fs.
+func (t *target) register(fs *flag.FlagSet, dirUsage string) {
+	fs.StringVar(&t.dir, "dir", "", dirUsage)
+	fs.StringVar(&t.server, "server", "", "address of a percolator server (percolator serve), instead of --dir")
+	fs.StringVar(&t.tokenFile, "token-file", "", "file holding the server's token (default: $PERCOLATOR_TOKEN)")
+	fs.StringVar(&t.tlsCA, "tls-ca", "", "CA certificate (PEM) to verify the server's TLS certificate with")
+}
+
+// validate requires exactly one of --dir and --server.
+func (t *target) validate() error {
+	switch {
+	case t.dir != "" && t.server != "":
+		return usagef("--dir and --server exclude each other")
+	case t.dir == "" && t.server == "":
+		return usagef("--dir or --server is required")
+	case t.server == "" && (t.tokenFile != "" || t.tlsCA != ""):
+		return usagef("--token-file and --tls-ca need --server")
+	}
+	return nil
+}
+
+// String names the target for messages: the flag to pass again.
+func (t *target) String() string {
+	if t.server != "" {
+		return "--server " + t.server
+	}
+	return "--dir " + t.dir
+}
+
+// publishDir is where a long-running command publishes its status: the
+// database directory, or nowhere for a server.
+func (t *target) publishDir() string { return t.dir }
+
+// token reads the token from --token-file or $PERCOLATOR_TOKEN.
+func readToken(file string) (string, error) {
+	if file == "" {
+		return strings.TrimSpace(os.Getenv("PERCOLATOR_TOKEN")), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("token file %s is empty", file)
+	}
+	return tok, nil
+}
+
+// open opens the target's database; create allows an embedded store to be
+// created (index and bank), otherwise a directory without one fails.
+func (t *target) open(ctx context.Context, create bool) (*percolator.DB, error) {
+	if t.server != "" {
+		tok, err := readToken(t.tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		return percolator.Open(ctx, percolator.Options{Server: t.server, Token: tok, TLSCAFile: t.tlsCA})
+	}
+	db, err := percolator.Open(ctx, percolator.Options{Dir: t.dir, MustExist: !create})
+	if errors.Is(err, pebble.ErrLocked) {
+		hint := ""
+		if !create {
+			hint = " (only 'percolator status' reads what it publishes while it runs)"
+		}
+		return nil, fmt.Errorf("%w\n%s%s", err, holder(t.dir), hint)
+	}
+	return db, err
+}
+
+// withDB runs fn on the target's existing database (read commands).
+func withDB(ctx context.Context, t *target, fn func(db *percolator.DB) error) error {
+	db, err := t.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	return errors.Join(fn(db), db.Close())
+}

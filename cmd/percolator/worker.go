@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/docindex"
+)
+
+// percolator worker: the index job's observers in an extra process, on a
+// server's database, until a signal; with --drain, until nothing is left.
+// Several workers (and an index run) keep one index at once.
+func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("worker", stderr)
+	var tg target
+	tg.register(fs, "not allowed: a worker shares a server's database (--server)")
+	scanners := fs.Int("scanners", 4, "scanner threads running the observers")
+	drain := fs.Bool("drain", false, "exit once no notification is left, instead of at a signal")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("unexpected arguments %q", fs.Args())
+	case tg.dir != "":
+		return usagef("a worker runs beside other processes: use --server (an embedded --dir has one process; run index there)")
+	case *scanners < 1:
+		return usagef("--scanners must be at least 1")
+	}
+	if err := tg.validate(); err != nil {
+		return err
+	}
+	db, err := tg.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := docindex.Register(ctx, db); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "percolator worker: running the index observers with %d scanners on %s\n", *scanners, tg.server)
+	rep, err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: *scanners, Drain: *drain})
+	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		return errDrained
+	}
+	if err != nil {
+		return err
+	}
+	for _, u := range rep.Unhandled {
+		fmt.Fprintf(stdout, "warning: %d notified cells left for observer %s (column %s), which this program does not run\n", u.Pending, u.Observer, u.Column)
+	}
+	return nil
+}

@@ -21,7 +21,7 @@ import (
 // Limits on a request's shape (the message size is bounded too).
 const (
 	MaxMutations = 10000 // per row, and rows per MutateRows
-	MaxSelectors = 64
+	MaxSelectors = 4096
 	scanBatch    = 64      // rows per Scan message
 	scanBytes    = 1 << 20 // bytes per Scan message (about)
 )

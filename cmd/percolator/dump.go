@@ -18,10 +18,10 @@ import (
 
 // dumpConfig is what `dump` shows.
 type dumpConfig struct {
-	tg               target
-	row, prefix      string
-	limit            int
-	full, jsonOut    bool
+	tg            target
+	row, prefix   string
+	limit         int
+	full, jsonOut bool
 }
 
 // shortValue is how many bytes of a formatted value dump shows without

@@ -211,4 +211,3 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	return usageError{}
 }
-

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seed-992972ee/percolator"
+)
+
+// freeAddr returns a loopback address no one listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+// serveProc starts `percolator serve` on dir and addr and waits until it
+// answers.
+func serveProc(t *testing.T, dir, addr string, extra ...string) *exec.Cmd {
+	t.Helper()
+	cmd := command(append([]string{"serve", "--dir", dir, "--listen", addr}, extra...)...)
+	cmd.Stderr = os.Stderr
+	if testing.Verbose() {
+		cmd.Stderr = os.Stderr
+	} else {
+		cmd.Stderr = nil
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+			return cmd
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve on %s did not start: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func killProc(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+}
+
+// TestServeSIGTERM: serve drains and exits 0 on SIGTERM; a second serve
+// on the same directory finds what the first acknowledged.
+func TestServeSIGTERM(t *testing.T) {
+	dir, addr := t.TempDir(), freeAddr(t)
+	srv := serveProc(t, dir, addr)
+	if out, errOut, code := runCLI(t, "bank", "--server", addr, "--accounts", "10", "--workers", "2", "--duration", "300ms", "--quiet"); code != 0 {
+		t.Fatalf("bank: exit %d\n%s%s", code, out, errOut)
+	}
+	_ = srv.Process.Signal(syscall.SIGTERM)
+	if err := srv.Wait(); err != nil {
+		t.Fatalf("serve after SIGTERM: %v (want exit 0)", err)
+	}
+	serveProc(t, dir, addr)
+	out, errOut, code := runCLI(t, "bank", "--server", addr, "--accounts", "10", "--workers", "2", "--duration", "200ms", "--quiet")
+	if code != 0 || !strings.Contains(out, "wrong totals: 0") {
+		t.Fatalf("bank after restart: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := runCLI(t, "bank", "--server", addr, "--accounts", "11", "--duration", "100ms"); code != 1 || !strings.Contains(errOut, "has 10 accounts") {
+		t.Fatalf("the server lost the bank: exit %d %s", code, errOut)
+	}
+}
+
+// TestServeBadInput: serve's refusals are usage errors; a client of a
+// server that is down names the address.
+func TestServeBadInput(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve"},
+		{"serve", "--dir", t.TempDir(), "--listen", "0.0.0.0:0"},
+		{"serve", "--dir", t.TempDir(), "--tls-cert", "x"},
+		{"worker"},
+		{"worker", "--dir", t.TempDir()},
+		{"bank", "--dir", t.TempDir(), "--server", "127.0.0.1:1"},
+		{"locks", "--dir", t.TempDir(), "--token-file", "x"},
+	} {
+		_, errOut, code := runCLI(t, args...)
+		if code != 2 || errOut == "" {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, errOut)
+		}
+	}
+	addr := freeAddr(t)
+	start := time.Now()
+	_, errOut, code := runCLI(t, "locks", "--server", addr)
+	if code != 1 || !strings.Contains(errOut, addr) || !strings.Contains(errOut, "unavailable") || time.Since(start) > 10*time.Second {
+		t.Fatalf("locks on a server that is down: exit %d after %v: %s", code, time.Since(start), errOut)
+	}
+}
+
+// TestBankOverServerKills: four bank processes on one server are killed
+// with SIGKILL at random and restarted; the server is killed with SIGKILL
+// and restarted twice. Totals are conserved, every acknowledged transfer
+// is there, and every lock is resolved at the end.
+func TestBankOverServerKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess soak")
+	}
+	dir, addr := t.TempDir(), freeAddr(t)
+	const accounts = 30
+	var srvMu sync.Mutex
+	srv := serveProc(t, dir, addr)
+	stop := make(chan struct{})
+	var (
+		mu    sync.Mutex
+		acked []string
+		kills int
+		wg    sync.WaitGroup
+	)
+	for c := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(c)))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				cmd := command("bank", "--server", addr, "--accounts", strconv.Itoa(accounts), "--workers", "4", "--readers", "1",
+					"--duration", "60s", "--ack", "--quiet")
+				out, err := cmd.StdoutPipe()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := cmd.Start(); err != nil {
+					t.Error(err)
+					return
+				}
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					sc := bufio.NewScanner(out)
+					for sc.Scan() {
+						if row, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
+							mu.Lock()
+							acked = append(acked, row)
+							mu.Unlock()
+						}
+					}
+				}()
+				select {
+				case <-time.After(time.Duration(500+rng.IntN(2500)) * time.Millisecond):
+				case <-stop:
+				}
+				killProc(cmd)
+				<-done
+				mu.Lock()
+				kills++
+				mu.Unlock()
+			}
+		}()
+	}
+	for range 2 {
+		time.Sleep(4 * time.Second)
+		srvMu.Lock()
+		killProc(srv)
+		time.Sleep(200 * time.Millisecond)
+		srv = serveProc(t, dir, addr)
+		srvMu.Unlock()
+	}
+	time.Sleep(4 * time.Second)
+	close(stop)
+	wg.Wait()
+	mu.Lock()
+	t.Logf("%d client processes killed, %d transfers acknowledged", kills, len(acked))
+	if len(acked) == 0 {
+		t.Fatal("no transfer was acknowledged: the test checked nothing")
+	}
+	mu.Unlock()
+	checkServerBank(t, addr, accounts, acked)
+}
+
+// checkServerBank checks the bank on the server at addr: the total, the
+// acknowledged transfers, and (once the dead clients' sessions expired)
+// no lock left.
+func checkServerBank(t *testing.T, addr string, accounts int, acked []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	db, err := percolator.Open(ctx, percolator.Options{Server: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	total, n, err := sumBalances(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != accounts || total != int64(accounts)*100 {
+		t.Fatalf("total %d over %d accounts, want %d over %d", total, n, accounts*100, accounts)
+	}
+	err = db.View(ctx, func(tx *percolator.Txn) error {
+		for _, row := range acked {
+			if _, err := tx.Get(ctx, row, "amount"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("acknowledged transfer lost: %v", err)
+	}
+	// The killed clients' sessions expire within their lease (10s) and
+	// the server's restart grace (10s): then their locks resolve.
+	for {
+		if _, err := db.ResolveLocks(ctx); err != nil {
+			t.Fatal(err)
+		}
+		locks, err := db.Locks(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(locks) == 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d locks left unresolved, e.g. %s/%s of %s", len(locks), locks[0].Row, locks[0].Column, locks[0].Lock.Owner)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestIndexOverServerWithWorkers: `index --server` and two `worker`
+// processes keep one index at once; one worker is killed with SIGKILL
+// mid-run; the index equals a batch build (--verify).
+func TestIndexOverServerWithWorkers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess soak")
+	}
+	src := bigCorpus(t, 150)
+	dir, addr := t.TempDir(), freeAddr(t)
+	serveProc(t, dir, addr)
+	workers := make([]*exec.Cmd, 2)
+	for i := range workers {
+		workers[i] = command("worker", "--server", addr, "--scanners", "2")
+		if err := workers[i].Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { killProc(workers[i]) })
+	}
+	idx := command("index", "--server", addr, "--quiet", "--scanners", "2", "--verify", src)
+	var out strings.Builder
+	idx.Stdout, idx.Stderr = &out, &out
+	if err := idx.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Duration(1000+rand.IntN(1500)) * time.Millisecond)
+	killProc(workers[0])
+	if err := idx.Wait(); err != nil {
+		t.Fatalf("index with a worker killed: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "equals a from-scratch batch build") {
+		t.Fatalf("index did not verify:\n%s", out.String())
+	}
+	// The surviving worker ran observers too.
+	_ = workers[1].Process.Signal(syscall.SIGTERM)
+	if err := workers[1].Wait(); err != nil {
+		t.Fatalf("worker after SIGTERM: %v (want exit 0)", err)
+	}
+	sout, errOut, code := runCLI(t, "status", "--server", addr)
+	if code != 0 || !strings.Contains(sout, "document") {
+		t.Fatalf("status --server: exit %d\n%s%s", code, sout, errOut)
+	}
+	t.Logf("index:\n%s\nstatus:\n%s", out.String(), sout)
+}

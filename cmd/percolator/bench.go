@@ -28,6 +28,7 @@ import (
 
 type benchConfig struct {
 	dir       string
+	tg        target // --server: the server figures instead
 	duration  time.Duration
 	writers   int
 	readers   int
@@ -70,7 +71,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.keys, "keys", 10000, "keys in the read benchmark")
 	fs.IntVar(&cfg.valueSize, "value-size", 100, "value size in bytes")
 	fs.DurationVar(&cfg.bankDur, "bank-duration", 5*time.Second, "duration of the bank workload")
-	fs.StringVar(&cfg.only, "only", "", "run one figure: "+stepNames())
+	fs.StringVar(&cfg.only, "only", "", "run one figure: "+stepNames(benchSteps)+"; with --server: "+stepNames(serverSteps))
 	fs.IntVar(&cfg.notifyCells, "notify-cells", 1_000_000, "cells of the big table in the notify benchmark")
 	fs.IntVar(&cfg.notifyDirty, "notify-dirty", 1000, "dirty cells to find in the notify benchmark (and cells of its small table)")
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds of the notify benchmark (the median is printed)")
@@ -78,6 +79,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.indexFiles, "index-files", 2000, "files in the observers figure's corpus (and rerun's, from the default corpus)")
 	fs.Float64Var(&cfg.editFraction, "edit-fraction", 0.01, "fraction of the files the rerun figure edits")
 	fs.StringVar(&cfg.profile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&cfg.tg.server, "server", "", "measure the server figures against the percolator server at this address (its oracle, reads, writes and nonces, each beside raw RPCs)")
+	fs.StringVar(&cfg.tg.tokenFile, "token-file", "", "with --server: file holding the server's token (default: $PERCOLATOR_TOKEN)")
+	fs.StringVar(&cfg.tg.tlsCA, "tls-ca", "", "with --server: CA certificate of the server's TLS")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -95,9 +99,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return cfg.runSteps(ctx, steps, stdout)
 }
 
-func stepNames() string {
+func stepNames(steps []benchStep) string {
 	var names []string
-	for _, s := range benchSteps {
+	for _, s := range steps {
 		names = append(names, s.name)
 	}
 	return strings.Join(names, ", ")
@@ -118,14 +122,18 @@ func (cfg *benchConfig) validate(rest []string) ([]benchStep, error) {
 	}
 	var steps []benchStep
 	needCorpus := false
-	for _, s := range benchSteps {
+	all := benchSteps
+	if cfg.tg.server != "" {
+		all = serverSteps
+	}
+	for _, s := range all {
 		if cfg.only == "" || cfg.only == s.name {
 			steps = append(steps, s)
 			needCorpus = needCorpus || s.corpus
 		}
 	}
 	if len(steps) == 0 {
-		return nil, usagef("unknown figure %q for --only (want one of %s)", cfg.only, stepNames())
+		return nil, usagef("unknown figure %q for --only (want one of %s)", cfg.only, stepNames(all))
 	}
 	if needCorpus {
 		return steps, cfg.findCorpus()

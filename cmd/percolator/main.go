@@ -106,10 +106,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitStatus(ctx, c.name, c.run(ctx, args[1:], stdout, stderr), stderr)
 }
 
+// hidden are commands not listed in the help: the client processes of
+// bench's server figures.
+var hidden = []subcommand{
+	{"bench-client", "a client process of bench --server's oracle figure", runBenchClient},
+}
+
 func lookup(name string) *subcommand {
-	for i := range commands {
-		if commands[i].name == name && commands[i].run != nil {
-			return &commands[i]
+	for _, cs := range [][]subcommand{commands, hidden} {
+		for i := range cs {
+			if cs[i].name == name && cs[i].run != nil {
+				return &cs[i]
+			}
 		}
 	}
 	return nil

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"io"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -31,4 +33,26 @@ func (o *oracleService) Allocate(ctx context.Context, req *rpcpb.AllocateRequest
 	o.srv.metrics.batches.Inc()
 	o.srv.metrics.batchTS.Observe(float64(req.Count))
 	return &rpcpb.AllocateResponse{First: first}, nil
+}
+
+// AllocateStream implements rpcpb.OracleServer: each request is answered
+// in order on the stream.
+func (o *oracleService) AllocateStream(stream grpc.BidiStreamingServer[rpcpb.AllocateRequest, rpcpb.AllocateResponse]) error {
+	ctx := stream.Context()
+	for {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		resp, err := o.Allocate(ctx, req)
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
 }

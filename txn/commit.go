@@ -44,12 +44,11 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	}
 	// Every lock exists: a registration made since the prewrites were
 	// built either shows in the registry now, or backfills these locks.
-	if err := c.notifyMissed(ctx, t, rows, obs, obsVer); err != nil {
-		return c.abort(ctx, t, rows, err)
-	}
-	commitTS, err := c.oracle.Timestamp(ctx)
+	// The commit timestamp, also due only after the last prewrite, is
+	// fetched meanwhile when the registry's re-read is a store call.
+	commitTS, err := c.notifyAndTimestamp(ctx, t, rows, obs, obsVer)
 	if err != nil {
-		return c.abort(ctx, t, rows, fmt.Errorf("txn: commit timestamp: %w", err))
+		return c.abort(ctx, t, rows, err)
 	}
 	if c.opts.Session != nil {
 		if err := c.opts.Session(); err != nil {
@@ -231,4 +230,38 @@ func (c *Client) abort(ctx context.Context, t *Txn, rows []*rowWrites, cause err
 		}
 	}
 	return cause
+}
+
+// notifyAndTimestamp runs notifyMissed and fetches the commit timestamp:
+// in parallel when the registry re-read goes to the store (a shared store),
+// in turn otherwise (the embedded store's registry is in memory).
+func (c *Client) notifyAndTimestamp(ctx context.Context, t *Txn, rows []*rowWrites, obs Observed, obsVer uint64) (uint64, error) {
+	if c.observers == nil || c.index != nil {
+		if err := c.notifyMissed(ctx, t, rows, obs, obsVer); err != nil {
+			return 0, err
+		}
+		ts, err := c.oracle.Timestamp(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("txn: commit timestamp: %w", err)
+		}
+		return ts, nil
+	}
+	type stamp struct {
+		ts  uint64
+		err error
+	}
+	ch := make(chan stamp, 1)
+	go func() {
+		ts, err := c.oracle.Timestamp(ctx)
+		ch <- stamp{ts, err}
+	}()
+	nerr := c.notifyMissed(ctx, t, rows, obs, obsVer)
+	st := <-ch
+	switch {
+	case nerr != nil:
+		return 0, nerr
+	case st.err != nil:
+		return 0, fmt.Errorf("txn: commit timestamp: %w", st.err)
+	}
+	return st.ts, nil
 }

@@ -6,17 +6,35 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
 )
 
-// Backend implements oracle.Backend over a server connection. A request
-// whose reply is lost is sent again: the timestamps of the lost reply are
-// never used, which is harmless (only reuse is not).
-type Backend struct{ conn *rpc.Conn }
+// Backend implements oracle.Backend over a server connection, on one
+// long-lived AllocateStream (a request and its answer cost a message each
+// way, not a call). A request whose reply is lost is sent again: the
+// timestamps of the lost reply are never used, which is harmless (only
+// reuse is not). A broken stream is reopened by the next request.
+//
+// Concurrency: mu serializes requests (the oracle.Client sends one at a
+// time anyway) and guards the stream.
+type Backend struct {
+	conn *rpc.Conn
+	mu   sync.Mutex
+	// stream and cancel are the open stream, or nil.
+	stream rpcpb.Oracle_AllocateStreamClient
+	cancel context.CancelFunc
+}
 
 var _ oracle.Backend = (*Backend)(nil)
 
@@ -29,11 +47,14 @@ func (b *Backend) Allocate(ctx context.Context, n int) (uint64, error) {
 	if n < 1 {
 		return 0, fmt.Errorf("oracle: allocate %d timestamps", n)
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	var first uint64
-	err := b.conn.Do(ctx, func(ctx context.Context, _ int) error {
-		resp, err := b.conn.Oracle.Allocate(ctx, &rpcpb.AllocateRequest{Count: uint32(n)})
-		if err == nil {
-			first = resp.First
+	err := b.conn.Do(ctx, func(actx context.Context, _ int) error {
+		var err error
+		first, err = b.once(actx, uint32(n))
+		if err != nil {
+			b.closeLocked()
 		}
 		return err
 	})
@@ -41,6 +62,57 @@ func (b *Backend) Allocate(ctx context.Context, n int) (uint64, error) {
 		return 0, fmt.Errorf("oracle: %w", err)
 	}
 	return first, nil
+}
+
+// once sends one request on the stream (opening it if needed) and waits
+// for its answer until actx ends.
+func (b *Backend) once(actx context.Context, n uint32) (uint64, error) {
+	if b.stream == nil {
+		sctx, cancel := context.WithCancel(context.Background())
+		stream, err := b.conn.Oracle.AllocateStream(sctx)
+		if err != nil {
+			cancel()
+			return 0, err
+		}
+		b.stream, b.cancel = stream, cancel
+	}
+	// The attempt's deadline ends the stream, and with it a Recv that
+	// would otherwise wait for a server that does not answer.
+	var expired atomic.Bool
+	cancel := b.cancel
+	stop := context.AfterFunc(actx, func() { expired.Store(true); cancel() })
+	defer stop()
+	if err := b.stream.Send(&rpcpb.AllocateRequest{Count: n}); err != nil {
+		return 0, b.streamErr(err, &expired)
+	}
+	resp, err := b.stream.Recv()
+	if err != nil {
+		return 0, b.streamErr(err, &expired)
+	}
+	return resp.First, nil
+}
+
+// streamErr is a stream failure as a retryable status when the stream
+// ended (the server went away, or the attempt's deadline cancelled it).
+func (b *Backend) streamErr(err error, expired *atomic.Bool) error {
+	if expired.Load() || errors.Is(err, io.EOF) {
+		return status.Error(codes.Unavailable, "oracle stream ended: "+err.Error())
+	}
+	return err
+}
+
+func (b *Backend) closeLocked() {
+	if b.cancel != nil {
+		b.cancel()
+	}
+	b.stream, b.cancel = nil, nil
+}
+
+// Close ends the stream.
+func (b *Backend) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closeLocked()
 }
 
 // NewClient returns an oracle.Client over the server at conn.

@@ -2282,9 +2282,10 @@ const file_percolator_proto_rawDesc = "" +
 	"\tIncrement\x12\x1f.percolator.v1.IncrementRequest\x1a .percolator.v1.IncrementResponse\x12Z\n" +
 	"\rCompactFamily\x12#.percolator.v1.CompactFamilyRequest\x1a$.percolator.v1.CompactFamilyResponse\x12]\n" +
 	"\x0eOpenNonceGroup\x12$.percolator.v1.OpenNonceGroupRequest\x1a%.percolator.v1.OpenNonceGroupResponse\x12?\n" +
-	"\x04Ping\x12\x1a.percolator.v1.PingRequest\x1a\x1b.percolator.v1.PingResponse2U\n" +
+	"\x04Ping\x12\x1a.percolator.v1.PingRequest\x1a\x1b.percolator.v1.PingResponse2\xac\x01\n" +
 	"\x06Oracle\x12K\n" +
-	"\bAllocate\x12\x1e.percolator.v1.AllocateRequest\x1a\x1f.percolator.v1.AllocateResponse2\xdb\x03\n" +
+	"\bAllocate\x12\x1e.percolator.v1.AllocateRequest\x1a\x1f.percolator.v1.AllocateResponse\x12U\n" +
+	"\x0eAllocateStream\x12\x1e.percolator.v1.AllocateRequest\x1a\x1f.percolator.v1.AllocateResponse(\x010\x012\xdb\x03\n" +
 	"\x05Coord\x12T\n" +
 	"\vOpenSession\x12!.percolator.v1.OpenSessionRequest\x1a\".percolator.v1.OpenSessionResponse\x12N\n" +
 	"\tKeepAlive\x12\x1f.percolator.v1.KeepAliveRequest\x1a .percolator.v1.KeepAliveResponse\x12W\n" +
@@ -2379,30 +2380,32 @@ var file_percolator_proto_depIdxs = []int32{
 	21, // 25: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
 	25, // 26: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
 	27, // 27: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
-	29, // 28: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
-	31, // 29: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
-	33, // 30: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
-	35, // 31: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
-	37, // 32: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
-	39, // 33: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
-	8,  // 34: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
-	11, // 35: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
-	13, // 36: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
-	15, // 37: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
-	18, // 38: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
-	20, // 39: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
-	24, // 40: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
-	22, // 41: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
-	26, // 42: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
-	28, // 43: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
-	30, // 44: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
-	32, // 45: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
-	34, // 46: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
-	36, // 47: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
-	38, // 48: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
-	40, // 49: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
-	34, // [34:50] is the sub-list for method output_type
-	18, // [18:34] is the sub-list for method input_type
+	27, // 28: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
+	29, // 29: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
+	31, // 30: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
+	33, // 31: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
+	35, // 32: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
+	37, // 33: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
+	39, // 34: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
+	8,  // 35: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
+	11, // 36: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
+	13, // 37: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
+	15, // 38: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
+	18, // 39: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
+	20, // 40: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
+	24, // 41: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
+	22, // 42: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
+	26, // 43: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
+	28, // 44: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
+	28, // 45: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
+	30, // 46: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
+	32, // 47: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
+	34, // 48: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
+	36, // 49: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
+	38, // 50: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
+	40, // 51: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
+	35, // [35:52] is the sub-list for method output_type
+	18, // [18:35] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name

@@ -438,7 +438,8 @@ var Storage_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Oracle_Allocate_FullMethodName = "/percolator.v1.Oracle/Allocate"
+	Oracle_Allocate_FullMethodName       = "/percolator.v1.Oracle/Allocate"
+	Oracle_AllocateStream_FullMethodName = "/percolator.v1.Oracle/AllocateStream"
 )
 
 // OracleClient is the client API for Oracle service.
@@ -446,6 +447,10 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type OracleClient interface {
 	Allocate(ctx context.Context, in *AllocateRequest, opts ...grpc.CallOption) (*AllocateResponse, error)
+	// AllocateStream answers each request on the stream in order: a client
+	// keeps one stream and one request in flight (cheaper than a unary call
+	// per batch, as PD's TSO stream).
+	AllocateStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AllocateRequest, AllocateResponse], error)
 }
 
 type oracleClient struct {
@@ -466,11 +471,28 @@ func (c *oracleClient) Allocate(ctx context.Context, in *AllocateRequest, opts .
 	return out, nil
 }
 
+func (c *oracleClient) AllocateStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AllocateRequest, AllocateResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Oracle_ServiceDesc.Streams[0], Oracle_AllocateStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AllocateRequest, AllocateResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Oracle_AllocateStreamClient = grpc.BidiStreamingClient[AllocateRequest, AllocateResponse]
+
 // OracleServer is the server API for Oracle service.
 // All implementations must embed UnimplementedOracleServer
 // for forward compatibility.
 type OracleServer interface {
 	Allocate(context.Context, *AllocateRequest) (*AllocateResponse, error)
+	// AllocateStream answers each request on the stream in order: a client
+	// keeps one stream and one request in flight (cheaper than a unary call
+	// per batch, as PD's TSO stream).
+	AllocateStream(grpc.BidiStreamingServer[AllocateRequest, AllocateResponse]) error
 	mustEmbedUnimplementedOracleServer()
 }
 
@@ -483,6 +505,9 @@ type UnimplementedOracleServer struct{}
 
 func (UnimplementedOracleServer) Allocate(context.Context, *AllocateRequest) (*AllocateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Allocate not implemented")
+}
+func (UnimplementedOracleServer) AllocateStream(grpc.BidiStreamingServer[AllocateRequest, AllocateResponse]) error {
+	return status.Error(codes.Unimplemented, "method AllocateStream not implemented")
 }
 func (UnimplementedOracleServer) mustEmbedUnimplementedOracleServer() {}
 func (UnimplementedOracleServer) testEmbeddedByValue()                {}
@@ -523,6 +548,13 @@ func _Oracle_Allocate_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Oracle_AllocateStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(OracleServer).AllocateStream(&grpc.GenericServerStream[AllocateRequest, AllocateResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Oracle_AllocateStreamServer = grpc.BidiStreamingServer[AllocateRequest, AllocateResponse]
+
 // Oracle_ServiceDesc is the grpc.ServiceDesc for Oracle service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -535,7 +567,14 @@ var Oracle_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Oracle_Allocate_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "AllocateStream",
+			Handler:       _Oracle_AllocateStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "percolator.proto",
 }
 

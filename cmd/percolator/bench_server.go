@@ -6,8 +6,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -40,7 +40,9 @@ func (cfg benchConfig) dial(ctx context.Context) (*rpc.Conn, error) {
 	return rpc.Dial(ctx, cfg.tg.server, rpc.DialOptions{Token: tok, CAFile: cfg.tg.tlsCA})
 }
 
-func (cfg benchConfig) openServerDB(ctx context.Context) (*percolator.DB, error) { return cfg.tg.open(ctx, true) }
+func (cfg benchConfig) openServerDB(ctx context.Context) (*percolator.DB, error) {
+	return cfg.tg.open(ctx, true)
+}
 
 // benchServerOracle: timestamps/s from 4 processes x 64 goroutines, beside
 // empty calls/s at the same concurrency and the mean batch size.

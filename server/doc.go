@@ -1,0 +1,122 @@
+// Package server is `percolator serve`: one process that owns a database
+// directory and serves it to many client processes over gRPC
+// (proto/percolator.proto):
+//
+//   - Storage: the storage model itself (ReadRow, streaming Scan, Mutate,
+//     CheckAndMutate, MutateRows, Increment, CompactFamily), not a
+//     transaction API, so the one protocol in package txn runs unchanged
+//     in every client, on every backend;
+//   - Oracle: timestamps (Allocate, and AllocateStream, the stream a
+//     client keeps open with one request in flight);
+//   - Coord: liveness sessions with a lease, and advisory row locks held
+//     by a session;
+//   - grpc.health.v1.Health, and Prometheus metrics (percolator_*) on a
+//     separate HTTP listener.
+//
+// # Invariants
+//
+//  1. The server is the store's only writer: it holds the directory's
+//     lock, and no client keeps an in-memory index of it (a remote store is
+//     not storage.Exclusive).
+//  2. Every write the server acknowledges is durable: each is a synced
+//     Pebble batch (group commit shares the syncs of concurrent calls). A
+//     client's prewrites are therefore durable too, which is what makes the
+//     protocol safe when the server restarts between a prewrite and its
+//     commit point (txn/doc.go, "Durability", over RPC). SIGKILL or a power
+//     cut loses nothing acknowledged.
+//  3. A call with a nonce (group, seq) runs at most once, however often it
+//     is sent, and every copy gets the first run's result ("Nonces").
+//  4. Timestamps only go forward, across restarts and kill -9: the oracle
+//     is the store allocator of the embedded DB (its high-water mark and
+//     lease live in the store, written ahead of use), so a directory moves
+//     between embedded and served use without going back either.
+//  5. An owner is alive while it has a live session. Sessions live in
+//     memory: after a restart, an owner without one is reported alive for
+//     RestartGrace (default: the default lease), long enough for every
+//     live client to open a new session at its next renewal.
+//
+// # Nonces
+//
+// A storage call that is not safe to apply twice (Increment; a
+// CheckAndMutate or Mutate of a caller that has not declared it
+// idempotent) carries a nonce: the client's nonce group (128 random bits,
+// registered durably with OpenNonceGroup when the client starts), the
+// call's sequence number in it, and the lowest number whose reply the
+// client has not received (its low-water mark). The client resends a call
+// with the same nonce until it gets an answer. The server's nonce table:
+//
+//   - runs a new (group, seq) and records its result (Increment's sum,
+//     CheckAndMutate's branch) with a hash of the request in the same
+//     atomic Pebble batch as the call's effect (pebble.Record), so a crash
+//     keeps both or neither;
+//   - answers a duplicate of a call that succeeded from the record, without
+//     applying it again; a duplicate of a call still running waits for it;
+//     a duplicate of a call that failed runs again (a failed call wrote
+//     nothing);
+//   - refuses, applying nothing: a number reused with another request body
+//     (InvalidArgument), a number below the group's mark, and an unknown
+//     group (FailedPrecondition);
+//   - drops records below the client's mark (the client will never resend
+//     them), persisting the new mark with the deletions, and forgets a
+//     group, with its records, NonceGrace (default 30 minutes) after its
+//     last call.
+//
+// The records survive a restart, kill -9 and power cuts included: the
+// table is reloaded from the store at open.
+//
+// Calls that the protocol already makes idempotent carry no nonce (DESIGN
+// invariant 6: prewrites, commits, rollbacks are CheckAndMutates whose
+// duplicates change nothing; the client sends them through
+// storage.Idempotent), and neither do reads, MutateRows (puts at given
+// timestamps) or oracle requests (a lost reply only wastes timestamps).
+// That keeps the table to the few calls that need it.
+//
+// Why sessions, not HBase's nonces by time. HBase's ServerNonceManager
+// (seed 003) keys a call by (group, random nonce) and forgets it a fixed
+// time after the call ended; a client names no mark. The server then
+// cannot tell a late duplicate of a forgotten call from a new call, so a
+// retry that arrives after the clean-up is applied a second time, silently;
+// its memory grows with the call rate times the retention time; and its
+// table lives in memory, rebuilt only partly from the log after a crash.
+// Numbered calls in a registered group make each of those exact: the
+// client's low-water mark tells the server which records it may drop (so
+// the table holds about the calls in flight, not the last half hour of
+// them), a number below the mark is refused instead of applied, the group
+// is registered durably so the server can tell "never heard of it" from
+// "forgotten", and the records are written with the effects, so a restart
+// forgets nothing it answered. Time is used only for a client that went
+// away without a word: its group is dropped after the grace period, and a
+// call in it after that is refused (the client opens a new group, and
+// reports an unknown outcome for a call that may have been applied).
+//
+// # Security and limits
+//
+// With a token (--token-file or PERCOLATOR_TOKEN) every RPC, the health
+// service's too, must carry "authorization: Bearer TOKEN"; the comparison
+// hashes both sides and compares the hashes in constant time. A call
+// without it or with a wrong one gets Unauthenticated and changes nothing.
+// TLS is served with --tls-cert/--tls-key. serve listens on loopback by
+// default and refuses any other address without a token. Messages are
+// bounded (MaxMessageSize, default 64 MiB), as are selectors and
+// mutations per call; a malformed request gets InvalidArgument naming what
+// is wrong, and changes nothing.
+//
+// # Lifecycle
+//
+// Shutdown (SIGTERM in serve) stops accepting calls, waits for the calls
+// in flight, and closes the oracle (its lease released), the nonce table
+// (its pending clean-up written) and the store. A store whose log sync
+// failed (storage.ErrFailed) stops the server: a restart recovers exactly
+// what reached the disk.
+//
+// # Metrics
+//
+// percolator_rpc_requests_total{method,code}, percolator_rpc_duration_seconds{method},
+// percolator_oracle_batches_total, percolator_oracle_batch_size,
+// percolator_nonce_table_calls, percolator_nonce_table_groups,
+// percolator_nonce_replays_total{method}, percolator_sessions,
+// percolator_advisory_locks, and percolator_txn_cas_total{kind}: the
+// protocol's steps as the server sees them in CheckAndMutates (prewrite,
+// conflict, commit — a commit point or a roll-forward —, rollback, and
+// lost: a commit or rollback whose lock was already gone).
+package server

@@ -1,0 +1,34 @@
+// Package remote is storage.Store over a percolator server (package
+// server), for processes that share one database.
+//
+// Invariants:
+//
+//  1. Every call is bounded: each attempt by the connection's per-call
+//     deadline (rpc.DialOptions.CallTimeout), and a call's retries by its
+//     retry budget (RetryBudget) and the caller's context. A failure the
+//     server may recover from (unreachable, restarting, shutting down, an
+//     attempt's deadline) is retried with jittered exponential back-off;
+//     gRPC reconnects underneath. Anything else is returned at once.
+//  2. A call that is not safe to apply twice (Increment, CheckAndMutate,
+//     Mutate) carries a nonce (server/doc.go, "Nonces"): it is resent with
+//     the same nonce until the server answers, and the server runs it once
+//     and answers every copy with the first run's result. Its number stays
+//     below the low-water mark the store reports only until its answer
+//     arrives (or it is given up). A CheckAndMutate the caller knows is
+//     idempotent (storage.Idempotent: the protocol's) carries none.
+//  3. The store registers its nonce group before its first call. If the
+//     server no longer knows the group (unused past its grace period), a
+//     call refused on its first attempt is sent again in a new group; one
+//     refused after an earlier attempt may have been applied, and returns
+//     rpc.ErrOutcomeUnknown rather than guess.
+//  4. A Scan is a stream of batches of rows; a stream broken by a
+//     retryable failure resumes after the last row delivered.
+//  5. Writes are durable when acknowledged (the server syncs each); the
+//     store offers no storage.Deferred variant, since a server can restart
+//     under a live client (txn/doc.go, "Durability"). It is not
+//     storage.Exclusive: no client keeps an index of a shared store.
+//
+// Options.NoNonces turns nonces off, for measuring what they cost and for
+// testing that the duplicate-call test can fail: a resent Increment is then
+// applied twice.
+package remote

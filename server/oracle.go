@@ -36,18 +36,43 @@ func (o *oracleService) Allocate(ctx context.Context, req *rpcpb.AllocateRequest
 }
 
 // AllocateStream implements rpcpb.OracleServer: each request is answered
-// in order on the stream.
+// in order on the stream. A stream lives as long as its client, so
+// Shutdown ends it (Unavailable: the client reopens it on the next
+// server) instead of waiting for it to end.
 func (o *oracleService) AllocateStream(stream grpc.BidiStreamingServer[rpcpb.AllocateRequest, rpcpb.AllocateResponse]) error {
 	ctx := stream.Context()
+	type recv struct {
+		req *rpcpb.AllocateRequest
+		err error
+	}
+	reqs := make(chan recv)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			select {
+			case reqs <- recv{req, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	for {
-		req, err := stream.Recv()
-		if err == io.EOF {
+		var r recv
+		select {
+		case r = <-reqs:
+		case <-o.srv.draining:
+			return status.Error(codes.Unavailable, "server shutting down")
+		}
+		if r.err == io.EOF {
 			return nil
 		}
-		if err != nil {
-			return err
+		if r.err != nil {
+			return r.err
 		}
-		resp, err := o.Allocate(ctx, req)
+		resp, err := o.Allocate(ctx, r.req)
 		if err != nil {
 			return err
 		}

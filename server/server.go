@@ -96,11 +96,14 @@ type Server struct {
 	health  *health.Server
 	token   [32]byte // sha256 of the token
 
-	stop     chan struct{}
-	bg       sync.WaitGroup
-	failOnce sync.Once
-	failed   chan struct{} // closed when the store failed
-	failErr  error
+	stop chan struct{}
+	bg   sync.WaitGroup
+	// draining is closed when Shutdown begins: long-lived streams end.
+	draining  chan struct{}
+	drainOnce sync.Once
+	failOnce  sync.Once
+	failed    chan struct{} // closed when the store failed
+	failErr   error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -113,7 +116,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Dir == "" {
 		return nil, fmt.Errorf("%w: server needs a directory", storage.ErrInvalidArgument)
 	}
-	s := &Server{opts: opts, log: opts.Logger, stop: make(chan struct{}), failed: make(chan struct{})}
+	s := &Server{opts: opts, log: opts.Logger, stop: make(chan struct{}), failed: make(chan struct{}), draining: make(chan struct{})}
 	s.token = sha256.Sum256([]byte(opts.Token))
 	fs := opts.FS
 	if fs == nil {
@@ -196,6 +199,7 @@ func (s *Server) Failed() <-chan struct{} { return s.failed }
 // store.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.health.Shutdown()
+	s.drainOnce.Do(func() { close(s.draining) })
 	done := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(done) }()
 	select {
@@ -211,6 +215,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // nothing gracefully beyond what a process exit would (tests: with a
 // crashable FS, clone it before Kill to model a power cut).
 func (s *Server) Kill() {
+	s.drainOnce.Do(func() { close(s.draining) })
 	s.grpc.Stop()
 	_ = s.close()
 }

@@ -288,3 +288,48 @@ func TestIndexOverServerWithWorkers(t *testing.T) {
 	}
 	t.Logf("index:\n%s\nstatus:\n%s", out.String(), sout)
 }
+
+// TestOracleMonotonicAcrossServerKills: timestamps only go forward across
+// restarts of `serve`, most of them SIGKILL (PERCOLATOR_ORACLE_RESTARTS
+// sets the count; the server package's test restarts 200 times in
+// process, with power cuts).
+func TestOracleMonotonicAcrossServerKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess soak")
+	}
+	restarts := 200
+	if n, err := strconv.Atoi(os.Getenv("PERCOLATOR_ORACLE_RESTARTS")); err == nil {
+		restarts = n
+	}
+	dir, addr := t.TempDir(), freeAddr(t)
+	ctx := context.Background()
+	var last uint64
+	for i := range restarts {
+		srv := serveProc(t, dir, addr)
+		db, err := percolator.Open(ctx, percolator.Options{Server: addr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			tx, err := db.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ts := tx.StartTS(); ts <= last {
+				t.Fatalf("restart %d: timestamp %d after %d", i, ts, last)
+			} else {
+				last = ts
+			}
+			_ = tx.Rollback(ctx)
+		}
+		if i%4 == 3 {
+			_ = srv.Process.Signal(syscall.SIGTERM)
+			_ = srv.Wait()
+			_ = db.Close()
+			continue
+		}
+		killProc(srv) // with the DB's calls possibly in flight
+		_ = db.Close()
+	}
+	t.Logf("%d restarts, last timestamp %d", restarts, last)
+}

@@ -297,7 +297,7 @@ func TestOracleMonotonicAcrossServerKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("subprocess soak")
 	}
-	restarts := 200
+	restarts := 100
 	if n, err := strconv.Atoi(os.Getenv("PERCOLATOR_ORACLE_RESTARTS")); err == nil {
 		restarts = n
 	}

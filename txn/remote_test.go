@@ -285,6 +285,9 @@ func runRestart(t *testing.T, rc restartCase, mutant bool) restartResult {
 	r := newRig(t)
 	conn := servertest.Dial(t, r.addr(), rpc.DialOptions{RetryBudget: 20 * time.Second})
 	rs := servertest.Store(t, conn, remote.Options{})
+	if _, ok := any(rs).(storage.Deferred); ok {
+		t.Fatal("storage/remote implements storage.Deferred: txn would defer prewrites over RPC (doc.go, \"Durability over RPC\")")
+	}
 	orc := oracleremote.NewClient(conn)
 	opts := txn.Options{LockTTL: 2 * time.Second, Logger: quiet}
 	if !rc.inline {

@@ -125,6 +125,60 @@
 // failed is acknowledged. It fails if reads skip the wait, or if a failed
 // commit is reported.
 //
+// # Durability over RPC
+//
+// The argument for deferred prewrites rests on one premise: a crash that
+// loses a prewrite also kills the client that made it, which then never
+// sends its commit. Over RPC (storage/remote) that does not hold: the
+// server can lose its power and restart between a client's secondary
+// prewrite and its primary commit, and the client, holding the prewrite's
+// acknowledgement, commits the primary on the restarted server. Had the
+// secondary's lock been unsynced while the primary's was synced (by any
+// other client's durable write in between), the commit point would be
+// durable and the secondary's write gone: half a transaction.
+//
+// So over RPC every write of the protocol is durable: storage/remote does
+// not implement storage.Deferred, and the server answers a write only
+// after its log sync. A prewrite's acknowledgement therefore means that
+// its lock and data survive any crash or power cut of the server, and the
+// commit point finds every lock the client was told it holds.
+//
+// The alternative kept prewrites deferred and made the commit point fail
+// instead (DESIGN.md: a commit point must fail if any of its transaction's
+// unsynced writes may have been lost): the server counts its runs in a
+// durable epoch, acknowledges each prewrite with the epoch, and refuses a
+// primary commit whose transaction prewrote in an older one. It was not
+// needed, and costs more than it saves:
+//
+//   - A durable prewrite costs a sync wait per round of prewrites, not per
+//     row: a single-row transaction waits for two syncs instead of one
+//     (prewrite, commit), a multi-row one for two more than embedded (the
+//     primary's prewrite, then the secondaries', sent in parallel). The
+//     server's log commits concurrent synced writes as a group (Pebble's
+//     WAL), so under load one fsync serves the prewrites and commits of
+//     many clients: the price is mostly latency, next to a round trip
+//     that each of those rounds pays anyway.
+//   - The epoch puts new state into the commit point (a durable counter,
+//     an epoch in every prewrite's reply and in the commit call, a check
+//     under the primary's latch), and aborts every transaction in flight
+//     at each restart, even those whose locks were all synced.
+//
+// Secondary commits over RPC are durable too, which step 3 does not need
+// (a lost one leaves its durable lock, rolled forward from the durable
+// primary); the wire has no deferred variant for them.
+//
+// TestRemoteRestartDurability runs a two-row transaction against an
+// in-process server on a crashable filesystem and cuts the power after
+// the secondary's prewrite is acknowledged (its reply lost, so txn re-sends
+// it, or delivered); the client commits on the restarted server, and a
+// second cut follows the commit, or comes right after the primary's
+// commit (readers roll the secondary forward). Every case must commit, in
+// full. TestRemoteRestartDurabilityMutant sends the prewrites with
+// CheckAndMutateDeferred on the server's store instead, and the check
+// must catch half a transaction: where the reply was delivered, the lost
+// secondary lock is never re-sent. (A re-sent prewrite restores its lock:
+// the danger is the prewrites the client holds an acknowledgement for.)
+//
 // # Rejected designs
 //
 // Rollback records could be kept out of the write column (TiKV keeps them

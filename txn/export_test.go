@@ -1,0 +1,9 @@
+package txn
+
+// SetCrashHook installs the commit's crash hook (Client.crash) for the
+// external tests (package txn_test), which cannot import the server from
+// inside package txn: the server imports txn. hook returns true to stop
+// the commit at the named point, as if the process died there. Set it
+// before the client's first commit; with a hook set, secondary prewrites
+// run one after another in the caller's goroutine.
+func SetCrashHook(c *Client, hook func(point string) bool) { c.crash = hook }

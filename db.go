@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -146,11 +145,8 @@ func (db *DB) openStore() error {
 	case db.opts.Dir == "":
 		db.store = memory.New()
 	default:
-		if !db.opts.MustExist {
-			if err := os.MkdirAll(db.opts.Dir, 0o755); err != nil {
-				return err
-			}
-		}
+		// pebble.Open creates Dir (and syncs the new directories'
+		// entries: a power cut must not take a new store away).
 		st, err := pebble.Open(filepath.Join(db.opts.Dir, "store"), pebble.Options{Logger: warnOnly(db.opts.Logger), MustExist: db.opts.MustExist})
 		if errors.Is(err, pebble.ErrNotExist) {
 			return apiErrMsg(err, "no store at %s", db.opts.Dir)

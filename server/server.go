@@ -118,13 +118,6 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, stop: make(chan struct{}), failed: make(chan struct{}), draining: make(chan struct{})}
 	s.token = sha256.Sum256([]byte(opts.Token))
-	fs := opts.FS
-	if fs == nil {
-		fs = vfs.Default
-		if err := fs.MkdirAll(opts.Dir, 0o755); err != nil {
-			return nil, err
-		}
-	}
 	st, err := pebble.Open(filepath.Join(opts.Dir, "store"), pebble.Options{FS: opts.FS, Logger: s.log})
 	if err != nil {
 		return nil, err

@@ -52,7 +52,7 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	}
 	if c.opts.Session != nil {
 		if err := c.opts.Session(); err != nil {
-			return c.abort(ctx, t, rows, fmt.Errorf("%w: %v", ErrSessionLost, err))
+			return c.abort(ctx, t, rows, fmt.Errorf("%w: %w", ErrSessionLost, err))
 		}
 	}
 	if c.crashed(CrashAfterSessionCheck) {

@@ -41,34 +41,10 @@ type rig struct {
 func newRig(t testing.TB) *rig {
 	r := &rig{t: t}
 	r.mu.fs = vfs.NewCrashableMem()
-	// The server creates /db/store without syncing /db's entry in the
-	// root (storage/pebble.Open syncs only the store directory's own
-	// parent): a power cut would lose the whole new store. Create it
-	// durably first, so that the cuts test the protocol.
-	if err := mkdirSynced(r.mu.fs, "/db/store"); err != nil {
-		t.Fatal(err)
-	}
+	// The server creates /db/store itself: pebble.Open syncs the entries
+	// of the directories it creates, so a power cut keeps the new store.
 	r.mu.srv = servertest.Start(t, server.Options{FS: r.mu.fs, Dir: "/db", Logger: quiet}, "")
 	return r
-}
-
-// mkdirSynced creates dir and syncs every directory from its parent up
-// to the root, so that their entries survive a power cut.
-func mkdirSynced(fs vfs.FS, dir string) error {
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for {
-		parent := fs.PathDir(dir)
-		f, err := fs.OpenDir(parent)
-		if err == nil {
-			err = errors.Join(f.Sync(), f.Close())
-		}
-		if err != nil || parent == dir {
-			return err
-		}
-		dir = parent
-	}
 }
 
 func (r *rig) addr() string {

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed-992972ee/percolator/storage"
 )
 
@@ -85,7 +87,7 @@ func Open(dir string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("%w at %s", ErrNotExist, dir)
 		}
 	}
-	if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirAllSynced(opts.FS, dir); err != nil {
 		return nil, fmt.Errorf("pebble: open %s: %w", dir, err)
 	}
 	lock, err := pebble.LockDirectory(dir, opts.FS)
@@ -264,4 +266,38 @@ func (f *familySet) list() map[string]struct{} {
 
 func familyMetaKey(family string) []byte {
 	return append(append([]byte(nil), familyMetaPrefix...), family...)
+}
+
+// mkdirAllSynced creates dir and its missing parents, syncing the parent
+// of each directory it creates: without that, a power cut can take a new
+// store's directory entry back, and with it every write acknowledged in
+// the store (pebble syncs only the store directory's own entry).
+func mkdirAllSynced(fs vfs.FS, dir string) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := fs.Stat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := syncDir(fs, filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
 }

@@ -15,6 +15,10 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/internal/faultproxy"
+	"github.com/seed-992972ee/percolator/rpc"
+	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/remote"
 )
 
 // freeAddr returns a loopback address no one listens on now.
@@ -332,4 +336,75 @@ func TestOracleMonotonicAcrossServerKills(t *testing.T) {
 		_ = db.Close()
 	}
 	t.Logf("%d restarts, last timestamp %d", restarts, last)
+}
+
+// TestNonceSurvivesServerKill (HBASE-3787 with a process kill): the
+// server applies an Increment and a CheckAndMutate, their replies are
+// lost (a proxy drops them), the server is killed with SIGKILL and
+// restarted; the client's retries get the original results from the
+// restored nonce table and nothing is applied twice.
+func TestNonceSurvivesServerKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess")
+	}
+	dir, addr := t.TempDir(), freeAddr(t)
+	srv := serveProc(t, dir, addr)
+	proxy, err := faultproxy.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	ctx := context.Background()
+	conn, err := rpc.Dial(ctx, proxy.Addr(), rpc.DialOptions{CallTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	st, err := remote.New(ctx, conn, remote.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := []byte("counter")
+	if _, err := st.Increment(ctx, row, "n", "c", 5); err != nil {
+		t.Fatal(err)
+	}
+	calls := []struct {
+		name string
+		call func() (string, error)
+		want string
+	}{
+		{"Increment", func() (string, error) {
+			v, err := st.Increment(ctx, row, "n", "c", 10)
+			return strconv.FormatInt(v, 10), err
+		}, "15"},
+		{"CheckAndMutate", func() (string, error) {
+			// Writes the cell if absent: the first run finds it absent.
+			m, err := st.CheckAndMutate(ctx, row, storage.Filter{{Family: "n", Qualifier: "once"}}, nil,
+				[]storage.Mutation{storage.SetCell("n", "once", 1, []byte("x"))})
+			return strconv.FormatBool(m), err
+		}, "false"},
+	}
+	for i, c := range calls {
+		proxy.DropNextResponse()
+		res := make(chan string, 1)
+		go func() {
+			v, err := c.call()
+			if err != nil {
+				v = "error: " + err.Error()
+			}
+			res <- v
+		}()
+		for proxy.Dropped() < i+1 {
+			time.Sleep(time.Millisecond)
+		}
+		killProc(srv) // applied, reply lost: now the process dies
+		srv = serveProc(t, dir, addr)
+		if got := <-res; got != c.want {
+			t.Fatalf("%s after the kill: %s, want the original result %s", c.name, got, c.want)
+		}
+	}
+	v, err := st.Increment(ctx, row, "n", "c", 0)
+	if err != nil || v != 15 {
+		t.Fatalf("counter %d (%v): the retried Increment was applied %d times", v, err, (v-5)/10)
+	}
 }

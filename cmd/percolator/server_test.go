@@ -408,3 +408,49 @@ func TestNonceSurvivesServerKill(t *testing.T) {
 		t.Fatalf("counter %d (%v): the retried Increment was applied %d times", v, err, (v-5)/10)
 	}
 }
+
+// TestReadCommandsOverServer: dump, locks, status, notifications and
+// index queries take --server as they take --dir.
+func TestReadCommandsOverServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess")
+	}
+	dir, addr := t.TempDir(), freeAddr(t)
+	serveProc(t, dir, addr)
+	if out, errOut, code := runCLI(t, "index", "--server", addr, "--quiet", corpus); code != 0 {
+		t.Fatalf("index: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"index", "--server", addr, "query", "Closure"}, "The-Closure-API.html\tThe Closure API"},
+		{[]string{"index", "--server", addr, "--dups"}, "Simple-Example.html (canonical)"},
+		{[]string{"dump", "--server", addr, "--prefix", "doc", "--limit", "2"}, "COLUMN"},
+		{[]string{"locks", "--server", addr, "--resolve"}, "0 locks"},
+		{[]string{"status", "--server", addr}, "documents"},
+		{[]string{"notifications", "--server", addr}, "0 pending"},
+	} {
+		out, errOut, code := runCLI(t, c.args...)
+		if code != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("%v: exit %d, want %q in\n%s%s", c.args, code, c.want, out, errOut)
+		}
+	}
+	tok := t.TempDir() + "/token"
+	if err := os.WriteFile(tok, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runCLI(t, "locks", "--server", addr, "--token-file", tok+".missing")
+	if code != 1 || !strings.Contains(errOut, "token file") {
+		t.Errorf("missing token file: exit %d %s", code, errOut)
+	}
+	// A server with a token: refused without it, served with it.
+	taddr := freeAddr(t)
+	serveProc(t, t.TempDir(), taddr, "--token-file", tok)
+	if _, errOut, code := runCLI(t, "locks", "--server", taddr); code != 1 || !strings.Contains(errOut, "unauthenticated") {
+		t.Errorf("no token: exit %d %s", code, errOut)
+	}
+	if out, errOut, code := runCLI(t, "locks", "--server", taddr, "--token-file", tok); code != 0 || !strings.Contains(out, "0 locks") {
+		t.Errorf("with the token: exit %d %s%s", code, out, errOut)
+	}
+}

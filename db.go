@@ -100,7 +100,15 @@ func (db *DB) openRemote(ctx context.Context) error {
 		return err
 	}
 	db.closer = append(db.closer, sess.Close)
-	orc := oracleremote.NewClient(conn)
+	// The oracle's stream gets a connection of its own: its one request
+	// in flight, which every transaction waits for twice, does not queue
+	// behind other calls' frames.
+	oconn, err := rpc.Dial(ctx, o.Server, rpc.DialOptions{Token: o.Token, CAFile: o.TLSCAFile})
+	if err != nil {
+		return err
+	}
+	db.closer = append(db.closer, oconn.Close)
+	orc := oracleremote.NewClient(oconn)
 	db.client, err = txn.NewClient(ctx, db.store, orc, sess, txn.Options{
 		Owner: owner, LockTTL: o.LockTTL, MaxValueSize: o.MaxValueSize, Logger: o.Logger, Session: sess.Check,
 	})

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"io"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -37,46 +38,40 @@ func (o *oracleService) Allocate(ctx context.Context, req *rpcpb.AllocateRequest
 
 // AllocateStream implements rpcpb.OracleServer: each request is answered
 // in order on the stream. A stream lives as long as its client, so
-// Shutdown ends it (Unavailable: the client reopens it on the next
-// server) instead of waiting for it to end.
+// Shutdown ends it instead of waiting for it to end: it sends first = 0
+// (never a timestamp), on which the client reopens the stream, reaching
+// the next server.
 func (o *oracleService) AllocateStream(stream grpc.BidiStreamingServer[rpcpb.AllocateRequest, rpcpb.AllocateResponse]) error {
 	ctx := stream.Context()
-	type recv struct {
-		req *rpcpb.AllocateRequest
-		err error
-	}
-	reqs := make(chan recv)
+	var sendMu sync.Mutex // Send is not safe for concurrent use
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
-		for {
-			req, err := stream.Recv()
-			select {
-			case reqs <- recv{req, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
+		select {
+		case <-o.srv.draining:
+			sendMu.Lock()
+			_ = stream.Send(&rpcpb.AllocateResponse{First: 0})
+			sendMu.Unlock()
+		case <-done:
+		case <-ctx.Done():
 		}
 	}()
 	for {
-		var r recv
-		select {
-		case r = <-reqs:
-		case <-o.srv.draining:
-			return status.Error(codes.Unavailable, "server shutting down")
-		}
-		if r.err == io.EOF {
+		req, err := stream.Recv()
+		if err == io.EOF {
 			return nil
 		}
-		if r.err != nil {
-			return r.err
-		}
-		resp, err := o.Allocate(ctx, r.req)
 		if err != nil {
 			return err
 		}
-		if err := stream.Send(resp); err != nil {
+		resp, err := o.Allocate(ctx, req)
+		if err != nil {
+			return err
+		}
+		sendMu.Lock()
+		err = stream.Send(resp)
+		sendMu.Unlock()
+		if err != nil {
 			return err
 		}
 	}

@@ -89,6 +89,9 @@ func (b *Backend) once(actx context.Context, n uint32) (uint64, error) {
 	if err != nil {
 		return 0, b.streamErr(err, &expired)
 	}
+	if resp.First == 0 { // the server is shutting down: reopen elsewhere
+		return 0, status.Error(codes.Unavailable, "oracle stream: the server is shutting down")
+	}
 	return resp.First, nil
 }
 

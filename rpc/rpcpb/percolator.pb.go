@@ -1556,7 +1556,9 @@ func (x *AllocateRequest) GetCount() uint32 {
 	return 0
 }
 
-// AllocateResponse: the caller owns first .. first+count-1.
+// AllocateResponse: the caller owns first .. first+count-1. On
+// AllocateStream, first = 0 (never a timestamp) means the server is
+// shutting down: the client reopens the stream (on the next server).
 type AllocateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	First         uint64                 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`

@@ -150,11 +150,37 @@ func (r *registry) refresh(ctx context.Context) (*regSet, error) {
 }
 
 func (r *registry) storedVersion(ctx context.Context) (uint64, error) {
-	row, err := r.store.ReadRow(ctx, []byte(versionRow), storage.Filter{{Family: FamilyObservers, Qualifier: "v", Limit: 1}})
+	return StoredVersion(ctx, r.store)
+}
+
+// StoredVersion reads the registry's version from st (0 if it has none):
+// a server returns it with each commit timestamp (txn.VersionedOracle).
+func StoredVersion(ctx context.Context, st storage.Store) (uint64, error) {
+	row, err := st.ReadRow(ctx, []byte(versionRow), storage.Filter{{Family: FamilyObservers, Qualifier: "v", Limit: 1}})
 	if err != nil || len(row.Cells) == 0 {
 		return 0, err
 	}
 	return decodeCounter(row.Cells[0].Value), nil
+}
+
+// RefreshTo implements txn.RefreshedTo: the set at stored version v, read
+// by the caller's oracle after its last prewrite. Memory serves while it
+// holds v; otherwise the set is loaded again.
+func (r *registry) RefreshTo(ctx context.Context, v uint64) (txn.Observed, uint64, error) {
+	s := r.set()
+	if !r.shared || s.version == v {
+		return s.observed, s.version, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s = r.set(); s.version == v {
+		return s.observed, s.version, nil
+	}
+	s, err := r.loadLocked(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	return s.observed, s.version, nil
 }
 
 // bumpLocked raises the stored version (a durable write) and returns it.

@@ -21,6 +21,15 @@ type Backend interface {
 	Allocate(ctx context.Context, n int) (first uint64, err error)
 }
 
+// VersionedBackend is a Backend that also returns, with each range, a
+// version it read after allocating it (a server's observer registry
+// version): every caller of the batch then has a value read after it
+// asked.
+type VersionedBackend interface {
+	Backend
+	AllocateVersioned(ctx context.Context, n int) (first, version uint64, err error)
+}
+
 // Client batches concurrent Timestamp calls into single Backend requests,
 // as the paper's oracle clients do, under invariant 1 of DESIGN.md: a
 // request serves only the callers that were already waiting when it was
@@ -58,9 +67,13 @@ type batch struct {
 	// n is the number of callers; caller i gets first+i. Written under
 	// Client.mu while the batch is waiting, fixed once it is sent.
 	n     int
-	done  chan struct{} // closed once first and err are set
+	done  chan struct{} // closed once first, version and err are set
 	first uint64
-	err   error
+	// version is the VersionedBackend's version; versioned says there is
+	// one.
+	version   uint64
+	versioned bool
+	err       error
 }
 
 // NewClient returns a Client that allocates from b.
@@ -74,24 +87,31 @@ func NewClient(b Backend) *Client {
 // ctx.Err(); the other callers of its batch are unaffected. Otherwise the
 // error is the Backend's (shared by the whole batch) or ErrBadReply.
 func (c *Client) Timestamp(ctx context.Context) (uint64, error) {
+	ts, _, _, err := c.TimestampVersion(ctx)
+	return ts, err
+}
+
+// TimestampVersion is Timestamp, with the version a VersionedBackend read
+// after allocating it (ok false: the backend has none).
+func (c *Client) TimestampVersion(ctx context.Context) (ts, version uint64, ok bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return 0, 0, false, err
 	}
 	b, i := c.join()
 	if done := ctx.Done(); done != nil {
 		select {
 		case <-b.done:
 		case <-done:
-			return 0, ctx.Err()
+			return 0, 0, false, ctx.Err()
 		}
 	} else {
 		// A plain receive is cheaper than a select.
 		<-b.done
 	}
 	if b.err != nil {
-		return 0, b.err
+		return 0, 0, false, b.err
 	}
-	return b.first + uint64(i), nil
+	return b.first + uint64(i), b.version, b.versioned, nil
 }
 
 // join adds the caller to the waiting batch and, if no request is in
@@ -152,7 +172,14 @@ func (c *Client) takeWaiting() *batch {
 
 // serve sends one request for b's callers and publishes its result.
 func (c *Client) serve(b *batch) {
-	first, err := c.backend.Allocate(context.Background(), b.n)
+	var first uint64
+	var err error
+	if vb, ok := c.backend.(VersionedBackend); ok {
+		first, b.version, err = vb.AllocateVersioned(context.Background(), b.n)
+		b.versioned = true
+	} else {
+		first, err = c.backend.Allocate(context.Background(), b.n)
+	}
 	if err == nil {
 		err = c.check(first, b.n)
 	}

@@ -3,12 +3,12 @@ package server
 import (
 	"context"
 	"io"
-	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
 )
 
@@ -31,48 +31,58 @@ func (o *oracleService) Allocate(ctx context.Context, req *rpcpb.AllocateRequest
 	if err != nil {
 		return nil, o.srv.status(err)
 	}
+	// Read after allocating: the request came after its callers' last
+	// prewrites, so this is their registry re-read (txn.VersionedOracle).
+	ver, err := observer.StoredVersion(ctx, o.srv.store)
+	if err != nil {
+		return nil, o.srv.status(err)
+	}
 	o.srv.metrics.batches.Inc()
 	o.srv.metrics.batchTS.Observe(float64(req.Count))
-	return &rpcpb.AllocateResponse{First: first}, nil
+	return &rpcpb.AllocateResponse{First: first, ObserversVersion: ver}, nil
 }
 
 // AllocateStream implements rpcpb.OracleServer: each request is answered
 // in order on the stream. A stream lives as long as its client, so
 // Shutdown ends it instead of waiting for it to end: it sends first = 0
 // (never a timestamp), on which the client reopens the stream, reaching
-// the next server.
+// the next server, and returns, whether or not a request is in flight.
+// (Sending first = 0 and going on waiting in Recv kept an idle client's
+// stream, and Shutdown with it, open until the client's next request.)
 func (o *oracleService) AllocateStream(stream grpc.BidiStreamingServer[rpcpb.AllocateRequest, rpcpb.AllocateResponse]) error {
 	ctx := stream.Context()
-	var sendMu sync.Mutex // Send is not safe for concurrent use
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-o.srv.draining:
-			sendMu.Lock()
-			_ = stream.Send(&rpcpb.AllocateResponse{First: 0})
-			sendMu.Unlock()
-		case <-done:
-		case <-ctx.Done():
+	reqs, errc := make(chan *rpcpb.AllocateRequest), make(chan error, 1)
+	go func() { // Recv cannot be interrupted but by the handler's return
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done(): // the handler returned
+				return
+			}
 		}
 	}()
 	for {
-		req, err := stream.Recv()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
+		select {
+		case <-o.srv.draining:
+			return stream.Send(&rpcpb.AllocateResponse{First: 0})
+		case err := <-errc:
+			if err == io.EOF {
+				return nil
+			}
 			return err
-		}
-		resp, err := o.Allocate(ctx, req)
-		if err != nil {
-			return err
-		}
-		sendMu.Lock()
-		err = stream.Send(resp)
-		sendMu.Unlock()
-		if err != nil {
-			return err
+		case req := <-reqs:
+			resp, err := o.Allocate(ctx, req)
+			if err != nil {
+				return err
+			}
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
 		}
 	}
 }

@@ -246,6 +246,24 @@ func (c *Client) notifyAndTimestamp(ctx context.Context, t *Txn, rows []*rowWrit
 		}
 		return ts, nil
 	}
+	if vo, ok := c.oracle.(VersionedOracle); ok {
+		if rt, ok := c.observers.(RefreshedTo); ok {
+			// One round trip: the commit timestamp, and the registry
+			// version the oracle read after allocating it.
+			ts, v, ok, err := vo.TimestampVersion(ctx)
+			if err != nil {
+				return 0, fmt.Errorf("txn: commit timestamp: %w", err)
+			}
+			if ok {
+				now, nowVer, err := rt.RefreshTo(ctx, v)
+				if err == nil {
+					err = c.notifyNewlyObserved(ctx, t, rows, obs, obsVer, now, nowVer)
+				}
+				return ts, err
+			}
+			return ts, c.notifyMissed(ctx, t, rows, obs, obsVer)
+		}
+	}
 	type stamp struct {
 		ts  uint64
 		err error

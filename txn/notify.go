@@ -49,6 +49,24 @@ type Observers interface {
 	Refresh(ctx context.Context) (Observed, uint64, error)
 }
 
+// VersionedOracle is an Oracle that returns, with a timestamp, the
+// observer registry's stored version read after allocating it (a
+// server's oracle). A commit timestamp requested after the last prewrite
+// then carries the registry re-read that notifyMissed needs, without a
+// store call of its own.
+type VersionedOracle interface {
+	Oracle
+	// TimestampVersion: ok is false when the oracle has no version.
+	TimestampVersion(ctx context.Context) (ts, version uint64, ok bool, err error)
+}
+
+// RefreshedTo is an Observers that can refresh to a version read
+// elsewhere (VersionedOracle).
+type RefreshedTo interface {
+	// RefreshTo returns the set at stored version v or later.
+	RefreshTo(ctx context.Context, v uint64) (Observed, uint64, error)
+}
+
 // SetObservers installs the registry of observed columns. Every prewrite
 // of a column it observes also writes a notification version in the same
 // atomic row write as its lock (observer invariant 2: the notification
@@ -83,8 +101,17 @@ func (c *Client) notifyMissed(ctx context.Context, t *Txn, rows []*rowWrites, ob
 		return nil
 	}
 	now, nowVer, err := c.observers.Refresh(ctx)
-	if err != nil || nowVer == ver || now == nil {
+	if err != nil {
 		return err
+	}
+	return c.notifyNewlyObserved(ctx, t, rows, obs, ver, now, nowVer)
+}
+
+// notifyNewlyObserved writes the notifications that the registry at
+// nowVer asks for and the one at ver (the prewrites') did not.
+func (c *Client) notifyNewlyObserved(ctx context.Context, t *Txn, rows []*rowWrites, obs Observed, ver uint64, now Observed, nowVer uint64) error {
+	if nowVer == ver || now == nil {
+		return nil
 	}
 	for _, rw := range rows {
 		var muts []storage.Mutation

@@ -1560,10 +1560,15 @@ func (x *AllocateRequest) GetCount() uint32 {
 // AllocateStream, first = 0 (never a timestamp) means the server is
 // shutting down: the client reopens the stream (on the next server).
 type AllocateResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	First         uint64                 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	First uint64                 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
+	// observers_version is the observer registry's stored version, read
+	// after the timestamps were allocated: a committer whose commit
+	// timestamp request follows its last prewrite re-reads the registry
+	// with it, in the same round trip.
+	ObserversVersion uint64 `protobuf:"varint,2,opt,name=observers_version,json=observersVersion,proto3" json:"observers_version,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *AllocateResponse) Reset() {
@@ -1599,6 +1604,13 @@ func (*AllocateResponse) Descriptor() ([]byte, []int) {
 func (x *AllocateResponse) GetFirst() uint64 {
 	if x != nil {
 		return x.First
+	}
+	return 0
+}
+
+func (x *AllocateResponse) GetObserversVersion() uint64 {
+	if x != nil {
+		return x.ObserversVersion
 	}
 	return 0
 }
@@ -2239,9 +2251,10 @@ const file_percolator_proto_rawDesc = "" +
 	"\vPingRequest\"\x0e\n" +
 	"\fPingResponse\"'\n" +
 	"\x0fAllocateRequest\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\rR\x05count\"(\n" +
+	"\x05count\x18\x01 \x01(\rR\x05count\"U\n" +
 	"\x10AllocateResponse\x12\x14\n" +
-	"\x05first\x18\x01 \x01(\x04R\x05first\"A\n" +
+	"\x05first\x18\x01 \x01(\x04R\x05first\x12+\n" +
+	"\x11observers_version\x18\x02 \x01(\x04R\x10observersVersion\"A\n" +
 	"\x12OpenSessionRequest\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\"F\n" +

@@ -1,0 +1,115 @@
+package txn_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/observer"
+	oracleremote "github.com/seed-992972ee/percolator/oracle/remote"
+	"github.com/seed-992972ee/percolator/rpc"
+	"github.com/seed-992972ee/percolator/server"
+	"github.com/seed-992972ee/percolator/server/servertest"
+	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/remote"
+	"github.com/seed-992972ee/percolator/txn"
+)
+
+// holdPrewrite holds the first prewrite of column col before it is sent,
+// until released.
+type holdPrewrite struct {
+	*remote.Store
+	col              string
+	once             sync.Once
+	reached, release chan struct{}
+}
+
+func (h *holdPrewrite) CheckAndMutateIdempotent(ctx context.Context, row []byte, p storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	if len(ifFalse) > 0 && ifFalse[0].Family == txn.FamilyLock && ifFalse[0].Qualifier == h.col {
+		h.once.Do(func() { close(h.reached); <-h.release })
+	}
+	return h.Store.CheckAndMutateIdempotent(ctx, row, p, ifTrue, ifFalse)
+}
+
+// serverProc is a client process of a server: its store, its oracle (the
+// server's, versioned: each timestamp carries the observer registry
+// version) and its observer framework.
+type serverProc struct {
+	client *txn.Client
+	f      *observer.Framework
+}
+
+func newServerProc(t *testing.T, addr string, wrap func(*remote.Store) storage.Store) *serverProc {
+	t.Helper()
+	ctx := context.Background()
+	conn := servertest.Dial(t, addr, rpc.DialOptions{})
+	rs := servertest.Store(t, conn, remote.Options{})
+	var st storage.Store = rs
+	if wrap != nil {
+		st = wrap(rs)
+	}
+	orc := oracleremote.NewClient(servertest.Dial(t, addr, rpc.DialOptions{}))
+	c, err := txn.NewClient(ctx, st, orc, coord.TTLOnly{}, txn.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	f, err := observer.New(ctx, st, c, orc, coord.NewLocalLocker(), observer.Options{Logger: quiet, RetryBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &serverProc{client: c, f: f}
+}
+
+// TestRegistryVersionWithCommitTimestamp: over a server, a committer
+// re-reads the observer registry through its commit timestamp request
+// (the oracle returns the registry version it read after allocating). A
+// registration that lands between the writer's prewrite being built and
+// sent (so its backfill finds no lock) is seen by that re-read, and the
+// committer notifies the write itself.
+func TestRegistryVersionWithCommitTimestamp(t *testing.T) {
+	ctx := context.Background()
+	srv := servertest.Start(t, server.Options{Logger: quiet}, "")
+	h := &holdPrewrite{col: "in", reached: make(chan struct{}), release: make(chan struct{})}
+	writer := newServerProc(t, srv.Addr, func(rs *remote.Store) storage.Store { h.Store = rs; return h })
+	registrar := newServerProc(t, srv.Addr, nil)
+	done := make(chan error, 1)
+	go func() {
+		tx, err := writer.client.Begin(ctx)
+		if err == nil {
+			_ = tx.Set("r", "in", []byte("v"))
+			err = tx.Commit(ctx)
+		}
+		done <- err
+	}()
+	<-h.reached
+	var runs atomic.Int64
+	copyTo := func(ctx context.Context, tx *txn.Txn, row, col string) error {
+		v, err := tx.Get(ctx, row, col)
+		if err != nil {
+			return err
+		}
+		runs.Add(1)
+		return tx.Set(row, "out", v)
+	}
+	if err := registrar.f.Register(ctx, observer.Observer{Name: "o", Column: "in", Fn: copyTo}); err != nil {
+		t.Fatal(err)
+	}
+	close(h.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, err := registrar.f.Run(rctx, observer.WorkerOptions{Scanners: 1, Drain: true, MaxIdle: 5 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	tx, _ := registrar.client.BeginReadOnly(ctx)
+	got, err := tx.Get(ctx, "r", "out")
+	if err != nil || string(got) != "v" || runs.Load() != 1 {
+		t.Fatalf("out = %q (%v) after %d runs: the write that raced the registration was never notified", got, err, runs.Load())
+	}
+}

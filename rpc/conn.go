@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -115,6 +117,13 @@ func Dial(ctx context.Context, addr string, opts DialOptions) (*Conn, error) {
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(opts.MaxMessageSize), grpc.MaxCallSendMsgSize(opts.MaxMessageSize)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+		// Reconnect as often as Do retries: gRPC's default back-off (1s
+		// growing to 2 minutes) would leave a client idle for seconds after
+		// a restarted server is back, using up its retry budget.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: opts.DialTimeout,
+		}),
 	}
 	if opts.Token != "" {
 		dopts = append(dopts, grpc.WithPerRPCCredentials(tokenCreds{token: opts.Token}))
@@ -135,7 +144,12 @@ func Dial(ctx context.Context, addr string, opts DialOptions) (*Conn, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w: server %s unreachable: %v", ErrUnavailable, addr, status.Convert(err).Message())
+		msg := status.Convert(err).Message()
+		if tlsConf == nil && strings.Contains(msg, "server preface") {
+			// A TLS server closes a plaintext connection without a word.
+			msg += " (if the server serves TLS, dial it with its CA: DialOptions.CAFile)"
+		}
+		return nil, fmt.Errorf("%w: server %s unreachable: %s", ErrUnavailable, addr, msg)
 	}
 	return c, nil
 }
@@ -148,10 +162,11 @@ func (c *Conn) CallTimeout() time.Duration { return c.opts.CallTimeout }
 
 // Retryable reports whether a call's failure may pass if the call is sent
 // again: the server was unreachable, restarting or shutting down, or the
-// attempt's own deadline passed.
+// attempt's own deadline passed. ResourceExhausted is not: gRPC returns it
+// for a message over the size limit, which fails the same way every time.
 func Retryable(err error) bool {
 	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.ResourceExhausted:
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted:
 		return true
 	}
 	return false
@@ -201,11 +216,13 @@ func (c *Conn) Error(err error) error {
 	switch st.Code() {
 	case codes.InvalidArgument:
 		return fmt.Errorf("%w: %s", storage.ErrInvalidArgument, st.Message())
+	case codes.ResourceExhausted:
+		return fmt.Errorf("%w: message over the size limit (server %s): %s", storage.ErrInvalidArgument, c.Addr, st.Message())
 	case codes.Unauthenticated:
 		return fmt.Errorf("%w: server %s: %s", ErrUnauthenticated, c.Addr, st.Message())
 	case codes.Canceled:
 		return fmt.Errorf("%w: %s", context.Canceled, st.Message())
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.ResourceExhausted:
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted:
 		return fmt.Errorf("%w: server %s: %s", ErrUnavailable, c.Addr, st.Message())
 	}
 	return fmt.Errorf("rpc: server %s: %s: %s", c.Addr, st.Code(), st.Message())

@@ -14,7 +14,10 @@
 //     closed. The handler has run by then (a gRPC server sends no frame on
 //     a stream before its handler produces one), so the client sees
 //     codes.Unavailable for a call the server applied. Dropped counts the
-//     responses lost this way.
+//     responses lost this way. DropNextResponseThenRefuse does the same and,
+//     with the drop, refuses new connections as SetRefuse(true): the
+//     client's retry waits until the test calls SetRefuse(false), having
+//     restarted the server or written through another client meanwhile.
 //  3. Cut closes every current connection (a network failure: the client
 //     sees Unavailable, the server sees its stream's context canceled).
 //     SetRefuse(true) closes each new connection at once without dialing

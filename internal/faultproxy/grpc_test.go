@@ -227,3 +227,26 @@ func TestGRPCConcurrentCallsUnderFaults(t *testing.T) {
 		e.mustCheck(t, grpc.WaitForReady(true))
 	}
 }
+
+// DropNextResponseThenRefuse: the call is applied and its reply lost, and
+// no retry reaches the server until the test lets it.
+func TestGRPCDropThenRefuseHoldsTheRetry(t *testing.T) {
+	e := newGRPCEnv(t)
+	e.mustCheck(t)
+	e.proxy.DropNextResponseThenRefuse()
+	expectCode(t, e.check(t, ""), codes.Unavailable)
+	e.expectRan(t, 2)
+	for range 3 { // retries are refused, never run
+		expectCode(t, e.check(t, ""), codes.Unavailable)
+	}
+	e.expectRan(t, 2)
+	if n := e.proxy.Dropped(); n != 1 {
+		t.Fatalf("Dropped() = %d, want 1", n)
+	}
+
+	e.proxy.SetRefuse(false)
+	e.mustCheck(t, grpc.WaitForReady(true))
+	e.expectRan(t, 3)
+	e.mustCheck(t) // disarmed: the next reply passes
+	e.expectRan(t, 4)
+}

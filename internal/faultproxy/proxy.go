@@ -37,10 +37,12 @@ type Proxy struct {
 		// epoch counts Cuts. A connection accepted in an earlier epoch is
 		// closed, not tracked, when its dial completes: the Cut came while
 		// it was dialing and could not see it.
-		epoch   uint64
-		armed   bool // Invariant: cleared by the frame it drops.
-		dropped int
-		links   map[*link]struct{} // Invariant: the links whose serve has not returned.
+		epoch uint64
+		armed bool // Invariant: cleared by the frame it drops.
+		// refuseOnDrop: the frame armed drops also sets refuse.
+		refuseOnDrop bool
+		dropped      int
+		links        map[*link]struct{} // Invariant: the links whose serve has not returned.
 	}
 }
 
@@ -99,7 +101,17 @@ func (p *Proxy) Close() error {
 func (p *Proxy) DropNextResponse() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.mu.armed = true
+	p.mu.armed, p.mu.refuseOnDrop = true, false
+}
+
+// DropNextResponseThenRefuse arms the proxy as DropNextResponse does, and
+// the drop also sets refuse (SetRefuse(true)) in the same step: no retry of
+// the lost call can reach the target until SetRefuse(false), so a test can
+// act in between (restart the server, write through another client).
+func (p *Proxy) DropNextResponseThenRefuse() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mu.armed, p.mu.refuseOnDrop = true, true
 }
 
 // Dropped returns how many responses the proxy has dropped.
@@ -134,8 +146,9 @@ func (p *Proxy) SetRefuse(refuse bool) {
 	p.mu.refuse = refuse
 }
 
-// takeArm reports whether the proxy is armed, and disarms it and counts a
-// drop if it was. The caller must then drop the frame.
+// takeArm reports whether the proxy is armed, and disarms it, counts a
+// drop and, if so armed, refuses new connections if it was. The caller
+// must then drop the frame.
 func (p *Proxy) takeArm() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -144,6 +157,9 @@ func (p *Proxy) takeArm() bool {
 	}
 	p.mu.armed = false
 	p.mu.dropped++
+	if p.mu.refuseOnDrop {
+		p.mu.refuse = true
+	}
 	return true
 }
 

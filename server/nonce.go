@@ -69,16 +69,22 @@ type nonceTable struct {
 type nonceGroup struct {
 	// mark: calls below it are refused. Only grows.
 	mark uint64
-	// last is the time of the group's last call (or of the load).
-	last  time.Time
-	calls map[uint64]*nonceCall
+	// last is when the group's last call began or ended (or the load).
+	last time.Time
+	// running counts the group's calls whose apply has not returned.
+	// Invariant: a group with running > 0 does not expire.
+	running int
+	calls   map[uint64]*nonceCall
 }
 
-// nonceCall is one numbered call: running until done is closed; then
-// result holds its result (a failed call is removed before done closes).
+// nonceCall is one numbered call: running until done is closed; then ok
+// tells whether it succeeded, and result holds its result (a failed call
+// is removed before done closes). ok and result are written before done
+// is closed and never after.
 type nonceCall struct {
 	hash   [hashLen]byte
 	done   chan struct{}
+	ok     bool
 	result []byte
 }
 
@@ -117,7 +123,7 @@ func (t *nonceTable) load(ctx context.Context) error {
 			t.mu.gc = append(t.mu.gc, pebble.Record{Key: bytes.Clone(k), Delete: true})
 			return true
 		}
-		c := &nonceCall{done: make(chan struct{}), result: bytes.Clone(v[hashLen:])}
+		c := &nonceCall{done: make(chan struct{}), ok: true, result: bytes.Clone(v[hashLen:])}
 		copy(c.hash[:], v)
 		close(c.done)
 		grp.calls[seq] = c
@@ -179,24 +185,16 @@ func (t *nonceTable) do(ctx context.Context, g [GroupLen]byte, seq, low uint64, 
 		case <-ctx.Done():
 			return nil, false, ctx.Err()
 		}
-		t.mu.Lock()
-		res, ok := wait.result, t.lookup(g, seq) == wait
-		t.mu.Unlock()
-		if ok {
-			return res, true, nil
+		// The outcome is the call's own, not the table's: a mark raised
+		// since may already have dropped the call from the table.
+		if wait.ok {
+			return wait.result, true, nil
 		}
 		// The call failed and was removed: run it again.
 	}
 }
 
 var errInvalidNonce = errors.New("invalid nonce")
-
-func (t *nonceTable) lookup(g [GroupLen]byte, seq uint64) *nonceCall {
-	if grp := t.mu.groups[g]; grp != nil {
-		return grp.calls[seq]
-	}
-	return nil
-}
 
 // begin claims (g, seq) for a new run (c), or returns the call to wait for
 // or replay (wait, possibly already done).
@@ -222,6 +220,7 @@ func (t *nonceTable) begin(g [GroupLen]byte, seq, low uint64, hash [hashLen]byte
 	}
 	c = &nonceCall{hash: hash, done: make(chan struct{})}
 	grp.calls[seq] = c
+	grp.running++
 	t.mu.size++
 	return c, nil, nil
 }
@@ -231,13 +230,16 @@ func (t *nonceTable) begin(g [GroupLen]byte, seq, low uint64, hash [hashLen]byte
 func (t *nonceTable) finish(g [GroupLen]byte, seq uint64, c *nonceCall, result []byte, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err != nil {
-		if grp := t.mu.groups[g]; grp != nil && grp.calls[seq] == c {
+	if grp := t.mu.groups[g]; grp != nil { // a group with a call running stays
+		grp.running--
+		grp.last = t.now()
+		if err != nil && grp.calls[seq] == c {
 			delete(grp.calls, seq)
 			t.mu.size--
 		}
-	} else {
-		c.result = result
+	}
+	if err == nil {
+		c.ok, c.result = true, result
 	}
 	close(c.done)
 }
@@ -271,7 +273,7 @@ func (t *nonceTable) flush(ctx context.Context) error {
 	now := t.now()
 	t.mu.Lock()
 	for g, grp := range t.mu.groups {
-		if now.Sub(grp.last) <= t.grace {
+		if grp.running > 0 || now.Sub(grp.last) <= t.grace {
 			continue
 		}
 		for seq := range grp.calls {

@@ -115,9 +115,16 @@ func cells(t *testing.T, srv *servertest.Server, row []byte) string {
 // nonce table (percolator_nonce_replays_total).
 func replays(t *testing.T, srv *servertest.Server, method string) float64 {
 	t.Helper()
+	return metric(t, srv, fmt.Sprintf("percolator_nonce_replays_total{method=%q}", method))
+}
+
+// metric returns the value of the sample named series (name{labels}), 0
+// if absent.
+func metric(t *testing.T, srv *servertest.Server, series string) float64 {
+	t.Helper()
 	rec := httptest.NewRecorder()
 	srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	prefix := fmt.Sprintf("percolator_nonce_replays_total{method=%q} ", method)
+	prefix := series + " "
 	sc := bufio.NewScanner(rec.Body)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
@@ -279,5 +286,70 @@ func TestLostReplyAcrossRestart(t *testing.T) {
 				t.Errorf("the restarted server answered %v %s calls from its nonce table, want 1", n, c.name)
 			}
 		})
+	}
+}
+
+// expire waits until the server has forgotten every nonce group.
+func expire(t *testing.T, srv *servertest.Server) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for metric(t, srv, "percolator_nonce_table_groups") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the nonce group did not expire")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+var shortGrace = server.Options{NonceGrace: 300 * time.Millisecond, FlushInterval: 5 * time.Millisecond}
+
+// A client idle past the server's NonceGrace finds its group forgotten;
+// its next call, refused on its first attempt (so never applied), opens a
+// new group and goes through.
+func TestExpiredGroupIsReopened(t *testing.T) {
+	srv := servertest.Start(t, shortGrace, "")
+	st := servertest.Store(t, servertest.Dial(t, srv.Addr, rpc.DialOptions{}), remote.Options{})
+	ctx := context.Background()
+	if n, err := st.Increment(ctx, []byte("ctr"), "c", "n", 1); err != nil || n != 1 {
+		t.Fatalf("Increment = %d, %v", n, err)
+	}
+	expire(t, srv)
+	if n, err := st.Increment(ctx, []byte("ctr"), "c", "n", 1); err != nil || n != 2 {
+		t.Fatalf("Increment after the group expired = %d, %v; want 2", n, err)
+	}
+}
+
+// Calls refused together for one expired group open one new group between
+// them, not one each (a group opened by one call must not be replaced,
+// its numbering restarted, under the calls another has begun in it).
+func TestConcurrentCallsAfterExpiryShareOneNewGroup(t *testing.T) {
+	srv := servertest.Start(t, shortGrace, "")
+	st := servertest.Store(t, servertest.Dial(t, srv.Addr, rpc.DialOptions{}), remote.Options{})
+	ctx := context.Background()
+	if _, err := st.Increment(ctx, []byte("ctr"), "c", "n", 1); err != nil {
+		t.Fatal(err)
+	}
+	expire(t, srv)
+	const callers = 16
+	start := make(chan struct{})
+	errs := make(chan error, callers)
+	for range callers {
+		go func() {
+			<-start
+			_, err := st.Increment(ctx, []byte("ctr"), "c", "n", 1)
+			errs <- err
+		}()
+	}
+	close(start)
+	for range callers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := counter(t, srv, "ctr"); c != 1+callers {
+		t.Fatalf("counter %d, want %d", c, 1+callers)
+	}
+	if g := metric(t, srv, "percolator_nonce_table_groups"); g > 1 {
+		t.Fatalf("%v groups after the concurrent calls, want 1", g)
 	}
 }

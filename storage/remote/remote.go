@@ -30,6 +30,10 @@ type Store struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 
+	// renewMu serializes group renewals: calls refused together for one
+	// expired group open one new group between them.
+	renewMu sync.Mutex
+
 	mu struct {
 		sync.Mutex
 		group [16]byte
@@ -81,6 +85,21 @@ func (s *Store) openGroup(ctx context.Context) error {
 	clear(s.mu.outstanding)
 	s.mu.Unlock()
 	return nil
+}
+
+// renewGroup replaces the group old, which the server no longer knows,
+// unless another call has replaced it already: opening another would
+// restart the numbering under the calls begun in the new one.
+func (s *Store) renewGroup(ctx context.Context, old [16]byte) error {
+	s.renewMu.Lock()
+	defer s.renewMu.Unlock()
+	s.mu.Lock()
+	current := s.mu.group
+	s.mu.Unlock()
+	if current != old {
+		return nil
+	}
+	return s.openGroup(ctx)
 }
 
 // nonce numbers one call.
@@ -157,7 +176,7 @@ func (s *Store) once(ctx context.Context, call func(ctx context.Context, n *rpcp
 		if last > 0 || renewed {
 			return fmt.Errorf("%w: the server no longer knows this client's nonce group: %v", rpc.ErrOutcomeUnknown, err)
 		}
-		if gerr := s.openGroup(ctx); gerr != nil {
+		if gerr := s.renewGroup(ctx, n.group); gerr != nil {
 			return gerr
 		}
 	}

@@ -57,6 +57,10 @@ type nonceTable struct {
 	grace time.Duration
 	now   func() time.Time
 
+	// flushMu serializes flushes, so that marks reach the store in the
+	// order they rose.
+	flushMu sync.Mutex
+
 	mu struct {
 		sync.Mutex
 		groups map[[GroupLen]byte]*nonceGroup
@@ -270,6 +274,8 @@ func (t *nonceTable) raiseMarkLocked(g [GroupLen]byte, grp *nonceGroup, low uint
 // mark and the deletions it allows go together), and expires groups idle
 // past the grace period.
 func (t *nonceTable) flush(ctx context.Context) error {
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
 	now := t.now()
 	t.mu.Lock()
 	for g, grp := range t.mu.groups {

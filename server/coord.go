@@ -99,12 +99,13 @@ func (c *coordService) sweep() {
 	}
 }
 
+// checkTTL bounds the lease asked for, in milliseconds before converting:
+// a huge value would overflow the Duration and could wrap into range.
 func checkTTL(ms int64) (time.Duration, error) {
-	d := time.Duration(ms) * time.Millisecond
-	if d < MinSessionTTL || d > MaxSessionTTL {
-		return 0, status.Errorf(codes.InvalidArgument, "session ttl %v outside [%v, %v]", d, MinSessionTTL, MaxSessionTTL)
+	if ms < MinSessionTTL.Milliseconds() || ms > MaxSessionTTL.Milliseconds() {
+		return 0, status.Errorf(codes.InvalidArgument, "session ttl %dms outside [%v, %v]", ms, MinSessionTTL, MaxSessionTTL)
 	}
-	return d, nil
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // OpenSession implements rpcpb.CoordServer.

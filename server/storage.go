@@ -61,6 +61,18 @@ func checkMutations(ms []*rpcpb.Mutation, what string) error {
 	return nil
 }
 
+// firstError returns the first of errs that is not nil: each is a status
+// already, which errors.Join would wrap into a status whose message
+// repeats "rpc error: code = ..." before what is wrong.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func checkRow(row []byte) error {
 	if len(row) == 0 {
 		return status.Error(codes.InvalidArgument, "empty row key")
@@ -70,7 +82,7 @@ func checkRow(row []byte) error {
 
 // ReadRow implements rpcpb.StorageServer.
 func (s *storageService) ReadRow(ctx context.Context, req *rpcpb.ReadRowRequest) (*rpcpb.ReadRowResponse, error) {
-	if err := errors.Join(checkRow(req.Row), checkFilter(req.Filter, "filter")); err != nil {
+	if err := firstError(checkRow(req.Row), checkFilter(req.Filter, "filter")); err != nil {
 		return nil, err
 	}
 	row, err := s.st().ReadRow(ctx, req.Row, rpc.FilterFromPB(req.Filter))
@@ -185,7 +197,7 @@ func records(rec recorder, result []byte) []pebble.Record {
 
 // Mutate implements rpcpb.StorageServer.
 func (s *storageService) Mutate(ctx context.Context, req *rpcpb.MutateRequest) (*rpcpb.MutateResponse, error) {
-	if err := errors.Join(checkRow(req.Row), checkMutations(req.Mutations, "mutations")); err != nil {
+	if err := firstError(checkRow(req.Row), checkMutations(req.Mutations, "mutations")); err != nil {
 		return nil, err
 	}
 	_, replayed, err := s.once(ctx, "Mutate", req, &req.Nonce, func(rec recorder) ([]byte, error) {
@@ -199,7 +211,7 @@ func (s *storageService) Mutate(ctx context.Context, req *rpcpb.MutateRequest) (
 
 // CheckAndMutate implements rpcpb.StorageServer.
 func (s *storageService) CheckAndMutate(ctx context.Context, req *rpcpb.CheckAndMutateRequest) (*rpcpb.CheckAndMutateResponse, error) {
-	if err := errors.Join(checkRow(req.Row), checkFilter(req.Predicate, "predicate"),
+	if err := firstError(checkRow(req.Row), checkFilter(req.Predicate, "predicate"),
 		checkMutations(req.IfTrue, "if_true"), checkMutations(req.IfFalse, "if_false")); err != nil {
 		return nil, err
 	}
@@ -242,7 +254,7 @@ func (s *storageService) MutateRows(ctx context.Context, req *rpcpb.MutateRowsRe
 		if r == nil {
 			return nil, status.Errorf(codes.InvalidArgument, "row %d is empty", i)
 		}
-		if err := errors.Join(checkRow(r.Row), checkMutations(r.Mutations, fmt.Sprintf("row %d", i))); err != nil {
+		if err := firstError(checkRow(r.Row), checkMutations(r.Mutations, fmt.Sprintf("row %d", i))); err != nil {
 			return nil, err
 		}
 		rows[i] = storage.RowMutation{Row: r.Row, Mutations: rpc.MutationsFromPB(r.Mutations)}

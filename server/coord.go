@@ -1,8 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"sync"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
+	"github.com/seed-992972ee/percolator/storage/pebble"
 )
 
 // Session lease bounds a client may ask for.
@@ -26,12 +29,25 @@ const (
 // session is reported alive (it may not have renewed yet). See doc.go,
 // "Liveness".
 //
-// Concurrency: mu guards every field of mu; expiry is judged on the
-// server's monotonic clock.
+// The grace is RestartGrace, or the longest lease any server of this store
+// granted if that is longer: a lease granted before the restart may run
+// that long, and its holder, its Check passing, must not be reported dead
+// meanwhile. The longest lease is recorded durably before a session
+// holding it is opened.
+//
+// Concurrency: mu guards every field of mu; leaseMu serializes raising
+// the recorded lease; expiry is judged on the server's monotonic clock.
 type coordService struct {
 	rpcpb.UnimplementedCoordServer
 	srv   *Server
 	start time.Time
+	// grace: how long after start owners without a session are alive.
+	grace time.Duration
+
+	leaseMu sync.Mutex
+	// longest is the longest lease recorded in the store. Guarded by
+	// leaseMu; only grows.
+	longest time.Duration
 
 	mu struct {
 		sync.Mutex
@@ -48,12 +64,43 @@ type session struct {
 	locks     map[string]struct{}
 }
 
-func newCoord(s *Server) *coordService {
+// longestLeaseKey is the record (pebble.Record, beside the nonce table's)
+// of the longest lease granted, in milliseconds (8 bytes).
+var longestLeaseKey = []byte("Llongest")
+
+// openCoord starts the lock service, its grace covering every lease the
+// store's earlier servers granted.
+func openCoord(ctx context.Context, s *Server) (*coordService, error) {
 	c := &coordService{srv: s, start: time.Now()}
+	err := s.store.ScanRecords(ctx, longestLeaseKey, func(k, v []byte) bool {
+		if bytes.Equal(k, longestLeaseKey) && len(v) == 8 {
+			c.longest = time.Duration(binary.BigEndian.Uint64(v)) * time.Millisecond
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.grace = max(s.opts.RestartGrace, c.longest)
 	c.mu.sessions = map[string]*session{}
 	c.mu.owners = map[string]int{}
 	c.mu.locks = map[string]string{}
-	return c
+	return c, nil
+}
+
+// recordLease records ttl durably if it is the longest lease yet.
+func (c *coordService) recordLease(ctx context.Context, ttl time.Duration) error {
+	c.leaseMu.Lock()
+	defer c.leaseMu.Unlock()
+	if ttl <= c.longest {
+		return nil
+	}
+	v := binary.BigEndian.AppendUint64(nil, uint64(ttl.Milliseconds()))
+	if err := c.srv.store.WriteRecords(ctx, []pebble.Record{{Key: longestLeaseKey, Value: v}}, true); err != nil {
+		return err
+	}
+	c.longest = ttl
+	return nil
 }
 
 func (c *coordService) size() (sessions, locks int) {
@@ -109,13 +156,16 @@ func checkTTL(ms int64) (time.Duration, error) {
 }
 
 // OpenSession implements rpcpb.CoordServer.
-func (c *coordService) OpenSession(_ context.Context, req *rpcpb.OpenSessionRequest) (*rpcpb.OpenSessionResponse, error) {
+func (c *coordService) OpenSession(ctx context.Context, req *rpcpb.OpenSessionRequest) (*rpcpb.OpenSessionResponse, error) {
 	if req.Owner == "" || len(req.Owner) > maxKeyLen {
 		return nil, status.Error(codes.InvalidArgument, "session owner must be 1 to 4096 bytes")
 	}
 	ttl, err := checkTTL(req.TtlMs)
 	if err != nil {
 		return nil, err
+	}
+	if err := c.recordLease(ctx, ttl); err != nil {
+		return nil, c.srv.status(err)
 	}
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -153,8 +203,8 @@ func (c *coordService) CloseSession(_ context.Context, req *rpcpb.CloseSessionRe
 }
 
 // Alive implements rpcpb.CoordServer: an owner is alive while it has a
-// live session, and, during the restart grace, when it has none (its
-// session may have been lost with the server's memory).
+// live session, and, during the restart grace (see coordService), when it
+// has none (its session may have been lost with the server's memory).
 func (c *coordService) Alive(_ context.Context, req *rpcpb.AliveRequest) (*rpcpb.AliveResponse, error) {
 	now := time.Now()
 	c.mu.Lock()
@@ -166,7 +216,7 @@ func (c *coordService) Alive(_ context.Context, req *rpcpb.AliveRequest) (*rpcpb
 			}
 		}
 	}
-	return &rpcpb.AliveResponse{Alive: now.Sub(c.start) < c.srv.opts.RestartGrace}, nil
+	return &rpcpb.AliveResponse{Alive: now.Sub(c.start) < c.grace}, nil
 }
 
 // TryLock implements rpcpb.CoordServer: an advisory lock held by the

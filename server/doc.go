@@ -32,8 +32,11 @@
 //     between embedded and served use without going back either.
 //  5. An owner is alive while it has a live session. Sessions live in
 //     memory: after a restart, an owner without one is reported alive for
-//     RestartGrace (default: the default lease), long enough for every
-//     live client to open a new session at its next renewal.
+//     RestartGrace (default: the default lease), or for the longest lease
+//     any server of the store granted if that is longer (recorded durably
+//     before it is granted): every lease granted before the restart has
+//     run out by then, and every live client has opened a new session at
+//     its next renewal.
 //
 // # Nonces
 //

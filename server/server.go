@@ -55,7 +55,9 @@ type Options struct {
 	NonceGrace time.Duration
 	// RestartGrace: how long after start an owner without a session is
 	// reported alive (its session was lost with the server's memory and it
-	// has not renewed yet). Default 10s, the default session lease.
+	// has not renewed yet): at least this, and at least the longest lease
+	// any server of this store granted. Default 10s, the default session
+	// lease.
 	RestartGrace time.Duration
 	// MaxMessageSize bounds a request or response. Default 64 MiB.
 	MaxMessageSize int
@@ -137,7 +139,11 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 		_ = st.Close()
 		return nil, fmt.Errorf("server: loading the nonce table: %w", err)
 	}
-	s.coord = newCoord(s)
+	if s.coord, err = openCoord(ctx, s); err != nil {
+		_ = s.alloc.Close()
+		_ = st.Close()
+		return nil, fmt.Errorf("server: reading the longest lease: %w", err)
+	}
 	s.metrics = newMetrics(s)
 	s.health = health.NewServer()
 	sopts := []grpc.ServerOption{

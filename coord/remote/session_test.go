@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/seed-992972ee/percolator/coord/remote"
 	"github.com/seed-992972ee/percolator/internal/faultproxy"
 	"github.com/seed-992972ee/percolator/rpc"
@@ -200,6 +202,28 @@ func TestRestart(t *testing.T) {
 	for end := time.Now().Add(2 * ttl); time.Now().Before(end); time.Sleep(ttl / 10) {
 		if !alive(t, obs, "worker") || s.Check() != nil {
 			t.Fatalf("after the restart: alive=%v, Check=%v", alive(t, obs, "worker"), s.Check())
+		}
+	}
+}
+
+// TestRestartWithLongLease: after a restart (a power cut), the server
+// never reports an owner dead while the process can still prove itself
+// alive (Check passes) by a lease granted before the restart, even a lease
+// longer than the server's RestartGrace: the grace then lasts that lease.
+func TestRestartWithLongLease(t *testing.T) {
+	const grace = 300 * time.Millisecond
+	fs := vfs.NewCrashableMem()
+	o := opts
+	o.FS, o.Dir, o.RestartGrace = fs, "/db", grace
+	srv := servertest.Start(t, o, "")
+	s := open(t, servertest.Dial(t, srv.Addr, rpc.DialOptions{}), "worker", time.Minute)
+	o.FS = fs.CrashClone(vfs.CrashCloneCfg{})
+	srv.Kill()
+	srv = servertest.Start(t, o, srv.Addr)
+	obs := servertest.Dial(t, srv.Addr, rpc.DialOptions{})
+	for end := time.Now().Add(4 * grace); time.Now().Before(end); time.Sleep(grace / 20) {
+		if s.Check() == nil && !alive(t, obs, "worker") {
+			t.Fatal("Check passes while the server reports the owner dead")
 		}
 	}
 }

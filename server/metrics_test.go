@@ -14,6 +14,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	oracleremote "github.com/seed-992972ee/percolator/oracle/remote"
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
 	"github.com/seed-992972ee/percolator/server"
@@ -180,5 +181,37 @@ func TestShutdownDeadline(t *testing.T) {
 	}
 	if _, err := drain(stream); err == nil {
 		t.Fatal("the Scan cut by Shutdown's deadline ended cleanly")
+	}
+}
+
+// TestShutdownEndsIdleOracleStream: a client's oracle stream lives as
+// long as the client; Shutdown must end it, not wait for it, even while
+// the client has no request in flight.
+func TestShutdownEndsIdleOracleStream(t *testing.T) {
+	srv := servertest.Start(t, server.Options{}, "")
+	conn := servertest.Dial(t, srv.Addr, rpc.DialOptions{})
+	backend := oracleremote.New(conn)
+	defer backend.Close()
+	if _, err := backend.Allocate(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		c, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		done <- srv.Shutdown(c)
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Shutdown still waits for an idle oracle stream after 10s")
+	}
+	c, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := backend.Allocate(c, 1); err == nil {
+		t.Fatal("Allocate after Shutdown succeeded")
 	}
 }

@@ -117,6 +117,7 @@ func (s *Session) renewLoop() {
 	every := s.ttl / 3
 	t := time.NewTimer(every)
 	defer t.Stop()
+	failing := 0
 	for {
 		select {
 		case <-s.stop:
@@ -125,8 +126,15 @@ func (s *Session) renewLoop() {
 		}
 		next := every
 		if err := s.renew(); err != nil {
-			s.log.Warn("coord: session renewal failed", "owner", s.owner, "err", err)
+			// One warning per outage, not one per attempt.
+			if failing == 0 {
+				s.log.Warn("coord: session renewal failing; retrying", "owner", s.owner, "err", err)
+			}
+			failing++
 			next = s.ttl / 10
+		} else if failing > 0 {
+			s.log.Info("coord: session renewed again", "owner", s.owner, "failed_attempts", failing)
+			failing = 0
 		}
 		t.Reset(next)
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -452,5 +453,33 @@ func TestReadCommandsOverServer(t *testing.T) {
 	}
 	if out, errOut, code := runCLI(t, "locks", "--server", taddr, "--token-file", tok); code != 0 || !strings.Contains(out, "0 locks") {
 		t.Errorf("with the token: exit %d %s%s", code, out, errOut)
+	}
+}
+
+// TestBenchServer runs the server figures at a small scale: each completes
+// and prints its ratio.
+func TestBenchServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("benchmark smoke test")
+	}
+	dir, addr := t.TempDir(), freeAddr(t)
+	serveProc(t, dir, addr)
+	out, errOut, code := runCLI(t, "bench", "--server", addr, "--duration", "400ms", "--keys", "200", "--writers", "8")
+	if code != 0 {
+		t.Fatalf("bench --server: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, re := range []string{
+		`oracle: +[0-9]+ timestamps/s from 4 processes x 64 goroutines .* mean batch [0-9.]+, [0-9]+ requests/s;\n +empty unary calls: [0-9]+/s one in flight per process .*: [0-9.]+x of calls x batch \(target >= 0.8x: (met|MISSED)\); [0-9]+/s from all 4 x 64 goroutines: [0-9.]+x`,
+		`reads: +[0-9]+ reads/s in read-only txns .* vs [0-9]+ raw ReadRow RPCs/s at 8 readers: ratio [0-9.]+x`,
+		`writes: +[0-9]+ txn/s vs [0-9]+ raw durable Mutate RPCs/s at 8 writers, 100-byte values: ratio [0-9.]+x`,
+		`nonces: +[0-9]+ Increments/s with nonces vs [0-9]+ without at 8 callers: ratio [0-9.]+x`,
+		`targets: [0-9] met, [0-9] missed`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("bench --server output lacks %s:\n%s", re, out)
+		}
+	}
+	if _, _, code := runCLI(t, "bench", "--server", addr, "--only", "bank"); code != 2 {
+		t.Errorf("--only bank with --server: exit %d, want 2", code)
 	}
 }

@@ -92,6 +92,7 @@ type Server struct {
 	store   *pebble.Store
 	alloc   *oracle.Allocator
 	nonces  *nonceTable
+	locks   *presence // the lock family's index (presence.go)
 	coord   *coordService
 	metrics *metrics
 	grpc    *grpc.Server
@@ -125,6 +126,16 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.store = st
+	// The lock index: its hook before its load, both before serving.
+	s.locks = newPresence(lockFamily)
+	if _, err := st.SetApplyHook(s.locks.apply); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	if err := s.locks.load(ctx, st); err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("server: loading the lock index: %w", err)
+	}
 	s.alloc, err = oracle.OpenStoreAllocator(ctx, st, oracle.StoreOptions{
 		Owner: "server/" + coord.NewOwnerID(), Exclusive: true, Logger: s.log,
 		Recover: func(ctx context.Context) (uint64, error) { return txn.NewestTimestamp(ctx, st) },

@@ -85,7 +85,11 @@ func (s *storageService) ReadRow(ctx context.Context, req *rpcpb.ReadRowRequest)
 	if err := firstError(checkRow(req.Row), checkFilter(req.Filter, "filter")); err != nil {
 		return nil, err
 	}
-	row, err := s.st().ReadRow(ctx, req.Row, rpc.FilterFromPB(req.Filter))
+	filter := s.srv.locks.prune(req.Row, rpc.FilterFromPB(req.Filter))
+	if len(filter) == 0 && len(req.Filter) > 0 {
+		return &rpcpb.ReadRowResponse{}, nil // only locks asked for, and none held
+	}
+	row, err := s.st().ReadRow(ctx, req.Row, filter)
 	if err != nil {
 		return nil, s.srv.status(err)
 	}

@@ -1,0 +1,161 @@
+package server
+
+import (
+	"context"
+	"hash/maphash"
+	"slices"
+	"sync"
+
+	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/txn"
+)
+
+// presence is the server's in-memory index of the cells of the lock family
+// (DESIGN: a store that one process owns may keep the locks in memory, so
+// the mandatory lock check costs a map lookup). Every transactional read
+// asks for a cell's locks beside its write records; most cells have none,
+// but on Pebble a column whose locks were all erased still costs the read
+// a walk over their deletion markers until a compaction drops them. A
+// ReadRow selector on the lock family that the index says selects nothing
+// is dropped before the store is read.
+//
+// Invariants:
+//
+//  1. The index is changed only by the store's apply hook, under the row's
+//     latch, after the write is visible and durable, in the order of the
+//     row's writes; it was loaded from the lock family after the hook was
+//     installed (at Open, before serving). A cell in the store is
+//     therefore in the index from the moment its write returns to its
+//     caller; a cell the index holds may already be gone (a deletion whose
+//     hook has not run), which only costs a read.
+//  2. Dropping a selector is safe for a read at any start_ts T: a lock the
+//     index cannot see yet belongs to a prewrite still in flight (its
+//     CheckAndMutate has not returned), whose transaction cannot have a
+//     commit timestamp yet, so none below T: the read may order itself
+//     before that prewrite, as a read that reached the store a moment
+//     earlier would have.
+//
+// Concurrency: shards of the (row, qualifier) → timestamps map, each
+// under its own lock.
+type presence struct {
+	family string
+	seed   maphash.Seed
+	shards [64]struct {
+		sync.RWMutex
+		m map[string]map[string][]uint64 // row → qualifier → timestamps, sorted
+	}
+}
+
+func newPresence(family string) *presence {
+	p := &presence{family: family, seed: maphash.MakeSeed()}
+	for i := range p.shards {
+		p.shards[i].m = map[string]map[string][]uint64{}
+	}
+	return p
+}
+
+func (p *presence) shard(row []byte) int { return int(maphash.Bytes(p.seed, row) % uint64(len(p.shards))) }
+
+// apply is the store's apply hook.
+func (p *presence) apply(row []byte, ms []storage.Mutation) {
+	var sh *struct {
+		sync.RWMutex
+		m map[string]map[string][]uint64
+	}
+	for i := range ms {
+		m := &ms[i]
+		if m.Kind != storage.DeleteRow && m.Family != p.family {
+			continue
+		}
+		if sh == nil {
+			sh = &p.shards[p.shard(row)]
+			sh.Lock()
+			defer sh.Unlock()
+		}
+		cols := sh.m[string(row)]
+		switch m.Kind {
+		case storage.DeleteRow:
+			delete(sh.m, string(row))
+			continue
+		case storage.Put:
+			if cols == nil {
+				cols = map[string][]uint64{}
+				sh.m[string(row)] = cols
+			}
+			ts := cols[m.Qualifier]
+			if i, found := slices.BinarySearch(ts, m.TS); !found {
+				cols[m.Qualifier] = slices.Insert(ts, i, m.TS)
+			}
+		case storage.DeleteCells:
+			ts := slices.DeleteFunc(cols[m.Qualifier], m.Time.Contains)
+			if len(ts) == 0 {
+				delete(cols, m.Qualifier)
+			} else {
+				cols[m.Qualifier] = ts
+			}
+		}
+		if len(cols) == 0 {
+			delete(sh.m, string(row))
+		}
+	}
+}
+
+// load adds every cell of the family in st.
+func (p *presence) load(ctx context.Context, st storage.Store) error {
+	return st.Scan(ctx, nil, nil, storage.Filter{{Family: p.family, AllQualifiers: true}}, 0, func(r storage.Row) bool {
+		ms := make([]storage.Mutation, len(r.Cells))
+		for i, c := range r.Cells {
+			ms[i] = storage.SetCell(p.family, c.Qualifier, c.TS, nil)
+		}
+		p.apply(r.Key, ms)
+		return true
+	})
+}
+
+// selects reports whether sel may select a cell of row.
+func (p *presence) selects(row []byte, sel *storage.Selector) bool {
+	sh := &p.shards[p.shard(row)]
+	sh.RLock()
+	defer sh.RUnlock()
+	cols := sh.m[string(row)]
+	if sel.AllQualifiers {
+		for _, ts := range cols {
+			if anyIn(ts, sel.Time) {
+				return true
+			}
+		}
+		return false
+	}
+	return anyIn(cols[sel.Qualifier], sel.Time)
+}
+
+func anyIn(ts []uint64, tr storage.TimeRange) bool {
+	i, _ := slices.BinarySearch(ts, tr.Start)
+	return i < len(ts) && (tr.End == 0 || ts[i] < tr.End)
+}
+
+// prune returns filter without its selectors of the indexed family that
+// select nothing in row (filter itself when it drops none).
+func (p *presence) prune(row []byte, filter storage.Filter) storage.Filter {
+	drop := -1
+	for i := range filter {
+		if filter[i].Family == p.family && !p.selects(row, &filter[i]) {
+			drop = i
+			break
+		}
+	}
+	if drop < 0 {
+		return filter
+	}
+	out := make(storage.Filter, 0, len(filter)-1)
+	out = append(out, filter[:drop]...)
+	for i := drop + 1; i < len(filter); i++ {
+		if filter[i].Family != p.family || p.selects(row, &filter[i]) {
+			out = append(out, filter[i])
+		}
+	}
+	return out
+}
+
+// lockFamily is the family the server indexes: the protocol's locks.
+const lockFamily = txn.FamilyLock

@@ -54,7 +54,9 @@ func newPresence(family string) *presence {
 	return p
 }
 
-func (p *presence) shard(row []byte) int { return int(maphash.Bytes(p.seed, row) % uint64(len(p.shards))) }
+func (p *presence) shard(row []byte) int {
+	return int(maphash.Bytes(p.seed, row) % uint64(len(p.shards)))
+}
 
 // apply is the store's apply hook.
 func (p *presence) apply(row []byte, ms []storage.Mutation) {

@@ -5,15 +5,23 @@ import (
 	"github.com/seed-992972ee/percolator/storage"
 )
 
-// FilterToPB converts a storage filter to its wire form.
+// FilterToPB converts a storage filter to its wire form (one allocation
+// for the selectors, one for their time ranges).
 func FilterToPB(f storage.Filter) []*rpcpb.Selector {
 	out := make([]*rpcpb.Selector, len(f))
+	sels := make([]rpcpb.Selector, len(f))
+	var times []rpcpb.TimeRange
 	for i := range f {
-		s := &f[i]
-		out[i] = &rpcpb.Selector{Family: []byte(s.Family), Qualifier: []byte(s.Qualifier), AllQualifiers: s.AllQualifiers, Limit: int32(s.Limit)}
+		s, pb := &f[i], &sels[i]
+		pb.Family, pb.Qualifier, pb.AllQualifiers, pb.Limit = []byte(s.Family), []byte(s.Qualifier), s.AllQualifiers, int32(s.Limit)
 		if s.Time != (storage.TimeRange{}) {
-			out[i].Time = &rpcpb.TimeRange{Start: s.Time.Start, End: s.Time.End}
+			if times == nil {
+				times = make([]rpcpb.TimeRange, len(f))
+			}
+			times[i].Start, times[i].End = s.Time.Start, s.Time.End
+			pb.Time = &times[i]
 		}
+		out[i] = pb
 	}
 	return out
 }

@@ -10,8 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
-	"github.com/seed-992972ee/percolator/rpc"
-	"github.com/seed-992972ee/percolator/rpc/rpcpb"
+	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/txn"
 )
 
@@ -68,8 +67,8 @@ func newMetrics(s *Server) *metrics {
 }
 
 // countBranch counts a CheckAndMutate as the protocol step it is.
-func (s *Server) countBranch(req *rpcpb.CheckAndMutateRequest, matched bool) {
-	if k := txn.ClassifyCAS(rpc.MutationsFromPB(req.IfTrue), rpc.MutationsFromPB(req.IfFalse), matched); k != "" {
+func (s *Server) countBranch(ifTrue, ifFalse []storage.Mutation, matched bool) {
+	if k := txn.ClassifyCAS(ifTrue, ifFalse, matched); k != "" {
 		s.metrics.cas.WithLabelValues(k).Inc()
 	}
 }

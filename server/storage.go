@@ -219,20 +219,14 @@ func (s *storageService) CheckAndMutate(ctx context.Context, req *rpcpb.CheckAnd
 		checkMutations(req.IfTrue, "if_true"), checkMutations(req.IfFalse, "if_false")); err != nil {
 		return nil, err
 	}
+	ifTrue, ifFalse := rpc.MutationsFromPB(req.IfTrue), rpc.MutationsFromPB(req.IfFalse)
 	res, replayed, err := s.once(ctx, "CheckAndMutate", req, &req.Nonce, func(rec recorder) ([]byte, error) {
-		var result []byte
-		matched, err := s.st().CheckAndMutateRecorded(ctx, req.Row, rpc.FilterFromPB(req.Predicate),
-			rpc.MutationsFromPB(req.IfTrue), rpc.MutationsFromPB(req.IfFalse), func(matched bool) []pebble.Record {
-				result = []byte{0}
-				if matched {
-					result[0] = 1
-				}
-				return records(rec, result)
-			})
+		matched, err := s.st().CheckAndMutateRecorded(ctx, req.Row, rpc.FilterFromPB(req.Predicate), ifTrue, ifFalse,
+			func(matched bool) []pebble.Record { return records(rec, []byte{boolByte(matched)}) })
 		if err != nil {
 			return nil, err
 		}
-		s.srv.countBranch(req, matched)
+		s.srv.countBranch(ifTrue, ifFalse, matched)
 		return []byte{boolByte(matched)}, nil
 	})
 	if err != nil {

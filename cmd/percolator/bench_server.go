@@ -40,8 +40,25 @@ func (cfg benchConfig) dial(ctx context.Context) (*rpc.Conn, error) {
 	return rpc.Dial(ctx, cfg.tg.server, rpc.DialOptions{Token: tok, CAFile: cfg.tg.tlsCA})
 }
 
-func (cfg benchConfig) openServerDB(ctx context.Context) (*percolator.DB, error) {
-	return cfg.tg.open(ctx, true)
+// openServerPair opens a DB on the server and, beside it, a raw remote
+// store without nonces: the two sides of a read or write figure.
+func (cfg benchConfig) openServerPair(ctx context.Context) (*percolator.DB, *remote.Store, func(), error) {
+	db, err := cfg.tg.open(ctx, true)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := cfg.dial(ctx)
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, nil, err
+	}
+	closeAll := func() { _ = conn.Close(); _ = db.Close() }
+	st, err := remote.New(ctx, conn, remote.Options{NoNonces: true})
+	if err != nil {
+		closeAll()
+		return nil, nil, nil, err
+	}
+	return db, st, closeAll, nil
 }
 
 // benchServerOracle: timestamps/s from 4 processes x 64 goroutines, beside
@@ -180,20 +197,11 @@ func runBenchClient(ctx context.Context, args []string, stdout, stderr io.Writer
 // raw ReadRow RPCs of the same rows (their newest write record, which
 // holds the value inline) at the same concurrency.
 func benchServerReads(ctx context.Context, cfg benchConfig, w io.Writer) error {
-	db, err := cfg.openServerDB(ctx)
+	db, st, closeAll, err := cfg.openServerPair(ctx)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	conn, err := cfg.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	st, err := remote.New(ctx, conn, remote.Options{NoNonces: true})
-	if err != nil {
-		return err
-	}
+	defer closeAll()
 	value := make([]byte, cfg.valueSize)
 	for i := 0; i < cfg.keys; i += 500 {
 		err := db.Update(ctx, func(tx *percolator.Txn) error {
@@ -249,20 +257,11 @@ func alternate(ctx context.Context, n int, d time.Duration, rawOp, txnOp func(*r
 // benchServerWrites: single-cell write transactions vs raw durable Mutate
 // RPCs (no nonce) of the same size at the same concurrency.
 func benchServerWrites(ctx context.Context, cfg benchConfig, w io.Writer) error {
-	db, err := cfg.openServerDB(ctx)
+	db, st, closeAll, err := cfg.openServerPair(ctx)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	conn, err := cfg.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	st, err := remote.New(ctx, conn, remote.Options{NoNonces: true})
-	if err != nil {
-		return err
-	}
+	defer closeAll()
 	value := make([]byte, cfg.valueSize)
 	rawOp := func(rng *rand.Rand) error {
 		return st.Mutate(ctx, []byte(serverKey(rng.IntN(1<<30))), storage.SetCell("rawbench", "v", 1, value))

@@ -212,24 +212,7 @@ func checkServerBank(t *testing.T, addr string, accounts int, acked []string) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	total, n, err := sumBalances(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != accounts || total != int64(accounts)*100 {
-		t.Fatalf("total %d over %d accounts, want %d over %d", total, n, accounts*100, accounts)
-	}
-	err = db.View(ctx, func(tx *percolator.Txn) error {
-		for _, row := range acked {
-			if _, err := tx.Get(ctx, row, "amount"); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("acknowledged transfer lost: %v", err)
-	}
+	checkBankTotals(ctx, t, db, accounts, acked)
 	// The killed clients' sessions expire within their lease (10s) and
 	// the server's restart grace (10s): then their locks resolve.
 	for {

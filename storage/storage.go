@@ -26,8 +26,27 @@ var (
 	ErrInUse = errors.New("storage: in use by another client")
 )
 
-// MaxTimestamp is the largest timestamp a cell may carry.
+// MaxTimestamp is the largest timestamp a cell may carry in any backend
+// that is not Limited.
 const MaxTimestamp = math.MaxUint64 - 1
+
+// Limited is an optional capability of a backend whose cells hold fewer
+// bits of timestamp than a uint64 (Bigtable keeps ts×1000 microseconds in
+// an int64): MaxTimestamp is the largest timestamp it stores, and a Put
+// above it is ErrInvalidArgument. A time range reaching above it selects
+// as if unbounded. The oracle's timestamps stay below every backend's
+// (oracle.MaxTimestamp).
+type Limited interface {
+	MaxTimestamp() uint64
+}
+
+// MaxTimestampOf returns the largest timestamp s stores.
+func MaxTimestampOf(s Store) uint64 {
+	if l, ok := s.(Limited); ok {
+		return l.MaxTimestamp()
+	}
+	return MaxTimestamp
+}
 
 // Cell is one timestamped version of one column of a row.
 type Cell struct {
@@ -266,6 +285,16 @@ type Cond func() (holds, decided bool)
 type Counted interface {
 	// ScanCounted is Scan, returning the keys visited.
 	ScanCounted(ctx context.Context, start, end []byte, filter Filter, limit int, fn func(Row) bool) (visited uint64, err error)
+}
+
+// SharedRows is an optional capability of a backend without locality
+// groups (Cloud Bigtable): its families share their rows' storage, so a
+// read or scan of one family reads every family of the rows it passes,
+// and a Counted scan counts them all. Protocol data that must be found
+// without reading its neighbours (notifications) is then laid out in rows
+// of its own by the caller.
+type SharedRows interface {
+	SharedRows() bool
 }
 
 // Compacter is an optional capability of a store that keeps deletion

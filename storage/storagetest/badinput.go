@@ -86,6 +86,13 @@ func badCalls() []badCall {
 			return mutateRows(s, storage.RowMutation{Row: []byte("ok"), Mutations: []storage.Mutation{good}}, storage.RowMutation{Row: []byte("r"), Mutations: ms})
 		})
 	}
+	add("Mutate: ts above the store's MaxTimestamp", func(s storage.Store) error {
+		return s.Mutate(ctx, []byte("r"), set("a", "q", storage.MaxTimestampOf(s)+1, "v"))
+	})
+	add("CheckAndMutate: ts above the store's MaxTimestamp", func(s storage.Store) error {
+		_, err := s.CheckAndMutate(ctx, []byte("r"), nil, nil, []storage.Mutation{set("a", "q", storage.MaxTimestampOf(s)+1, "v")})
+		return err
+	})
 	add("Scan: start after end", func(s storage.Store) error {
 		return s.Scan(ctx, []byte("b"), []byte("a"), storage.Filter{fam("a")}, 0, failOnRow)
 	})

@@ -41,10 +41,14 @@ func testCounted(t *testing.T, s storage.Store) {
 	f := storage.Filter{fam("n")}
 	rows, visited := scanCounted(t, c, f, 0)
 	expectRows(t, "ScanCounted vs Scan", rows, scan(t, s, "", "", f, 0))
-	if len(rows) != n || visited < n || visited > 3*n {
-		t.Fatalf("scan of %d one-cell rows: %d rows, %d keys visited; want %d rows and %d to %d keys", n, len(rows), visited, n, n, 3*n)
+	most := uint64(3 * n)
+	if sr, ok := s.(storage.SharedRows); ok && sr.SharedRows() {
+		most = 9 * n // every cell of every family of the rows passed
 	}
-	if _, v := scanCounted(t, c, f, 10); v > n/2 {
+	if len(rows) != n || visited < n || visited > most {
+		t.Fatalf("scan of %d one-cell rows: %d rows, %d keys visited; want %d rows and %d to %d keys", n, len(rows), visited, n, n, most)
+	}
+	if _, v := scanCounted(t, c, f, 10); v > most/6 {
 		t.Fatalf("scan limited to 10 rows visited %d keys", v)
 	}
 	for i := range n {
@@ -55,7 +59,7 @@ func testCounted(t *testing.T, s storage.Store) {
 	}
 	cp, ok := s.(storage.Compacter)
 	if !ok {
-		if _, v := scanCounted(t, c, f, 0); v != 0 {
+		if _, v := scanCounted(t, c, f, 0); v != 0 && most == 3*n {
 			t.Fatalf("store keeps no deletion markers (not a Compacter) but visited %d keys of an empty family", v)
 		}
 		return

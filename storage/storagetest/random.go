@@ -27,18 +27,26 @@ func seed(t *testing.T) uint64 {
 }
 
 // gen draws operations over a small space, so that they collide.
-type gen struct{ *rand.Rand }
+type gen struct {
+	*rand.Rand
+	max uint64 // the store's MaxTimestamp
+}
 
 var (
 	genRows       = []string{"\x00", "a", "a\x00", "a\x00\x00", "ab", "b", "\xff"}
 	genFamilies   = []string{"a", "ab", "b"}
 	genQualifiers = []string{"", "q", "q\x00", "r"}
-	genTimes      = []uint64{0, 1, 2, 3, 5, 8, storage.MaxTimestamp}
+	genTimes      = []uint64{0, 1, 2, 3, 5, 8, 0} // the last is the store's MaxTimestamp
 )
 
 func (g gen) pick(xs []string) string { return xs[g.IntN(len(xs))] }
-func (g gen) ts() uint64              { return genTimes[g.IntN(len(genTimes))] }
-func (g gen) row() []byte             { return []byte(g.pick(genRows)) }
+func (g gen) ts() uint64 {
+	if i := g.IntN(len(genTimes)); i < len(genTimes)-1 {
+		return genTimes[i]
+	}
+	return g.max
+}
+func (g gen) row() []byte { return []byte(g.pick(genRows)) }
 
 func (g gen) timeRange() storage.TimeRange {
 	switch a, b := g.ts(), g.ts(); g.IntN(5) {
@@ -86,7 +94,7 @@ func (g gen) mutations() []storage.Mutation {
 
 // testRandomized checks random operations against the reference model.
 func testRandomized(t *testing.T, s storage.Store) {
-	g := gen{rand.New(rand.NewPCG(seed(t), 0))}
+	g := gen{rand.New(rand.NewPCG(seed(t), 0)), storage.MaxTimestampOf(s)}
 	m := newModel()
 	for i := range 600 {
 		randomOp(t, s, m, g, i)

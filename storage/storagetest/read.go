@@ -66,7 +66,7 @@ func testOverwrite(t *testing.T, s storage.Store) {
 }
 
 func testTimeRange(t *testing.T, s storage.Store) {
-	const max = storage.MaxTimestamp
+	max := storage.MaxTimestampOf(s)
 	for _, ts := range []uint64{0, 1, 5, 9, max} {
 		put(t, s, "r", set("a", "q", ts, "v"))
 	}

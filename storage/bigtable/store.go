@@ -1,0 +1,261 @@
+package bigtable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	bt "cloud.google.com/go/bigtable"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// Family is the one Bigtable column family that holds every cell (see
+// the package doc, "Layout").
+const Family = "p"
+
+// MaxTimestamp is the largest protocol timestamp a cell may carry here:
+// cells are stored at ts×1000 microseconds, an int64.
+const MaxTimestamp = (1<<63 - 1) / 1000
+
+// ErrNoTable is returned by Open when the table or its family does not
+// exist (run `percolator init --bigtable ...`, or Init).
+var ErrNoTable = errors.New("bigtable: no such table (create it with percolator init --bigtable)")
+
+// Options configures Open and Init.
+type Options struct {
+	// Project, Instance and Table name the table. All required.
+	Project, Instance, Table string
+	// Emulator, if set, is the address of a Bigtable emulator to use
+	// without credentials (as the environment variable
+	// BIGTABLE_EMULATOR_HOST, which the client library honours when
+	// this is empty).
+	Emulator string
+	// ClientOptions are passed to the Bigtable clients (credentials,
+	// endpoint). Without them the client library's defaults apply:
+	// Application Default Credentials.
+	ClientOptions []option.ClientOption
+	// CASRetries bounds the re-sends of an idempotent conditional
+	// mutation (CheckAndMutateIdempotent) after a retryable error.
+	// Default 8.
+	CASRetries int
+	// Logger receives warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) ensureDefaults() {
+	if o.CASRetries == 0 {
+		o.CASRetries = 8
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+func (o *Options) validate() error {
+	switch {
+	case o.Project == "" || o.Instance == "" || o.Table == "":
+		return fmt.Errorf("%w: bigtable needs a project, an instance and a table", storage.ErrInvalidArgument)
+	case o.CASRetries < 0:
+		return fmt.Errorf("%w: negative CASRetries", storage.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// ParseTable parses "PROJECT/INSTANCE/TABLE" into o.
+func (o *Options) ParseTable(s string) error {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return fmt.Errorf("%w: %q is not PROJECT/INSTANCE/TABLE", storage.ErrInvalidArgument, s)
+	}
+	o.Project, o.Instance, o.Table = parts[0], parts[1], parts[2]
+	return nil
+}
+
+// clientConfig turns off the client's export of metrics to Cloud
+// Monitoring when it talks to an emulator, which has none.
+func (o *Options) clientConfig() bt.ClientConfig {
+	if o.Emulator != "" || os.Getenv("BIGTABLE_EMULATOR_HOST") != "" {
+		return bt.ClientConfig{MetricsProvider: bt.NoopMetricsProvider{}}
+	}
+	return bt.ClientConfig{}
+}
+
+// clientOptions returns the options of one client: with an Emulator, a
+// connection of its own (a client closes the connection it is given).
+func (o *Options) clientOptions() ([]option.ClientOption, error) {
+	if o.Emulator == "" {
+		return o.ClientOptions, nil
+	}
+	conn, err := grpc.NewClient(o.Emulator, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("bigtable: emulator %s: %w", o.Emulator, err)
+	}
+	return append(slices.Clip(o.ClientOptions), option.WithGRPCConn(conn)), nil
+}
+
+func (o *Options) admin(ctx context.Context) (*bt.AdminClient, error) {
+	copts, err := o.clientOptions()
+	if err != nil {
+		return nil, err
+	}
+	admin, err := bt.NewAdminClient(ctx, o.Project, o.Instance, copts...)
+	if err != nil {
+		return nil, fmt.Errorf("bigtable: admin client: %w", err)
+	}
+	return admin, nil
+}
+
+// Init creates the table and its family if they do not exist. It is
+// idempotent. It sets no garbage-collection rule: cell times are protocol
+// timestamps, not wall-clock times, so an age rule would delete live data
+// (and a version rule would delete the history snapshots read).
+func Init(ctx context.Context, opts Options) error {
+	if err := opts.validate(); err != nil {
+		return err
+	}
+	admin, err := opts.admin(ctx)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	info, err := admin.TableInfo(ctx, opts.Table)
+	if err != nil {
+		if !isNotFound(err) {
+			return fmt.Errorf("bigtable: table %s: %w", opts.Table, err)
+		}
+		if err := admin.CreateTable(ctx, opts.Table); err != nil && !isAlreadyExists(err) {
+			return fmt.Errorf("bigtable: create table %s: %w", opts.Table, err)
+		}
+		info = &bt.TableInfo{}
+	}
+	for _, f := range info.Families {
+		if f == Family {
+			return nil
+		}
+	}
+	if err := admin.CreateColumnFamily(ctx, opts.Table, Family); err != nil && !isAlreadyExists(err) {
+		return fmt.Errorf("bigtable: create family %s: %w", Family, err)
+	}
+	return nil
+}
+
+// Store is a storage.Store on one Bigtable table. Safe for concurrent use.
+type Store struct {
+	opts   Options
+	client *bt.Client
+	table  *bt.Table
+	guard  closeGuard
+	calls  atomic.Int64 // Bigtable RPCs sent (Calls)
+}
+
+var (
+	_ storage.Store      = (*Store)(nil)
+	_ storage.Batcher    = (*Store)(nil)
+	_ storage.Counted    = (*Store)(nil)
+	_ storage.Idempotent = (*Store)(nil)
+	_ storage.Limited    = (*Store)(nil)
+	_ storage.SharedRows = (*Store)(nil)
+)
+
+// Open connects to the table, which must exist with its family (Init):
+// ErrNoTable otherwise.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	opts.ensureDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if err := checkTable(ctx, opts); err != nil {
+		return nil, err
+	}
+	copts, err := opts.clientOptions()
+	if err != nil {
+		return nil, err
+	}
+	client, err := bt.NewClientWithConfig(ctx, opts.Project, opts.Instance, opts.clientConfig(), copts...)
+	if err != nil {
+		return nil, fmt.Errorf("bigtable: client: %w", err)
+	}
+	return &Store{opts: opts, client: client, table: client.Open(opts.Table)}, nil
+}
+
+// checkTable fails with ErrNoTable unless the table has Family.
+func checkTable(ctx context.Context, opts Options) error {
+	admin, err := opts.admin(ctx)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	info, err := admin.TableInfo(ctx, opts.Table)
+	if err != nil {
+		if isNotFound(err) {
+			return fmt.Errorf("%w: %s/%s/%s", ErrNoTable, opts.Project, opts.Instance, opts.Table)
+		}
+		return fmt.Errorf("bigtable: table %s: %w", opts.Table, err)
+	}
+	for _, f := range info.Families {
+		if f == Family {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: table %s has no family %q", ErrNoTable, opts.Table, Family)
+}
+
+// MaxTimestamp implements storage.Limited.
+func (s *Store) MaxTimestamp() uint64 { return MaxTimestamp }
+
+// Calls returns the number of Bigtable RPCs this store has sent.
+func (s *Store) Calls() int64 { return s.calls.Load() }
+
+// Close implements storage.Store: it waits for the calls in flight.
+func (s *Store) Close() error {
+	if !s.guard.close() {
+		return storage.ErrClosed
+	}
+	return s.client.Close()
+}
+
+// closeGuard lets Close wait for the calls in flight and turns later
+// calls away with ErrClosed, without a lock (a Scan callback may call
+// back into the store). A call increments active before it loads closed;
+// Close stores closed before it loads active.
+type closeGuard struct {
+	closed atomic.Bool
+	active atomic.Int64
+}
+
+func (g *closeGuard) enter() error {
+	g.active.Add(1)
+	if g.closed.Load() {
+		g.active.Add(-1)
+		return storage.ErrClosed
+	}
+	return nil
+}
+
+func (g *closeGuard) exit() { g.active.Add(-1) }
+
+func (g *closeGuard) close() bool {
+	if g.closed.Swap(true) {
+		return false
+	}
+	for g.active.Load() > 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	return true
+}
+
+// SharedRows implements storage.SharedRows: Cloud Bigtable has no
+// locality groups.
+func (s *Store) SharedRows() bool { return true }

@@ -27,18 +27,18 @@ func TestCrashPoints(t *testing.T) {
 		{CrashAfterSecondaryCommit, 1, true},
 		{CrashAfterSecondaryCommit, 3, true},
 	}
-	for _, indexed := range []bool{true, false} {
+	for _, backend := range backends {
 		for _, p := range points {
-			t.Run(fmt.Sprintf("indexed=%v/%s#%d", indexed, p.point, p.nth), func(t *testing.T) {
-				testCrashPoint(t, indexed, p.point, p.nth, p.whole)
+			t.Run(fmt.Sprintf("%s/%s#%d", backend, p.point, p.nth), func(t *testing.T) {
+				testCrashPoint(t, backend, p.point, p.nth, p.whole)
 			})
 		}
 	}
 }
 
-func testCrashPoint(t *testing.T, indexed bool, point string, nth int, whole bool) {
+func testCrashPoint(t *testing.T, backend string, point string, nth int, whole bool) {
 	ctx := context.Background()
-	e := newEnv(t, indexed)
+	e := newEnvBackend(t, backend)
 	writer := e.client("writer")
 	writer.secondaryBatch = 1
 	init, _ := writer.Begin(ctx)

@@ -12,14 +12,14 @@ import (
 	"github.com/seed-992972ee/percolator/storage"
 )
 
-// TestScenarios runs the protocol scenarios in testdata/, each twice: with
-// the single owner's in-memory index and without it (as on Bigtable).
-// Regenerate with -rewrite.
+// TestScenarios runs the protocol scenarios in testdata/ on each backend:
+// with the single owner's in-memory index, without it, and on Bigtable's
+// emulator. Regenerate with -rewrite.
 func TestScenarios(t *testing.T) {
-	for _, indexed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("indexed=%v", indexed), func(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
 			datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-				s := &scenario{env: newEnv(t, indexed), txns: map[string]*scenarioTxn{}}
+				s := &scenario{env: newEnvBackend(t, backend), txns: map[string]*scenarioTxn{}}
 				datadriven.RunTest(t, path, s.run)
 			})
 		})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed-992972ee/percolator/coord"
 	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/bigtable/bttesting"
 	"github.com/seed-992972ee/percolator/storage/memory"
 	"github.com/seed-992972ee/percolator/storage/storagetest"
 )
@@ -60,10 +61,30 @@ func newEnv(t testing.TB, indexed bool) *env {
 	if !indexed {
 		st = storagetest.SharedStore{Store: mem} // no index, no deferred writes: as on Bigtable
 	}
-	e := &env{t: t, store: st, oracle: &counterOracle{}, live: coord.NewLocal(),
-		clock: &manualClock{now: time.Unix(1_000_000, 0)}, indexed: indexed, clients: map[string]*Client{}}
 	t.Cleanup(func() { _ = mem.Close() })
-	return e
+	return newEnvOn(t, st, indexed)
+}
+
+// newEnvOn is newEnv on st (closed by its opener).
+func newEnvOn(t testing.TB, st storage.Store, indexed bool) *env {
+	return &env{t: t, store: st, oracle: &counterOracle{}, live: coord.NewLocal(),
+		clock: &manualClock{now: time.Unix(1_000_000, 0)}, indexed: indexed, clients: map[string]*Client{}}
+}
+
+// backends are the stores the protocol tests run on: memory with the
+// owner's index, memory shared (no index, no deferred writes), and
+// Bigtable (its emulator).
+var backends = []string{"indexed", "shared", "bigtable"}
+
+var btTables atomic.Int64
+
+// newEnvBackend is newEnv on the named backend.
+func newEnvBackend(t testing.TB, backend string) *env {
+	if backend != "bigtable" {
+		return newEnv(t, backend == "indexed")
+	}
+	emu := bttesting.Start(t)
+	return newEnvOn(t, bttesting.Open(t, emu, fmt.Sprintf("txn%d", btTables.Add(1))), false)
 }
 
 // client returns the client of process name, creating it (alive) on first

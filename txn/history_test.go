@@ -205,10 +205,10 @@ func historySeed(t *testing.T) uint64 {
 }
 
 func TestHistory(t *testing.T) {
-	for _, indexed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("indexed=%v", indexed), func(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
 			seed := historySeed(t)
-			e := newEnv(t, indexed)
+			e := newEnvBackend(t, backend)
 			c := e.client("A")
 			c.opts.InlineSize = 4 // exercise the data column too
 			if c.index != nil {

@@ -53,14 +53,25 @@ func (db *DB) open(ctx context.Context) error {
 	if err := db.openStore(); err != nil {
 		return err
 	}
-	owner := coord.NewOwnerID()
+	owner := o.Owner
+	if owner == "" {
+		owner = coord.NewOwnerID()
+	}
 	live := db.liveness(owner)
+	var locker coord.Locker = coord.NewLocalLocker()
+	if l, ok := o.Liveness.(coord.Locker); ok {
+		locker = l
+	}
+	var check func() error
+	if c, ok := o.Liveness.(interface{ Check() error }); ok {
+		check = c.Check
+	}
 	// The client claims an exclusive store (its one apply hook) before the
 	// oracle judges the store's lease: only then is "every other owner is
 	// dead" (coord.Local) true of this store.
 	orc := &lateOracle{}
 	client, err := txn.NewClient(ctx, db.store, orc, live, txn.Options{
-		Owner: owner, LockTTL: o.LockTTL, MaxValueSize: o.MaxValueSize, Logger: o.Logger,
+		Owner: owner, LockTTL: o.LockTTL, MaxValueSize: o.MaxValueSize, Logger: o.Logger, Session: check,
 	})
 	if errors.Is(err, storage.ErrInUse) {
 		return apiErrMsg(err, "the store is already open in another DB of this process (one DB per embedded store: share it)")
@@ -73,7 +84,7 @@ func (db *DB) open(ctx context.Context) error {
 	if orc.o, err = db.openOracle(ctx, owner); err != nil {
 		return err
 	}
-	db.obs, err = observer.New(ctx, db.store, db.client, orc.o, coord.NewLocalLocker(), observer.Options{Logger: o.Logger, MaxFailures: o.MaxFailures})
+	db.obs, err = observer.New(ctx, db.store, db.client, orc.o, locker, observer.Options{Logger: o.Logger, MaxFailures: o.MaxFailures})
 	return err
 }
 

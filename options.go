@@ -45,7 +45,19 @@ type Options struct {
 	// (their process has exited), and a DB on a shared store judges
 	// another process's locks by their TTL alone (coord.TTLOnly): it never
 	// rolls back a transaction whose owner keeps its lock fresh.
+	//
+	// A liveness session (coord/etcd's Session) usually does more, and
+	// the DB uses what it finds: a coord.Locker gives the scanners their
+	// advisory row locks (default: in this process only), and a
+	// Check() error method is the process's proof of life, checked just
+	// before every commit point (a commit of a process whose session may
+	// have expired aborts with ErrSessionLost). Set Owner to the owner the
+	// session keeps alive.
 	Liveness coord.Liveness
+	// Owner is this DB's identity in its locks. With a Liveness session
+	// it must be the owner the session keeps alive; otherwise leave it
+	// empty for a fresh coord.NewOwnerID().
+	Owner string
 	// LockTTL: how long a lock of a live-but-silent owner stays valid.
 	// Default 10s.
 	LockTTL time.Duration
@@ -88,6 +100,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: both Dir and Store set", ErrInvalidArgument)
 	case o.Server != "" && (o.Store != nil || o.Dir != "" || o.Oracle != nil || o.Liveness != nil):
 		return fmt.Errorf("%w: Server excludes Dir, Store, Oracle and Liveness (the server provides them)", ErrInvalidArgument)
+	case o.Owner != "" && o.Liveness == nil:
+		return fmt.Errorf("%w: Owner needs the Liveness that keeps it alive", ErrInvalidArgument)
 	case o.SessionTTL < 0:
 		return fmt.Errorf("%w: negative SessionTTL", ErrInvalidArgument)
 	case o.MustExist && o.Dir == "":

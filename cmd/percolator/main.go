@@ -11,6 +11,8 @@
 //	percolator serve --dir D [--listen 127.0.0.1:7420] [--metrics ADDR] [--token-file F] [--tls-cert C --tls-key K]
 //	percolator worker --server ADDR [--scanners N]
 //	percolator bench [--dir D | --server ADDR] [--only FIGURE]
+//	percolator init --bigtable PROJECT/INSTANCE/TABLE
+//	percolator devcluster --dir D
 //	percolator version | help [COMMAND]
 //
 // With --server, --token-file F (or $PERCOLATOR_TOKEN) gives the token and
@@ -52,6 +54,8 @@ var commands = []subcommand{
 	{"serve", "serve a database (store, oracle, lock service) over gRPC to many processes", runServe},
 	{"worker", "run the index job's observers in an extra process (--server)", runWorker},
 	{"bench", "the performance figures, each against its target", runBench},
+	{"init", "create a Bigtable table for percolator (--bigtable P/I/T; idempotent)", runInit},
+	{"devcluster", "the Bigtable emulator and one etcd member on local ports, for trying the distributed commands", runDevcluster},
 	{"version", "print the version", runVersion},
 	{"help", "print this help, or a command's", nil},
 }

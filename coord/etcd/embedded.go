@@ -20,7 +20,8 @@ type EmbedOptions struct {
 	// PeerAddr is the host:port of the (unused) peer listener. Default: a
 	// free port on 127.0.0.1.
 	PeerAddr string
-	// LogLevel is etcd's own log level. Default "error".
+	// LogLevel is etcd's own log level. Default "fatal": the member's
+	// failures reach the caller through Err, and stopping it logs errors.
 	LogLevel string
 }
 
@@ -38,7 +39,7 @@ func StartEmbedded(ctx context.Context, opts EmbedOptions) (*Embedded, error) {
 		return nil, fmt.Errorf("etcd: embedded member needs a directory")
 	}
 	if opts.LogLevel == "" {
-		opts.LogLevel = "error"
+		opts.LogLevel = "fatal"
 	}
 	var err error
 	if opts.ClientAddr == "" {

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/seed-992972ee/percolator/coord/etcd"
+	"github.com/seed-992972ee/percolator/storage/bigtable"
+)
+
+// devTable is the table devcluster creates.
+const devTable = "dev/dev/percolator"
+
+// percolator init --bigtable PROJECT/INSTANCE/TABLE: create the table and
+// its family (idempotent).
+func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("init", stderr)
+	table := fs.String("bigtable", "", "the Bigtable table to create, PROJECT/INSTANCE/TABLE (BIGTABLE_EMULATOR_HOST is honoured; credentials: the client library's defaults)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if *table == "" {
+		return usagef("--bigtable PROJECT/INSTANCE/TABLE is required")
+	}
+	var opts bigtable.Options
+	if err := opts.ParseTable(*table); err != nil {
+		return usagef("--bigtable: %v", err)
+	}
+	if err := bigtable.Init(ctx, opts); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "table %s ready (family %q, no garbage-collection rule)\n", *table, bigtable.Family)
+	return nil
+}
+
+// percolator devcluster --dir D: the Bigtable emulator and one etcd member
+// on local ports, for trying the distributed commands on one machine.
+func runDevcluster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("devcluster", stderr)
+	dir := fs.String("dir", "", "directory for etcd's data (the Bigtable emulator keeps its data in memory)")
+	btAddr := fs.String("bigtable-listen", "127.0.0.1:0", "address of the Bigtable emulator")
+	etcdAddr := fs.String("etcd-listen", "", "client address of etcd (default: a free port on 127.0.0.1)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("unexpected arguments %q", fs.Args())
+	case *dir == "":
+		return usagef("--dir is required")
+	}
+	if err := requireLoopback(*btAddr); err != nil {
+		return err
+	}
+	if *etcdAddr != "" {
+		if err := requireLoopback(*etcdAddr); err != nil {
+			return err
+		}
+	}
+	emu, err := bigtable.StartEmulator(*btAddr)
+	if err != nil {
+		return err
+	}
+	defer emu.Close()
+	member, err := etcd.StartEmbedded(ctx, etcd.EmbedOptions{Dir: filepath.Join(*dir, "etcd"), ClientAddr: *etcdAddr})
+	if err != nil {
+		return err
+	}
+	defer member.Close()
+	var opts bigtable.Options
+	_ = opts.ParseTable(devTable)
+	opts.Emulator = emu.Addr()
+	if err := bigtable.Init(ctx, opts); err != nil {
+		return err
+	}
+	endpoints := strings.Join(member.Endpoints(), ",")
+	fmt.Fprintf(stdout, `devcluster: for trying and testing only. The Bigtable emulator keeps its
+data in memory (gone when this stops) and etcd has a single member.
+
+Set this in every shell that runs a percolator command:
+  export BIGTABLE_EMULATOR_HOST=%s
+and pass these flags:
+  --bigtable %s --etcd %s
+
+For example:
+  percolator oracle --etcd %s --listen 127.0.0.1:7431 &
+  percolator bank --bigtable %s --etcd %s --duration 10s
+
+Stop with Ctrl-C.
+`, emu.Addr(), devTable, endpoints, endpoints, devTable, endpoints)
+	select {
+	case <-ctx.Done():
+	case err := <-member.Err():
+		return fmt.Errorf("etcd: %w", err)
+	}
+	fmt.Fprintln(stderr, "devcluster: stopping")
+	return errDrained
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/oracle"
+	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
 
 // percolator bench prints the performance figures, each measured
@@ -37,6 +38,10 @@ type benchConfig struct {
 	bankDur   time.Duration
 	only      string
 	profile   string
+
+	btEmulator bool             // --bigtable-emulator: the Bigtable figures on an in-process emulator
+	btTable    string           // --bigtable P/I/T: the Bigtable figures on a real table
+	btOpts     bigtable.Options // parsed from them
 
 	log     io.Writer    // progress lines (stderr)
 	targets *targetTally // each figure's mark against its target
@@ -79,6 +84,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.indexFiles, "index-files", 2000, "files in the observers figure's corpus (and rerun's, from the default corpus)")
 	fs.Float64Var(&cfg.editFraction, "edit-fraction", 0.01, "fraction of the files the rerun figure edits")
 	fs.StringVar(&cfg.profile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.BoolVar(&cfg.btEmulator, "bigtable-emulator", false, "measure the Bigtable figures (RPCs per transaction, reads and writes beside raw Bigtable calls) on a Bigtable emulator started in this process")
+	fs.StringVar(&cfg.btTable, "bigtable", "", "measure the Bigtable figures on this table, PROJECT/INSTANCE/TABLE (created if needed; BIGTABLE_EMULATOR_HOST is honoured)")
 	fs.StringVar(&cfg.tg.server, "server", "", "measure the server figures against the percolator server at this address (its oracle, reads, writes and nonces, each beside raw RPCs)")
 	fs.StringVar(&cfg.tg.tokenFile, "token-file", "", "with --server: file holding the server's token (default: $PERCOLATOR_TOKEN)")
 	fs.StringVar(&cfg.tg.tlsCA, "tls-ca", "", "with --server: CA certificate of the server's TLS")
@@ -123,8 +130,19 @@ func (cfg *benchConfig) validate(rest []string) ([]benchStep, error) {
 	var steps []benchStep
 	needCorpus := false
 	all := benchSteps
-	if cfg.tg.server != "" {
+	switch {
+	case (cfg.tg.server != "") && (cfg.btEmulator || cfg.btTable != ""), cfg.btEmulator && cfg.btTable != "":
+		return nil, usagef("--server, --bigtable and --bigtable-emulator exclude each other")
+	case cfg.tg.server != "":
 		all = serverSteps
+	case cfg.btTable != "":
+		if err := cfg.btOpts.ParseTable(cfg.btTable); err != nil {
+			return nil, usagef("--bigtable: %v", err)
+		}
+		all = bigtableSteps
+	case cfg.btEmulator:
+		_ = cfg.btOpts.ParseTable("bench/bench/percolator")
+		all = bigtableSteps
 	}
 	for _, s := range all {
 		if cfg.only == "" || cfg.only == s.name {

@@ -44,6 +44,9 @@ type Options struct {
 	// endpoint). Without them the client library's defaults apply:
 	// Application Default Credentials.
 	ClientOptions []option.ClientOption
+	// DialOptions are added to the clients' gRPC connections (an
+	// interceptor that counts the calls, in the benchmarks).
+	DialOptions []grpc.DialOption
 	// CASRetries bounds the re-sends of an idempotent conditional
 	// mutation (CheckAndMutateIdempotent) after a retryable error.
 	// Default 8.
@@ -94,9 +97,14 @@ func (o *Options) clientConfig() bt.ClientConfig {
 // connection of its own (a client closes the connection it is given).
 func (o *Options) clientOptions() ([]option.ClientOption, error) {
 	if o.Emulator == "" {
-		return o.ClientOptions, nil
+		copts := slices.Clip(o.ClientOptions)
+		for _, d := range o.DialOptions {
+			copts = append(copts, option.WithGRPCDialOption(d))
+		}
+		return copts, nil
 	}
-	conn, err := grpc.NewClient(o.Emulator, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	dopts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, o.DialOptions...)
+	conn, err := grpc.NewClient(o.Emulator, dopts...)
 	if err != nil {
 		return nil, fmt.Errorf("bigtable: emulator %s: %w", o.Emulator, err)
 	}

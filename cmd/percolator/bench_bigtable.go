@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/oracle"
+	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/bigtable"
+)
+
+// The Bigtable figures (bench --bigtable-emulator, or --bigtable P/I/T for
+// a real table): RPCs per transaction counted by a client interceptor,
+// and read and write transactions as ratios of raw Bigtable reads and
+// writes in the same run. The oracle is in process: these figures are
+// the store's.
+var bigtableSteps = []benchStep{
+	{"rpcs", benchBigtableRPCs, false}, {"reads", benchBigtableReads, false}, {"writes", benchBigtableWrites, false},
+}
+
+// rpcCounter counts a client's calls by method.
+type rpcCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *rpcCounter) add(method string) {
+	c.mu.Lock()
+	c.n[method[strings.LastIndexByte(method, '/')+1:]]++
+	c.mu.Unlock()
+}
+
+func (c *rpcCounter) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	c.add(method)
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func (c *rpcCounter) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	c.add(method)
+	return streamer(ctx, desc, cc, method, opts...)
+}
+
+// take returns the counts since the last take.
+func (c *rpcCounter) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = map[string]int{}
+	return n
+}
+
+func formatCounts(n map[string]int, per int) string {
+	var names []string
+	for k := range n {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, k := range names {
+		parts = append(parts, fmt.Sprintf("%.2f %s", float64(n[k])/float64(per), k))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " + ")
+}
+
+// openBigtablePair opens the bench's table (a fresh one on the emulator),
+// a DB on it with an in-process oracle, and the raw store beside it, both
+// counted by c.
+func (cfg benchConfig) openBigtablePair(ctx context.Context, c *rpcCounter) (*percolator.DB, *bigtable.Store, func(), error) {
+	opts := cfg.btOpts
+	opts.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.unary), grpc.WithChainStreamInterceptor(c.stream)}
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	if cfg.btEmulator {
+		emu, err := bigtable.StartEmulator("127.0.0.1:0")
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		closers = append(closers, emu.Close)
+		opts.Emulator = emu.Addr()
+	}
+	if err := bigtable.Init(ctx, opts); err != nil {
+		closeAll()
+		return nil, nil, nil, err
+	}
+	st, err := bigtable.Open(ctx, opts)
+	if err != nil {
+		closeAll()
+		return nil, nil, nil, err
+	}
+	closers = append(closers, func() { _ = st.Close() })
+	alloc, err := oracle.OpenAllocator("", oracle.AllocatorOptions{})
+	if err != nil {
+		closeAll()
+		return nil, nil, nil, err
+	}
+	closers = append(closers, func() { _ = alloc.Close() })
+	db, err := percolator.Open(ctx, percolator.Options{Store: st, Oracle: oracle.NewClient(alloc)})
+	if err != nil {
+		closeAll()
+		return nil, nil, nil, err
+	}
+	closers = append(closers, func() { _ = db.Close() })
+	return db, st, closeAll, nil
+}
+
+// benchBigtableRPCs: the Bigtable calls of one single-row write
+// transaction, of one N-row write transaction, and of one read.
+func benchBigtableRPCs(ctx context.Context, cfg benchConfig, w io.Writer) error {
+	c := &rpcCounter{n: map[string]int{}}
+	db, _, closeAll, err := cfg.openBigtablePair(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	value := make([]byte, cfg.valueSize)
+	const txns, rows = 50, 8
+	c.take()
+	for i := range txns {
+		if err := db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set(serverKey(i), "v", value) }); err != nil {
+			return err
+		}
+	}
+	single := c.take()
+	for i := range txns {
+		err := db.Update(ctx, func(tx *percolator.Txn) error {
+			for j := range rows {
+				if err := tx.Set(serverKey(1000+i*rows+j), "v", value); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	multi := c.take()
+	for i := range txns {
+		err := db.View(ctx, func(tx *percolator.Txn) error {
+			_, err := tx.Get(ctx, serverKey(i), "v")
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	read := c.take()
+	fmt.Fprintf(w, "bigtable rpcs: 1-row write txn = %s\n", formatCounts(single, txns))
+	fmt.Fprintf(w, "bigtable rpcs: %d-row write txn = %s\n", rows, formatCounts(multi, txns))
+	fmt.Fprintf(w, "bigtable rpcs: read (a read-only txn's Get) = %s\n", formatCounts(read, txns))
+	cams := float64(single["CheckAndMutateRow"]) / txns
+	ok := cams == 2 && float64(multi["CheckAndMutateRow"])/txns == rows+1 && float64(multi["MutateRows"])/txns == 1 && float64(read["ReadRows"])/txns == 1
+	fmt.Fprintf(w, "bigtable rpcs: target 1-row = 2 CheckAndMutateRow, %d-row = %d CheckAndMutateRow + 1 MutateRows, read = 1 ReadRows: %s\n", rows, rows+1, cfg.targets.mark(ok))
+	return nil
+}
+
+// benchBigtableReads: point reads in read-only transactions (100 each) vs
+// raw ReadRows of the same rows' newest write record.
+func benchBigtableReads(ctx context.Context, cfg benchConfig, w io.Writer) error {
+	db, st, closeAll, err := cfg.openBigtablePair(ctx, &rpcCounter{n: map[string]int{}})
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	value := make([]byte, cfg.valueSize)
+	keys := min(cfg.keys, 2000)
+	for i := 0; i < keys; i += 500 {
+		err := db.Update(ctx, func(tx *percolator.Txn) error {
+			for j := i; j < min(i+500, keys); j++ {
+				if err := tx.Set(serverKey(j), "v", value); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	filter := storage.Filter{{Family: "write", Qualifier: "v", Limit: 1}}
+	rawOp := func(rng *rand.Rand) error {
+		for range 100 {
+			if _, err := st.ReadRow(ctx, []byte(serverKey(rng.IntN(keys))), filter); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	txnOp := func(rng *rand.Rand) error {
+		return db.View(ctx, func(tx *percolator.Txn) error {
+			for range 100 {
+				if _, err := tx.Get(ctx, serverKey(rng.IntN(keys)), "v"); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	rawN, txnN := alternate(ctx, cfg.readers, cfg.duration, rawOp, txnOp)
+	fmt.Fprintf(w, "bigtable reads:  %.0f reads/s in read-only txns (100 reads each) vs %.0f raw ReadRows/s at %d readers: ratio %.2fx (paper 0.94x: %s)\n",
+		100*txnN, 100*rawN, cfg.readers, txnN/rawN, cfg.targets.mark(txnN/rawN >= 0.94))
+	return nil
+}
+
+// benchBigtableWrites: single-cell write transactions vs raw MutateRow
+// calls of the same size.
+func benchBigtableWrites(ctx context.Context, cfg benchConfig, w io.Writer) error {
+	db, st, closeAll, err := cfg.openBigtablePair(ctx, &rpcCounter{n: map[string]int{}})
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	value := make([]byte, cfg.valueSize)
+	rawOp := func(rng *rand.Rand) error {
+		return st.Mutate(ctx, []byte(serverKey(rng.IntN(1<<30))), storage.SetCell("rawbench", "v", 1, value))
+	}
+	txnOp := func(rng *rand.Rand) error {
+		row := serverKey(rng.IntN(1 << 30))
+		return db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set(row, "v", value) })
+	}
+	rawN, txnN := alternate(ctx, cfg.writers, cfg.duration, rawOp, txnOp)
+	fmt.Fprintf(w, "bigtable writes: %.0f txn/s vs %.0f raw MutateRow/s at %d writers, %d-byte values: ratio %.2fx (paper 0.23x: %s)\n",
+		txnN, rawN, cfg.writers, cfg.valueSize, txnN/rawN, cfg.targets.mark(txnN/rawN >= 0.23))
+	return nil
+}

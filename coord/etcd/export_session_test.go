@@ -1,0 +1,6 @@
+package etcd
+
+// PauseRenewals stops (on) or resumes the session's renewals, as if the
+// process were stopped: its lease runs out while it still holds its
+// locks and memberships.
+func PauseRenewals(s *Session, on bool) { s.paused.Store(on) }

@@ -1,0 +1,429 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/seed-992972ee/percolator/coord"
+)
+
+var (
+	// ErrSessionLost: the process cannot prove its session is live
+	// (Check), or a call found its lease gone.
+	ErrSessionLost = errors.New("etcd: liveness session lost")
+	// ErrInvalidArgument: bad options or input; nothing was written.
+	ErrInvalidArgument = errors.New("etcd: invalid argument")
+	// ErrClosed: the session was closed.
+	ErrClosed = errors.New("etcd: session closed")
+)
+
+const (
+	// DefaultTTL is a session's default lease.
+	DefaultTTL = 10 * time.Second
+	// MinTTL is the shortest lease accepted: etcd grants no less than
+	// about 1.5 election timeouts, 2 s with its default timings.
+	MinTTL = 2 * time.Second
+	// DefaultPrefix is the default root of every key a Session writes.
+	DefaultPrefix = "percolator/"
+	// maxOpsPerTxn keeps the re-put of a session's own keys under etcd's
+	// default limit of 128 operations per transaction.
+	maxOpsPerTxn = 100
+)
+
+// SessionOptions configures Open.
+type SessionOptions struct {
+	// Owner is the process's identity (coord.NewOwnerID()). Required.
+	Owner string
+	// TTL is the lease: a process that stops renewing is seen dead about
+	// TTL later. A whole number of seconds (etcd grants leases in
+	// seconds), at least MinTTL. Default DefaultTTL.
+	TTL time.Duration
+	// Prefix is the root of every key the session writes, so that
+	// several databases can share one etcd. It must end in "/". Default
+	// DefaultPrefix.
+	Prefix string
+	// Logger receives warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills zero fields with defaults.
+func (o *SessionOptions) EnsureDefaults() {
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports options Open refuses, wrapping ErrInvalidArgument.
+// It judges the options as given: call EnsureDefaults first.
+func (o *SessionOptions) Validate() error {
+	switch {
+	case o.Owner == "":
+		return fmt.Errorf("%w: empty owner", ErrInvalidArgument)
+	case o.TTL < MinTTL:
+		return fmt.Errorf("%w: lease TTL %v below etcd's practical minimum %v", ErrInvalidArgument, o.TTL, MinTTL)
+	case o.TTL%time.Second != 0:
+		return fmt.Errorf("%w: lease TTL %v is not a whole number of seconds", ErrInvalidArgument, o.TTL)
+	case !strings.HasSuffix(o.Prefix, "/"):
+		return fmt.Errorf("%w: key prefix %q does not end in /", ErrInvalidArgument, o.Prefix)
+	}
+	return nil
+}
+
+// Session is a process's liveness session on etcd: a lease it renews, the
+// liveness key under it, advisory locks and group memberships. It is the
+// process's coord.Liveness and coord.Locker. Safe for concurrent use.
+type Session struct {
+	cli    *clientv3.Client
+	owner  string
+	ttl    time.Duration // as asked; the lease's granted TTL is mu.granted
+	prefix string
+	log    *slog.Logger
+	local  *coord.LocalLocker
+
+	// ctx ends at Close: it stops the renew loop and the watchers.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// kick asks the renew loop to renew now: a call found the lease gone.
+	kick chan struct{}
+	// wg counts the renew loop and the watchers; Add only under mu while
+	// not closed, so that no Add races Close's Wait.
+	wg sync.WaitGroup
+
+	// paused is a test hook: the renew loop sends nothing while set, as
+	// if the process were stopped.
+	paused atomic.Bool
+
+	// own serializes the writes of the session's own keys (liveness,
+	// memberships) with the replacement of its lease, so that each lands
+	// under the lease that is current.
+	own sync.Mutex
+	// members: group → value of every Register that succeeded, put again
+	// under each new lease. Guarded by own.
+	members map[string]string
+
+	mu struct {
+		sync.Mutex
+		// lease is the current lease. Invariant: the liveness key and
+		// every membership in members were put under it before it became
+		// current (invariant 4 of the package).
+		lease   clientv3.LeaseID
+		granted time.Duration
+		// validUntil: the lease is provably live before it (monotonic
+		// clock); zero once the lease was found gone.
+		validUntil time.Time
+		closed     bool
+	}
+}
+
+var (
+	_ coord.Liveness = (*Session)(nil)
+	_ coord.Locker   = (*Session)(nil)
+)
+
+// Open grants a lease, puts the owner's liveness key under it and renews
+// it in the background every TTL/3 until Close. Bad options wrap
+// ErrInvalidArgument and write nothing. cli stays the caller's: Close does
+// not close it.
+func Open(ctx context.Context, cli *clientv3.Client, opts SessionOptions) (*Session, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if cli == nil {
+		return nil, fmt.Errorf("%w: nil etcd client", ErrInvalidArgument)
+	}
+	s := &Session{
+		cli: cli, owner: opts.Owner, ttl: opts.TTL, prefix: opts.Prefix, log: opts.Logger,
+		local: coord.NewLocalLocker(), kick: make(chan struct{}, 1), members: make(map[string]string),
+	}
+	if err := s.grant(ctx); err != nil {
+		return nil, err
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Add(1)
+	go s.renewLoop()
+	return s, nil
+}
+
+// Owner returns the session's owner ID.
+func (s *Session) Owner() string { return s.owner }
+
+func (s *Session) liveKey(owner string) string { return s.prefix + "live/" + owner }
+func (s *Session) lockKey(key string) string   { return s.prefix + "lock/" + key }
+
+// margin is the part of a lease this process counts on: a tenth less, for
+// the drift between its clock and etcd's.
+func margin(ttl time.Duration) time.Duration { return ttl - ttl/10 }
+
+// grant replaces the lease by a new one and puts the session's own keys
+// under it; the new lease becomes current, and Check passes, only once
+// they are written.
+func (s *Session) grant(ctx context.Context) error {
+	s.own.Lock()
+	defer s.own.Unlock()
+	sent := time.Now()
+	g, err := s.cli.Grant(ctx, int64(s.ttl/time.Second))
+	if err != nil {
+		return fmt.Errorf("etcd: granting a lease for %s: %w", s.owner, err)
+	}
+	if err := s.putOwnLocked(ctx, g.ID); err != nil {
+		s.revoke(g.ID)
+		return fmt.Errorf("etcd: writing the liveness key of %s: %w", s.owner, err)
+	}
+	granted := time.Duration(g.TTL) * time.Second
+	s.mu.Lock()
+	s.mu.lease, s.mu.granted, s.mu.validUntil = g.ID, granted, sent.Add(margin(granted))
+	s.mu.Unlock()
+	return nil
+}
+
+// putOwnLocked puts the liveness key and every membership under lease.
+// s.own is held.
+func (s *Session) putOwnLocked(ctx context.Context, lease clientv3.LeaseID) error {
+	ops := []clientv3.Op{clientv3.OpPut(s.liveKey(s.owner), "", clientv3.WithLease(lease))}
+	for group, value := range s.members {
+		ops = append(ops, clientv3.OpPut(s.memberKey(group, s.owner), value, clientv3.WithLease(lease)))
+	}
+	for len(ops) > 0 {
+		n := min(len(ops), maxOpsPerTxn)
+		if _, err := s.cli.Txn(ctx).Then(ops[:n]...).Commit(); err != nil {
+			return err
+		}
+		ops = ops[n:]
+	}
+	return nil
+}
+
+// revoke ends lease, best effort: a lease left behind expires by itself.
+func (s *Session) revoke(lease clientv3.LeaseID) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.ttl/3)
+	defer cancel()
+	_, err := s.cli.Revoke(ctx, lease)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return nil
+	}
+	return err
+}
+
+func (s *Session) renewLoop() {
+	defer s.wg.Done()
+	t := time.NewTimer(s.every())
+	defer t.Stop()
+	failing := 0
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		case <-s.kick:
+		}
+		next := s.every()
+		if s.paused.Load() {
+			t.Reset(next)
+			continue
+		}
+		if err := s.renew(); err != nil {
+			// One warning per outage, not one per attempt.
+			if failing == 0 {
+				s.log.Warn("etcd: session renewal failing; retrying", "owner", s.owner, "err", err)
+			}
+			failing++
+			next = s.ttl / 10
+		} else if failing > 0 {
+			s.log.Info("etcd: session renewed again", "owner", s.owner, "failed_attempts", failing)
+			failing = 0
+		}
+		t.Reset(next)
+	}
+}
+
+// every is the renewal period: a third of the granted lease.
+func (s *Session) every() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.granted / 3
+}
+
+// renew extends the lease once, recording the send time first; a lease
+// etcd no longer has is replaced.
+func (s *Session) renew() error {
+	ctx, cancel := context.WithTimeout(s.ctx, s.ttl/3)
+	defer cancel()
+	lease, err := s.lease()
+	if err != nil {
+		return err
+	}
+	sent := time.Now()
+	resp, err := s.cli.KeepAliveOnce(ctx, lease)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		s.lost(lease)
+		s.log.Warn("etcd: session lease expired; granting a new one", "owner", s.owner)
+		return s.grant(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.mu.lease == lease {
+		s.mu.validUntil = sent.Add(margin(time.Duration(resp.TTL) * time.Second))
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// lease returns the current lease, or ErrClosed.
+func (s *Session) lease() (clientv3.LeaseID, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return 0, ErrClosed
+	}
+	return s.mu.lease, nil
+}
+
+// lost records that lease is gone: Check fails from now, and the renew
+// loop replaces the lease at once.
+func (s *Session) lost(lease clientv3.LeaseID) {
+	s.mu.Lock()
+	if s.mu.lease == lease {
+		s.mu.validUntil = time.Time{}
+	}
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// callErr wraps the error of a call made under lease: a lease etcd no
+// longer has means the session is lost.
+func (s *Session) callErr(lease clientv3.LeaseID, what string, err error) error {
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		s.lost(lease)
+		return fmt.Errorf("etcd: %s: %w: %w", what, ErrSessionLost, err)
+	}
+	return fmt.Errorf("etcd: %s: %w", what, err)
+}
+
+// Check reports whether the session is provably live now (invariant 3):
+// nil, or an error wrapping ErrSessionLost.
+func (s *Session) Check() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.mu.closed:
+		return fmt.Errorf("%w: %w", ErrSessionLost, ErrClosed)
+	case s.mu.validUntil.IsZero():
+		return fmt.Errorf("%w: lease gone; granting a new one", ErrSessionLost)
+	}
+	if late := time.Since(s.mu.validUntil); late >= 0 {
+		return fmt.Errorf("%w: not renewed for %v past its lease", ErrSessionLost, late.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// Alive implements coord.Liveness: whether owner's liveness key exists,
+// read linearizably (invariant 2). An error means the answer is unknown.
+func (s *Session) Alive(ctx context.Context, owner string) (bool, error) {
+	if owner == "" {
+		return false, fmt.Errorf("%w: empty owner", ErrInvalidArgument)
+	}
+	if _, err := s.lease(); err != nil {
+		return false, err
+	}
+	resp, err := s.cli.Get(ctx, s.liveKey(owner), clientv3.WithCountOnly())
+	if err != nil {
+		return false, fmt.Errorf("etcd: asking whether %s is alive: %w", owner, err)
+	}
+	return resp.Count > 0, nil
+}
+
+// TryLock implements coord.Locker: the local table first, then the key
+// in etcd, created under the session's lease only if absent (invariant
+// 5). An error leaves the key unlocked. owner is stored as the lock's
+// value, for display.
+func (s *Session) TryLock(ctx context.Context, key, owner string) (func(), bool, error) {
+	unlockLocal, held, err := s.local.TryLock(ctx, key, owner)
+	if err != nil || held {
+		return nil, held, err
+	}
+	lease, err := s.lease()
+	if err != nil {
+		unlockLocal()
+		return nil, false, err
+	}
+	k := s.lockKey(key)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+		Then(clientv3.OpPut(k, owner, clientv3.WithLease(lease))).
+		Commit()
+	if err != nil || !resp.Succeeded {
+		unlockLocal()
+		if err != nil {
+			return nil, false, s.callErr(lease, "taking an advisory lock", err)
+		}
+		return nil, true, nil
+	}
+	created := resp.Header.Revision
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.unlock(k, created)
+			unlockLocal()
+		})
+	}, false, nil
+}
+
+// unlock deletes the lock key k if it is still the one this session
+// created at revision created; after Close its lease took it already.
+func (s *Session) unlock(k string, created int64) {
+	if _, err := s.lease(); err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.ttl/3)
+	defer cancel()
+	_, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(k), "=", created)).
+		Then(clientv3.OpDelete(k)).
+		Commit()
+	if err != nil && s.ctx.Err() == nil {
+		s.log.Warn("etcd: advisory lock not released; it goes with the lease", "key", k, "err", err)
+	}
+}
+
+// Close revokes the lease, so that the owner is seen dead at once and its
+// locks and memberships go, and stops renewing. Idempotent; other calls
+// fail with ErrClosed afterwards.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	s.mu.Lock()
+	lease := s.mu.lease
+	s.mu.Unlock()
+	if err := s.revoke(lease); err != nil {
+		return fmt.Errorf("etcd: revoking the lease of %s (it expires by itself): %w", s.owner, err)
+	}
+	return nil
+}

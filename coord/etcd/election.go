@@ -273,7 +273,8 @@ func (c *Candidate) crash() {
 	<-c.done
 }
 
-// run campaigns until Close, backing off after failures.
+// run campaigns until Close, a short jittered pause between leases,
+// backing off after failures.
 func (c *Candidate) run() {
 	defer close(c.done)
 	const minWait = 50 * time.Millisecond
@@ -282,15 +283,18 @@ func (c *Candidate) run() {
 		err := c.campaign()
 		if err == nil || c.ctx.Err() != nil {
 			wait = minWait
-			continue
+		} else {
+			c.log.Warn("oracle: campaign failed; campaigning again", "addr", c.opts.Addr, "err", err, "in", wait)
 		}
-		c.log.Warn("oracle: campaign failed; campaigning again", "addr", c.opts.Addr, "err", err, "in", wait)
-		d := wait/2 + rand.N(wait)
+		t := time.NewTimer(wait/2 + rand.N(wait))
 		select {
-		case <-time.After(d):
+		case <-t.C:
 		case <-c.ctx.Done():
+			t.Stop()
 		}
-		wait = min(2*wait, c.opts.TTL)
+		if err != nil {
+			wait = min(2*wait, c.opts.TTL)
+		}
 	}
 }
 

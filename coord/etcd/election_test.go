@@ -6,8 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -358,6 +360,25 @@ func TestOracleResignHandsOver(t *testing.T) {
 	}
 	if _, err := a.cand.Allocate(bg, 1); !errors.Is(err, oracle.ErrNotLeader) {
 		t.Fatalf("the resigned candidate: %v", err)
+	}
+	_ = b.cand.Close()
+	checkNoCandidateGoroutines(t)
+}
+
+// checkNoCandidateGoroutines fails if a goroutine of a closed candidate
+// (its campaign or a renewal) is still running a few seconds later. The
+// embedded etcd's own goroutines make a plain count useless here.
+func checkNoCandidateGoroutines(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		buf := make([]byte, 1<<22)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		if !strings.Contains(stacks, "etcd.(*Candidate)") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a closed candidate's goroutine is still running:\n%s", stacks)
+		}
 	}
 }
 

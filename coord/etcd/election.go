@@ -51,11 +51,15 @@
 //     oracle role has no store and no observer registry version to send,
 //     so a committer re-reads the registry itself (txn.VersionedOracle).
 //
-// The caller's contract: give each candidate its own etcd client or share
-// one, and an address clients can dial (not 0.0.0.0); serve the
-// Candidate as the oracle.Backend of a server that exposes only the
-// oracle service (server.NewOracleServer); Close it to resign (a standby
-// takes over at once rather than after the lease).
+// The caller's contract:
+//
+//  1. StartCandidate with the address clients dial (not a wildcard such as
+//     0.0.0.0), on an etcd client the caller owns and closes after Close.
+//  2. Serve the Candidate, an oracle.Backend, with server.NewOracleServer
+//     (the Oracle service, health and Ping; no store).
+//  3. Close it to resign: it stops allocating, then revokes its lease, so
+//     a standby takes over at once rather than after the lease.
+//  4. Clients wrap NewOracleBackend in one oracle.Client per process.
 //
 // Rejected design: fencing only the mark writes in etcd. A leader serves
 // from a window of timestamps held in memory, so a leader paused past its

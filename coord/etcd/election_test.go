@@ -19,6 +19,7 @@ import (
 	"github.com/seed-992972ee/percolator/coord/etcd"
 	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
 	"github.com/seed-992972ee/percolator/oracle"
+	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/server"
 )
 
@@ -54,6 +55,12 @@ type oracleNode struct {
 // startNode starts a candidate on m; opts.Addr is set to its listener.
 func startNode(t *testing.T, m *etcd.Embedded, opts etcd.CandidateOptions) *oracleNode {
 	t.Helper()
+	return startNodeToken(t, m, opts, "")
+}
+
+// startNodeToken starts a candidate whose server requires token.
+func startNodeToken(t *testing.T, m *etcd.Embedded, opts etcd.CandidateOptions, token string) *oracleNode {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +76,7 @@ func startNode(t *testing.T, m *etcd.Embedded, opts etcd.CandidateOptions) *orac
 	if n.cand, err = etcd.StartCandidate(n.cli, opts); err != nil {
 		t.Fatal(err)
 	}
-	n.srv = server.NewOracleServer(n.cand, server.OracleOptions{Logger: opts.Logger})
+	n.srv = server.NewOracleServer(n.cand, server.OracleOptions{Token: token, Logger: opts.Logger})
 	done := make(chan struct{})
 	go func() { defer close(done); _ = n.srv.Serve(lis) }()
 	t.Cleanup(func() { // before the client's cleanup: registered after it
@@ -462,5 +469,29 @@ func TestOracleBadInput(t *testing.T) {
 	}
 	if _, err := etcd.NewOracleBackend(nil, etcd.OracleBackendOptions{Budget: -1}); !errors.Is(err, oracle.ErrInvalidArgument) {
 		t.Errorf("negative budget: %v", err)
+	}
+}
+
+// TestOracleBackendToken: the discovery backend sends the token; a wrong
+// one fails at once (no retrying for the budget), the right one gets
+// timestamps.
+func TestOracleBackendToken(t *testing.T) {
+	m := etcdtest.Start(t)
+	a := startNodeToken(t, m, etcd.CandidateOptions{}, "s3cret")
+	waitLeading(t, 10*time.Second, a)
+	for _, c := range []struct {
+		token string
+		ok    bool
+	}{{"wrong", false}, {"s3cret", true}} {
+		b, err := etcd.NewOracleBackend(etcdtest.Client(t, m), etcd.OracleBackendOptions{Dial: rpc.DialOptions{Token: c.token}, Logger: quietLog()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = b.Allocate(bg, 1)
+		_ = b.Close()
+		if c.ok != (err == nil) || (!c.ok && (!errors.Is(err, rpc.ErrUnauthenticated) || time.Since(start) > 5*time.Second)) {
+			t.Errorf("token %q: %v after %v", c.token, err, time.Since(start))
+		}
 	}
 }

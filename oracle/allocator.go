@@ -37,8 +37,9 @@ type Allocator struct {
 	}
 }
 
-// persister keeps the durable high-water mark: a mark file, or a lease
-// row in the store (OpenStoreAllocator).
+// persister keeps the durable high-water mark: a mark file, a lease row
+// in the store (OpenStoreAllocator), or an external Mark
+// (OpenMarkAllocator).
 type persister interface {
 	// write durably raises the mark; on a nil return it survives a crash.
 	write(mark uint64) error

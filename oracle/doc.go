@@ -36,7 +36,12 @@
 //
 //  1. Open one Allocator per mark file with OpenAllocator; path "" is an
 //     in-memory allocator for tests and single-process use that need not
-//     survive a restart. The directory of path must exist.
+//     survive a restart. The directory of path must exist. An elected
+//     oracle (coord/etcd) keeps its mark in the coordination service
+//     instead: OpenMarkAllocator runs an Allocator over that Mark,
+//     resuming at the mark the caller read, and the Mark's Usable check
+//     (under the Allocator's mutex, at every allocation) stops it the
+//     moment its term may have ended.
 //  2. Wrap the backend in a Client with NewClient, shared by all
 //     transactions of the process: sharing is what makes batches.
 //  3. Call Timestamp for a start_ts, and for a commit_ts only after every

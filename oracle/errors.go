@@ -26,4 +26,8 @@ var (
 	// the store's mark in time, or found it taken by another allocator: it
 	// hands out nothing more (another may be handing out timestamps now).
 	ErrLeaseLost = errors.New("oracle: lease on the store's timestamp mark lost")
+	// ErrNotLeader means this oracle is not the elected one, or can no
+	// longer prove it still is (its election lease not renewed in time):
+	// it hands out nothing, and a client asks the elected oracle instead.
+	ErrNotLeader = errors.New("oracle: not the leader")
 )

@@ -13,6 +13,14 @@
 //   - grpc.health.v1.Health, and Prometheus metrics (percolator_*) on a
 //     separate HTTP listener.
 //
+// NewOracleServer is the distributed deployment's oracle role
+// (`percolator oracle`): the same Oracle service over an elected allocator
+// with no store (coord/etcd.Candidate), health, and Storage.Ping alone (the
+// check rpc.Dial makes); the same token and TLS. A candidate that does not
+// lead answers Unavailable, "not the leader"; replies carry observer
+// registry version 0, and its clients (coord/etcd.OracleBackend, not a
+// VersionedBackend) re-read the registry themselves.
+//
 // # Invariants
 //
 //  1. The server is the store's only writer: it holds the directory's

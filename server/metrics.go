@@ -27,6 +27,12 @@ type metrics struct {
 	cas      *prometheus.CounterVec // kind
 }
 
+// oracleBatch counts one oracle request of count timestamps.
+func (m *metrics) oracleBatch(count uint32) {
+	m.batches.Inc()
+	m.batchTS.Observe(float64(count))
+}
+
 func newMetrics(s *Server) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -8,18 +8,28 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/seed-992972ee/percolator/observer"
+	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
 )
 
 // MaxAllocate bounds the timestamps one oracle request may take.
 const MaxAllocate = 1 << 20
 
-// oracleService hands out timestamps from the server's allocator (its
-// high-water mark and lease live in the store, as the embedded DB's).
+// oracleService hands out timestamps from an allocator: the server's (its
+// high-water mark and lease live in the store, as the embedded DB's), or
+// an elected oracle's (the oracle role, NewOracleServer).
 type oracleService struct {
 	rpcpb.UnimplementedOracleServer
-	srv *Server
+	alloc oracle.Backend
+	// version reads the observer registry's stored version, after the
+	// allocation; nil: no store (the oracle role), replies carry 0.
+	version func(ctx context.Context) (uint64, error)
+	// status maps an allocation or version error to a gRPC status.
+	status func(error) error
+	// draining is closed when the server begins shutting down.
+	draining <-chan struct{}
+	// served counts a request of count timestamps; nil: no metrics.
+	served func(count uint32)
 }
 
 // Allocate implements rpcpb.OracleServer.
@@ -27,18 +37,19 @@ func (o *oracleService) Allocate(ctx context.Context, req *rpcpb.AllocateRequest
 	if req.Count == 0 || req.Count > MaxAllocate {
 		return nil, status.Errorf(codes.InvalidArgument, "count %d outside [1, %d]", req.Count, MaxAllocate)
 	}
-	first, err := o.srv.alloc.Allocate(ctx, int(req.Count))
+	first, err := o.alloc.Allocate(ctx, int(req.Count))
 	if err != nil {
-		return nil, o.srv.status(err)
+		return nil, o.status(err)
 	}
-	// Read after allocating: the request came after its callers' last
-	// prewrites, so this is their registry re-read (txn.VersionedOracle).
-	ver, err := observer.StoredVersion(ctx, o.srv.store)
-	if err != nil {
-		return nil, o.srv.status(err)
+	var ver uint64
+	if o.version != nil {
+		if ver, err = o.version(ctx); err != nil {
+			return nil, o.status(err)
+		}
 	}
-	o.srv.metrics.batches.Inc()
-	o.srv.metrics.batchTS.Observe(float64(req.Count))
+	if o.served != nil {
+		o.served(req.Count)
+	}
 	return &rpcpb.AllocateResponse{First: first, ObserversVersion: ver}, nil
 }
 
@@ -68,7 +79,7 @@ func (o *oracleService) AllocateStream(stream grpc.BidiStreamingServer[rpcpb.All
 	}()
 	for {
 		select {
-		case <-o.srv.draining:
+		case <-o.draining:
 			return stream.Send(&rpcpb.AllocateResponse{First: 0})
 		case err := <-errc:
 			if err == io.EOF {

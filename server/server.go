@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -11,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -23,10 +20,10 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
@@ -97,7 +94,7 @@ type Server struct {
 	metrics *metrics
 	grpc    *grpc.Server
 	health  *health.Server
-	token   [32]byte // sha256 of the token
+	auth    tokenAuth
 
 	stop chan struct{}
 	bg   sync.WaitGroup
@@ -120,7 +117,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("%w: server needs a directory", storage.ErrInvalidArgument)
 	}
 	s := &Server{opts: opts, log: opts.Logger, stop: make(chan struct{}), failed: make(chan struct{}), draining: make(chan struct{})}
-	s.token = sha256.Sum256([]byte(opts.Token))
+	s.auth = newTokenAuth(opts.Token)
 	st, err := pebble.Open(filepath.Join(opts.Dir, "store"), pebble.Options{FS: opts.FS, Logger: s.log})
 	if err != nil {
 		return nil, err
@@ -159,8 +156,8 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	s.health = health.NewServer()
 	sopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(opts.MaxMessageSize), grpc.MaxSendMsgSize(opts.MaxMessageSize),
-		grpc.ChainUnaryInterceptor(s.metrics.unary, s.authUnary),
-		grpc.ChainStreamInterceptor(s.metrics.stream, s.authStream),
+		grpc.ChainUnaryInterceptor(s.metrics.unary, s.auth.unary),
+		grpc.ChainStreamInterceptor(s.metrics.stream, s.auth.stream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}
 	if opts.TLS != nil {
@@ -168,7 +165,12 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(sopts...)
 	rpcpb.RegisterStorageServer(s.grpc, &storageService{srv: s})
-	rpcpb.RegisterOracleServer(s.grpc, &oracleService{srv: s})
+	rpcpb.RegisterOracleServer(s.grpc, &oracleService{
+		alloc: s.alloc, status: s.status, draining: s.draining, served: s.metrics.oracleBatch,
+		// Read after allocating: the request came after its callers' last
+		// prewrites, so this is their registry re-read (txn.VersionedOracle).
+		version: func(ctx context.Context) (uint64, error) { return observer.StoredVersion(ctx, s.store) },
+	})
 	rpcpb.RegisterCoordServer(s.grpc, s.coord)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.bg.Add(1)
@@ -295,34 +297,4 @@ func (s *Server) status(err error) error {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
-}
-
-// authorized checks the call's token in constant time (hashes of equal
-// length are compared, so the token's length is not revealed either).
-func (s *Server) authorized(ctx context.Context) error {
-	if s.opts.Token == "" {
-		return nil
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get(rpc.TokenHeader) {
-		got := sha256.Sum256([]byte(strings.TrimPrefix(v, "Bearer ")))
-		if subtle.ConstantTimeCompare(got[:], s.token[:]) == 1 {
-			return nil
-		}
-	}
-	return status.Error(codes.Unauthenticated, "missing or wrong token (--token-file or PERCOLATOR_TOKEN)")
-}
-
-func (s *Server) authUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if err := s.authorized(ctx); err != nil {
-		return nil, err
-	}
-	return h(ctx, req)
-}
-
-func (s *Server) authStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if err := s.authorized(ss.Context()); err != nil {
-		return err
-	}
-	return h(srv, ss)
 }

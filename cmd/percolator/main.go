@@ -10,6 +10,7 @@
 //	percolator locks --dir D | --server ADDR [--resolve]
 //	percolator serve --dir D [--listen 127.0.0.1:7420] [--metrics ADDR] [--token-file F] [--tls-cert C --tls-key K]
 //	percolator worker --server ADDR [--scanners N]
+//	percolator oracle --etcd ENDPOINTS [--listen 127.0.0.1:7430] [--etcd-prefix P] [--lease 3s] [--token-file F]
 //	percolator bench [--dir D | --server ADDR] [--only FIGURE]
 //	percolator init --bigtable PROJECT/INSTANCE/TABLE
 //	percolator devcluster --dir D
@@ -18,7 +19,7 @@
 // With --server, --token-file F (or $PERCOLATOR_TOKEN) gives the token and
 // --tls-ca the CA of a TLS server.
 //
-// Exit status: 0 on success (serve and worker: also when stopped by
+// Exit status: 0 on success (serve, worker and oracle: also when stopped by
 // SIGTERM or SIGINT, after draining), 1 when a check fails or the command
 // fails at run time, 2 on a usage error, 130 on SIGINT (143 on SIGTERM).
 // Only index, bank, serve and bench create a store; the other commands
@@ -53,6 +54,7 @@ var commands = []subcommand{
 	{"unobserve", "unregister an observer: no write notifies it any more", runUnobserve},
 	{"serve", "serve a database (store, oracle, lock service) over gRPC to many processes", runServe},
 	{"worker", "run the index job's observers in an extra process (--server)", runWorker},
+	{"oracle", "one candidate of the timestamp oracle elected through etcd (run two or more)", runOracle},
 	{"bench", "the performance figures, each against its target", runBench},
 	{"init", "create a Bigtable table for percolator (--bigtable P/I/T; idempotent)", runInit},
 	{"devcluster", "the Bigtable emulator and one etcd member on local ports, for trying the distributed commands", runDevcluster},

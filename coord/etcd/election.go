@@ -1,0 +1,500 @@
+// # The elected timestamp oracle (election.go, mark.go, oracle.go)
+//
+// In the distributed deployment several `percolator oracle` processes run
+// a Candidate each; the one etcd elects hands out timestamps, the others
+// stand by. DESIGN.md's protocol invariant 1 (timestamps strictly
+// increasing, across failovers) rests on these:
+//
+//  1. A candidate campaigns with concurrency.Election, its value the
+//     address clients dial, on a lease it renews itself: KeepAliveOnce
+//     every TTL/3, recording the monotonic send time of each. It allocates
+//     only while its monotonic clock reads less than its deadline: the
+//     send time of its last acknowledged renewal (or of the grant) + the
+//     granted TTL − a drift margin (default TTL/10). The check runs under
+//     the Allocator's mutex at every allocation (oracle.Mark.Usable), so
+//     a window of timestamps held in memory is worth nothing past it.
+//  2. etcd expires the lease no earlier than a TTL after it received the
+//     last renewal, which it did after that renewal was sent; a standby's
+//     key wins only once the leader's key is gone, with its lease. So the
+//     leader's deadline passes before a successor can win: at most one
+//     candidate allocates at any moment, paused (SIGSTOP, a long GC) or
+//     not.
+//  3. The high-water mark lives in etcd at <prefix>oracle/mark, 8 bytes
+//     big-endian (etcd compares values bytewise, so that is numeric), with
+//     no lease. Every timestamp a leader hands out is below a mark already
+//     durable there (written a Window ahead, in the background, as the
+//     file allocator does). Every mark write is an etcd Txn conditioned on
+//     the leader key's create revision (Election.Rev()) and on the stored
+//     mark being below the new value: a stale leader cannot write, and the
+//     mark never goes down.
+//  4. A new leader reads the mark after it has won and resumes at it, so
+//     it hands out only timestamps above every one any earlier leader
+//     handed out (3), and only after them in real time (2).
+//  5. A term ends when its deadline passes without a renewal, when etcd
+//     says the lease is gone, when a mark write is refused by the revision
+//     condition, or on Close. The candidate then closes the term's
+//     allocator (nothing more is handed out) before it revokes the lease
+//     (deleting its key, so a standby can win at once), and campaigns
+//     again on a fresh lease, with a fresh allocator from the mark then
+//     current if it wins. A term never resumes: a leader paused past its
+//     deadline allocates nothing after it resumes until it wins an
+//     election again.
+//  6. A candidate that does not lead, or whose deadline has passed,
+//     answers oracle.ErrNotLeader (the oracle role's gRPC server turns it
+//     into codes.Unavailable). Clients (OracleBackend) find the leader as
+//     the value of the election's first-created key (what
+//     Election.Leader returns) and, on Unavailable or a failed connection,
+//     resolve it again within a budget (default 10s). oracle.Client still
+//     rejects a reply that is not above the previous one; by 4 a new
+//     leader's replies never are.
+//  7. OracleBackend is a plain oracle.Backend, not a VersionedBackend: the
+//     oracle role has no store and no observer registry version to send,
+//     so a committer re-reads the registry itself (txn.VersionedOracle).
+//
+// The caller's contract:
+//
+//  1. StartCandidate with the address clients dial (not a wildcard such as
+//     0.0.0.0), on an etcd client the caller owns and closes after Close.
+//  2. Serve the Candidate, an oracle.Backend, with server.NewOracleServer
+//     (the Oracle service, health and Ping; no store).
+//  3. Close it to resign: it stops allocating, then revokes its lease, so
+//     a standby takes over at once rather than after the lease.
+//  4. Clients wrap NewOracleBackend in one oracle.Client per process.
+//
+// Rejected design: fencing only the mark writes in etcd. A leader serves
+// from a window of timestamps held in memory, so a leader paused past its
+// lease would resume and hand a committer a commit_ts from that window,
+// below a start_ts the new leader has meanwhile given a reader: the
+// deadline check of 1, at each allocation, is what stops it. Rejected
+// design: concurrency.Session's own keep-alive. Its renewals are
+// invisible to the caller, so no send time can be recorded; the session
+// here is built on a lease this package renews (newSession).
+//
+// Not covered: CLOCK_MONOTONIC, Go's monotonic clock, stops while the
+// machine is suspended, so a leader whose whole machine is suspended past
+// its lease resumes believing less time has passed; the margin covers
+// clock rate differences of up to a tenth of the TTL, not a suspend.
+
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/seed-992972ee/percolator/oracle"
+)
+
+// DefaultOraclePrefix is the default key prefix of the oracle's election
+// and mark (CandidateOptions.Prefix, OracleBackendOptions.Prefix).
+const DefaultOraclePrefix = "percolator/"
+
+// DefaultOracleLease is the default CandidateOptions.TTL. etcd's practical
+// minimum is about 2s (the server raises a shorter lease to its minimum,
+// 1.5 election timeouts, and the granted TTL is what counts).
+const DefaultOracleLease = 3 * time.Second
+
+// CandidateOptions configures StartCandidate.
+type CandidateOptions struct {
+	// Addr is what clients dial to reach this candidate's oracle service
+	// (its gRPC address), published as its election value. Required.
+	Addr string
+	// Prefix is prepended to the keys: <Prefix>oracle/leader/ (the
+	// election) and <Prefix>oracle/mark. Default DefaultOraclePrefix.
+	Prefix string
+	// TTL is the lease requested, in whole seconds (etcd's unit).
+	// Default DefaultOracleLease.
+	TTL time.Duration
+	// Margin is taken off the granted TTL for clock drift between this
+	// process and etcd (invariant 1). Default: a tenth of the granted TTL.
+	Margin time.Duration
+	// Window is the allocator's window (oracle.AllocatorOptions.Window):
+	// how far ahead of use the mark is written, and the most a failover
+	// skips. Default oracle.DefaultWindow.
+	Window uint64
+	// Logger receives leadership changes and renewal trouble. Default
+	// slog.Default().
+	Logger *slog.Logger
+
+	// now is the monotonic clock: time since an arbitrary origin. Test
+	// knob; default time.Since(start).
+	now func() time.Duration
+	// beforeRenew, if set, runs before each renewal with the lease's
+	// context; blocking in it models a paused process. Test knob.
+	beforeRenew func(ctx context.Context)
+}
+
+// EnsureDefaults fills in zero fields with their defaults.
+func (o *CandidateOptions) EnsureDefaults() {
+	if o.Prefix == "" {
+		o.Prefix = DefaultOraclePrefix
+	}
+	if o.TTL == 0 {
+		o.TTL = DefaultOracleLease
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports whether the options are usable, after EnsureDefaults.
+func (o *CandidateOptions) Validate() error {
+	switch {
+	case o.Addr == "":
+		return fmt.Errorf("%w: a candidate needs the address clients dial (Addr)", oracle.ErrInvalidArgument)
+	case o.TTL < time.Second || o.TTL > time.Hour || o.TTL%time.Second != 0:
+		return fmt.Errorf("%w: lease %v: etcd leases are whole seconds, from 1s to 1h", oracle.ErrInvalidArgument, o.TTL)
+	case o.Margin < 0 || o.Margin >= o.TTL/2:
+		return fmt.Errorf("%w: margin %v not in [0, TTL/2)", oracle.ErrInvalidArgument, o.Margin)
+	}
+	ao := oracle.AllocatorOptions{Window: o.Window}
+	ao.EnsureDefaults()
+	return ao.Validate()
+}
+
+func electionPrefix(prefix string) string { return prefix + "oracle/leader" }
+func markKey(prefix string) string        { return prefix + "oracle/mark" }
+
+// Candidate campaigns for the oracle's leadership until Close, and while
+// it leads hands out timestamps (it implements oracle.Backend).
+//
+// Concurrency: all methods are safe for concurrent use. One goroutine
+// (run) campaigns, leads and campaigns again; each lease has a renewal
+// goroutine. mu guards the current term.
+type Candidate struct {
+	cli   *clientv3.Client
+	opts  CandidateOptions
+	log   *slog.Logger
+	start time.Time // the monotonic clock's origin
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelCauseFunc
+	done   chan struct{} // closed when run returned
+	// crashed: stop without resigning or revoking (a test's SIGKILL).
+	crashed atomic.Bool
+
+	mu struct {
+		sync.Mutex
+		// Invariant: term is the term this candidate leads, nil if none;
+		// its allocator is open while it is set.
+		term *term
+	}
+}
+
+// term is one leadership: a won election on one lease, and the allocator
+// over the mark it fences.
+type term struct {
+	lease *lease
+	mark  *etcdMark
+	alloc *oracle.Allocator
+}
+
+var _ oracle.Backend = (*Candidate)(nil)
+
+// errClosed is the cause of a candidate's end.
+var errClosed = errors.New("etcd: oracle candidate closed")
+
+// StartCandidate starts campaigning on cli, which the caller owns and
+// closes after Close. It returns at once; the candidate leads when it has
+// won (Leading).
+func StartCandidate(cli *clientv3.Client, opts CandidateOptions) (*Candidate, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Candidate{cli: cli, opts: opts, log: opts.Logger, start: time.Now(), done: make(chan struct{})}
+	c.ctx, c.cancel = context.WithCancelCause(context.Background())
+	go c.run()
+	return c, nil
+}
+
+// now reads the monotonic clock.
+func (c *Candidate) now() time.Duration {
+	if c.opts.now != nil {
+		return c.opts.now()
+	}
+	return time.Since(c.start)
+}
+
+// Allocate implements oracle.Backend: n timestamps from the current term,
+// or oracle.ErrNotLeader when this candidate does not lead or cannot prove
+// it still does.
+func (c *Candidate) Allocate(ctx context.Context, n int) (uint64, error) {
+	t := c.term()
+	if t == nil {
+		return 0, fmt.Errorf("%w: %s is standing by", oracle.ErrNotLeader, c.opts.Addr)
+	}
+	first, err := t.alloc.Allocate(ctx, n)
+	if errors.Is(err, oracle.ErrClosed) {
+		return 0, fmt.Errorf("%w: %s: its term just ended", oracle.ErrNotLeader, c.opts.Addr)
+	}
+	return first, err
+}
+
+// Leading reports whether the candidate leads now and its lease is
+// provably live.
+func (c *Candidate) Leading() bool {
+	t := c.term()
+	return t != nil && t.lease.usable(c.now()) == nil
+}
+
+func (c *Candidate) term() *term {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.term
+}
+
+func (c *Candidate) setTerm(t *term) {
+	c.mu.Lock()
+	c.mu.term = t
+	c.mu.Unlock()
+}
+
+// Close resigns: it stops allocating, then revokes its lease (deleting its
+// key, so a standby takes over at once), and stops campaigning. It returns
+// when the candidate has stopped; later Allocate calls fail with
+// oracle.ErrNotLeader.
+func (c *Candidate) Close() error {
+	c.cancel(errClosed)
+	<-c.done
+	return nil
+}
+
+// crash stops the candidate as a process kill would: no resignation, no
+// revocation; its lease runs out in etcd. Test hook.
+func (c *Candidate) crash() {
+	c.crashed.Store(true)
+	c.cancel(errors.New("etcd: oracle candidate crashed (test)"))
+	<-c.done
+}
+
+// run campaigns until Close, a short jittered pause between leases,
+// backing off after failures.
+func (c *Candidate) run() {
+	defer close(c.done)
+	const minWait = 50 * time.Millisecond
+	wait := minWait
+	for c.ctx.Err() == nil {
+		err := c.campaign()
+		if err == nil || c.ctx.Err() != nil {
+			wait = minWait
+		} else {
+			c.log.Warn("oracle: campaign failed; campaigning again", "addr", c.opts.Addr, "err", err, "in", wait)
+		}
+		t := time.NewTimer(wait/2 + rand.N(wait))
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			t.Stop()
+		}
+		if err != nil {
+			wait = min(2*wait, c.opts.TTL)
+		}
+	}
+}
+
+// campaign runs one lease: it campaigns on it and, if it wins, leads
+// until the lease is lost. A nil error means the lease ended (lost, or
+// Close) and a new one may be tried at once.
+func (c *Candidate) campaign() error {
+	l, err := c.grant()
+	if err != nil {
+		return fmt.Errorf("granting a lease: %w", err)
+	}
+	defer c.release(l)
+	s, err := newSession(c.cli, l.id)
+	if err != nil {
+		return fmt.Errorf("election session: %w", err)
+	}
+	e := concurrency.NewElection(s, electionPrefix(c.opts.Prefix))
+	if addr, err := LeaderAddr(l.ctx, c.cli, c.opts.Prefix); err == nil {
+		c.log.Info("oracle: standing by", "addr", c.opts.Addr, "leader", addr)
+	}
+	if err := e.Campaign(l.ctx, c.opts.Addr); err != nil {
+		if l.ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("campaign: %w", err)
+	}
+	return c.lead(l, e)
+}
+
+// newSession wraps the lease id in a concurrency.Session for
+// concurrency.Election, which uses only its client and lease. The
+// session's own keep-alive is started on a context already cancelled, so
+// it stops at once: this package renews the lease itself, to know when
+// each renewal was sent (invariant 1). (A renewal it might send before it
+// stops only lengthens the lease, which errs on the safe side.)
+func newSession(cli *clientv3.Client, id clientv3.LeaseID) (*concurrency.Session, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return concurrency.NewSession(cli, concurrency.WithLease(id), concurrency.WithContext(ctx))
+}
+
+// lead runs a won election's term until its lease is lost or Close.
+func (c *Candidate) lead(l *lease, e *concurrency.Election) error {
+	m := &etcdMark{cli: c.cli, key: markKey(c.opts.Prefix), leaderKey: e.Key(), rev: e.Rev(), lease: l, now: c.now}
+	resume, err := m.read(l.ctx)
+	if err != nil {
+		return err
+	}
+	a, err := oracle.OpenMarkAllocator(resume, m, oracle.AllocatorOptions{Window: c.opts.Window})
+	if err != nil {
+		return fmt.Errorf("opening the allocator: %w", err)
+	}
+	c.setTerm(&term{lease: l, mark: m, alloc: a})
+	c.log.Info("oracle: leading", "addr", c.opts.Addr, "lease", fmt.Sprintf("%x", int64(l.id)), "ttl", l.ttl, "rev", e.Rev(), "resume", resume)
+	<-l.ctx.Done()
+	// Invariant 5: no allocation after this, before the key goes.
+	c.setTerm(nil)
+	err = a.Close()
+	if !c.crashed.Load() {
+		c.log.Warn("oracle: leadership ended", "addr", c.opts.Addr, "cause", context.Cause(l.ctx).Error())
+	}
+	return err
+}
+
+// lease is one etcd lease of a candidate, and what this process can prove
+// of it by its own clock.
+type lease struct {
+	id     clientv3.LeaseID
+	ttl    time.Duration // granted
+	margin time.Duration
+	// Invariant: the lease is provably live while the monotonic clock
+	// reads less than deadline (ns): the send time of the last
+	// acknowledged renewal (or the grant), plus ttl, less margin. It only
+	// grows.
+	deadline atomic.Int64
+	// ctx is done once the lease is lost or the candidate stops; its
+	// cause says why.
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	renewer sync.WaitGroup
+}
+
+// grant takes a new lease and starts renewing it.
+func (c *Candidate) grant() (*lease, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.opts.TTL)
+	defer cancel()
+	sent := c.now()
+	resp, err := c.cli.Grant(ctx, int64(c.opts.TTL/time.Second))
+	if err != nil {
+		return nil, err
+	}
+	l := &lease{id: resp.ID, ttl: time.Duration(resp.TTL) * time.Second, margin: c.opts.Margin}
+	if l.margin == 0 {
+		l.margin = l.ttl / 10
+	}
+	l.ctx, l.cancel = context.WithCancelCause(c.ctx)
+	l.confirm(sent, l.ttl)
+	l.renewer.Add(1)
+	go c.renew(l)
+	return l, nil
+}
+
+// release stops renewing l and revokes it, deleting this candidate's key
+// (a resignation), unless the candidate crashed.
+func (c *Candidate) release(l *lease) {
+	l.cancel(errors.New("lease released"))
+	l.renewer.Wait()
+	if c.crashed.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.ttl)
+	defer cancel()
+	if _, err := c.cli.Revoke(ctx, l.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		c.log.Warn("oracle: revoking the election lease (it runs out by itself)", "lease", fmt.Sprintf("%x", int64(l.id)), "err", err)
+	}
+}
+
+// confirm extends the deadline to sent + ttl − margin.
+func (l *lease) confirm(sent, ttl time.Duration) {
+	d := int64(sent + ttl - l.margin)
+	for {
+		cur := l.deadline.Load()
+		if d <= cur || l.deadline.CompareAndSwap(cur, d) {
+			return
+		}
+	}
+}
+
+// lose ends the lease's term with cause err.
+func (l *lease) lose(err error) { l.cancel(err) }
+
+// usable is nil while the lease is provably live at now (invariant 1).
+func (l *lease) usable(now time.Duration) error {
+	if l.ctx.Err() != nil {
+		return fmt.Errorf("%w: the term ended: %v", oracle.ErrNotLeader, context.Cause(l.ctx))
+	}
+	if over := now - time.Duration(l.deadline.Load()); over >= 0 {
+		return fmt.Errorf("%w: lease %x not renewed in time (deadline passed %v ago)", oracle.ErrNotLeader, int64(l.id), over)
+	}
+	return nil
+}
+
+// renew renews l every ttl/3 (ttl/10 after a failure), and ends it when
+// etcd no longer has it or its deadline passes first.
+func (c *Candidate) renew(l *lease) {
+	defer l.renewer.Done()
+	every := l.ttl / 3
+	next := every
+	failing := 0
+	for {
+		t := time.NewTimer(min(next, max(0, time.Duration(l.deadline.Load())-c.now())))
+		select {
+		case <-l.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if hook := c.opts.beforeRenew; hook != nil {
+			hook(l.ctx)
+			if l.ctx.Err() != nil {
+				return
+			}
+		}
+		if err := l.usable(c.now()); err != nil {
+			l.lose(err)
+			return
+		}
+		err := c.renewOnce(l, every)
+		switch {
+		case err == nil:
+			if failing > 0 {
+				c.log.Info("oracle: lease renewed again", "lease", fmt.Sprintf("%x", int64(l.id)), "failed_attempts", failing)
+			}
+			failing, next = 0, every
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			l.lose(fmt.Errorf("%w: etcd no longer has lease %x", oracle.ErrNotLeader, int64(l.id)))
+			return
+		default:
+			if failing == 0 && l.ctx.Err() == nil {
+				c.log.Warn("oracle: lease renewal failing; retrying", "lease", fmt.Sprintf("%x", int64(l.id)), "err", err)
+			}
+			failing, next = failing+1, l.ttl/10
+		}
+	}
+}
+
+// renewOnce sends one KeepAlive and, when etcd acknowledges it, moves the
+// deadline to its send time + the TTL etcd granted again − margin.
+func (c *Candidate) renewOnce(l *lease, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(l.ctx, timeout)
+	defer cancel()
+	sent := c.now()
+	resp, err := c.cli.KeepAliveOnce(ctx, l.id)
+	if err != nil {
+		return err
+	}
+	l.confirm(sent, time.Duration(resp.TTL)*time.Second)
+	return nil
+}

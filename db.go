@@ -35,9 +35,15 @@ type DB struct {
 func Open(ctx context.Context, opts Options) (*DB, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
+		for _, c := range opts.Closers {
+			_ = c.Close()
+		}
 		return nil, err
 	}
 	db := &DB{opts: opts}
+	for _, c := range opts.Closers {
+		db.closer = append(db.closer, c.Close)
+	}
 	if err := db.open(ctx); err != nil {
 		_ = db.Close()
 		return nil, apiErr(err)

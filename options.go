@@ -2,6 +2,7 @@ package percolator
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -76,6 +77,11 @@ type Options struct {
 	MaxFailures int
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
+	// Closers are closed by the DB's Close, last to first, after the DB
+	// itself: the clients its Store, Oracle and Liveness use, opened for
+	// it by the caller (cluster.Open hands them over this way). Open owns
+	// them from the call: it closes them when it fails.
+	Closers []io.Closer
 }
 
 // EnsureDefaults fills zero fields with defaults.

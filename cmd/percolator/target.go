@@ -9,13 +9,19 @@ import (
 	"strings"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/cluster"
+	"github.com/seed-992972ee/percolator/storage/bigtable"
 	"github.com/seed-992972ee/percolator/storage/pebble"
 )
 
-// target is where a command's database is: an embedded store (--dir) or a
-// server (--server, with its token and CA).
+// target is where a command's database is: an embedded store (--dir), a
+// server (--server, with its token and CA), or Bigtable with etcd
+// (--bigtable, --etcd).
 type target struct {
 	dir, server, tokenFile, tlsCA string
+	bigtable, etcd, etcdPrefix    string
+
+	cluster *cluster.DB // the last database open opened on Bigtable
 }
 
 // register adds --dir (described by dirUsage), --server, --token-file and
@@ -25,23 +31,50 @@ func (t *target) register(fs *flag.FlagSet, dirUsage string) {
 	fs.StringVar(&t.server, "server", "", "address of a percolator server (percolator serve), instead of --dir")
 	fs.StringVar(&t.tokenFile, "token-file", "", "file holding the server's token (default: $PERCOLATOR_TOKEN)")
 	fs.StringVar(&t.tlsCA, "tls-ca", "", "CA certificate (PEM) to verify the server's TLS certificate with")
+	t.registerCluster(fs)
 }
 
-// validate requires exactly one of --dir and --server.
+// registerCluster adds --bigtable, --etcd and --etcd-prefix to fs.
+func (t *target) registerCluster(fs *flag.FlagSet) {
+	fs.StringVar(&t.bigtable, "bigtable", "", "Cloud Bigtable table PROJECT/INSTANCE/TABLE (with --etcd), instead of --dir (BIGTABLE_EMULATOR_HOST is honoured)")
+	fs.StringVar(&t.etcd, "etcd", "", "etcd endpoints, comma-separated (with --bigtable): liveness, advisory locks, and the elected oracle (percolator oracle)")
+	fs.StringVar(&t.etcdPrefix, "etcd-prefix", "", "root of percolator's etcd keys (default percolator/)")
+}
+
+// validate requires exactly one of --dir, --server and --bigtable (with
+// --etcd).
 func (t *target) validate() error {
+	n := 0
+	for _, s := range []string{t.dir, t.server, t.bigtable} {
+		if s != "" {
+			n++
+		}
+	}
 	switch {
-	case t.dir != "" && t.server != "":
-		return usagef("--dir and --server exclude each other")
-	case t.dir == "" && t.server == "":
-		return usagef("--dir or --server is required")
-	case t.server == "" && (t.tokenFile != "" || t.tlsCA != ""):
-		return usagef("--token-file and --tls-ca need --server")
+	case n > 1:
+		return usagef("--dir, --server and --bigtable exclude each other")
+	case n == 0:
+		return usagef("--dir, --server or --bigtable is required")
+	case t.dir != "" && (t.tokenFile != "" || t.tlsCA != ""):
+		return usagef("--token-file and --tls-ca need --server or --bigtable")
+	case (t.bigtable == "") != (t.etcd == ""):
+		return usagef("--bigtable and --etcd go together")
+	case t.etcdPrefix != "" && t.etcd == "":
+		return usagef("--etcd-prefix needs --etcd")
+	case t.bigtable != "":
+		var o bigtable.Options
+		if err := o.ParseTable(t.bigtable); err != nil {
+			return usagef("--bigtable: %v", err)
+		}
 	}
 	return nil
 }
 
 // String names the target for messages: the flag to pass again.
 func (t *target) String() string {
+	if t.bigtable != "" {
+		return "--bigtable " + t.bigtable + " --etcd " + t.etcd
+	}
 	if t.server != "" {
 		return "--server " + t.server
 	}
@@ -71,6 +104,22 @@ func readToken(file string) (string, error) {
 // open opens the target's database; create allows an embedded store to be
 // created (index and bank), otherwise a directory without one fails.
 func (t *target) open(ctx context.Context, create bool) (*percolator.DB, error) {
+	if t.bigtable != "" {
+		tok, err := readToken(t.tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		opts := cluster.Options{Etcd: cluster.ParseEndpoints(t.etcd), Prefix: t.etcdPrefix, OracleToken: tok, OracleCAFile: t.tlsCA}
+		if err := opts.Bigtable.ParseTable(t.bigtable); err != nil {
+			return nil, usagef("--bigtable: %v", err)
+		}
+		db, err := cluster.Open(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		t.cluster = db
+		return db.DB, nil
+	}
 	if t.server != "" {
 		tok, err := readToken(t.tokenFile)
 		if err != nil {

@@ -16,7 +16,7 @@ import (
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("worker", stderr)
 	var tg target
-	tg.register(fs, "not allowed: a worker shares a server's database (--server)")
+	tg.register(fs, "not allowed: a worker shares a database with other processes (--server, or --bigtable with --etcd)")
 	scanners := fs.Int("scanners", 4, "scanner threads running the observers")
 	drain := fs.Bool("drain", false, "exit once no notification is left, instead of at a signal")
 	if err := parseFlags(fs, args); err != nil {
@@ -26,7 +26,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case fs.NArg() > 0:
 		return usagef("unexpected arguments %q", fs.Args())
 	case tg.dir != "":
-		return usagef("a worker runs beside other processes: use --server (an embedded --dir has one process; run index there)")
+		return usagef("a worker runs beside other processes: use --server or --bigtable with --etcd (an embedded --dir has one process; run index there)")
 	case *scanners < 1:
 		return usagef("--scanners must be at least 1")
 	}
@@ -41,7 +41,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := docindex.Register(ctx, db); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "percolator worker: running the index observers with %d scanners on %s\n", *scanners, tg.server)
+	fmt.Fprintf(stderr, "percolator worker: running the index observers with %d scanners on %s\n", *scanners, tg.String())
 	rep, err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: *scanners, Drain: *drain})
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
 		return errDrained

@@ -87,4 +87,81 @@
 // it ends for good when its lease expires, where a worker must come back
 // under the same owner with its keys put again. Session renews with
 // KeepAliveOnce and keeps the send times itself.
+//
+// # The elected timestamp oracle (election.go, mark.go, oracle.go)
+//
+// In the distributed deployment several `percolator oracle` processes run
+// a Candidate each; the one etcd elects hands out timestamps, the others
+// stand by. DESIGN.md's protocol invariant 1 (timestamps strictly
+// increasing, across failovers) rests on these:
+//
+//  1. A candidate campaigns with concurrency.Election, its value the
+//     address clients dial, on a lease it renews itself: KeepAliveOnce
+//     every TTL/3, recording the monotonic send time of each. It allocates
+//     only while its monotonic clock reads less than its deadline: the
+//     send time of its last acknowledged renewal (or of the grant) + the
+//     granted TTL − a drift margin (default TTL/10). The check runs under
+//     the Allocator's mutex at every allocation (oracle.Mark.Usable), so
+//     a window of timestamps held in memory is worth nothing past it.
+//  2. etcd expires the lease no earlier than a TTL after it received the
+//     last renewal, which it did after that renewal was sent; a standby's
+//     key wins only once the leader's key is gone, with its lease. So the
+//     leader's deadline passes before a successor can win: at most one
+//     candidate allocates at any moment, paused (SIGSTOP, a long GC) or
+//     not.
+//  3. The high-water mark lives in etcd at <prefix>oracle/mark, 8 bytes
+//     big-endian (etcd compares values bytewise, so that is numeric), with
+//     no lease. Every timestamp a leader hands out is below a mark already
+//     durable there (written a Window ahead, in the background, as the
+//     file allocator does). Every mark write is an etcd Txn conditioned on
+//     the leader key's create revision (Election.Rev()) and on the stored
+//     mark being below the new value: a stale leader cannot write, and the
+//     mark never goes down.
+//  4. A new leader reads the mark after it has won and resumes at it, so
+//     it hands out only timestamps above every one any earlier leader
+//     handed out (3), and only after them in real time (2).
+//  5. A term ends when its deadline passes without a renewal, when etcd
+//     says the lease is gone, when a mark write is refused by the revision
+//     condition, or on Close. The candidate then closes the term's
+//     allocator (nothing more is handed out) before it revokes the lease
+//     (deleting its key, so a standby can win at once), and campaigns
+//     again on a fresh lease, with a fresh allocator from the mark then
+//     current if it wins. A term never resumes: a leader paused past its
+//     deadline allocates nothing after it resumes until it wins an
+//     election again.
+//  6. A candidate that does not lead, or whose deadline has passed,
+//     answers oracle.ErrNotLeader (the oracle role's gRPC server turns it
+//     into codes.Unavailable). Clients (OracleBackend) find the leader as
+//     the value of the election's first-created key (what
+//     Election.Leader returns) and, on Unavailable or a failed connection,
+//     resolve it again within a budget (default 10s). oracle.Client still
+//     rejects a reply that is not above the previous one; by 4 a new
+//     leader's replies never are.
+//  7. OracleBackend is a plain oracle.Backend, not a VersionedBackend: the
+//     oracle role has no store and no observer registry version to send,
+//     so a committer re-reads the registry itself (txn.VersionedOracle).
+//
+// The caller's contract:
+//
+//  1. StartCandidate with the address clients dial (not a wildcard such as
+//     0.0.0.0), on an etcd client the caller owns and closes after Close.
+//  2. Serve the Candidate, an oracle.Backend, with server.NewOracleServer
+//     (the Oracle service, health and Ping; no store).
+//  3. Close it to resign: it stops allocating, then revokes its lease, so
+//     a standby takes over at once rather than after the lease.
+//  4. Clients wrap NewOracleBackend in one oracle.Client per process.
+//
+// Rejected design: fencing only the mark writes in etcd. A leader serves
+// from a window of timestamps held in memory, so a leader paused past its
+// lease would resume and hand a committer a commit_ts from that window,
+// below a start_ts the new leader has meanwhile given a reader: the
+// deadline check of 1, at each allocation, is what stops it. Rejected
+// design: concurrency.Session's own keep-alive. Its renewals are
+// invisible to the caller, so no send time can be recorded; the session
+// here is built on a lease this package renews (newSession).
+//
+// Not covered: CLOCK_MONOTONIC, Go's monotonic clock, stops while the
+// machine is suspended, so a leader whose whole machine is suspended past
+// its lease resumes believing less time has passed; the margin covers
+// clock rate differences of up to a tenth of the TTL, not a suspend.
 package etcd

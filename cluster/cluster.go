@@ -1,0 +1,145 @@
+// Package cluster opens a percolator database on the distributed
+// deployment: Cloud Bigtable as the store (storage/bigtable) and etcd as
+// the coordination service (coord/etcd: liveness sessions, advisory locks,
+// the elected timestamp oracle). It wires those backends into
+// percolator.Options, so that a program embedding percolator on a
+// directory or a server does not link the Bigtable and etcd clients.
+//
+// Timestamps come from `percolator oracle` processes (run two or more; one
+// leads, found through etcd). The DB's liveness is an etcd session: its
+// owner is alive while the session's lease is, a commit checks the session
+// just before its commit point, and the scanners take their advisory row
+// locks in etcd.
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/coord/etcd"
+	"github.com/seed-992972ee/percolator/oracle"
+	"github.com/seed-992972ee/percolator/rpc"
+	"github.com/seed-992972ee/percolator/storage/bigtable"
+)
+
+// Options configures Open.
+type Options struct {
+	// Bigtable names the table (created with `percolator init --bigtable`
+	// or bigtable.Init).
+	Bigtable bigtable.Options
+	// Etcd lists the etcd endpoints. Required.
+	Etcd []string
+	// Prefix is the root of percolator's etcd keys. Default
+	// etcd.DefaultPrefix.
+	Prefix string
+	// SessionTTL is the etcd lease of this DB's liveness. Default
+	// etcd.DefaultTTL.
+	SessionTTL time.Duration
+	// OracleToken and OracleCAFile reach oracles run with a token or TLS.
+	OracleToken, OracleCAFile string
+	// DB holds the remaining database options (LockTTL, MaxRetries,
+	// Logger, ...). Its Dir, Server, Store, Oracle, Liveness and Owner
+	// must be empty: Open sets them.
+	DB percolator.Options
+}
+
+// DB is a percolator.DB on Bigtable and etcd. Its Close also closes the
+// clients Open made (the session first, so the process is seen dead at
+// once).
+type DB struct {
+	*percolator.DB
+	session *etcd.Session
+	etcd    *clientv3.Client
+}
+
+// Session is the DB's etcd session (its liveness, and the membership of
+// its workers).
+func (db *DB) Session() *etcd.Session { return db.session }
+
+// Etcd is the DB's etcd client.
+func (db *DB) Etcd() *clientv3.Client { return db.etcd }
+
+// ParseEndpoints splits a comma-separated endpoint list.
+func ParseEndpoints(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Dial connects to etcd.
+func Dial(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
+	if len(endpoints) == 0 {
+		return nil, fmt.Errorf("%w: no etcd endpoints", percolator.ErrInvalidArgument)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), Context: ctx})
+	if err != nil {
+		return nil, fmt.Errorf("etcd %s: %w", strings.Join(endpoints, ","), err)
+	}
+	// The client dials lazily: fail now, naming the endpoints, rather
+	// than in the first transaction.
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := cli.Status(sctx, endpoints[0]); err != nil {
+		_ = cli.Close()
+		return nil, fmt.Errorf("%w: etcd %s: %v", percolator.ErrUnavailable, strings.Join(endpoints, ","), err)
+	}
+	return cli, nil
+}
+
+// Open opens the database.
+func Open(ctx context.Context, opts Options) (*DB, error) {
+	o := opts.DB
+	if o.Dir != "" || o.Server != "" || o.Store != nil || o.Oracle != nil || o.Liveness != nil || o.Owner != "" {
+		return nil, fmt.Errorf("%w: cluster.Open sets Dir, Server, Store, Oracle, Liveness and Owner itself", percolator.ErrInvalidArgument)
+	}
+	var closers []io.Closer
+	fail := func(err error) (*DB, error) {
+		for i := len(closers) - 1; i >= 0; i-- {
+			_ = closers[i].Close()
+		}
+		return nil, err
+	}
+	st, err := bigtable.Open(ctx, opts.Bigtable)
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, st)
+	cli, err := Dial(ctx, opts.Etcd)
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, cli)
+	owner := coord.NewOwnerID()
+	sess, err := etcd.Open(ctx, cli, etcd.SessionOptions{Owner: owner, TTL: opts.SessionTTL, Prefix: opts.Prefix, Logger: o.Logger})
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, sess)
+	backend, err := etcd.NewOracleBackend(cli, etcd.OracleBackendOptions{
+		Prefix: opts.Prefix, Logger: o.Logger,
+		Dial: rpc.DialOptions{Token: opts.OracleToken, CAFile: opts.OracleCAFile},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, backend)
+	o.Store, o.Oracle, o.Liveness, o.Owner = st, oracle.NewClient(backend), sess, owner
+	o.Closers = append(closers, o.Closers...)
+	pdb, err := percolator.Open(ctx, o) // owns the closers from here
+	if err != nil {
+		return nil, err
+	}
+	return &DB{DB: pdb, session: sess, etcd: cli}, nil
+}

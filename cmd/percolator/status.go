@@ -58,8 +58,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // readStatus reads the store's status or, if a running command holds it,
 // what that command publishes.
 func readStatus(ctx context.Context, tg *target) (statusReport, error) {
-	if tg.server != "" {
+	if tg.server != "" || tg.bigtable != "" {
 		rep := statusReport{Server: tg.server, Source: "server"}
+		if tg.bigtable != "" {
+			rep.Server, rep.Source = tg.String(), "bigtable"
+		}
 		err := withDB(ctx, tg, func(db *percolator.DB) error { return rep.fromStore(ctx, db) })
 		return rep, err
 	}

@@ -111,10 +111,10 @@ type Status struct {
 	Scanners map[string]int64
 	// Partitions is the range each live partitioned worker published
 	// (WorkerOptions.Membership), sorted by Index; nil when none did.
-	Partitions []PartitionStatus
+	Partitions []PartitionStatus `json:",omitempty"`
 	// Unowned counts the notified rows that no range in Partitions covers
 	// (bounds from samples that differ): the fallback passes find them.
-	Unowned int
+	Unowned int `json:",omitempty"`
 }
 
 // PartitionStatus is one partitioned worker's range, as it published it.

@@ -522,3 +522,40 @@ func checkNoLeak(t *testing.T) func() {
 		}
 	}
 }
+
+// lossyMembership is a Membership whose first watch ends (closes) after
+// its first list, as a watch on a failing service would.
+type lossyMembership struct {
+	*coord.LocalMembership
+	watches atomic.Int64
+}
+
+func (m *lossyMembership) WatchMembers(ctx context.Context, group string) <-chan []coord.Member {
+	w := m.LocalMembership.WatchMembers(ctx, group)
+	if m.watches.Add(1) > 1 {
+		return w
+	}
+	out := make(chan []coord.Member)
+	go func() {
+		defer close(out)
+		select {
+		case l := <-w:
+			out <- l
+		case <-ctx.Done():
+		}
+	}()
+	return out
+}
+
+// TestPartitionWatchLost: a worker whose membership watch ends scans the
+// whole keyspace until it watches again, then follows its range again.
+func TestPartitionWatchLost(t *testing.T) {
+	c := newCluster(t, memory.New(), 1)
+	m := &lossyMembership{LocalMembership: c.members[0]}
+	run := c.start(0, WorkerOptions{Scanners: 1, MaxIdle: 5 * time.Millisecond, Membership: m})
+	waitFor(t, "the worker watches again", func() bool { return m.watches.Load() == 2 })
+	c.settle([]int{0}, 1)
+	if err := run.stop(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,7 +1,8 @@
 // Package coord is the coordination service the protocol consults: who is
-// alive, and advisory row locks for scanners (Locker). (Oracle leader
-// election joins it later, with an etcd implementation beside the local
-// one.)
+// alive, advisory row locks for scanners (Locker), and the live members
+// of a group (Membership, with which observer workers split the notify
+// keyspace). (Oracle leader election joins it later, with an etcd
+// implementation beside the local one.)
 //
 // # Liveness
 //
@@ -24,4 +25,24 @@
 //     with other processes needs a Liveness that knows every process (a
 //     server's sessions, etcd leases); without one, TTLOnly treats every
 //     owner as alive, and a lock is judged by its TTL alone.
+//
+// # Membership
+//
+// A Membership handle registers its owner in named groups under the
+// owner's liveness, and watches a group's full member list:
+//
+//  1. A member leaves its group when the ctx it registered with ends, or
+//     when its owner dies (etcd: its session's lease lapses); a dead
+//     owner cannot register again (ErrNotAlive).
+//  2. A watch delivers the whole list, sorted by Owner, at its start and
+//     after every change; a reader that falls behind gets the newest list,
+//     never a queue of stale ones. Two watchers of one group see the same
+//     lists in the same order, each possibly skipping some.
+//  3. Membership is advice to the observers, as Locker is: a member list
+//     may lag the truth (a dead member still listed until its lease ends,
+//     a watcher that has not caught up), and nothing that needs to be
+//     correct rests on it.
+//
+// LocalMembership is the in-process implementation (tests): handles made
+// with As share one set of groups; Remove simulates a death.
 package coord

@@ -90,6 +90,69 @@
 // not to the table. Scanners count what they visit (storage.Counted) in
 // the counters Status reports.
 //
+// # Partitioned finding
+//
+// On a store shared by many worker processes (Bigtable), random scanning
+// makes every worker visit the whole notify keyspace on every pass; on
+// Bigtable, which has no locality groups, that is every cell of every
+// row. With WorkerOptions.Membership the workers split the keyspace
+// instead (as Apache Fluo does), by this rule:
+//
+//  1. Run registers the worker in its group (coord.Membership, under its
+//     liveness) for as long as it runs, and watches the group.
+//  2. Every member computes the same split from what every member can
+//     read: the member list sorted by Owner, and a sample of the notify
+//     keyspace's row keys (a scan of it, keeping the keys whose hash has
+//     its top bits clear: the same keys give the same sample in every
+//     process, whatever the order). The n-1 quantiles of the sample cut
+//     the keyspace into n ranges; member i owns range i. An empty sample
+//     keeps the bounds of the same member list, or cuts the 8-byte key
+//     space evenly. It samples again on every member-list change and
+//     every WorkerOptions.Resample (at the same wall-clock instants in
+//     every process).
+//  3. A scanner scans its worker's range from a random sampled key in
+//     it, wrapping around within the range, and jumps (to another random
+//     key in it) on contention, as before.
+//  4. A scanner scans the whole keyspace from a random place, as a lone
+//     worker does: while its worker knows no member list or is not in
+//     it; for the first pass after the member list changed (the others
+//     may still scan the old ranges); every FallbackEvery-th pass; and
+//     after a pass over its range found nothing, in a drain, which ends
+//     only when a pass over the whole keyspace found nothing.
+//
+// No state is shared beyond the membership: no split is stored, agreed
+// or handed over, so there is nothing to lose or fence when a worker
+// dies. Its liveness lapses, it leaves the group, the others compute the
+// split of the smaller list and cover its range. The price is that two
+// members may sample at different moments and compute slightly different
+// bounds: an overlap costs a duplicate scan of a few rows (the advisory
+// lock and the ack conflict keep the runs single); a gap leaves rows no
+// range covers, which the passes of rule 4 find. Those passes also cover
+// the time a member needs to learn of a change.
+//
+// What it saves: keys visited by passes. A worker that finds little
+// passes at the pace of its back-off, and a pass over its range costs
+// about 1/n of one over the whole keyspace; with three workers and
+// FallbackEvery 8, about 0.42 (TestPartitionScanCost, on a store that
+// counts keys as Bigtable does, measures 0.5 to 0.6 per change found,
+// the fallback, the samples and contention included). Scanners that
+// never idle visit keys at the store's pace either way; partitions then
+// cut the time until a change is reached (a pass over a range), not the
+// keys per change.
+//
+// Correctness does not depend on the partitions: they only choose where
+// a scanner looks first and how often it looks elsewhere. Every
+// invariant above holds for any choice of bounds (the ack conflict, not
+// the ranges, keeps runs single), and a notification in no range is
+// still found by the full passes, at worst a few passes later.
+//
+// Each worker publishes its range (FamilyPartitions, in the row
+// partitionsRow: owner, bounds, view version) at every re-sample and
+// withdraws it when it stops; Status shows the ranges of the members the
+// newest entry lists, the notified rows in each (backlog), and the rows
+// in none (Unowned). A worker drops the entries of dead workers that did
+// not withdraw theirs.
+//
 // A clear is written without waiting for its sync (storage.Deferred): lost
 // in a crash, it leaves a notification whose run finds the cell clean,
 // since the ack it follows is durable, and clears it again. A clear after

@@ -57,7 +57,16 @@ type Framework struct {
 	clears     atomic.Int64
 	compacting atomic.Bool
 
+	// part is the partitioner of the Run in progress with a Membership.
+	part atomic.Pointer[partitioner]
+	// Passes made by the scanners: over the whole keyspace, over this
+	// worker's range (tests; Status has them as counters).
+	fullPasses, rangePasses atomic.Int64
+
 	backfillChunk int // rows per backfill progress record (test knob)
+	// splitHook, if set, replaces the bounds a worker computed (test
+	// knob: two workers whose samples disagree).
+	splitHook func(splits [][]byte) [][]byte
 }
 
 // New loads the stored registrations and makes client set notifications

@@ -31,6 +31,12 @@ const (
 	statScanKeys    = "scan_keys"   // stored keys they visited (storage.Counted)
 	statScanMicros  = "scan_micros" // time spent in them
 	statCompactions = "compactions" // of the notify keyspace
+	// Partitioned finding (WorkerOptions.Membership): passes over the
+	// whole keyspace and over the worker's own range, and the keys the
+	// samples of the notify keyspace visited (also in scan_keys).
+	statFullPasses  = "full_passes"
+	statRangePasses = "range_passes"
+	statSampleKeys  = "sample_keys"
 )
 
 // scannersRow is the stats row of the scanners' counters.
@@ -100,15 +106,40 @@ type Status struct {
 	Quarantined int
 	// Scanners is the scanners' counters: scans, scan_rows (notified rows
 	// found), scan_keys (stored keys visited finding them, on a
-	// storage.Counted store), scan_micros, scanner_jumps, compactions.
+	// storage.Counted store), scan_micros, scanner_jumps, compactions;
+	// full_passes, range_passes and sample_keys (partitioned finding).
 	Scanners map[string]int64
+	// Partitions is the range each live partitioned worker published
+	// (WorkerOptions.Membership), sorted by Index; nil when none did.
+	Partitions []PartitionStatus `json:",omitempty"`
+	// Unowned counts the notified rows that no range in Partitions covers
+	// (bounds from samples that differ): the fallback passes find them.
+	Unowned int `json:",omitempty"`
+}
+
+// PartitionStatus is one partitioned worker's range, as it published it.
+type PartitionStatus struct {
+	Owner  string // its member identity (the Membership's owner)
+	Worker string // the value it registered (its process and run)
+	// Index of Of is its place in its view of the member list.
+	Index, Of int
+	// Start and End bound its range [Start, End); nil is the keyspace's
+	// start (Start) or end (End).
+	Start, End []byte
+	Version    uint64    // of its view (its own count)
+	Updated    time.Time // when it published it
+	Backlog    int       // notified rows in its range now
 }
 
 // Status reads the backlog per observed column (a scan of the notify
 // keyspace only) and every observer's counters.
 func (f *Framework) Status(ctx context.Context) (Status, error) {
 	cols := f.reg.columns()
-	backlog, err := f.backlog(ctx)
+	parts, err := f.partitions(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	backlog, unowned, err := f.backlog(ctx, parts)
 	if err != nil {
 		return Status{}, err
 	}
@@ -117,7 +148,7 @@ func (f *Framework) Status(ctx context.Context) (Status, error) {
 			backlog[col] = &ColumnStatus{Column: col}
 		}
 	}
-	var st Status
+	st := Status{Partitions: parts, Unowned: unowned}
 	for _, cs := range backlog {
 		st.Columns = append(st.Columns, *cs)
 	}
@@ -141,11 +172,16 @@ func (f *Framework) Status(ctx context.Context) (Status, error) {
 }
 
 // backlog scans the notify keyspace: per notified column, the cells
-// pending and the age of the oldest notification.
-func (f *Framework) backlog(ctx context.Context) (map[string]*ColumnStatus, error) {
+// pending and the age of the oldest notification; per partition, the
+// notified rows in its range (parts[i].Backlog), and the rows in none.
+func (f *Framework) backlog(ctx context.Context, parts []PartitionStatus) (map[string]*ColumnStatus, int, error) {
 	now := uint64(time.Now().UnixMilli())
 	backlog := map[string]*ColumnStatus{}
+	unowned := 0
 	err := f.store.Scan(ctx, nil, nil, notifyAll, 0, func(r storage.Row) bool {
+		if len(parts) > 0 && !countInRanges(parts, r.Key) {
+			unowned++
+		}
 		seen := map[string]bool{}
 		for _, c := range r.Cells {
 			cs := backlog[c.Qualifier]
@@ -163,7 +199,49 @@ func (f *Framework) backlog(ctx context.Context) (map[string]*ColumnStatus, erro
 		}
 		return true
 	})
-	return backlog, err
+	return backlog, unowned, err
+}
+
+// countInRanges adds key to the backlog of every partition whose range
+// holds it, and reports whether any did.
+func countInRanges(parts []PartitionStatus, key []byte) bool {
+	in := false
+	for i := range parts {
+		if inRange(key, parts[i].Start, parts[i].End) {
+			parts[i].Backlog++
+			in = true
+		}
+	}
+	return in
+}
+
+// partitions reads the ranges the partitioned workers published: those of
+// the members listed by the newest entry (an entry of a worker that died
+// is left until a live one drops it).
+func (f *Framework) partitions(ctx context.Context) ([]PartitionStatus, error) {
+	r, err := f.store.ReadRow(ctx, []byte(partitionsRow), partitionsFilter)
+	if err != nil {
+		return nil, err
+	}
+	entries := map[string]publishedPartition{}
+	var newest publishedPartition
+	for _, c := range r.Cells {
+		if e, ok := decodePartition(c.Value); ok {
+			entries[c.Qualifier] = e
+			if e.Updated >= newest.Updated {
+				newest = e
+			}
+		}
+	}
+	var parts []PartitionStatus
+	for _, owner := range newest.Members {
+		if e, ok := entries[owner]; ok {
+			parts = append(parts, PartitionStatus{Owner: owner, Worker: e.Worker, Index: e.Index, Of: len(e.Members),
+				Start: e.Start, End: e.End, Version: e.Version, Updated: time.UnixMilli(e.Updated)})
+		}
+	}
+	sort.SliceStable(parts, func(i, j int) bool { return parts[i].Index < parts[j].Index })
+	return parts, nil
 }
 
 // counters reads the stored counters of one stats row.

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seed-992972ee/percolator/coord"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/txn"
 )
@@ -37,6 +38,27 @@ type WorkerOptions struct {
 	// notifications stop costing scans. 0 means 1024; negative disables
 	// compaction.
 	CompactAfter int
+
+	// Membership, when set, splits the notify keyspace among the workers
+	// that share it (doc.go, "Partitioned finding"): Run registers this
+	// worker in Group until it returns, and its scanners scan mostly its
+	// own range. nil: every scanner scans the whole keyspace from random
+	// places (the paper's scheme), as one worker alone should.
+	Membership coord.Membership
+	// Group is the membership group of the workers that split one notify
+	// keyspace. "" means DefaultGroup.
+	Group string
+	// FallbackEvery makes every FallbackEvery-th pass of a partitioned
+	// scanner a pass over the whole keyspace from a random place, which
+	// finds notifications no worker's range covers (workers whose samples
+	// differ). 0 means 8; negative disables these (the full passes after
+	// a member-list change and at the end of a drain remain).
+	FallbackEvery int
+	// Resample is how often a partitioned worker samples the notify
+	// keyspace again and recomputes the bounds (it also does on every
+	// member-list change), at multiples of Resample in wall time so that
+	// the workers sample together. 0 means 10s.
+	Resample time.Duration
 }
 
 func (o *WorkerOptions) ensureDefaults() {
@@ -51,6 +73,15 @@ func (o *WorkerOptions) ensureDefaults() {
 	}
 	if o.CompactAfter == 0 {
 		o.CompactAfter = 1024
+	}
+	if o.Group == "" {
+		o.Group = DefaultGroup
+	}
+	if o.FallbackEvery == 0 {
+		o.FallbackEvery = 8
+	}
+	if o.Resample <= 0 {
+		o.Resample = 10 * time.Second
 	}
 }
 
@@ -94,7 +125,7 @@ func (f *Framework) unhandled(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	backlog, err := f.backlog(ctx)
+	backlog, _, err := f.backlog(ctx, nil)
 	if err != nil {
 		return Report{}, err
 	}
@@ -120,12 +151,19 @@ func (f *Framework) run(ctx context.Context, opts WorkerOptions) error {
 		errOnce sync.Once
 		runErr  error
 	)
+	var part *partitioner
+	if opts.Membership != nil {
+		var err error
+		if part, err = f.startPartitioner(ctx, opts); err != nil {
+			return err
+		}
+	}
 	idle := newIdleTracker(opts.Scanners)
 	for i := range opts.Scanners {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := &scanner{f: f, opts: opts, id: i, owner: fmt.Sprintf("%s/scanner-%d", f.client.Owner(), i), rng: rand.New(rand.NewPCG(rand.Uint64(), uint64(i)))}
+			s := &scanner{f: f, opts: opts, part: part, id: i, owner: fmt.Sprintf("%s/scanner-%d", f.client.Owner(), i), rng: rand.New(rand.NewPCG(rand.Uint64(), uint64(i)))}
 			if err := s.run(ctx, idle); err != nil && ctx.Err() == nil {
 				errOnce.Do(func() { runErr = err; cancel() })
 			}
@@ -159,6 +197,9 @@ func (f *Framework) run(ctx context.Context, opts WorkerOptions) error {
 	wg.Wait()
 	cancel()
 	<-flusher
+	if part != nil {
+		part.stop(context.WithoutCancel(ctx))
+	}
 	f.flushStats(context.WithoutCancel(ctx))
 	switch {
 	case runErr != nil:
@@ -223,9 +264,14 @@ func (t *idleTracker) drained() bool {
 type scanner struct {
 	f     *Framework
 	opts  WorkerOptions
+	part  *partitioner // nil without a Membership
 	owner string
 	rng   *rand.Rand
 	id    int
+
+	passes   int    // passes begun
+	epoch    uint64 // Partition.epoch of its last pass
+	wantFull bool   // the next pass covers the whole keyspace
 }
 
 // randomKey is a random position in the row space.
@@ -233,25 +279,29 @@ func (s *scanner) randomKey() []byte {
 	return binary.BigEndian.AppendUint64(nil, s.rng.Uint64())
 }
 
-// run scans from a random position to the end of the keyspace and around
-// from its start, jumping to a new random position when it runs into a
-// row another scanner holds (the paper's fix for scanners clumping like
-// buses), and backing off when a whole pass finds nothing.
+// run scans from a random position to the end of the keyspace (or of
+// its worker's range) and around from its start, jumping to a new random
+// position when it runs into a row another scanner holds (the paper's fix
+// for scanners clumping like buses), and backing off when a whole pass
+// finds nothing.
 func (s *scanner) run(ctx context.Context, idle *idleTracker) error {
 	wait := time.Millisecond
 	for ctx.Err() == nil {
 		epoch := idle.passStart()
-		origin := s.randomKey()
-		worked, pending, err := s.pass(ctx, origin, idle)
+		spans, full := s.plan()
+		worked, pending, err := s.pass(ctx, spans, idle)
 		if err != nil {
 			return err
 		}
 		s.f.maybeCompact(ctx, s.opts)
+		// A drain ends only after a pass over the whole keyspace found
+		// nothing: one over a range leaves the rest unchecked.
+		s.wantFull = s.opts.Drain && !full && !worked && !pending
 		if worked {
 			wait = time.Millisecond
 			continue
 		}
-		if !pending {
+		if !pending && full {
 			idle.idlePass(s.id, epoch)
 		}
 		if err := txn.SleepContext(ctx, wait); err != nil {
@@ -262,12 +312,36 @@ func (s *scanner) run(ctx context.Context, idle *idleTracker) error {
 	return nil
 }
 
-// pass scans [origin, end) then [start, origin) once, or until it jumps.
-// worked reports that it ran an observer or cleared a notification;
-// pending, that it left runnable work (a failed run waiting to be
-// retried, a row another scanner held).
-func (s *scanner) pass(ctx context.Context, origin []byte, idle *idleTracker) (worked, pending bool, err error) {
-	for _, span := range [][2][]byte{{origin, nil}, {nil, origin}} {
+// plan chooses the next pass: over the worker's range when partitioned,
+// else — and on a member-list change, every FallbackEvery-th pass, and at
+// a drain's end — over the whole keyspace (full). Both begin at a random
+// place and wrap around.
+func (s *scanner) plan() (spans [][2][]byte, full bool) {
+	s.passes++
+	p := s.part.current()
+	switch {
+	case p == nil || p.Self < 0:
+	case p.epoch != s.epoch: // the others may still scan the old ranges
+		s.epoch = p.epoch
+	case s.wantFull:
+	case s.opts.FallbackEvery > 0 && s.passes%s.opts.FallbackEvery == 0:
+	default:
+		start, end := p.Range(p.Self)
+		s.f.rangePasses.Add(1)
+		s.f.stats.add("", statRangePasses, 1)
+		return around(p.origin(s.rng, p.Self), start, end), false
+	}
+	s.f.fullPasses.Add(1)
+	s.f.stats.add("", statFullPasses, 1)
+	return around(s.randomKey(), nil, nil), true
+}
+
+// pass scans spans in order once, or until it jumps. worked reports that
+// it ran an observer or cleared a notification; pending, that it left
+// runnable work (a failed run waiting to be retried, a row another
+// scanner held).
+func (s *scanner) pass(ctx context.Context, spans [][2][]byte, idle *idleTracker) (worked, pending bool, err error) {
+	for _, span := range spans {
 		pos, end := span[0], span[1]
 		for {
 			rows, err := s.f.scanNotify(ctx, pos, end, s.opts.Batch)

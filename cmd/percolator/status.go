@@ -168,6 +168,34 @@ func printObservers(w io.Writer, st percolator.ObserverStatus) {
 	sc := st.Scanners
 	fmt.Fprintf(w, "scanners: %d scans found %d notified rows, visiting %d keys in %s; %d jumps, %d compactions of the notify keyspace\n",
 		sc["scans"], sc["scan_rows"], sc["scan_keys"], (time.Duration(sc["scan_micros"]) * time.Microsecond).Round(time.Millisecond), sc["scanner_jumps"], sc["compactions"])
+	if len(st.Partitions) > 0 {
+		printPartitions(w, st)
+	}
+}
+
+// printPartitions prints the ranges the partitioned workers published:
+// who owns which part of the notify keyspace, and its backlog.
+func printPartitions(w io.Writer, st percolator.ObserverStatus) {
+	fmt.Fprintln(w, "\npartitions of the notify keyspace (workers splitting it):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tOWNER\tWORKER\tSTART\tEND\tBACKLOG\tVERSION\tAGE")
+	for _, p := range st.Partitions {
+		fmt.Fprintf(tw, "%d/%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", p.Index, p.Of, displayText(p.Owner), displayText(p.Worker),
+			displayBound(p.Start), displayBound(p.End), p.Backlog, p.Version, time.Since(p.Updated).Round(100*time.Millisecond))
+	}
+	_ = tw.Flush()
+	sc := st.Scanners
+	fmt.Fprintf(w, "notified rows in no worker's range: %d (found by the passes over the whole keyspace: %d so far, %d over a range)\n",
+		st.Unowned, sc["full_passes"], sc["range_passes"])
+}
+
+// displayBound is a range bound as printed: "-" for the keyspace's start
+// or end (nil), else the row key quoted as a path is.
+func displayBound(b []byte) string {
+	if b == nil {
+		return "-"
+	}
+	return displayPath(string(b))
 }
 
 // printRun prints the last (or running) command's outcome and bad files.

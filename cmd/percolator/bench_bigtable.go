@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/oracle"
-	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
 
@@ -177,41 +175,10 @@ func benchBigtableReads(ctx context.Context, cfg benchConfig, w io.Writer) error
 		return err
 	}
 	defer closeAll()
-	value := make([]byte, cfg.valueSize)
-	keys := min(cfg.keys, 2000)
-	for i := 0; i < keys; i += 500 {
-		err := db.Update(ctx, func(tx *percolator.Txn) error {
-			for j := i; j < min(i+500, keys); j++ {
-				if err := tx.Set(serverKey(j), "v", value); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
+	rawN, txnN, err := measureReads(ctx, cfg, db, st, min(cfg.keys, 2000))
+	if err != nil {
+		return err
 	}
-	filter := storage.Filter{{Family: "write", Qualifier: "v", Limit: 1}}
-	rawOp := func(rng *rand.Rand) error {
-		for range 100 {
-			if _, err := st.ReadRow(ctx, []byte(serverKey(rng.IntN(keys))), filter); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	txnOp := func(rng *rand.Rand) error {
-		return db.View(ctx, func(tx *percolator.Txn) error {
-			for range 100 {
-				if _, err := tx.Get(ctx, serverKey(rng.IntN(keys)), "v"); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-	rawN, txnN := alternate(ctx, cfg.readers, cfg.duration, rawOp, txnOp)
 	fmt.Fprintf(w, "bigtable reads:  %.0f reads/s in read-only txns (100 reads each) vs %.0f raw ReadRows/s at %d readers: ratio %.2fx (paper 0.94x: %s)\n",
 		100*txnN, 100*rawN, cfg.readers, txnN/rawN, cfg.targets.mark(txnN/rawN >= 0.94))
 	return nil
@@ -225,15 +192,7 @@ func benchBigtableWrites(ctx context.Context, cfg benchConfig, w io.Writer) erro
 		return err
 	}
 	defer closeAll()
-	value := make([]byte, cfg.valueSize)
-	rawOp := func(rng *rand.Rand) error {
-		return st.Mutate(ctx, []byte(serverKey(rng.IntN(1<<30))), storage.SetCell("rawbench", "v", 1, value))
-	}
-	txnOp := func(rng *rand.Rand) error {
-		row := serverKey(rng.IntN(1 << 30))
-		return db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set(row, "v", value) })
-	}
-	rawN, txnN := alternate(ctx, cfg.writers, cfg.duration, rawOp, txnOp)
+	rawN, txnN := measureWrites(ctx, cfg, db, st)
 	fmt.Fprintf(w, "bigtable writes: %.0f txn/s vs %.0f raw MutateRow/s at %d writers, %d-byte values: ratio %.2fx (paper 0.23x: %s)\n",
 		txnN, rawN, cfg.writers, cfg.valueSize, txnN/rawN, cfg.targets.mark(txnN/rawN >= 0.23))
 	return nil

@@ -202,10 +202,23 @@ func benchServerReads(ctx context.Context, cfg benchConfig, w io.Writer) error {
 		return err
 	}
 	defer closeAll()
+	rawN, txnN, err := measureReads(ctx, cfg, db, st, cfg.keys)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "reads:   %.0f reads/s in read-only txns (100 reads each) vs %.0f raw ReadRow RPCs/s at %d readers: ratio %.2fx (target >= 0.94x: %s)\n",
+		100*txnN, 100*rawN, cfg.readers, txnN/rawN, cfg.targets.mark(txnN/rawN >= 0.94))
+	return nil
+}
+
+// measureReads loads keys rows through db, then measures read-only
+// transactions of 100 point reads against raw reads of the same rows'
+// newest write record (which holds the value inline) on st, alternating.
+func measureReads(ctx context.Context, cfg benchConfig, db *percolator.DB, st storage.Store, keys int) (raw, txn float64, err error) {
 	value := make([]byte, cfg.valueSize)
-	for i := 0; i < cfg.keys; i += 500 {
+	for i := 0; i < keys; i += 500 {
 		err := db.Update(ctx, func(tx *percolator.Txn) error {
-			for j := i; j < min(i+500, cfg.keys); j++ {
+			for j := i; j < min(i+500, keys); j++ {
 				if err := tx.Set(serverKey(j), "v", value); err != nil {
 					return err
 				}
@@ -213,13 +226,13 @@ func benchServerReads(ctx context.Context, cfg benchConfig, w io.Writer) error {
 			return nil
 		})
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 	}
 	filter := storage.Filter{{Family: "write", Qualifier: "v", Limit: 1}}
 	rawOp := func(rng *rand.Rand) error {
 		for range 100 {
-			if _, err := st.ReadRow(ctx, []byte(serverKey(rng.IntN(cfg.keys))), filter); err != nil {
+			if _, err := st.ReadRow(ctx, []byte(serverKey(rng.IntN(keys))), filter); err != nil {
 				return err
 			}
 		}
@@ -228,17 +241,15 @@ func benchServerReads(ctx context.Context, cfg benchConfig, w io.Writer) error {
 	txnOp := func(rng *rand.Rand) error {
 		return db.View(ctx, func(tx *percolator.Txn) error {
 			for range 100 {
-				if _, err := tx.Get(ctx, serverKey(rng.IntN(cfg.keys)), "v"); err != nil {
+				if _, err := tx.Get(ctx, serverKey(rng.IntN(keys)), "v"); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
 	}
-	rawN, txnN := alternate(ctx, cfg.readers, cfg.duration, rawOp, txnOp)
-	fmt.Fprintf(w, "reads:   %.0f reads/s in read-only txns (100 reads each) vs %.0f raw ReadRow RPCs/s at %d readers: ratio %.2fx (target >= 0.94x: %s)\n",
-		100*txnN, 100*rawN, cfg.readers, txnN/rawN, cfg.targets.mark(txnN/rawN >= 0.94))
-	return nil
+	raw, txn = alternate(ctx, cfg.readers, cfg.duration, rawOp, txnOp)
+	return raw, txn, nil
 }
 
 func serverKey(i int) string { return fmt.Sprintf("bench/%08d", i) }
@@ -262,6 +273,15 @@ func benchServerWrites(ctx context.Context, cfg benchConfig, w io.Writer) error 
 		return err
 	}
 	defer closeAll()
+	rawN, txnN := measureWrites(ctx, cfg, db, st)
+	fmt.Fprintf(w, "writes:  %.0f txn/s vs %.0f raw durable Mutate RPCs/s at %d writers, %d-byte values: ratio %.2fx (target >= 0.30x: %s)\n",
+		txnN, rawN, cfg.writers, cfg.valueSize, txnN/rawN, cfg.targets.mark(txnN/rawN >= 0.30))
+	return nil
+}
+
+// measureWrites measures single-cell write transactions through db
+// against raw Mutate calls of the same size on st, alternating.
+func measureWrites(ctx context.Context, cfg benchConfig, db *percolator.DB, st storage.Store) (raw, txn float64) {
 	value := make([]byte, cfg.valueSize)
 	rawOp := func(rng *rand.Rand) error {
 		return st.Mutate(ctx, []byte(serverKey(rng.IntN(1<<30))), storage.SetCell("rawbench", "v", 1, value))
@@ -270,10 +290,7 @@ func benchServerWrites(ctx context.Context, cfg benchConfig, w io.Writer) error 
 		row := serverKey(rng.IntN(1 << 30))
 		return db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set(row, "v", value) })
 	}
-	rawN, txnN := alternate(ctx, cfg.writers, cfg.duration, rawOp, txnOp)
-	fmt.Fprintf(w, "writes:  %.0f txn/s vs %.0f raw durable Mutate RPCs/s at %d writers, %d-byte values: ratio %.2fx (target >= 0.30x: %s)\n",
-		txnN, rawN, cfg.writers, cfg.valueSize, txnN/rawN, cfg.targets.mark(txnN/rawN >= 0.30))
-	return nil
+	return alternate(ctx, cfg.writers, cfg.duration, rawOp, txnOp)
 }
 
 // benchServerNonces: Increment with nonces vs without, same server, same

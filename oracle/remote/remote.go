@@ -89,6 +89,13 @@ func (b *Backend) once(actx context.Context, n uint32) (uint64, uint64, error) {
 	stop := context.AfterFunc(actx, func() { expired.Store(true); cancel() })
 	defer stop()
 	if err := b.stream.Send(&rpcpb.AllocateRequest{Count: n}); err != nil {
+		// io.EOF from Send means the server ended the stream; its status
+		// (Unauthenticated, say) is what Recv returns.
+		if errors.Is(err, io.EOF) {
+			if _, rerr := b.stream.Recv(); rerr != nil {
+				err = rerr
+			}
+		}
 		return 0, 0, b.streamErr(err, &expired)
 	}
 	resp, err := b.stream.Recv()

@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"log/slog"
 	"math/rand/v2"
@@ -9,9 +10,12 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/seed-992972ee/percolator/oracle/remote"
 	"github.com/seed-992972ee/percolator/rpc"
+	"github.com/seed-992972ee/percolator/rpc/rpcpb"
 	"github.com/seed-992972ee/percolator/server"
 	"github.com/seed-992972ee/percolator/server/servertest"
 )
@@ -88,5 +92,34 @@ func TestMonotonicAcrossPowerCuts(t *testing.T) {
 		crashed := fs.CrashClone(cut)
 		srv.Kill()
 		fs = crashed
+	}
+}
+
+// TestRefusedTokenIsNotRetried: a server that refuses the client's token
+// ends the stream before reading a request, so Send may see io.EOF instead
+// of the status; the Backend still reports the refusal, at once, rather
+// than retrying it as a broken stream until the budget runs out.
+func TestRefusedTokenIsNotRetried(t *testing.T) {
+	ctx := context.Background()
+	srv := servertest.Start(t, server.Options{Token: "right", Logger: slog.New(slog.DiscardHandler)}, "")
+	conn, err := rpc.Dial(ctx, srv.Addr, rpc.DialOptions{Token: "right", RetryBudget: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	raw, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	conn.Oracle = rpcpb.NewOracleClient(raw) // the same server, no token
+	for i := range 50 {
+		b := remote.New(conn)
+		start := time.Now()
+		_, err := b.Allocate(ctx, 1)
+		if !errors.Is(err, rpc.ErrUnauthenticated) || time.Since(start) > 5*time.Second {
+			t.Fatalf("call %d: %v after %v, want rpc.ErrUnauthenticated at once", i, err, time.Since(start))
+		}
+		b.Close()
 	}
 }

@@ -2,12 +2,15 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/seed-992972ee/percolator/coord"
 )
 
 // Member is one live member of a group: its owner ID and the value it
@@ -34,8 +37,14 @@ func checkGroup(group string) error {
 // death) and is put again under every new lease. Registering again
 // replaces the value. On an error the membership is not recorded.
 func (s *Session) Register(ctx context.Context, group, value string) error {
+	_, err := s.register(ctx, group, value)
+	return err
+}
+
+// register is Register, returning the registration's number in group.
+func (s *Session) register(ctx context.Context, group, value string) (uint64, error) {
 	if err := checkGroup(group); err != nil {
-		return err
+		return 0, err
 	}
 	// Holding own blocks a lease's replacement: bound the wait.
 	ctx, cancel := context.WithTimeout(ctx, s.ttl/3)
@@ -44,13 +53,81 @@ func (s *Session) Register(ctx context.Context, group, value string) error {
 	defer s.own.Unlock()
 	lease, err := s.lease()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if _, err := s.cli.Put(ctx, s.memberKey(group, s.owner), value, clientv3.WithLease(lease)); err != nil {
-		return s.callErr(lease, "registering in group "+group, err)
+		return 0, s.callErr(lease, "registering in group "+group, err)
 	}
 	s.members[group] = value
+	s.memberGen[group]++
+	return s.memberGen[group], nil
+}
+
+// leave withdraws registration gen from group unless a later Register
+// replaced it: the member key is deleted (best effort: it goes with the
+// lease otherwise) and is not put again under a new lease.
+func (s *Session) leave(group string, gen uint64) {
+	s.own.Lock()
+	defer s.own.Unlock()
+	if s.memberGen[group] != gen {
+		return
+	}
+	delete(s.members, group)
+	ctx, cancel := context.WithTimeout(context.Background(), s.ttl/3)
+	defer cancel()
+	if _, err := s.cli.Delete(ctx, s.memberKey(group, s.owner)); err != nil {
+		s.log.Debug("etcd: leaving a group; the member key goes with the lease", "group", group, "err", err)
+	}
+}
+
+// Membership returns the session as a coord.Membership (the observer
+// workers' partitioned finding): members are registered under the
+// session's owner and lease, so a process that dies leaves every group
+// when its lease expires. Unlike Session.Register, a registration made
+// through it ends with its ctx. One owner is one member of a group: two
+// registrations in one group by one session replace each other.
+func (s *Session) Membership() coord.Membership { return membership{s} }
+
+type membership struct{ s *Session }
+
+// Register implements coord.Membership: ErrSessionLost and ErrClosed wrap
+// coord.ErrNotAlive as well.
+func (m membership) Register(ctx context.Context, group, value string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	gen, err := m.s.register(ctx, group, value)
+	if err != nil {
+		if errors.Is(err, ErrSessionLost) || errors.Is(err, ErrClosed) {
+			return fmt.Errorf("%w: %w", coord.ErrNotAlive, err)
+		}
+		return err
+	}
+	context.AfterFunc(ctx, func() { m.s.leave(group, gen) })
 	return nil
+}
+
+// WatchMembers implements coord.Membership.
+func (m membership) WatchMembers(ctx context.Context, group string) <-chan []coord.Member {
+	in := m.s.WatchMembers(ctx, group)
+	out := make(chan []coord.Member)
+	go func() {
+		defer close(out)
+		for list := range in {
+			conv := make([]coord.Member, len(list))
+			for i, x := range list {
+				conv[i] = coord.Member{Owner: x.Owner, Value: x.Value}
+			}
+			select {
+			case out <- conv:
+			case <-ctx.Done():
+				for range in { // let the watch end
+				}
+				return
+			}
+		}
+	}()
+	return out
 }
 
 // Members returns group's live members, sorted by owner.

@@ -2,10 +2,15 @@ package etcd_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/coord/coordtest"
 	"github.com/seed-992972ee/percolator/coord/etcd"
 	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
 )
@@ -109,4 +114,33 @@ func TestWatchEndsWithSession(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("watch still open 5s after Close")
 	}
+}
+
+// TestMembershipConformance: Session.Membership passes the coord.Membership
+// suite; a death is the session's Close (a lapsed lease is
+// TestMembersJoinAndLeave's).
+func TestMembershipConformance(t *testing.T) {
+	cli := etcdtest.Client(t, etcdtest.Start(t))
+	var (
+		mu       sync.Mutex
+		sessions = map[string]*etcd.Session{}
+	)
+	coordtest.TestMembership(t, coordtest.MembershipHarness{
+		New: func(t *testing.T, owner string) coord.Membership {
+			mu.Lock()
+			defer mu.Unlock()
+			// Each subtest has its own key space.
+			s := openOpts(t, cli, etcd.SessionOptions{Owner: owner, TTL: ttl, Prefix: strings.ReplaceAll(t.Name(), "/", "-") + "/"})
+			sessions[fmt.Sprint(t.Name(), "/", owner)] = s
+			return s.Membership()
+		},
+		Kill: func(t *testing.T, owner string) {
+			mu.Lock()
+			s := sessions[fmt.Sprint(t.Name(), "/", owner)]
+			mu.Unlock()
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
 }

@@ -115,6 +115,10 @@ type Session struct {
 	// members: group → value of every Register that succeeded, put again
 	// under each new lease. Guarded by own.
 	members map[string]string
+	// memberGen: group → the number of the last Register in it, so that
+	// the end of an earlier registration (Membership) never withdraws a
+	// later one. Guarded by own.
+	memberGen map[string]uint64
 
 	mu struct {
 		sync.Mutex
@@ -149,7 +153,7 @@ func Open(ctx context.Context, cli *clientv3.Client, opts SessionOptions) (*Sess
 	}
 	s := &Session{
 		cli: cli, owner: opts.Owner, ttl: opts.TTL, prefix: opts.Prefix, log: opts.Logger,
-		local: coord.NewLocalLocker(), kick: make(chan struct{}, 1), members: make(map[string]string),
+		local: coord.NewLocalLocker(), kick: make(chan struct{}, 1), members: make(map[string]string), memberGen: make(map[string]uint64),
 	}
 	if err := s.grant(ctx); err != nil {
 		return nil, err

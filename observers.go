@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/seed-992972ee/percolator/coord"
 	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/txn"
 )
@@ -50,10 +51,36 @@ type WorkerOptions struct {
 	// keyspace worth compacting (an LSM keeps deleted notifications as
 	// tombstones that scans still visit). 0 means 1024; negative disables.
 	CompactAfter int
+
+	// Membership splits the notify keyspace among the workers that share
+	// it (observer's "Partitioned finding"): each worker scans mostly its
+	// own range, re-balanced as workers join and die, with passes over the
+	// whole keyspace as the fallback. nil means the DB's own when its
+	// Liveness offers one (coord/etcd's Session, as cluster.Open sets),
+	// else none: every scanner scans the whole keyspace from random places
+	// (the paper's scheme, right for one worker alone).
+	Membership coord.Membership
+	// Group is the membership group of the workers that split one notify
+	// keyspace. "" means observer.DefaultGroup.
+	Group string
+	// Unpartitioned scans the whole keyspace from random places even where
+	// a Membership is available.
+	Unpartitioned bool
 }
 
-func (o WorkerOptions) internal() observer.WorkerOptions {
-	return observer.WorkerOptions{Scanners: o.Scanners, Batch: o.Batch, MaxIdle: o.MaxIdle, Drain: o.Drain, CompactAfter: o.CompactAfter}
+// membershipSource is a Liveness that also offers group membership
+// (coord/etcd's Session).
+type membershipSource interface{ Membership() coord.Membership }
+
+func (db *DB) workerOptions(o WorkerOptions) observer.WorkerOptions {
+	w := observer.WorkerOptions{Scanners: o.Scanners, Batch: o.Batch, MaxIdle: o.MaxIdle, Drain: o.Drain, CompactAfter: o.CompactAfter, Group: o.Group}
+	if !o.Unpartitioned {
+		w.Membership = o.Membership
+		if m, ok := db.opts.Liveness.(membershipSource); ok && w.Membership == nil {
+			w.Membership = m.Membership()
+		}
+	}
+	return w
 }
 
 // WorkerReport is what RunWorkers left behind. After a drain, Unhandled
@@ -79,6 +106,11 @@ type Quarantined = observer.Quarantined
 // and the scanners' counters (Scanners: scans, scan_rows, scan_keys,
 // scan_micros, scanner_jumps, compactions).
 type ObserverStatus = observer.Status
+
+// PartitionStatus is the range of the notify keyspace a partitioned
+// worker published (ObserverStatus.Partitions): its Owner, its range
+// [Start, End) and its Backlog.
+type PartitionStatus = observer.PartitionStatus
 
 // PendingNotification is a notified cell not yet processed: Row, Column,
 // the Versions collapsed into its next run, and the Age of the oldest.
@@ -118,7 +150,7 @@ func (db *DB) Notify(ctx context.Context, row, column string) error {
 // ctx ends or, with opts.Drain, no work is left. A drain reports (and
 // logs) the observers registered elsewhere whose notifications it left.
 func (db *DB) RunWorkers(ctx context.Context, opts WorkerOptions) (WorkerReport, error) {
-	rep, err := db.obs.Run(ctx, opts.internal())
+	rep, err := db.obs.Run(ctx, db.workerOptions(opts))
 	return rep, apiErr(err)
 }
 

@@ -19,6 +19,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	tg.register(fs, "not allowed: a worker shares a database with other processes (--server, or --bigtable with --etcd)")
 	scanners := fs.Int("scanners", 4, "scanner threads running the observers")
 	drain := fs.Bool("drain", false, "exit once no notification is left, instead of at a signal")
+	random := fs.Bool("random-scan", false, "scan the whole notify keyspace from random places, instead of splitting it with the other workers (with --etcd)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -41,8 +42,12 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := docindex.Register(ctx, db); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "percolator worker: running the index observers with %d scanners on %s\n", *scanners, tg.String())
-	rep, err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: *scanners, Drain: *drain})
+	how := "scanning from random places"
+	if tg.etcd != "" && !*random {
+		how = "splitting the notify keyspace with the other workers (etcd membership)"
+	}
+	fmt.Fprintf(stderr, "percolator worker: running the index observers with %d scanners on %s, %s\n", *scanners, tg.String(), how)
+	rep, err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: *scanners, Drain: *drain, Unpartitioned: *random})
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
 		return errDrained
 	}

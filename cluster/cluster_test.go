@@ -1,0 +1,225 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/cluster"
+	"github.com/seed-992972ee/percolator/coord/etcd"
+	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
+	"github.com/seed-992972ee/percolator/server"
+	"github.com/seed-992972ee/percolator/storage/bigtable"
+	"github.com/seed-992972ee/percolator/storage/bigtable/bttesting"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// env is a deployment in this process: the Bigtable emulator with one
+// table, an etcd member and one elected oracle.
+type env struct {
+	bt   bigtable.Options
+	etcd []string
+}
+
+func start(t *testing.T) env {
+	t.Helper()
+	ctx := context.Background()
+	emu := bttesting.Start(t)
+	bt := bttesting.Options(t, emu, "cluster")
+	if err := bigtable.Init(ctx, bt); err != nil {
+		t.Fatal(err)
+	}
+	m := etcdtest.Start(t)
+	cli := etcdtest.Client(t, m)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cand, err := etcd.StartCandidate(cli, etcd.CandidateOptions{Addr: lis.Addr().String(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.NewOracleServer(cand, server.OracleOptions{Logger: quiet})
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		<-done
+		_ = cand.Close()
+	})
+	return env{bt: bt, etcd: m.Endpoints()}
+}
+
+func (e env) open(t *testing.T) *cluster.DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := cluster.Open(ctx, cluster.Options{Bigtable: e.bt, Etcd: e.etcd, DB: percolator.Options{Logger: quiet}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func upper(ctx context.Context, tx *percolator.Txn, row, col string) error {
+	v, err := tx.Get(ctx, row, col)
+	if err != nil {
+		return err
+	}
+	return tx.Set(row, "upper", bytes.ToUpper(v))
+}
+
+// TestPartitionedWorkers: two DBs opened with cluster.Open run workers
+// that split the notify keyspace through their etcd sessions (no option
+// needed): status shows two ranges, one per owner, that tile the
+// keyspace; every notification is processed; when one DB closes, the
+// other's range grows to the whole keyspace.
+func TestPartitionedWorkers(t *testing.T) {
+	ctx := context.Background()
+	e := start(t)
+	a, b := e.open(t), e.open(t)
+	for _, db := range []*cluster.DB{a, b} {
+		if err := db.Observe(ctx, percolator.Observer{Name: "upper", Column: "text", Fn: upper}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 300
+	if err := a.Load(ctx, n, percolator.LoadOptions{}, func(tx *percolator.Txn, i int) error {
+		return tx.Set(fmt.Sprintf("doc%04d", i), "text", []byte(fmt.Sprint("hello ", i)))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	run := func(db *cluster.DB, wctx context.Context) {
+		defer wg.Done()
+		if _, err := db.RunWorkers(wctx, percolator.WorkerOptions{Scanners: 2}); err != nil && wctx.Err() == nil {
+			errs <- err
+		}
+	}
+	bctx, stopB := context.WithCancel(wctx)
+	wg.Add(2)
+	go run(a, wctx)
+	go run(b, bctx)
+	defer func() { stop(); wg.Wait() }()
+
+	owners := func(want int) []percolator.PartitionStatus {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		var last []percolator.PartitionStatus
+		for time.Now().Before(deadline) {
+			st, err := a.ObserverStatus(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = st.Partitions
+			if len(last) == want && tiles(last) {
+				return last
+			}
+			select {
+			case err := <-errs:
+				t.Fatal(err)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		t.Fatalf("no %d published ranges tiling the keyspace within 30s: %+v", want, last)
+		return nil
+	}
+	two := owners(2)
+	if got := map[string]bool{two[0].Owner: true, two[1].Owner: true}; !got[a.Session().Owner()] || !got[b.Session().Owner()] {
+		t.Fatalf("ranges owned by %s and %s, want the DBs' owners %s and %s", two[0].Owner, two[1].Owner, a.Session().Owner(), b.Session().Owner())
+	}
+	waitProcessed(t, a, n)
+
+	stopB() // b's worker stops: it leaves the group, a takes the whole keyspace
+	owners(1)
+}
+
+// tiles reports whether the published ranges cover the keyspace, in
+// order, without gaps or overlaps.
+func tiles(ps []percolator.PartitionStatus) bool {
+	var prev []byte
+	for i, p := range ps {
+		if (i == 0) != (p.Start == nil) || (i > 0 && !bytes.Equal(p.Start, prev)) {
+			return false
+		}
+		prev = p.End
+	}
+	return len(ps) > 0 && prev == nil
+}
+
+func waitProcessed(t *testing.T, db *cluster.DB, n int) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		missing := 0
+		err := db.View(ctx, func(tx *percolator.Txn) error {
+			for i := range n {
+				v, err := tx.Get(ctx, fmt.Sprintf("doc%04d", i), "upper")
+				if errors.Is(err, percolator.ErrNotFound) {
+					missing++
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if want := fmt.Sprint("HELLO ", i); string(v) != want {
+					return fmt.Errorf("doc%04d upper = %q, want %q", i, v, want)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if missing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d rows unprocessed after 60s", missing, n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestOpenBadInput: options Open sets itself, no endpoints, an etcd that
+// does not answer and a table that does not exist each fail clearly.
+func TestOpenBadInput(t *testing.T) {
+	ctx := context.Background()
+	e := start(t)
+	for _, c := range []struct {
+		name string
+		opts cluster.Options
+		want error
+		msg  string
+	}{
+		{"dir set", cluster.Options{Bigtable: e.bt, Etcd: e.etcd, DB: percolator.Options{Dir: t.TempDir()}}, percolator.ErrInvalidArgument, "sets Dir"},
+		{"no endpoints", cluster.Options{Bigtable: e.bt}, percolator.ErrInvalidArgument, "no etcd endpoints"},
+		{"etcd down", cluster.Options{Bigtable: e.bt, Etcd: []string{"127.0.0.1:1"}}, percolator.ErrUnavailable, "127.0.0.1:1"},
+		{"no table", cluster.Options{Bigtable: bigtable.Options{Project: e.bt.Project, Instance: e.bt.Instance, Table: "absent", Emulator: e.bt.Emulator}, Etcd: e.etcd}, bigtable.ErrNoTable, "absent"},
+	} {
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		db, err := cluster.Open(cctx, c.opts)
+		cancel()
+		if err == nil {
+			db.Close()
+			t.Errorf("%s: opened", c.name)
+			continue
+		}
+		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: %v, want %v saying %q", c.name, err, c.want, c.msg)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -29,11 +28,6 @@ import (
 func TestDistributedFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("subprocess soak")
-	}
-	if os.Getenv("PERCOLATOR_DISTRIBUTED") == "" {
-		// It passed once and hung once in index after the kills (under
-		// investigation); run it with PERCOLATOR_DISTRIBUTED=1.
-		t.Skip("set PERCOLATOR_DISTRIBUTED=1 to run the distributed failover soak")
 	}
 	ctx := context.Background()
 	emu, err := bigtable.StartEmulator("127.0.0.1:0")

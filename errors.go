@@ -15,6 +15,14 @@ import (
 // Errors, testable with errors.Is. Every error the API returns says
 // "percolator: ..." and matches these; it also unwraps to the internal
 // package's error it came from, for logs and debugging.
+// Limits on rows and columns, the same on every backend: a row is at most
+// MaxRowSize bytes (the store's key limit less the room notifications kept
+// in their own rows need), a column at most MaxColumnSize.
+const (
+	MaxRowSize    = txn.MaxRowSize
+	MaxColumnSize = txn.MaxColumnSize
+)
+
 var (
 	// ErrConflict: a write-write conflict aborted the transaction (or
 	// another client that found its owner dead rolled it back); nothing of

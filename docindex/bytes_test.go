@@ -216,7 +216,7 @@ func TestLinkKeysBounded(t *testing.T) {
 	for _, tg := range targets {
 		for _, src := range sources {
 			k := linkRow(tg, src)
-			if len(k) > 4096 {
+			if len(k) > percolator.MaxRowSize {
 				t.Errorf("link key of %d bytes for a %d-byte target and %d-byte source", len(k), len(tg), len(src))
 			}
 			if prev, dup := seen[k]; dup {

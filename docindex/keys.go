@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator"
 )
 
 // Row keys of the incremental index. Every key built from user bytes
@@ -43,9 +43,9 @@ const (
 
 // MaxPathSize is the longest corpus path, in bytes, the incremental index
 // takes: its longest row key, a link row, is a prefix, a target key and
-// the source path, and must fit storage.MaxRowKeySize. Sync refuses a
+// the source path, and must fit percolator.MaxRowSize. Sync refuses a
 // longer path as a bad file.
-const MaxPathSize = storage.MaxRowKeySize - len(linkPrefix) - linkKeyMax
+const MaxPathSize = percolator.MaxRowSize - len(linkPrefix) - linkKeyMax
 
 func docRow(path string) string   { return docPrefix + path }
 func dirtyRow(path string) string { return dirtyPrefix + path }

@@ -55,6 +55,23 @@
 //     is durable whenever the commit is (one ordered log, or a synced
 //     prewrite). A crash loses no notification of a committed write.
 //
+//     On a store whose families share rows (storage.SharedRows: Cloud
+//     Bigtable, which has no locality groups, so a family filter still
+//     reads every cell of the rows it passes) notifications live in rows
+//     of their own (txn.NotifyRow, under txn.NotifyRowPrefix), so that
+//     finding them reads only notifications. The prewrite cannot carry
+//     them there: the committer writes them before its first prewrite,
+//     marked as written ahead (txn.EncodeNotifyAhead). A notification
+//     ahead of its write is harmless — its run finds the cell clean — but
+//     its clear must not let the write land afterwards, unannounced: the
+//     clear (invariant 4) first fences off every such prewrite that has
+//     not landed, with a rollback record at its start_ts on the data row,
+//     written only where the column has no lock and no write record at or
+//     after that start_ts (the condition that a landed or decided prewrite
+//     breaks), then deletes the versions seen from the notify row. A late
+//     prewrite finds the record and fails; its writer retries with a new
+//     start_ts and a new notification.
+//
 //  3. A cell is dirty for O while its newest commit_ts (txn.CommitTS, in
 //     the run's snapshot, deletes included) exceeds O's ack. A run writes
 //     the ack at its start_ts in its own transaction, so two runs of one
@@ -66,6 +83,11 @@
 //     with a CheckAndMutate that applies only when the column has no lock
 //     and no commit at or after the runs' start_ts: a newer notification is
 //     its own version and stays, and a newer write keeps the old one too.
+//     With notifications in their own rows the check (and the fences of
+//     invariant 2) is a CheckAndMutate on the data row and the delete a
+//     write to the notify row after it: a write that locks or commits in
+//     between has a notification version that was not seen, which stays,
+//     or was seen and is fenced.
 //
 //  5. Weak notifications (Notify) write only the notify column of a column
 //     whose observers are weak: no ack, no conflict, a run per pass.

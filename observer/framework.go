@@ -42,15 +42,17 @@ const backfillChunk = 256
 
 // Framework runs observers over one store. One per client.
 type Framework struct {
-	store  storage.Store
-	client *txn.Client
-	oracle txn.Oracle
-	locker coord.Locker
-	opts   Options
-	reg    registry
-	stats  statsTable
-	fails  failures
-	loops  failures // consecutive self-triggered commits per cell
+	store storage.Store
+	// sepNotify: notifications live in their own rows (notifyspace.go).
+	sepNotify bool
+	client    *txn.Client
+	oracle    txn.Oracle
+	locker    coord.Locker
+	opts      Options
+	reg       registry
+	stats     statsTable
+	fails     failures
+	loops     failures // consecutive self-triggered commits per cell
 
 	// clears counts the notifications cleared since the notify keyspace
 	// was last compacted; compacting is set while one scanner compacts it.
@@ -75,7 +77,7 @@ type Framework struct {
 // whenever its stored version moves.
 func New(ctx context.Context, store storage.Store, client *txn.Client, oracle txn.Oracle, locker coord.Locker, opts Options) (*Framework, error) {
 	opts.ensureDefaults()
-	f := &Framework{store: store, client: client, oracle: oracle, locker: locker, opts: opts, backfillChunk: backfillChunk}
+	f := &Framework{store: store, client: client, oracle: oracle, locker: locker, opts: opts, backfillChunk: backfillChunk, sepNotify: txn.SeparateNotify(store)}
 	f.fails.m = map[string]*failure{}
 	f.loops.m = map[string]*failure{}
 	f.reg = registry{store: store, shared: !client.Indexed(), code: map[string]Func{}}
@@ -231,7 +233,7 @@ func (f *Framework) notifyRows(ctx context.Context, rows [][]byte, column string
 	if b, ok := f.store.(storage.Batcher); ok {
 		batch := make([]storage.RowMutation, len(rows))
 		for i, row := range rows {
-			batch[i] = storage.RowMutation{Row: row, Mutations: []storage.Mutation{storage.SetCell(txn.FamilyNotify, column, ts, wall)}}
+			batch[i] = storage.RowMutation{Row: f.notifyRow(row), Mutations: []storage.Mutation{storage.SetCell(txn.FamilyNotify, column, ts, wall)}}
 		}
 		errs, err := b.MutateRows(ctx, batch)
 		if err == nil {
@@ -240,7 +242,7 @@ func (f *Framework) notifyRows(ctx context.Context, rows [][]byte, column string
 		return err
 	}
 	for _, row := range rows {
-		if err := f.store.Mutate(ctx, row, storage.SetCell(txn.FamilyNotify, column, ts, wall)); err != nil {
+		if err := f.store.Mutate(ctx, f.notifyRow(row), storage.SetCell(txn.FamilyNotify, column, ts, wall)); err != nil {
 			return err
 		}
 	}
@@ -301,5 +303,5 @@ func (f *Framework) Notify(ctx context.Context, row, column string) error {
 	if err != nil {
 		return err
 	}
-	return f.store.Mutate(ctx, []byte(row), storage.SetCell(txn.FamilyNotify, column, ts, txn.EncodeNotify(uint64(time.Now().UnixMilli()))))
+	return f.store.Mutate(ctx, f.notifyRow([]byte(row)), storage.SetCell(txn.FamilyNotify, column, ts, txn.EncodeNotify(uint64(time.Now().UnixMilli()))))
 }

@@ -301,14 +301,14 @@ func TestClearKeepsNewerNotifications(t *testing.T) {
 	start := tx.StartTS()
 	_ = tx.Rollback(ctx)
 	e.set("r", "in", "2") // committed after start: the clear must not happen
-	if cleared, err := e.f.clear(ctx, []byte("r"), "in", seen, start, false); err != nil || cleared {
+	if cleared, err := e.f.clear(ctx, []byte("r"), "in", seen, nil, start, false); err != nil || cleared {
 		t.Fatalf("clear with a newer commit: cleared %v, err %v", cleared, err)
 	}
 	all := e.versions("r")
 	tx, _ = e.client.Begin(ctx)
 	start = tx.StartTS()
 	_ = tx.Rollback(ctx)
-	if cleared, err := e.f.clear(ctx, []byte("r"), "in", seen, start, false); err != nil || !cleared {
+	if cleared, err := e.f.clear(ctx, []byte("r"), "in", seen, nil, start, false); err != nil || !cleared {
 		t.Fatalf("clear: cleared %v, err %v", cleared, err)
 	}
 	if left := e.versions("r"); len(left) != len(all)-len(seen) || left[0] != all[0] {
@@ -318,7 +318,7 @@ func TestClearKeepsNewerNotifications(t *testing.T) {
 
 func (e *env) versions(row string) []uint64 {
 	e.t.Helper()
-	r, err := e.store.ReadRow(context.Background(), []byte(row), notifyAll)
+	r, err := e.store.ReadRow(context.Background(), e.f.notifyRow([]byte(row)), notifyAll)
 	if err != nil {
 		e.t.Fatal(err)
 	}

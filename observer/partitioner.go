@@ -192,14 +192,10 @@ func (f *Framework) sampleNotify(ctx context.Context) ([][]byte, error) {
 		s.add(r.Key)
 		return true
 	}
-	if c, ok := f.store.(storage.Counted); ok {
-		visited, err := c.ScanCounted(ctx, nil, nil, notifyAll, 0, add)
-		f.stats.add("", statScanKeys, int64(visited))
-		f.stats.add("", statSampleKeys, int64(visited))
-		if err != nil {
-			return nil, err
-		}
-	} else if err := f.store.Scan(ctx, nil, nil, notifyAll, 0, add); err != nil {
+	visited, err := f.scanNotifyRange(ctx, nil, nil, 0, add)
+	f.stats.add("", statScanKeys, int64(visited))
+	f.stats.add("", statSampleKeys, int64(visited))
+	if err != nil {
 		return nil, err
 	}
 	return s.sorted(), nil

@@ -154,9 +154,18 @@ func (f *Framework) Retry(ctx context.Context) (int, error) {
 		if err != nil {
 			return i, err
 		}
-		err = f.store.Mutate(ctx, []byte(q.Row),
-			storage.DeleteCell(FamilyQuarantine, q.Column+":"+q.Observer, 0),
-			storage.SetCell(txn.FamilyNotify, q.Column, ts, txn.EncodeNotify(uint64(time.Now().UnixMilli()))))
+		unq := storage.DeleteCell(FamilyQuarantine, q.Column+":"+q.Observer, 0)
+		notify := storage.SetCell(txn.FamilyNotify, q.Column, ts, txn.EncodeNotify(uint64(time.Now().UnixMilli())))
+		if f.sepNotify {
+			// Two rows: the notification first, so that a crash between
+			// the two leaves it both notified and listed, never neither.
+			err = f.store.Mutate(ctx, f.notifyRow([]byte(q.Row)), notify)
+			if err == nil {
+				err = f.store.Mutate(ctx, []byte(q.Row), unq)
+			}
+		} else {
+			err = f.store.Mutate(ctx, []byte(q.Row), unq, notify)
+		}
 		if err != nil {
 			return i, fmt.Errorf("observer: re-queueing %q/%s: %w", q.Row, q.Column, err)
 		}

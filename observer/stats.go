@@ -178,7 +178,7 @@ func (f *Framework) backlog(ctx context.Context, parts []PartitionStatus) (map[s
 	now := uint64(time.Now().UnixMilli())
 	backlog := map[string]*ColumnStatus{}
 	unowned := 0
-	err := f.store.Scan(ctx, nil, nil, notifyAll, 0, func(r storage.Row) bool {
+	_, err := f.scanNotifyRange(ctx, nil, nil, 0, func(r storage.Row) bool {
 		if len(parts) > 0 && !countInRanges(parts, r.Key) {
 			unowned++
 		}
@@ -271,7 +271,7 @@ type Pending struct {
 func (f *Framework) PendingNotifications(ctx context.Context, limit int) ([]Pending, error) {
 	now := uint64(time.Now().UnixMilli())
 	var out []Pending
-	err := f.store.Scan(ctx, nil, nil, notifyAll, 0, func(r storage.Row) bool {
+	_, err := f.scanNotifyRange(ctx, nil, nil, 0, func(r storage.Row) bool {
 		for _, c := range r.Cells {
 			if n := len(out); n > 0 && out[n-1].Row == string(r.Key) && out[n-1].Column == c.Qualifier {
 				out[n-1].Versions++

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -392,14 +393,8 @@ func (f *Framework) scanNotify(ctx context.Context, start, end []byte, limit int
 		return true
 	}
 	began := time.Now()
-	var err error
-	if c, ok := f.store.(storage.Counted); ok {
-		var visited uint64
-		visited, err = c.ScanCounted(ctx, start, end, notifyAll, limit, collect)
-		f.stats.add("", statScanKeys, int64(visited))
-	} else {
-		err = f.store.Scan(ctx, start, end, notifyAll, limit, collect)
-	}
+	visited, err := f.scanNotifyRange(ctx, start, end, limit, collect)
+	f.stats.add("", statScanKeys, int64(visited))
 	f.stats.add("", statScans, 1)
 	f.stats.add("", statScanRows, int64(len(rows)))
 	f.stats.add("", statScanMicros, time.Since(began).Microseconds())
@@ -458,19 +453,23 @@ func (s *scanner) row(ctx context.Context, r storage.Row, set *regSet) (did, lef
 	}
 	defer unlock()
 	byCol := map[string][]uint64{}
+	ahead := map[string][]uint64{} // versions written ahead of their prewrite
 	var order []string
 	for _, c := range r.Cells {
 		if _, ok := byCol[c.Qualifier]; !ok {
 			order = append(order, c.Qualifier)
 		}
 		byCol[c.Qualifier] = append(byCol[c.Qualifier], c.TS)
+		if txn.NotifyAhead(c.Value) {
+			ahead[c.Qualifier] = append(ahead[c.Qualifier], c.TS)
+		}
 	}
 	for _, col := range order {
 		regs := cols[col]
 		if len(regs) > 0 && !hasCode(regs) {
 			continue
 		}
-		d, l, err := s.f.cell(ctx, r.Key, col, regs, byCol[col])
+		d, l, err := s.f.cell(ctx, r.Key, col, regs, byCol[col], ahead[col])
 		if err != nil {
 			return did, true, false, err
 		}
@@ -491,7 +490,7 @@ func hasCode(regs []*registration) bool {
 // cell runs every observer of (row, col) that the change makes dirty, and
 // clears the notification versions seen once all are done. did reports
 // that it ran an observer or cleared something; left, that work remains.
-func (f *Framework) cell(ctx context.Context, key []byte, col string, regs []*registration, seen []uint64) (did, left bool, err error) {
+func (f *Framework) cell(ctx context.Context, key []byte, col string, regs []*registration, seen, ahead []uint64) (did, left bool, err error) {
 	row := string(key)
 	if len(regs) == 0 {
 		return f.clearOrphans(ctx, key, col, seen)
@@ -517,7 +516,7 @@ func (f *Framework) cell(ctx context.Context, key []byte, col string, regs []*re
 	if !done {
 		return did, true, nil
 	}
-	cleared, err := f.clear(ctx, key, col, seen, minStart, durable)
+	cleared, err := f.clear(ctx, key, col, seen, ahead, minStart, durable)
 	return did || cleared, !cleared, err
 }
 
@@ -660,7 +659,20 @@ func call(ctx context.Context, fn Func, tx *txn.Txn, row, col string) (err error
 // is its own version) nor hides a newer write (invariant 4). durable
 // makes the clear wait for its sync (after a quarantine, so that a crash
 // cannot bring back a notification that is also listed as quarantined).
-func (f *Framework) clear(ctx context.Context, row []byte, col string, seen []uint64, minStart uint64, durable bool) (bool, error) {
+//
+// Where notifications live in their own rows (txn.SeparateNotify) the
+// check and the delete are two calls, and a notification may be ahead of
+// its prewrite (ahead: the versions seen that were written so). The
+// check then also fences every such prewrite that has not landed: it
+// leaves a rollback record at the version's start_ts, in the same
+// conditional write, where the data row holds no lock of the column and
+// no write record at or after that start_ts — so a late prewrite of it
+// finds the record and fails, and cannot commit a write whose
+// notification this clear deletes. A prewrite that did land shows as a
+// lock or a write record and needs no fence. (A lock or write that
+// appears after the check belongs to a transaction whose notification is
+// not among those seen, or is fenced; the delete leaves the others.)
+func (f *Framework) clear(ctx context.Context, row []byte, col string, seen, ahead []uint64, minStart uint64, durable bool) (bool, error) {
 	pred := storage.Filter{
 		{Family: txn.FamilyLock, Qualifier: col, Limit: 1},
 		{Family: txn.FamilyWrite, Qualifier: col, Time: storage.From(minStart), Limit: 1},
@@ -668,6 +680,9 @@ func (f *Framework) clear(ctx context.Context, row []byte, col string, seen []ui
 	dels := make([]storage.Mutation, len(seen))
 	for i, ts := range seen {
 		dels[i] = storage.DeleteCell(txn.FamilyNotify, col, ts)
+	}
+	if f.sepNotify {
+		return f.clearApart(ctx, row, col, pred, dels, ahead, minStart)
 	}
 	// The delete need not be durable on return: lost in a crash, it leaves
 	// a notification whose run finds the cell clean (the ack is durable)
@@ -686,6 +701,50 @@ func (f *Framework) clear(ctx context.Context, row []byte, col string, seen []ui
 	return !matched, nil
 }
 
+// clearApart is clear where notifications live in their own rows: fence
+// the unlanded prewrites of the versions ahead and check, on the data
+// row; then delete, on the notify row.
+func (f *Framework) clearApart(ctx context.Context, row []byte, col string, pred storage.Filter, dels []storage.Mutation, ahead []uint64, minStart uint64) (bool, error) {
+	var fences []storage.Mutation
+	if len(ahead) > 0 {
+		from := slices.Min(ahead)
+		r, err := f.store.ReadRow(ctx, row, storage.Filter{
+			{Family: txn.FamilyLock, Qualifier: col, Limit: 1},
+			{Family: txn.FamilyWrite, Qualifier: col, Time: storage.From(from)},
+		})
+		if err != nil {
+			return false, transient(err)
+		}
+		var newest uint64 // of the write records at or after from
+		for _, c := range r.Cells {
+			if c.Family == txn.FamilyLock {
+				return false, nil // a prewrite in flight: clear after it
+			}
+			newest = max(newest, c.TS)
+		}
+		low := minStart
+		for _, ts := range ahead {
+			if newest < ts { // nothing at or after ts: the prewrite may come
+				fences = append(fences, storage.SetCell(txn.FamilyWrite, col, ts, txn.EncodeWrite(&txn.Write{Op: txn.OpRollback, StartTS: ts})))
+				low = min(low, ts)
+			}
+		}
+		pred[1].Time = storage.From(low)
+	}
+	matched, err := f.store.CheckAndMutate(ctx, row, pred, nil, fences)
+	if err != nil {
+		return false, transient(err)
+	}
+	if matched {
+		return false, nil
+	}
+	if err := f.store.Mutate(ctx, f.notifyRow(row), dels...); err != nil {
+		return false, transient(err)
+	}
+	f.clears.Add(int64(len(dels)))
+	return true, nil
+}
+
 // clearOrphans deletes the notification versions seen of a column that no
 // observer watches any more (every process's registry says so after the
 // refresh that followed the scan; a registration raised later backfills
@@ -695,7 +754,7 @@ func (f *Framework) clearOrphans(ctx context.Context, row []byte, col string, se
 	for i, ts := range seen {
 		dels[i] = storage.DeleteCell(txn.FamilyNotify, col, ts)
 	}
-	if err := f.store.Mutate(ctx, row, dels...); err != nil {
+	if err := f.store.Mutate(ctx, f.notifyRow(row), dels...); err != nil {
 		return false, true, transient(err)
 	}
 	f.clears.Add(int64(len(dels)))

@@ -24,6 +24,8 @@ type Oracle interface {
 type Client struct {
 	store storage.Store
 	batch storage.Batcher // nil when the store cannot batch
+	// sepNotify: notifications live in their own rows (SeparateNotify).
+	sepNotify bool
 	// deferred is nil unless the store has one ordered log (Pebble): then
 	// prewrites and secondary commits skip their own sync, made durable by
 	// the primary's durable commit (doc.go, "Durability").
@@ -65,6 +67,7 @@ func NewClient(ctx context.Context, store storage.Store, oracle Oracle, live coo
 	c.batch, _ = store.(storage.Batcher)
 	c.deferred, _ = store.(storage.Deferred)
 	c.idem, _ = store.(storage.Idempotent)
+	c.sepNotify = SeparateNotify(store)
 	if err := c.buildIndex(ctx); err != nil {
 		return nil, err
 	}

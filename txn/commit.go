@@ -28,6 +28,9 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	rows := groupByRow(t.writes)
 	primary := &t.writes[0]
 	obs, obsVer := c.observedSnapshot()
+	if err := c.notifyAhead(ctx, t, rows, obs); err != nil {
+		return c.abort(ctx, t, nil, err)
+	}
 	if err := c.prewrite(ctx, t, rows[0], primary, obs); err != nil {
 		return c.abort(ctx, t, rows[:1], err)
 	}

@@ -14,7 +14,7 @@ func TestHeartbeatKeepsLongCommitAlive(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, true)
 	w := e.client("writer")
-	w.opts.LockTTL = 90 * time.Millisecond
+	w.opts.LockTTL = 300 * time.Millisecond // beats every 100ms: a loaded machine may stall one
 	w.opts.Now = time.Now
 	r := e.client("reader")
 	r.opts.Now = time.Now
@@ -35,7 +35,7 @@ func TestHeartbeatKeepsLongCommitAlive(t *testing.T) {
 	<-stalled
 	reader, _ := r.BeginReadOnly(ctx)
 	// Well past the TTL, the lock is still alive thanks to the heartbeat.
-	deadline := time.Now().Add(400 * time.Millisecond)
+	deadline := time.Now().Add(1200 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		if _, err := r.getOnce(ctx, reader.StartTS(), []byte("a"), "v"); err != errLocked {
 			t.Fatalf("reader got %v while the owner is heartbeating; want errLocked", err)

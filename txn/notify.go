@@ -13,7 +13,43 @@ import (
 // observed column, at the writer's start_ts, its value the writer's wall
 // time in milliseconds. It is its own keyspace (the paper's locality
 // group): scanners read it without touching data.
+//
+// On a store whose families share rows (storage.SharedRows: Cloud
+// Bigtable has no locality groups, so a family filter still reads every
+// cell of the rows it passes) the notifications of row r live in their
+// own row, NotifyRow(r), all of them under NotifyRowPrefix: finding them
+// reads only notifications. They cannot then share the prewrite's atomic
+// row write, so the prewrite's notifications are written before it
+// (EncodeNotifyAhead): a notification ahead of its write is harmless, and
+// a clear of one whose prewrite has not landed fences that prewrite off
+// (observer's doc.go, invariant 2).
 const FamilyNotify = "notify"
+
+// NotifyRowPrefix begins the rows that hold notifications on a store
+// whose families share rows (SeparateNotify). User rows are shorter than
+// storage.MaxRowKeySize by its length (MaxRowSize), on every backend.
+const NotifyRowPrefix = "\xff\xfen"
+
+// SeparateNotify reports whether store keeps notifications in their own
+// rows (NotifyRow): a store whose families share rows.
+func SeparateNotify(store storage.Store) bool {
+	sr, ok := store.(storage.SharedRows)
+	return ok && sr.SharedRows()
+}
+
+// NotifyRow is the row that holds row's notifications on a store that
+// keeps them apart (SeparateNotify).
+func NotifyRow(row []byte) []byte {
+	return append(append(make([]byte, 0, len(NotifyRowPrefix)+len(row)), NotifyRowPrefix...), row...)
+}
+
+// notifyRow is where row's notifications live on c's store.
+func (c *Client) notifyRow(row []byte) []byte {
+	if c.sepNotify {
+		return NotifyRow(row)
+	}
+	return row
+}
 
 // ReservedPrefix begins the system's own columns (observer acks); user
 // columns may not begin with it.
@@ -91,6 +127,64 @@ func (c *Client) notifyMutation(obs Observed, col string, startTS uint64) (stora
 	return storage.SetCell(FamilyNotify, col, startTS, EncodeNotify(c.nowMS())), true
 }
 
+// notifyAhead writes, on a store that keeps notifications apart, the
+// notifications the prewrites of rows would carry, before any of them:
+// one batch when the store batches. Elsewhere the prewrites carry them.
+func (c *Client) notifyAhead(ctx context.Context, t *Txn, rows []*rowWrites, obs Observed) error {
+	if !c.sepNotify || obs == nil {
+		return nil
+	}
+	var batch []storage.RowMutation
+	for _, rw := range rows {
+		var muts []storage.Mutation
+		for _, m := range rw.muts {
+			if obs(m.col) {
+				muts = append(muts, storage.SetCell(FamilyNotify, m.col, t.startTS, EncodeNotifyAhead(c.nowMS())))
+			}
+		}
+		if len(muts) > 0 {
+			batch = append(batch, storage.RowMutation{Row: NotifyRow(rw.row), Mutations: muts})
+		}
+	}
+	var err error
+	switch {
+	case len(batch) == 0:
+	case c.batch != nil && len(batch) > 1:
+		for i := 0; i <= c.opts.StoreRetries && len(batch) > 0; i++ {
+			var errs []error
+			if errs, err = c.batch.MutateRows(ctx, batch); err != nil {
+				if !retryable(err) {
+					break
+				}
+				continue
+			}
+			// Send again only the rows that failed (each write is
+			// idempotent: the same version of the same cell).
+			var again []storage.RowMutation
+			err = nil
+			for j, e := range errs {
+				if e != nil {
+					again, err = append(again, batch[j]), e
+				}
+			}
+			if err != nil && !retryable(err) {
+				break
+			}
+			batch = again
+		}
+	default:
+		for _, b := range batch {
+			if err = c.mutate(ctx, b.Row, b.Mutations...); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("txn: writing the notifications ahead of the prewrites: %w", err)
+	}
+	return nil
+}
+
 // notifyMissed runs between a commit's last prewrite and its commit point:
 // if the registry changed since the prewrites were built (obs at version
 // ver), it durably writes the notifications the current set asks for and
@@ -122,7 +216,7 @@ func (c *Client) notifyNewlyObserved(ctx context.Context, t *Txn, rows []*rowWri
 			}
 		}
 		if len(muts) > 0 {
-			if err := c.mutate(ctx, rw.row, muts...); err != nil {
+			if err := c.mutate(ctx, c.notifyRow(rw.row), muts...); err != nil {
 				return fmt.Errorf("txn: notifying a newly observed column: %w", err)
 			}
 		}
@@ -134,10 +228,19 @@ func (c *Client) notifyNewlyObserved(ctx context.Context, t *Txn, rows []*rowWri
 // Unix milliseconds.
 func EncodeNotify(wallMS uint64) []byte { return binary.BigEndian.AppendUint64(nil, wallMS) }
 
+// EncodeNotifyAhead is the value of a notification written ahead of its
+// prewrite (SeparateNotify): its clear must fence the prewrite off if it
+// has not landed (NotifyAhead).
+func EncodeNotifyAhead(wallMS uint64) []byte { return append(EncodeNotify(wallMS), 1) }
+
+// NotifyAhead reports whether a notification value was written ahead of
+// its prewrite.
+func NotifyAhead(v []byte) bool { return len(v) == 9 && v[8] == 1 }
+
 // DecodeNotify returns the wall time of a notification value (0 if the
 // value is not one).
 func DecodeNotify(v []byte) uint64 {
-	if len(v) != 8 {
+	if len(v) != 8 && !NotifyAhead(v) {
 		return 0
 	}
 	return binary.BigEndian.Uint64(v)

@@ -10,7 +10,9 @@ import (
 
 // Limits on user input.
 const (
-	MaxRowSize    = storage.MaxRowKeySize
+	// MaxRowSize leaves room for NotifyRowPrefix within the store's key
+	// limit, on every backend alike.
+	MaxRowSize    = storage.MaxRowKeySize - len(NotifyRowPrefix)
 	MaxColumnSize = 256
 )
 

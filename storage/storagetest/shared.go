@@ -48,3 +48,11 @@ func (s SharedStore) ScanCounted(ctx context.Context, start, end []byte, filter 
 	err := s.Store.Scan(ctx, start, end, filter, limit, func(r storage.Row) bool { n++; return fn(r) })
 	return n, err
 }
+
+// SharedRows implements storage.SharedRows as the wrapped store does: a
+// store whose families share rows still does under another view (the
+// layout of notifications depends on it).
+func (s SharedStore) SharedRows() bool {
+	sr, ok := s.Store.(storage.SharedRows)
+	return ok && sr.SharedRows()
+}

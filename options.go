@@ -52,7 +52,9 @@ type Options struct {
 	// advisory row locks (default: in this process only), and a
 	// Check() error method is the process's proof of life, checked just
 	// before every commit point (a commit of a process whose session may
-	// have expired aborts with ErrSessionLost). Set Owner to the owner the
+	// have expired aborts with ErrSessionLost), and a Membership()
+	// method makes RunWorkers split the notify keyspace with the other
+	// workers (WorkerOptions.Membership). Set Owner to the owner the
 	// session keeps alive.
 	Liveness coord.Liveness
 	// Owner is this DB's identity in its locks. With a Liveness session

@@ -104,6 +104,23 @@ func TestDistributedFailover(t *testing.T) {
 	next := waitLeader(t, cli, 20*time.Second, oracles...)
 	t.Logf("oracle %s leads %v after the kill", next.addr, time.Since(killed).Round(time.Millisecond))
 
+	// The live workers split the notify keyspace through etcd, and status
+	// shows their ranges (published while they run).
+	var statusOut string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		out, errOut, code := runCLI(t, "status", "--bigtable", table, "--etcd", endpoints)
+		if code != 0 {
+			t.Fatalf("status: exit %d: %s", code, errOut)
+		}
+		if statusOut = out; strings.Contains(out, "partitions of the notify keyspace") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if !strings.Contains(statusOut, "partitions of the notify keyspace") {
+		t.Fatalf("status shows no partitions while 2 workers and index run:\n%s", statusOut)
+	}
+
 	idxDone := make(chan error, 1)
 	go func() { idxDone <- idx.Wait() }()
 	select {

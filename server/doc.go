@@ -17,8 +17,8 @@
 // (`percolator oracle`): the same Oracle service over an elected allocator
 // with no store (coord/etcd.Candidate), health, and Storage.Ping alone (the
 // check rpc.Dial makes); the same token and TLS. A candidate that does not
-// lead answers Unavailable, "not the leader"; replies carry observer
-// registry version 0, and its clients (coord/etcd.OracleBackend, not a
+// lead answers Unavailable, "not the leader"; replies carry no observer
+// registry version, and its clients (coord/etcd.OracleBackend, not a
 // VersionedBackend) re-read the registry themselves.
 //
 // # Invariants

@@ -22,7 +22,8 @@ type oracleService struct {
 	rpcpb.UnimplementedOracleServer
 	alloc oracle.Backend
 	// version reads the observer registry's stored version, after the
-	// allocation; nil: no store (the oracle role), replies carry 0.
+	// allocation; nil: no store (the oracle role without one), replies
+	// carry no version.
 	version func(ctx context.Context) (uint64, error)
 	// status maps an allocation or version error to a gRPC status.
 	status func(error) error
@@ -41,16 +42,18 @@ func (o *oracleService) Allocate(ctx context.Context, req *rpcpb.AllocateRequest
 	if err != nil {
 		return nil, o.status(err)
 	}
-	var ver uint64
+	resp := &rpcpb.AllocateResponse{First: first}
 	if o.version != nil {
-		if ver, err = o.version(ctx); err != nil {
+		ver, err := o.version(ctx)
+		if err != nil {
 			return nil, o.status(err)
 		}
+		resp.ObserversVersion = &ver
 	}
 	if o.served != nil {
 		o.served(req.Count)
 	}
-	return &rpcpb.AllocateResponse{First: first, ObserversVersion: ver}, nil
+	return resp, nil
 }
 
 // AllocateStream implements rpcpb.OracleServer: each request is answered

@@ -37,7 +37,7 @@ type OracleOptions struct {
 // store, typically an elected one (coord/etcd.Candidate), plus health and
 // Storage.Ping, the no-op rpc.Dial checks a server with, and nothing else
 // of the Storage service. Its replies carry no observer registry version
-// (0): the oracle role reads no store, and its clients re-read the
+// (the field is absent): the oracle role reads no store, and its clients re-read the
 // registry themselves (coord/etcd.OracleBackend is not a
 // VersionedBackend).
 //

@@ -73,12 +73,12 @@ func TestOracleRole(t *testing.T) {
 	defer conn.Close()
 	be := remote.New(conn)
 	defer be.Close()
-	first, ver, err := be.AllocateVersioned(ctx, 5)
-	if err != nil || first != 1 || ver != 0 {
-		t.Fatalf("allocate: %d (version %d), %v; want 1, version 0", first, ver, err)
+	first, ver, ok, err := be.AllocateVersioned(ctx, 5)
+	if err != nil || first != 1 || ok {
+		t.Fatalf("allocate: %d (version %d, ok %v), %v; want 1, no version", first, ver, ok, err)
 	}
-	if resp, err := conn.Oracle.Allocate(ctx, &rpcpb.AllocateRequest{Count: 1}); err != nil || resp.First != 6 || resp.ObserversVersion != 0 {
-		t.Fatalf("unary allocate: %v, %v; want 6", resp, err)
+	if resp, err := conn.Oracle.Allocate(ctx, &rpcpb.AllocateRequest{Count: 1}); err != nil || resp.First != 6 || resp.ObserversVersion != nil {
+		t.Fatalf("unary allocate: %v, %v; want 6, no version", resp, err)
 	}
 
 	sw.leading.Store(false)

@@ -8,8 +8,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
+	"github.com/seed-992972ee/percolator/storage"
 )
 
 // MaxAllocate bounds the timestamps one oracle request may take.
@@ -31,6 +33,14 @@ type oracleService struct {
 	draining <-chan struct{}
 	// served counts a request of count timestamps; nil: no metrics.
 	served func(count uint32)
+}
+
+// storedVersion reads st's observer registry version: oracleService's
+// version, called after allocating, so that the version is the
+// registry re-read of every committer whose request it answers (their
+// requests followed their last prewrites; txn.VersionedOracle).
+func storedVersion(st storage.Store) func(ctx context.Context) (uint64, error) {
+	return func(ctx context.Context) (uint64, error) { return observer.StoredVersion(ctx, st) }
 }
 
 // Allocate implements rpcpb.OracleServer.

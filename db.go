@@ -75,7 +75,7 @@ func (db *DB) open(ctx context.Context) error {
 	// The client claims an exclusive store (its one apply hook) before the
 	// oracle judges the store's lease: only then is "every other owner is
 	// dead" (coord.Local) true of this store.
-	orc := &lateOracle{}
+	late, orc := db.newLateOracle()
 	client, err := txn.NewClient(ctx, db.store, orc, live, txn.Options{
 		Owner: owner, LockTTL: o.LockTTL, MaxValueSize: o.MaxValueSize, Logger: o.Logger, Session: check,
 	})
@@ -87,10 +87,10 @@ func (db *DB) open(ctx context.Context) error {
 	}
 	db.client = client
 	db.closer = append(db.closer, func() error { db.client.Close(); return nil })
-	if orc.o, err = db.openOracle(ctx, owner); err != nil {
+	if late.o, err = db.openOracle(ctx, owner); err != nil {
 		return err
 	}
-	db.obs, err = observer.New(ctx, db.store, db.client, orc.o, locker, observer.Options{Logger: o.Logger, MaxFailures: o.MaxFailures})
+	db.obs, err = observer.New(ctx, db.store, db.client, late.o, locker, observer.Options{Logger: o.Logger, MaxFailures: o.MaxFailures})
 	return err
 }
 
@@ -161,6 +161,26 @@ func (db *DB) liveness(owner string) coord.Liveness {
 type lateOracle struct{ o txn.Oracle }
 
 func (l *lateOracle) Timestamp(ctx context.Context) (uint64, error) { return l.o.Timestamp(ctx) }
+
+// lateVersionedOracle is the lateOracle of an Options.Oracle that is a
+// txn.VersionedOracle (an elected oracle's client, coord/etcd): it passes
+// TimestampVersion on, since hiding it would cost every commit on a
+// shared store a registry read of its own.
+type lateVersionedOracle struct{ *lateOracle }
+
+func (l lateVersionedOracle) TimestampVersion(ctx context.Context) (ts, version uint64, ok bool, err error) {
+	return l.o.(txn.VersionedOracle).TimestampVersion(ctx)
+}
+
+// newLateOracle returns the lateOracle to fill and the client's oracle
+// over it: versioned when Options.Oracle is.
+func (db *DB) newLateOracle() (*lateOracle, txn.Oracle) {
+	late := &lateOracle{}
+	if _, ok := db.opts.Oracle.(txn.VersionedOracle); ok {
+		return late, lateVersionedOracle{late}
+	}
+	return late, late
+}
 
 func (db *DB) openStore() error {
 	switch {

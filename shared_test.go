@@ -3,12 +3,15 @@ package percolator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
@@ -229,5 +232,59 @@ func TestMaxFailuresOption(t *testing.T) {
 	q, err := db.Quarantine(ctx)
 	if err != nil || len(q) != 1 || q[0].Failures != 2 || runs != 2 {
 		t.Fatalf("quarantine %+v after %d runs, %v: want one, after 2 failures", q, runs, err)
+	}
+}
+
+// versionedOracle is Options.Oracle of an elected oracle that reads the
+// observer registry version (an oracle.Client over coord/etcd's
+// backend), counting the commits that ask it for a version.
+type versionedOracle struct {
+	*oracle.Client
+	versioned atomic.Int64
+}
+
+func (v *versionedOracle) TimestampVersion(ctx context.Context) (uint64, uint64, bool, error) {
+	v.versioned.Add(1)
+	return v.Client.TimestampVersion(ctx)
+}
+
+// storeVersioned allocates, then reads st's registry version, as an
+// oracle given the store does.
+type storeVersioned struct {
+	a  *oracle.Allocator
+	st storage.Store
+}
+
+func (s storeVersioned) Allocate(ctx context.Context, n int) (uint64, error) {
+	return s.a.Allocate(ctx, n)
+}
+
+func (s storeVersioned) AllocateVersioned(ctx context.Context, n int) (uint64, uint64, bool, error) {
+	first, err := s.a.Allocate(ctx, n)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	v, err := observer.StoredVersion(ctx, s.st)
+	return first, v, err == nil, err
+}
+
+// TestStoreOracleVersionPassedOn: a DB on a shared Options.Store whose
+// Options.Oracle returns registry versions commits with TimestampVersion
+// (its registry re-read comes with the commit timestamp), one per write
+// transaction; the DB's own wrapper of the oracle used to hide it.
+func TestStoreOracleVersionPassedOn(t *testing.T) {
+	st := storagetest.SharedStore{Store: memory.New()}
+	a, err := oracle.OpenAllocator("", oracle.AllocatorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	orc := &versionedOracle{Client: oracle.NewClient(storeVersioned{a: a, st: st})}
+	db := open(t, percolator.Options{Store: st, Oracle: orc})
+	for i := range 3 {
+		set(t, db, fmt.Sprint("r", i), "v")
+	}
+	if n := orc.versioned.Load(); n != 3 {
+		t.Fatalf("%d commit timestamps asked with a version in 3 write transactions; want 3", n)
 	}
 }

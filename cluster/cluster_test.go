@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/cluster"
 	"github.com/seed-992972ee/percolator/coord/etcd"
@@ -30,13 +32,22 @@ type env struct {
 	etcd []string
 }
 
-func start(t *testing.T) env {
+// start starts a deployment whose oracle reads the observer registry
+// version from the table (percolator oracle --bigtable).
+func start(t *testing.T) env { return startOracle(t, true) }
+
+// startOracle starts a deployment; withStore gives the oracle the table.
+func startOracle(t *testing.T, withStore bool) env {
 	t.Helper()
 	ctx := context.Background()
 	emu := bttesting.Start(t)
 	bt := bttesting.Options(t, emu, "cluster")
 	if err := bigtable.Init(ctx, bt); err != nil {
 		t.Fatal(err)
+	}
+	var sopts server.OracleOptions
+	if withStore {
+		sopts.Store = bttesting.Open(t, emu, "cluster") // closed after the oracle stops
 	}
 	m := etcdtest.Start(t)
 	cli := etcdtest.Client(t, m)
@@ -48,7 +59,8 @@ func start(t *testing.T) env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.NewOracleServer(cand, server.OracleOptions{Logger: quiet})
+	sopts.Logger = quiet
+	srv := server.NewOracleServer(cand, sopts)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(lis) }()
 	t.Cleanup(func() {
@@ -61,9 +73,16 @@ func start(t *testing.T) env {
 
 func (e env) open(t *testing.T) *cluster.DB {
 	t.Helper()
+	return e.openWith(t, e.bt)
+}
+
+// openWith opens a DB on the deployment with bt, e.bt with other client
+// options.
+func (e env) openWith(t *testing.T, bt bigtable.Options) *cluster.DB {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := cluster.Open(ctx, cluster.Options{Bigtable: e.bt, Etcd: e.etcd, DB: percolator.Options{Logger: quiet}})
+	db, err := cluster.Open(ctx, cluster.Options{Bigtable: bt, Etcd: e.etcd, DB: percolator.Options{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,5 +240,92 @@ func TestOpenBadInput(t *testing.T) {
 		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%s: %v, want %v saying %q", c.name, err, c.want, c.msg)
 		}
+	}
+}
+
+// rpcCount counts a Bigtable client's calls by method.
+type rpcCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *rpcCount) add(method string) {
+	c.mu.Lock()
+	c.n[method[strings.LastIndexByte(method, '/')+1:]]++
+	c.mu.Unlock()
+}
+
+func (c *rpcCount) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = map[string]int{}
+	return n
+}
+
+func (c *rpcCount) dialOptions() []grpc.DialOption {
+	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		c.add(method)
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		c.add(method)
+		return streamer(ctx, desc, cc, method, opts...)
+	}
+	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream)}
+}
+
+// TestWriteTxnRPCs: with an elected oracle that reads the observer
+// registry version from the table, a 1-row write transaction costs the
+// committer exactly 2 CheckAndMutateRow (prewrite, commit) and no other
+// Bigtable call: its registry re-read comes with the commit timestamp.
+// With an oracle without the table, the committer reads the registry's
+// version row itself: one ReadRows more.
+func TestWriteTxnRPCs(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		withStore bool
+		want      map[string]int // per transaction
+	}{
+		{"oracle reads the version", true, map[string]int{"CheckAndMutateRow": 2}},
+		{"oracle without a store", false, map[string]int{"CheckAndMutateRow": 2, "ReadRows": 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			e := startOracle(t, c.withStore)
+			count := &rpcCount{n: map[string]int{}}
+			bt := e.bt
+			bt.DialOptions = count.dialOptions()
+			db := e.openWith(t, bt)
+			// A registration raises the version above 0; the writes are
+			// of another column.
+			if err := db.Observe(ctx, percolator.Observer{Name: "upper", Column: "text", Fn: upper}); err != nil {
+				t.Fatal(err)
+			}
+			const txns = 20
+			write := func(i int) {
+				if err := db.Update(ctx, func(tx *percolator.Txn) error {
+					return tx.Set(fmt.Sprintf("row%02d", i), "v", []byte("x"))
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			write(txns) // warm up: the oracle stream, the registry loaded
+			count.take()
+			for i := range txns {
+				write(i)
+			}
+			got := count.take()
+			for m, n := range c.want {
+				if got[m] != n*txns {
+					t.Errorf("%s: %d calls in %d transactions; want %d each (all: %v)", m, got[m], txns, n, got)
+				}
+			}
+			for m, n := range got {
+				if c.want[m] == 0 {
+					t.Errorf("%s: %d calls in %d transactions; want none (all: %v)", m, n, txns, got)
+				}
+			}
+		})
 	}
 }

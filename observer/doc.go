@@ -30,7 +30,11 @@
 //     On a store this process owns (an exclusive store, whose one client
 //     is this one) every registration passes through this registry, and
 //     the refresh reads memory; on a shared store it reads the stored
-//     version, and reloads the set when it moved.
+//     version, and reloads the set when it moved. The commit timestamp
+//     may bring that version instead (txn.VersionedOracle): a server, and
+//     an elected oracle given the store, read it after allocating the
+//     timestamp, so it is read after the last prewrite; a reply without a
+//     version leaves the committer to read it itself.
 //
 //     A backfill records its progress (FamilyBackfill) after each chunk and
 //     marks the registration done at its end (the registration's value

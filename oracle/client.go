@@ -21,13 +21,17 @@ type Backend interface {
 	Allocate(ctx context.Context, n int) (first uint64, err error)
 }
 
-// VersionedBackend is a Backend that also returns, with each range, a
+// VersionedBackend is a Backend that may also return, with each range, a
 // version it read after allocating it (a server's observer registry
 // version): every caller of the batch then has a value read after it
 // asked.
 type VersionedBackend interface {
 	Backend
-	AllocateVersioned(ctx context.Context, n int) (first, version uint64, err error)
+	// AllocateVersioned is Allocate, with the version read after
+	// allocating; ok is false when this reply carries none (an oracle
+	// that reads no store), which may differ from one reply to the next
+	// (a remote oracle's leader changed), so a caller decides per reply.
+	AllocateVersioned(ctx context.Context, n int) (first, version uint64, ok bool, err error)
 }
 
 // Client batches concurrent Timestamp calls into single Backend requests,
@@ -175,8 +179,7 @@ func (c *Client) serve(b *batch) {
 	var first uint64
 	var err error
 	if vb, ok := c.backend.(VersionedBackend); ok {
-		first, b.version, err = vb.AllocateVersioned(context.Background(), b.n)
-		b.versioned = true
+		first, b.version, b.versioned, err = vb.AllocateVersioned(context.Background(), b.n)
 	} else {
 		first, err = c.backend.Allocate(context.Background(), b.n)
 	}

@@ -259,6 +259,43 @@ func TestClientBackendErrors(t *testing.T) {
 	}
 }
 
+// versionedReply is one scripted reply of a versionedScript.
+type versionedReply struct {
+	first, version uint64
+	ok             bool
+}
+
+// versionedScript is a VersionedBackend that returns scripted replies in
+// order.
+type versionedScript struct{ replies []versionedReply }
+
+func (s *versionedScript) Allocate(ctx context.Context, n int) (uint64, error) {
+	first, _, _, err := s.AllocateVersioned(ctx, n)
+	return first, err
+}
+
+func (s *versionedScript) AllocateVersioned(context.Context, int) (uint64, uint64, bool, error) {
+	r := s.replies[0]
+	s.replies = s.replies[1:]
+	return r.first, r.version, r.ok, nil
+}
+
+// TestClientVersionPerReply: a VersionedBackend's version reaches the
+// callers only with the reply that carried it; a reply without one (a
+// remote oracle without a store, say after a failover) is reported as no
+// version, even right after one with a version, and version 0 with ok is
+// a version.
+func TestClientVersionPerReply(t *testing.T) {
+	replies := []versionedReply{{1, 7, true}, {2, 0, false}, {3, 0, true}, {4, 9, true}, {5, 9, false}}
+	c := NewClient(&versionedScript{replies: slices.Clone(replies)})
+	for _, want := range replies {
+		ts, v, ok, err := c.TimestampVersion(context.Background())
+		if err != nil || ts != want.first || ok != want.ok || (ok && v != want.version) {
+			t.Fatalf("TimestampVersion: %d, version %d ok %v, %v; want %+v", ts, v, ok, err, want)
+		}
+	}
+}
+
 // recordingBackend wraps an Allocator and stamps each request with a tick
 // of a logical clock shared with the callers.
 type recordingBackend struct {

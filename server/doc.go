@@ -15,11 +15,13 @@
 //
 // NewOracleServer is the distributed deployment's oracle role
 // (`percolator oracle`): the same Oracle service over an elected allocator
-// with no store (coord/etcd.Candidate), health, and Storage.Ping alone (the
-// check rpc.Dial makes); the same token and TLS. A candidate that does not
-// lead answers Unavailable, "not the leader"; replies carry observer
-// registry version 0, and its clients (coord/etcd.OracleBackend, not a
-// VersionedBackend) re-read the registry themselves.
+// whose mark lives in etcd (coord/etcd.Candidate), health, and
+// Storage.Ping alone (the check rpc.Dial makes); the same token and TLS. A
+// candidate that does not lead answers Unavailable, "not the leader".
+// Given the deployment's store (OracleOptions.Store), its replies carry the
+// observer registry version read after allocating, as this server's do;
+// without one they carry none, and its clients re-read the registry
+// themselves.
 //
 // # Invariants
 //

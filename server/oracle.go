@@ -8,8 +8,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
+	"github.com/seed-992972ee/percolator/storage"
 )
 
 // MaxAllocate bounds the timestamps one oracle request may take.
@@ -22,7 +24,8 @@ type oracleService struct {
 	rpcpb.UnimplementedOracleServer
 	alloc oracle.Backend
 	// version reads the observer registry's stored version, after the
-	// allocation; nil: no store (the oracle role), replies carry 0.
+	// allocation; nil: no store (the oracle role without one), replies
+	// carry no version.
 	version func(ctx context.Context) (uint64, error)
 	// status maps an allocation or version error to a gRPC status.
 	status func(error) error
@@ -30,6 +33,14 @@ type oracleService struct {
 	draining <-chan struct{}
 	// served counts a request of count timestamps; nil: no metrics.
 	served func(count uint32)
+}
+
+// storedVersion reads st's observer registry version: oracleService's
+// version, called after allocating, so that the version is the
+// registry re-read of every committer whose request it answers (their
+// requests followed their last prewrites; txn.VersionedOracle).
+func storedVersion(st storage.Store) func(ctx context.Context) (uint64, error) {
+	return func(ctx context.Context) (uint64, error) { return observer.StoredVersion(ctx, st) }
 }
 
 // Allocate implements rpcpb.OracleServer.
@@ -41,16 +52,18 @@ func (o *oracleService) Allocate(ctx context.Context, req *rpcpb.AllocateRequest
 	if err != nil {
 		return nil, o.status(err)
 	}
-	var ver uint64
+	resp := &rpcpb.AllocateResponse{First: first}
 	if o.version != nil {
-		if ver, err = o.version(ctx); err != nil {
+		ver, err := o.version(ctx)
+		if err != nil {
 			return nil, o.status(err)
 		}
+		resp.ObserversVersion = &ver
 	}
 	if o.served != nil {
 		o.served(req.Count)
 	}
-	return &rpcpb.AllocateResponse{First: first, ObserversVersion: ver}, nil
+	return resp, nil
 }
 
 // AllocateStream implements rpcpb.OracleServer: each request is answered

@@ -30,16 +30,28 @@ type OracleOptions struct {
 	TLS *tls.Config
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
+	// Store, if set, is the deployment's store, the one the oracle's
+	// clients write (`percolator oracle --bigtable`): each reply carries
+	// the observer registry version read from it after allocating, as
+	// `percolator serve` does, so a committer need not read the registry
+	// itself (txn.VersionedOracle). A reply whose read fails is an error,
+	// its timestamps unused. The caller owns Store and closes it after the
+	// server stops. Without it, replies carry no version.
+	//
+	// Invariant: Store is the clients' store. A version read from another
+	// store would let a committer skip a registration it must see
+	// (observer invariant 1).
+	Store storage.Store
 }
 
 // OracleServer is the oracle role of the distributed deployment
-// (`percolator oracle`): the Oracle service over an allocator that has no
-// store, typically an elected one (coord/etcd.Candidate), plus health and
-// Storage.Ping, the no-op rpc.Dial checks a server with, and nothing else
-// of the Storage service. Its replies carry no observer registry version
-// (0): the oracle role reads no store, and its clients re-read the
-// registry themselves (coord/etcd.OracleBackend is not a
-// VersionedBackend).
+// (`percolator oracle`): the Oracle service over an allocator that keeps
+// no data in the store, typically an elected one (coord/etcd.Candidate),
+// plus health and Storage.Ping, the no-op rpc.Dial checks a server with,
+// and nothing else of the Storage service. With OracleOptions.Store its
+// replies carry the observer registry version read after allocating;
+// without, none (the field is absent), and its clients
+// (coord/etcd.OracleBackend) re-read the registry themselves.
 //
 // An allocation refused with oracle.ErrNotLeader (the candidate stands
 // by, or cannot prove its lease) or oracle.ErrClosed is answered
@@ -69,7 +81,11 @@ func NewOracleServer(alloc oracle.Backend, opts OracleOptions) *OracleServer {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
 	s.grpc = grpc.NewServer(sopts...)
-	rpcpb.RegisterOracleServer(s.grpc, &oracleService{alloc: alloc, status: roleStatus, draining: s.draining})
+	svc := &oracleService{alloc: alloc, status: roleStatus, draining: s.draining}
+	if opts.Store != nil {
+		svc.version = storedVersion(opts.Store)
+	}
+	rpcpb.RegisterOracleServer(s.grpc, svc)
 	rpcpb.RegisterStorageServer(s.grpc, pingOnly{})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return s

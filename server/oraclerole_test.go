@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -13,11 +14,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/oracle/remote"
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
 	"github.com/seed-992972ee/percolator/server"
+	"github.com/seed-992972ee/percolator/storage/memory"
 )
 
 // switchable is an allocator that can be told it does not lead.
@@ -73,12 +77,12 @@ func TestOracleRole(t *testing.T) {
 	defer conn.Close()
 	be := remote.New(conn)
 	defer be.Close()
-	first, ver, err := be.AllocateVersioned(ctx, 5)
-	if err != nil || first != 1 || ver != 0 {
-		t.Fatalf("allocate: %d (version %d), %v; want 1, version 0", first, ver, err)
+	first, ver, ok, err := be.AllocateVersioned(ctx, 5)
+	if err != nil || first != 1 || ok {
+		t.Fatalf("allocate: %d (version %d, ok %v), %v; want 1, no version", first, ver, ok, err)
 	}
-	if resp, err := conn.Oracle.Allocate(ctx, &rpcpb.AllocateRequest{Count: 1}); err != nil || resp.First != 6 || resp.ObserversVersion != 0 {
-		t.Fatalf("unary allocate: %v, %v; want 6", resp, err)
+	if resp, err := conn.Oracle.Allocate(ctx, &rpcpb.AllocateRequest{Count: 1}); err != nil || resp.First != 6 || resp.ObserversVersion != nil {
+		t.Fatalf("unary allocate: %v, %v; want 6, no version", resp, err)
 	}
 
 	sw.leading.Store(false)
@@ -153,5 +157,84 @@ func TestOracleRoleShutdownEndsStreams(t *testing.T) {
 	}
 	if resp, err := stream.Recv(); err != nil || resp.First != 0 {
 		t.Fatalf("after Shutdown the stream got %v, %v; want first = 0", resp, err)
+	}
+}
+
+// hookedAlloc runs a hook, once, inside Allocate after the range is
+// allocated: something that happens while an allocation is in flight.
+type hookedAlloc struct {
+	a    *oracle.Allocator
+	hook atomic.Pointer[func()]
+}
+
+func (h *hookedAlloc) Allocate(ctx context.Context, n int) (uint64, error) {
+	first, err := h.a.Allocate(ctx, n)
+	if f := h.hook.Swap(nil); f != nil {
+		(*f)()
+	}
+	return first, err
+}
+
+// TestOracleRoleVersion: given the store, the oracle role's replies carry
+// the observer registry version read after allocating: 0 (present) before
+// any registration, a registration between two allocations is seen by
+// the second, and one made while an allocation is in flight, after its
+// range was allocated, by that allocation's own reply. Without a store
+// there is no version (TestOracleRole).
+func TestOracleRoleVersion(t *testing.T) {
+	st := memory.New()
+	db, err := percolator.Open(ctx, percolator.Options{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	observe := func(name string) {
+		noop := func(context.Context, *percolator.Txn, string, string) error { return nil }
+		if err := db.Observe(ctx, percolator.Observer{Name: name, Column: "col-" + name, Fn: noop}); err != nil {
+			t.Error(err)
+		}
+	}
+	stored := func() uint64 {
+		v, err := observer.StoredVersion(ctx, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	a, err := oracle.OpenAllocator("", oracle.AllocatorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	h := &hookedAlloc{a: a}
+	addr, _ := startRole(t, h, server.OracleOptions{Store: st})
+	conn, err := rpc.Dial(ctx, addr, rpc.DialOptions{RetryBudget: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	be := remote.New(conn)
+	defer be.Close()
+	version := func() uint64 {
+		t.Helper()
+		_, v, ok, err := be.AllocateVersioned(ctx, 1)
+		if err != nil || !ok {
+			t.Fatalf("allocate: version %d ok %v, %v; want a version", v, ok, err)
+		}
+		return v
+	}
+
+	if v := version(); v != 0 {
+		t.Fatalf("nothing registered: version %d; want 0", v)
+	}
+	observe("a")
+	if v, want := version(), stored(); v != want || v == 0 {
+		t.Fatalf("after a registration: version %d; want the stored %d", v, want)
+	}
+	before := stored()
+	register := func() { observe("b") }
+	h.hook.Store(&register)
+	if v, want := version(), stored(); v != want || v <= before {
+		t.Fatalf("registered during the allocation: version %d; want the stored %d, above %d (read after allocating)", v, want, before)
 	}
 }

@@ -23,7 +23,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-992972ee/percolator/coord"
-	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
@@ -167,9 +166,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	rpcpb.RegisterStorageServer(s.grpc, &storageService{srv: s})
 	rpcpb.RegisterOracleServer(s.grpc, &oracleService{
 		alloc: s.alloc, status: s.status, draining: s.draining, served: s.metrics.oracleBatch,
-		// Read after allocating: the request came after its callers' last
-		// prewrites, so this is their registry re-read (txn.VersionedOracle).
-		version: func(ctx context.Context) (uint64, error) { return observer.StoredVersion(ctx, s.store) },
+		version: storedVersion(s.store),
 	})
 	rpcpb.RegisterCoordServer(s.grpc, s.coord)
 	healthpb.RegisterHealthServer(s.grpc, s.health)

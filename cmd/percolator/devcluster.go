@@ -88,12 +88,13 @@ Set this in every shell that runs a percolator command:
 and pass these flags:
   --bigtable %s --etcd %s
 
-For example:
-  percolator oracle --etcd %s --listen 127.0.0.1:7431 &
+For example (the oracle reads the observer registry version from the table,
+so that commits need not):
+  percolator oracle --etcd %s --bigtable %s --listen 127.0.0.1:7431 &
   percolator bank --bigtable %s --etcd %s --duration 10s
 
 Stop with Ctrl-C.
-`, emu.Addr(), devTable, endpoints, endpoints, devTable, endpoints)
+`, emu.Addr(), devTable, endpoints, endpoints, devTable, devTable, endpoints)
 	select {
 	case <-ctx.Done():
 	case err := <-member.Err():

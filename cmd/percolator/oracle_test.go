@@ -23,10 +23,15 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/cluster"
 	"github.com/seed-992972ee/percolator/coord/etcd"
 	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
+	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
+	"github.com/seed-992972ee/percolator/storage/bigtable"
+	"github.com/seed-992972ee/percolator/storage/bigtable/bttesting"
 )
 
 // oracleLease is the lease of the oracle processes under test: etcd's
@@ -122,15 +127,20 @@ func waitLeader(t *testing.T, cli *clientv3.Client, within time.Duration, procs 
 // allocateAt asks the oracle at addr for one timestamp directly (no
 // discovery, no retry).
 func allocateAt(addr string) error {
+	_, err := allocateReply(addr)
+	return err
+}
+
+// allocateReply is allocateAt, returning the reply.
+func allocateReply(addr string) (*rpcpb.AllocateResponse, error) {
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, err = rpcpb.NewOracleClient(cc).Allocate(ctx, &rpcpb.AllocateRequest{Count: 1})
-	return err
+	return rpcpb.NewOracleClient(cc).Allocate(ctx, &rpcpb.AllocateRequest{Count: 1})
 }
 
 // stampCall is one timestamp a client got, and when it asked and got it.
@@ -413,6 +423,8 @@ func TestOracleCmdBadInput(t *testing.T) {
 		{"oracle", "--etcd", "127.0.0.1:1", "--tls-cert", "x"},
 		{"oracle", "--etcd", "127.0.0.1:1", "--log-format", "xml"},
 		{"oracle", "--etcd", "127.0.0.1:1", "extra"},
+		{"oracle", "--etcd", "127.0.0.1:1", "--bigtable", "p/i"},
+		{"oracle", "--etcd", "127.0.0.1:1", "--bigtable", "p//t"},
 	} {
 		_, errOut, code := runCLI(t, args...)
 		if code != 2 || errOut == "" {
@@ -502,4 +514,68 @@ func watchLeaderKey(t *testing.T, cli *clientv3.Client, d time.Duration) int {
 		}
 	}
 	return changes
+}
+
+// TestOracleCmdBigtable: `oracle --bigtable` answers each allocation with
+// the table's observer registry version (0 before any registration, then
+// the version a registration raised it to); without --bigtable a reply
+// has none; a table that does not exist fails at start, exit 1, naming it.
+func TestOracleCmdBigtable(t *testing.T) {
+	ctx := context.Background()
+	emu := bttesting.Start(t)
+	t.Setenv("BIGTABLE_EMULATOR_HOST", emu.Addr()) // the children's and runCLI's
+	const table = "test/test/oracle"
+	var bopts bigtable.Options
+	_ = bopts.ParseTable(table)
+	if err := bigtable.Init(ctx, bopts); err != nil {
+		t.Fatal(err)
+	}
+	st, err := bigtable.Open(ctx, bopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	m := etcdtest.Start(t)
+	cli := etcdtest.Client(t, m)
+	with := startOracleProc(t, m, oracleLease, "--bigtable", table)
+	waitLeader(t, cli, 20*time.Second, with)
+	version := func(addr string) *uint64 {
+		t.Helper()
+		resp, err := allocateReply(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ObserversVersion
+	}
+	if v := version(with.addr); v == nil || *v != 0 {
+		t.Fatalf("nothing registered: version %v; want 0", v)
+	}
+	db, err := cluster.Open(ctx, cluster.Options{Bigtable: bopts, Etcd: m.Endpoints(), DB: percolator.Options{Logger: discardLog()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	noop := func(context.Context, *percolator.Txn, string, string) error { return nil }
+	if err := db.Observe(ctx, percolator.Observer{Name: "o", Column: "c", Fn: noop}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := observer.StoredVersion(ctx, st)
+	if err != nil || want == 0 {
+		t.Fatalf("stored version after a registration: %d, %v", want, err)
+	}
+	if v := version(with.addr); v == nil || *v != want {
+		t.Fatalf("after a registration: version %v; want %d", v, want)
+	}
+
+	without := startOracleProc(t, m, oracleLease)
+	_ = with.cmd.Process.Signal(syscall.SIGTERM)
+	waitLeader(t, cli, 5*time.Second, without)
+	if v := version(without.addr); v != nil {
+		t.Fatalf("an oracle without --bigtable sent version %d", *v)
+	}
+
+	_, errOut, code := runCLI(t, "oracle", "--etcd", strings.Join(m.Endpoints(), ","), "--listen", freeAddr(t), "--bigtable", "test/test/absent")
+	if code != 1 || !strings.Contains(errOut, "absent") || !strings.Contains(errOut, "no such table") {
+		t.Fatalf("oracle on a table that does not exist: exit %d: %s", code, errOut)
+	}
 }

@@ -137,16 +137,25 @@
 //     resolve it again within a budget (default 10s). oracle.Client still
 //     rejects a reply that is not above the previous one; by 4 a new
 //     leader's replies never are.
-//  7. OracleBackend is a plain oracle.Backend, not a VersionedBackend: the
-//     oracle role has no store and no observer registry version to send,
-//     so a committer re-reads the registry itself (txn.VersionedOracle).
+//  7. OracleBackend is an oracle.VersionedBackend that reports, reply by
+//     reply, whether the answering oracle read the observer registry
+//     version: an oracle role given the store (server.OracleOptions.Store,
+//     `percolator oracle --bigtable`) reads it after allocating and sends
+//     it, and the committer uses it as its registry re-read
+//     (txn.VersionedOracle); one without a store sends none, and the
+//     committer re-reads the registry itself. Candidates may differ (a
+//     rolling restart): a version is only ever taken from the reply that
+//     carried it, so a leader without a store never lets a committer skip
+//     its re-read. The store an oracle reads must be its clients' store.
 //
 // The caller's contract:
 //
 //  1. StartCandidate with the address clients dial (not a wildcard such as
 //     0.0.0.0), on an etcd client the caller owns and closes after Close.
 //  2. Serve the Candidate, an oracle.Backend, with server.NewOracleServer
-//     (the Oracle service, health and Ping; no store).
+//     (the Oracle service, health and Ping), given the deployment's store
+//     so that its replies carry the observer registry version (7); the
+//     store must be the one its clients write.
 //  3. Close it to resign: it stops allocating, then revokes its lease, so
 //     a standby takes over at once rather than after the lease.
 //  4. Clients wrap NewOracleBackend in one oracle.Client per process.

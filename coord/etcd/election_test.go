@@ -16,11 +16,14 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/coord/etcd"
 	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
+	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/server"
+	"github.com/seed-992972ee/percolator/storage/memory"
 )
 
 var bg = context.Background()
@@ -61,6 +64,13 @@ func startNode(t *testing.T, m *etcd.Embedded, opts etcd.CandidateOptions) *orac
 // startNodeToken starts a candidate whose server requires token.
 func startNodeToken(t *testing.T, m *etcd.Embedded, opts etcd.CandidateOptions, token string) *oracleNode {
 	t.Helper()
+	return startNodeServer(t, m, opts, server.OracleOptions{Token: token})
+}
+
+// startNodeServer starts a candidate served with sopts (its Logger is
+// opts.Logger).
+func startNodeServer(t *testing.T, m *etcd.Embedded, opts etcd.CandidateOptions, sopts server.OracleOptions) *oracleNode {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +86,8 @@ func startNodeToken(t *testing.T, m *etcd.Embedded, opts etcd.CandidateOptions, 
 	if n.cand, err = etcd.StartCandidate(n.cli, opts); err != nil {
 		t.Fatal(err)
 	}
-	n.srv = server.NewOracleServer(n.cand, server.OracleOptions{Token: token, Logger: opts.Logger})
+	sopts.Logger = opts.Logger
+	n.srv = server.NewOracleServer(n.cand, sopts)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = n.srv.Serve(lis) }()
 	t.Cleanup(func() { // before the client's cleanup: registered after it
@@ -430,7 +441,7 @@ func TestOracleMark(t *testing.T) {
 }
 
 // TestOracleBackendNoLeader: with no candidate, the discovery backend
-// gives up after its budget with ErrNoOracle; it is not versioned.
+// gives up after its budget with ErrNoOracle, and no version.
 func TestOracleBackendNoLeader(t *testing.T) {
 	m := etcdtest.Start(t)
 	b, err := etcd.NewOracleBackend(etcdtest.Client(t, m), etcd.OracleBackendOptions{Budget: 300 * time.Millisecond, Logger: quietLog()})
@@ -438,9 +449,6 @@ func TestOracleBackendNoLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if _, ok := any(b).(oracle.VersionedBackend); ok {
-		t.Fatal("the discovery backend is a VersionedBackend: committers would trust a registry version the oracle role never read")
-	}
 	start := time.Now()
 	_, _, ok, err := oracle.NewClient(b).TimestampVersion(bg)
 	if !errors.Is(err, etcd.ErrNoOracle) || ok {
@@ -494,4 +502,57 @@ func TestOracleBackendToken(t *testing.T) {
 			t.Errorf("token %q: %v after %v", c.token, err, time.Since(start))
 		}
 	}
+}
+
+// TestOracleBackendVersion: the discovery backend is versioned reply by
+// reply. While the leader was given the store, each timestamp carries the
+// observer registry version read from it (0, then raised by a
+// registration); once a candidate without a store leads (a rolling
+// restart), timestamps carry no version, so the committer reads the
+// registry itself.
+func TestOracleBackendVersion(t *testing.T) {
+	m := etcdtest.Start(t)
+	st := memory.New()
+	db, err := percolator.Open(bg, percolator.Options{Store: st, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	a := startNodeServer(t, m, etcd.CandidateOptions{}, server.OracleOptions{Store: st})
+	waitLeading(t, 10*time.Second, a)
+	bare := startNode(t, m, etcd.CandidateOptions{})
+	be, err := etcd.NewOracleBackend(etcdtest.Client(t, m), etcd.OracleBackendOptions{Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	var _ oracle.VersionedBackend = be
+	c := oracle.NewClient(be)
+	var last uint64
+	stamp := func(wantOK bool) uint64 {
+		t.Helper()
+		ts, v, ok, err := c.TimestampVersion(bg)
+		if err != nil || ok != wantOK || ts <= last {
+			t.Fatalf("TimestampVersion: %d (version %d, ok %v), %v; want above %d, ok %v", ts, v, ok, err, last, wantOK)
+		}
+		last = ts
+		return v
+	}
+	if v := stamp(true); v != 0 {
+		t.Fatalf("nothing registered: version %d", v)
+	}
+	noop := func(context.Context, *percolator.Txn, string, string) error { return nil }
+	if err := db.Observe(bg, percolator.Observer{Name: "o", Column: "c", Fn: noop}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := observer.StoredVersion(bg, st)
+	if err != nil || want == 0 {
+		t.Fatalf("stored version after a registration: %d, %v", want, err)
+	}
+	if v := stamp(true); v != want {
+		t.Fatalf("after a registration: version %d; want %d", v, want)
+	}
+	_ = a.cand.Close()
+	waitLeading(t, 5*time.Second, bare)
+	stamp(false)
 }

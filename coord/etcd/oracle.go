@@ -91,8 +91,11 @@ func (o *OracleBackendOptions) Validate() error {
 // connection it resolves the leader again and retries, within the budget.
 // Wrap it in an oracle.Client.
 //
-// It is deliberately not an oracle.VersionedBackend (invariant 7): the
-// oracle role reads no observer registry, so a committer must.
+// It is an oracle.VersionedBackend whose every reply says whether it
+// carries a version (invariant 7): an oracle run with the store
+// (`percolator oracle --bigtable`) returns the observer registry version
+// read after allocating, one without returns none, and a committer then
+// reads the registry itself.
 //
 // Concurrency: safe for concurrent use; mu serializes requests (the
 // oracle.Client sends one at a time anyway) and guards the connection.
@@ -109,7 +112,7 @@ type OracleBackend struct {
 	}
 }
 
-var _ oracle.Backend = (*OracleBackend)(nil)
+var _ oracle.VersionedBackend = (*OracleBackend)(nil)
 
 // NewOracleBackend returns a backend that resolves the leader on cli,
 // which the caller owns and closes after Close.
@@ -125,33 +128,41 @@ func NewOracleBackend(cli *clientv3.Client, opts OracleBackendOptions) (*OracleB
 // last failure) when the budget ran out, a non-retryable failure (a
 // refused token, a bad count) at once, or ctx's error.
 func (b *OracleBackend) Allocate(ctx context.Context, n int) (uint64, error) {
+	first, _, _, err := b.AllocateVersioned(ctx, n)
+	return first, err
+}
+
+// AllocateVersioned implements oracle.VersionedBackend: Allocate, with the
+// observer registry version the answering oracle read after allocating,
+// if it read one (ok). Errors as Allocate's.
+func (b *OracleBackend) AllocateVersioned(ctx context.Context, n int) (first, version uint64, ok bool, err error) {
 	if n < 1 {
-		return 0, fmt.Errorf("%w: allocate %d timestamps", oracle.ErrInvalidArgument, n)
+		return 0, 0, false, fmt.Errorf("%w: allocate %d timestamps", oracle.ErrInvalidArgument, n)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.mu.closed {
-		return 0, fmt.Errorf("%w: the oracle backend is closed", oracle.ErrClosed)
+		return 0, 0, false, fmt.Errorf("%w: the oracle backend is closed", oracle.ErrClosed)
 	}
 	deadline := time.Now().Add(b.opts.Budget)
 	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
-		first, err := b.attemptLocked(ctx, n)
+		first, version, ok, err := b.attemptLocked(ctx, n)
 		switch {
 		case err == nil:
-			return first, nil
+			return first, version, ok, nil
 		case ctx.Err() != nil:
-			return 0, ctx.Err()
+			return 0, 0, false, ctx.Err()
 		case !retryable(err):
-			return 0, err
+			return 0, 0, false, err
 		case !time.Now().Before(deadline):
-			return 0, fmt.Errorf("%w within %v: %w", ErrNoOracle, b.opts.Budget, err)
+			return 0, 0, false, fmt.Errorf("%w within %v: %w", ErrNoOracle, b.opts.Budget, err)
 		}
 		t := time.NewTimer(min(wait, time.Until(deadline)))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return 0, ctx.Err()
+			return 0, 0, false, ctx.Err()
 		}
 	}
 }
@@ -166,18 +177,18 @@ func retryable(err error) bool {
 // attemptLocked allocates from the leader, resolving and dialing it first
 // if there is no connection; a failure drops the connection, so the next
 // attempt resolves again.
-func (b *OracleBackend) attemptLocked(ctx context.Context, n int) (uint64, error) {
+func (b *OracleBackend) attemptLocked(ctx context.Context, n int) (first, version uint64, ok bool, err error) {
 	if b.mu.be == nil {
 		if err := b.connectLocked(ctx); err != nil {
-			return 0, err
+			return 0, 0, false, err
 		}
 	}
-	first, err := b.mu.be.Allocate(ctx, n)
+	first, version, ok, err = b.mu.be.AllocateVersioned(ctx, n)
 	if err != nil {
 		b.dropLocked()
-		return 0, fmt.Errorf("oracle at %s: %w", b.mu.addr, err)
+		return 0, 0, false, fmt.Errorf("oracle at %s: %w", b.mu.addr, err)
 	}
-	return first, nil
+	return first, version, ok, nil
 }
 
 func (b *OracleBackend) connectLocked(ctx context.Context) error {

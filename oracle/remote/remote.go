@@ -44,41 +44,43 @@ func New(conn *rpc.Conn) *Backend { return &Backend{conn: conn} }
 // Allocate implements oracle.Backend, bounded by the connection's
 // per-attempt deadline and retry budget.
 func (b *Backend) Allocate(ctx context.Context, n int) (uint64, error) {
-	first, _, err := b.AllocateVersioned(ctx, n)
+	first, _, _, err := b.AllocateVersioned(ctx, n)
 	return first, err
 }
 
 // AllocateVersioned implements oracle.VersionedBackend: the version is the
-// server's observer registry version, read after allocating.
-func (b *Backend) AllocateVersioned(ctx context.Context, n int) (first, version uint64, err error) {
+// server's observer registry version, read after allocating; ok is false
+// when the reply has none (an oracle role run without a store).
+func (b *Backend) AllocateVersioned(ctx context.Context, n int) (first, version uint64, ok bool, err error) {
 	if n < 1 {
-		return 0, 0, fmt.Errorf("oracle: allocate %d timestamps", n)
+		return 0, 0, false, fmt.Errorf("oracle: allocate %d timestamps", n)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	var resp *rpcpb.AllocateResponse
 	err = b.conn.Do(ctx, func(actx context.Context, _ int) error {
 		var err error
-		first, version, err = b.once(actx, uint32(n))
+		resp, err = b.once(actx, uint32(n))
 		if err != nil {
 			b.closeLocked()
 		}
 		return err
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("oracle: %w", err)
+		return 0, 0, false, fmt.Errorf("oracle: %w", err)
 	}
-	return first, version, nil
+	return resp.First, resp.GetObserversVersion(), resp.ObserversVersion != nil, nil
 }
 
 // once sends one request on the stream (opening it if needed) and waits
 // for its answer until actx ends.
-func (b *Backend) once(actx context.Context, n uint32) (uint64, uint64, error) {
+func (b *Backend) once(actx context.Context, n uint32) (*rpcpb.AllocateResponse, error) {
 	if b.stream == nil {
 		sctx, cancel := context.WithCancel(context.Background())
 		stream, err := b.conn.Oracle.AllocateStream(sctx)
 		if err != nil {
 			cancel()
-			return 0, 0, err
+			return nil, err
 		}
 		b.stream, b.cancel = stream, cancel
 	}
@@ -96,16 +98,16 @@ func (b *Backend) once(actx context.Context, n uint32) (uint64, uint64, error) {
 				err = rerr
 			}
 		}
-		return 0, 0, b.streamErr(err, &expired)
+		return nil, b.streamErr(err, &expired)
 	}
 	resp, err := b.stream.Recv()
 	if err != nil {
-		return 0, 0, b.streamErr(err, &expired)
+		return nil, b.streamErr(err, &expired)
 	}
 	if resp.First == 0 { // the server is shutting down: reopen elsewhere
-		return 0, 0, status.Error(codes.Unavailable, "oracle stream: the server is shutting down")
+		return nil, status.Error(codes.Unavailable, "oracle stream: the server is shutting down")
 	}
-	return resp.First, resp.ObserversVersion, nil
+	return resp, nil
 }
 
 // streamErr is a stream failure as a retryable status when the stream

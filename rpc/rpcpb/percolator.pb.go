@@ -1565,8 +1565,12 @@ type AllocateResponse struct {
 	// observers_version is the observer registry's stored version, read
 	// after the timestamps were allocated: a committer whose commit
 	// timestamp request follows its last prewrite re-reads the registry
-	// with it, in the same round trip.
-	ObserversVersion uint64 `protobuf:"varint,2,opt,name=observers_version,json=observersVersion,proto3" json:"observers_version,omitempty"`
+	// with it, in the same round trip. Absent when the oracle read none (an
+	// oracle role run without a store): the committer then reads the
+	// registry itself. Presence, not the value, says so, since 0 is a real
+	// version (nothing ever registered); a reply of an older oracle role,
+	// which sent 0 without presence, reads as absent.
+	ObserversVersion *uint64 `protobuf:"varint,2,opt,name=observers_version,json=observersVersion,proto3,oneof" json:"observers_version,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1609,8 +1613,8 @@ func (x *AllocateResponse) GetFirst() uint64 {
 }
 
 func (x *AllocateResponse) GetObserversVersion() uint64 {
-	if x != nil {
-		return x.ObserversVersion
+	if x != nil && x.ObserversVersion != nil {
+		return *x.ObserversVersion
 	}
 	return 0
 }
@@ -2251,10 +2255,11 @@ const file_percolator_proto_rawDesc = "" +
 	"\vPingRequest\"\x0e\n" +
 	"\fPingResponse\"'\n" +
 	"\x0fAllocateRequest\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\rR\x05count\"U\n" +
+	"\x05count\x18\x01 \x01(\rR\x05count\"p\n" +
 	"\x10AllocateResponse\x12\x14\n" +
-	"\x05first\x18\x01 \x01(\x04R\x05first\x12+\n" +
-	"\x11observers_version\x18\x02 \x01(\x04R\x10observersVersion\"A\n" +
+	"\x05first\x18\x01 \x01(\x04R\x05first\x120\n" +
+	"\x11observers_version\x18\x02 \x01(\x04H\x00R\x10observersVersion\x88\x01\x01B\x14\n" +
+	"\x12_observers_version\"A\n" +
 	"\x12OpenSessionRequest\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\"F\n" +
@@ -2431,6 +2436,7 @@ func file_percolator_proto_init() {
 	if File_percolator_proto != nil {
 		return
 	}
+	file_percolator_proto_msgTypes[27].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

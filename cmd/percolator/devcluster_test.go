@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestDevclusterOracleCommand: devcluster prints an oracle command line
+// with --bigtable, and that command, run as printed (with the printed
+// environment), serves timestamps carrying the observer registry version.
+func TestDevclusterOracleCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dc := command("devcluster", "--dir", t.TempDir())
+	stdout, err := dc.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dcErr lockedBuffer
+	dc.Stderr = &dcErr
+	if err := dc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killProc(dc) })
+	env, args := readDevcluster(t, stdout)
+	if env == "" || !strings.Contains(strings.Join(args, " "), "--bigtable "+devTable) {
+		t.Fatalf("devcluster printed env %q, oracle %q; want BIGTABLE_EMULATOR_HOST and --bigtable %s\n%s", env, args, devTable, dcErr.String())
+	}
+	addr := freeAddr(t)
+	for i := range args {
+		if args[i] == "--listen" && i+1 < len(args) {
+			args[i+1] = addr // the printed port may be taken here
+		}
+	}
+	orc := command(append([]string{"oracle"}, args...)...)
+	orc.Env = append(orc.Env, env)
+	var orcErr lockedBuffer
+	orc.Stderr = &orcErr
+	if err := orc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killProc(orc) })
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := allocateReply(addr)
+		if err == nil {
+			if resp.ObserversVersion == nil {
+				t.Fatalf("the printed oracle answers without a registry version\n%s", orcErr.String())
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the printed oracle does not answer: %v\n%s", err, orcErr.String())
+		}
+	}
+	_ = dc.Process.Signal(syscall.SIGTERM)
+}
+
+// readDevcluster reads devcluster's instructions up to "Stop with
+// Ctrl-C." and returns the environment setting (NAME=value) and the
+// arguments of the printed `percolator oracle` command.
+func readDevcluster(t *testing.T, r io.Reader) (env string, oracleArgs []string) {
+	t.Helper()
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if v, ok := strings.CutPrefix(line, "export "); ok {
+			env = v
+		}
+		if rest, ok := strings.CutPrefix(line, "percolator oracle "); ok {
+			oracleArgs = strings.Fields(strings.TrimSuffix(rest, "&"))
+		}
+		if line == "Stop with Ctrl-C." {
+			break
+		}
+	}
+	if _, _, err := net.SplitHostPort(strings.TrimPrefix(env, "BIGTABLE_EMULATOR_HOST=")); err != nil {
+		t.Fatalf("devcluster's environment %q: %v", env, err)
+	}
+	return env, oracleArgs
+}

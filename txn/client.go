@@ -26,6 +26,9 @@ type Client struct {
 	batch storage.Batcher // nil when the store cannot batch
 	// sepNotify: notifications live in their own rows (SeparateNotify).
 	sepNotify bool
+	// unversioned counts down the commits that skip the oracle's registry
+	// version after a reply came without one (notifyAndTimestamp).
+	unversioned atomic.Int64
 	// deferred is nil unless the store has one ordered log (Pebble): then
 	// prewrites and secondary commits skip their own sync, made durable by
 	// the primary's durable commit (doc.go, "Durability").

@@ -20,6 +20,11 @@ const (
 	CrashAfterSecondaryCommit   = "after-secondary-commit" // after each batch
 )
 
+// unversionedSkip is how many commits after a reply without a registry
+// version take the parallel path before the oracle's version is tried
+// again.
+const unversionedSkip = 64
+
 // prewriteParallel bounds concurrent secondary prewrites of one commit.
 const prewriteParallel = 16
 
@@ -249,7 +254,12 @@ func (c *Client) notifyAndTimestamp(ctx context.Context, t *Txn, rows []*rowWrit
 		}
 		return ts, nil
 	}
-	if vo, ok := c.oracle.(VersionedOracle); ok {
+	// After a reply without a version (an oracle that reads no store) the
+	// next commits fetch the timestamp and re-read the registry in
+	// parallel, trying the oracle's version again now and then (another
+	// oracle may lead by then).
+	if vo, ok := c.oracle.(VersionedOracle); ok && c.unversioned.Add(-1) < 0 {
+		c.unversioned.Store(0)
 		if rt, ok := c.observers.(RefreshedTo); ok {
 			// One round trip: the commit timestamp, and the registry
 			// version the oracle read after allocating it.
@@ -264,6 +274,7 @@ func (c *Client) notifyAndTimestamp(ctx context.Context, t *Txn, rows []*rowWrit
 				}
 				return ts, err
 			}
+			c.unversioned.Store(unversionedSkip)
 			return ts, c.notifyMissed(ctx, t, rows, obs, obsVer)
 		}
 	}

@@ -189,6 +189,11 @@ func TestBadInput(t *testing.T) {
 		{"dump"},
 		{"bench", "--only", "nope"},
 		{"bank", "--bogus"},
+		{"bank", "--dir", t.TempDir(), "--session-ttl", "5s"},
+		{"bank", "--server", "127.0.0.1:1", "--session-ttl", "-1s"},
+		{"bank", "--bigtable", "p/i/t", "--etcd", "127.0.0.1:1", "--session-ttl", "1s"},
+		{"bank", "--bigtable", "p/i/t", "--etcd", "127.0.0.1:1", "--session-ttl", "2500ms"},
+		{"worker", "--bigtable", "p/i/t", "--etcd", "127.0.0.1:1", "--session-ttl", "soon"},
 	} {
 		_, errOut, code := runCLI(t, args...)
 		if code != 2 || errOut == "" {

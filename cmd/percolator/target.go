@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/cluster"
+	"github.com/seed-992972ee/percolator/coord/etcd"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 	"github.com/seed-992972ee/percolator/storage/pebble"
 )
@@ -20,6 +22,9 @@ import (
 type target struct {
 	dir, server, tokenFile, tlsCA string
 	bigtable, etcd, etcdPrefix    string
+	// sessionTTL is the lease of the process's liveness session with the
+	// server or etcd; 0 for the default.
+	sessionTTL time.Duration
 
 	cluster *cluster.DB // the last database open opened on Bigtable
 }
@@ -34,11 +39,13 @@ func (t *target) register(fs *flag.FlagSet, dirUsage string) {
 	t.registerCluster(fs)
 }
 
-// registerCluster adds --bigtable, --etcd and --etcd-prefix to fs.
+// registerCluster adds --bigtable, --etcd, --etcd-prefix and
+// --session-ttl to fs.
 func (t *target) registerCluster(fs *flag.FlagSet) {
 	fs.StringVar(&t.bigtable, "bigtable", "", "Cloud Bigtable table PROJECT/INSTANCE/TABLE (with --etcd), instead of --dir (BIGTABLE_EMULATOR_HOST is honoured)")
 	fs.StringVar(&t.etcd, "etcd", "", "etcd endpoints, comma-separated (with --bigtable): liveness, advisory locks, and the elected oracle (percolator oracle)")
 	fs.StringVar(&t.etcdPrefix, "etcd-prefix", "", "root of percolator's etcd keys (default percolator/)")
+	fs.DurationVar(&t.sessionTTL, "session-ttl", 0, "lease of this process's liveness session with --server or --etcd: stopped, it is seen dead and its locks resolved about this long after; with --etcd whole seconds, at least 2s (default 10s)")
 }
 
 // validate requires exactly one of --dir, --server and --bigtable (with
@@ -61,10 +68,33 @@ func (t *target) validate() error {
 		return usagef("--bigtable and --etcd go together")
 	case t.etcdPrefix != "" && t.etcd == "":
 		return usagef("--etcd-prefix needs --etcd")
+	case t.sessionTTL != 0:
+		if err := t.validateSessionTTL(); err != nil {
+			return err
+		}
 	case t.bigtable != "":
 		var o bigtable.Options
 		if err := o.ParseTable(t.bigtable); err != nil {
 			return usagef("--bigtable: %v", err)
+		}
+	}
+	return nil
+}
+
+// validateSessionTTL refuses a --session-ttl the target's session would:
+// none on an embedded store, and etcd's leases are whole seconds of at
+// least etcd.MinTTL (a server checks its own bounds).
+func (t *target) validateSessionTTL() error {
+	switch {
+	case t.dir != "":
+		return usagef("--session-ttl needs --server or --etcd")
+	case t.sessionTTL < 0:
+		return usagef("--session-ttl must be positive")
+	case t.etcd != "":
+		o := etcd.SessionOptions{Owner: "-", TTL: t.sessionTTL}
+		o.EnsureDefaults()
+		if err := o.Validate(); err != nil {
+			return usagef("--session-ttl: %v", err)
 		}
 	}
 	return nil
@@ -109,7 +139,7 @@ func (t *target) open(ctx context.Context, create bool) (*percolator.DB, error) 
 		if err != nil {
 			return nil, err
 		}
-		opts := cluster.Options{Etcd: cluster.ParseEndpoints(t.etcd), Prefix: t.etcdPrefix, OracleToken: tok, OracleCAFile: t.tlsCA}
+		opts := cluster.Options{Etcd: cluster.ParseEndpoints(t.etcd), Prefix: t.etcdPrefix, SessionTTL: t.sessionTTL, OracleToken: tok, OracleCAFile: t.tlsCA}
 		if err := opts.Bigtable.ParseTable(t.bigtable); err != nil {
 			return nil, usagef("--bigtable: %v", err)
 		}
@@ -125,7 +155,7 @@ func (t *target) open(ctx context.Context, create bool) (*percolator.DB, error) 
 		if err != nil {
 			return nil, err
 		}
-		return percolator.Open(ctx, percolator.Options{Server: t.server, Token: tok, TLSCAFile: t.tlsCA})
+		return percolator.Open(ctx, percolator.Options{Server: t.server, Token: tok, TLSCAFile: t.tlsCA, SessionTTL: t.sessionTTL})
 	}
 	db, err := percolator.Open(ctx, percolator.Options{Dir: t.dir, MustExist: !create})
 	if errors.Is(err, pebble.ErrLocked) {

@@ -57,19 +57,17 @@ func (x *exclusion) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 // until it returned and the lock is released: a client that writes from
 // inside a scan's callback (before the scan's stream ends) must not wait
 // for a lock that the scan holds. MutateRows is a write.
+//
+// The lock is taken once the call's request has arrived (the first
+// RecvMsg; every streaming call of the Bigtable API is a single request
+// and a stream of replies), not when the stream opens: a client stopped
+// between sending a stream's headers and its request (SIGSTOP) would
+// otherwise hold the lock, and stall every other client, until it runs
+// again.
 func (x *exclusion) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	b := &bufferedStream{ServerStream: ss}
-	if strings.HasSuffix(info.FullMethod, "/MutateRows") {
-		x.mu.Lock()
-	} else {
-		x.mu.RLock()
-	}
+	b := &bufferedStream{ServerStream: ss, x: x, write: strings.HasSuffix(info.FullMethod, "/MutateRows")}
 	err := h(srv, b)
-	if strings.HasSuffix(info.FullMethod, "/MutateRows") {
-		x.mu.Unlock()
-	} else {
-		x.mu.RUnlock()
-	}
+	b.unlock()
 	for _, m := range b.held {
 		if serr := ss.SendMsg(m); serr != nil {
 			return serr
@@ -78,10 +76,40 @@ func (x *exclusion) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 	return err
 }
 
-// bufferedStream holds back the messages a handler sends.
+// bufferedStream holds back the messages a handler sends, and takes the
+// exclusion lock when the handler has read its request.
 type bufferedStream struct {
 	grpc.ServerStream
-	held []any
+	x      *exclusion
+	write  bool // take the lock alone
+	locked bool
+	held   []any
+}
+
+func (b *bufferedStream) RecvMsg(m any) error {
+	if err := b.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if !b.locked {
+		b.locked = true
+		if b.write {
+			b.x.mu.Lock()
+		} else {
+			b.x.mu.RLock()
+		}
+	}
+	return nil
+}
+
+func (b *bufferedStream) unlock() {
+	switch {
+	case !b.locked:
+	case b.write:
+		b.x.mu.Unlock()
+	default:
+		b.x.mu.RUnlock()
+	}
+	b.locked = false
 }
 
 func (b *bufferedStream) SendMsg(m any) error {

@@ -1,0 +1,407 @@
+package graph
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// Result is what became of a mutation.
+type Result struct {
+	// Dropped: the edge already held a newer version; nothing changed.
+	Dropped bool
+}
+
+// Mutate applies m to its edge, by its label's consistency (doc.go).
+func (g *Graph) Mutate(ctx context.Context, m Mutation) (Result, error) {
+	l, err := g.checkMutation(ctx, &m)
+	if err != nil {
+		return Result{}, err
+	}
+	if m.ID == 0 {
+		m.ID = rand.Uint64() | 1
+	}
+	if l.Consistency == Weak {
+		return g.mutateWeak(ctx, l, &m)
+	}
+	return g.mutateStrong(ctx, l, &m)
+}
+
+func (g *Graph) checkMutation(ctx context.Context, m *Mutation) (*Label, error) {
+	switch m.Op {
+	case Insert, Update, Delete, Increment:
+	default:
+		return nil, fmt.Errorf("%w: operation %v", ErrInvalidArgument, m.Op)
+	}
+	if err := validVertex(m.Src); err != nil {
+		return nil, err
+	}
+	if err := validVertex(m.Tgt); err != nil {
+		return nil, err
+	}
+	if m.TS <= 0 {
+		return nil, fmt.Errorf("%w: version %d is not positive", ErrInvalidArgument, m.TS)
+	}
+	l, err := g.Label(ctx, m.Label)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.check(m.Props); err != nil {
+		return nil, err
+	}
+	if m.Op == Increment {
+		for k, v := range m.Props {
+			if v.Type == String {
+				return nil, fmt.Errorf("%w: increment of string property %s", ErrInvalidArgument, k)
+			}
+		}
+	}
+	if m.Op == Delete && len(m.Props) > 0 {
+		return nil, fmt.Errorf("%w: a delete takes no properties", ErrInvalidArgument)
+	}
+	return l, nil
+}
+
+// fetch reads the snapshot edge: its content and version (0: none).
+func (g *Graph) fetch(ctx context.Context, row []byte) (snapshot, uint64, error) {
+	r, err := g.store.ReadRow(ctx, row, storage.Filter{{Family: Family, Qualifier: qualSnapshot, Limit: 1}})
+	if err != nil || len(r.Cells) == 0 {
+		return snapshot{}, 0, err
+	}
+	s, err := decodeSnapshot(r.Cells[0].Value)
+	return s, r.Cells[0].TS, err
+}
+
+// casSnapshot replaces the snapshot at version ver by s at ver+1, if ver
+// is still the newest: S2Graph's compareAndSet on the snapshot edge
+// (every write of it makes a new, higher version). ok false: another
+// writer got there first.
+func (g *Graph) casSnapshot(ctx context.Context, row []byte, ver uint64, s *snapshot) (bool, error) {
+	pred := storage.Filter{{Family: Family, Qualifier: qualSnapshot, Time: storage.From(ver + 1), Limit: 1}}
+	muts := []storage.Mutation{
+		storage.SetCell(Family, qualSnapshot, ver+1, encodeSnapshot(s)),
+		{Kind: storage.DeleteCells, Family: Family, Qualifier: qualSnapshot, Time: storage.Before(ver + 1)},
+	}
+	matched, err := g.store.CheckAndMutate(ctx, row, pred, nil, muts)
+	return !matched && err == nil, err
+}
+
+// mutateStrong is S2Graph's state machine: Trying (fetch, lock by CAS),
+// Locked (fire the EdgeMutate), Updated (release by CAS), Done.
+func (g *Graph) mutateStrong(ctx context.Context, l *Label, m *Mutation) (Result, error) {
+	row := snapshotRow(l.Name, m.Src, m.Tgt)
+	var lastErr error
+	for attempt := 0; attempt < g.opts.MaxRetries*4; attempt++ {
+		if attempt > 0 {
+			if err := g.backoff(ctx, attempt); err != nil {
+				return Result{}, err
+			}
+		}
+		// Trying: fetch the snapshot edge.
+		s, ver, err := g.fetch(ctx, row)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if r, done := s.settled(m.ID); done {
+			return Result{Dropped: r.Dropped}, nil // a re-sent mutation: settled before
+		}
+		if s.holds(m.ID) {
+			// Our lock (a lock call whose reply was lost): go on from it.
+			return g.finish(ctx, l, m, row, s, ver)
+		}
+		if s.locked() && g.nowMS()-s.LockedAt <= g.opts.LockExpiry.Milliseconds() {
+			lastErr = ErrLocked // a live lock: back off and fetch again
+			continue
+		}
+		if !s.locked() && s.Edge.dropped(m) {
+			return Result{Dropped: true}, nil
+		}
+		// Trying → Locked: set the pending mutation and lockedAt by CAS. An
+		// expired lock is taken over: its mutations stay queued before
+		// ours and are rolled forward first.
+		next := s
+		next.Pending = append(append([]pending(nil), s.Pending...), pending{M: *m, Ver: ver + 1})
+		next.LockedAt = g.nowMS()
+		won, err := g.casSnapshot(ctx, row, ver, &next)
+		if err != nil {
+			lastErr = err
+			continue // the outcome is unknown: the fetch tells
+		}
+		if !won {
+			lastErr = ErrLocked
+			continue
+		}
+		return g.finish(ctx, l, m, row, next, ver+1)
+	}
+	if errors.Is(lastErr, ErrLocked) {
+		return Result{}, fmt.Errorf("%w: %s -%s-> %s", ErrLocked, m.Src, m.Label, m.Tgt)
+	}
+	return Result{}, lastErr
+}
+
+// finish runs a held lock to Done and reports m's outcome.
+func (g *Graph) finish(ctx context.Context, l *Label, m *Mutation, row []byte, s snapshot, ver uint64) (Result, error) {
+	done, err := g.drive(ctx, l, row, s, ver)
+	if err != nil {
+		return Result{}, err
+	}
+	if r, ok := done.settled(m.ID); ok {
+		return Result{Dropped: r.Dropped}, nil
+	}
+	return Result{}, fmt.Errorf("graph: mutation %x not settled by its own lock", m.ID)
+}
+
+// drive takes the snapshot s, locked at version ver by this caller, from
+// Locked to Done: each queued mutation's EdgeMutate, built once from the
+// state before it, is fired (only its calls are re-sent on failure, never
+// rebuilt), then the lock is released by CAS with the merged snapshot.
+// It returns the released snapshot.
+func (g *Graph) drive(ctx context.Context, l *Label, row []byte, s snapshot, ver uint64) (snapshot, error) {
+	state := s.Edge
+	rec := append([]recent(nil), s.Recent...)
+	for _, p := range s.Pending {
+		if state.dropped(&p.M) {
+			rec = append(rec, recent{ID: p.M.ID, Dropped: true})
+			continue
+		}
+		after := state.apply(&p.M)
+		em := buildEdgeMutate(l, p.M.Src, p.M.Tgt, &state, &after, p.Ver)
+		if err := g.fire(ctx, em); err != nil {
+			return snapshot{}, err // Locked stays: a later mutation takes it over
+		}
+		state = after
+		rec = append(rec, recent{ID: p.M.ID})
+	}
+	if len(rec) > maxRecent {
+		rec = rec[len(rec)-maxRecent:]
+	}
+	// Updated → Done: the merged snapshot, without pending or lockedAt.
+	done := snapshot{Edge: state, Recent: rec}
+	for range g.opts.MaxRetries {
+		won, err := g.casSnapshot(ctx, row, ver, &done)
+		if err == nil && won {
+			return done, nil
+		}
+		// Lost, or unknown: if the newest snapshot is ours released, done.
+		cur, cver, ferr := g.fetch(ctx, row)
+		if ferr == nil && cver > ver && allSettled(&cur, s.Pending) {
+			return cur, nil
+		}
+		if ferr == nil && cver > ver {
+			// Taken over (our lock expired meanwhile): the new holder
+			// rolls our mutations forward.
+			return snapshot{}, fmt.Errorf("%w: lock taken over while releasing", ErrLocked)
+		}
+		if err := g.backoff(ctx, 3); err != nil {
+			return snapshot{}, err
+		}
+	}
+	return snapshot{}, fmt.Errorf("graph: releasing the lock of %q failed", row)
+}
+
+// indexOp is one index edge written (insert) or removed at a mutation
+// version.
+type indexOp struct {
+	row    []byte
+	insert bool
+	value  []byte
+	ver    uint64
+}
+
+// degreeOp flips one edge's presence in a degree row at a version.
+type degreeOp struct {
+	row     []byte
+	other   string
+	present bool
+	ver     uint64
+}
+
+// edgeMutate is S2Graph's EdgeMutate: every index edge and degree write
+// that takes an edge from one state to the next, each safe to send twice
+// or late.
+type edgeMutate struct {
+	index  []indexOp
+	degree []degreeOp
+}
+
+// buildEdgeMutate builds the writes from before to after at version ver:
+// for every index, in both directions, the old index edge deleted (unless
+// it is the new one's row) and the new one written; the degrees flipped
+// when the edge's liveness changes.
+func buildEdgeMutate(l *Label, src, tgt string, before, after *edgeState, ver uint64) edgeMutate {
+	var em edgeMutate
+	var value []byte
+	if after.live() {
+		value, _ = json.Marshal(indexValue{TS: after.Version, Props: after.props()})
+	}
+	dirs := [2]struct {
+		dir           byte
+		vertex, other string
+	}{{Out, src, tgt}, {In, tgt, src}}
+	for i := range l.Indexes {
+		ix := &l.Indexes[i]
+		for _, d := range dirs {
+			var oldRow, newRow []byte
+			if before.live() {
+				oldRow = indexRow(l.Name, ix, d.dir, d.vertex, d.other, before.props())
+			}
+			if after.live() {
+				newRow = indexRow(l.Name, ix, d.dir, d.vertex, d.other, after.props())
+			}
+			if oldRow != nil && !bytes.Equal(oldRow, newRow) {
+				em.index = append(em.index, indexOp{row: oldRow, ver: ver})
+			}
+			if newRow != nil {
+				em.index = append(em.index, indexOp{row: newRow, insert: true, value: value, ver: ver})
+			}
+		}
+	}
+	if before.live() != after.live() {
+		for _, d := range dirs {
+			em.degree = append(em.degree, degreeOp{row: degreeRow(l.Name, d.dir, d.vertex), other: d.other, present: after.live(), ver: ver})
+		}
+	}
+	return em
+}
+
+// fire sends every write of em, re-sending a failed one (the same call)
+// until it succeeds or MaxRetries runs out.
+func (g *Graph) fire(ctx context.Context, em edgeMutate) error {
+	for _, op := range em.index {
+		if err := g.retry(ctx, func() error { return g.writeIndex(ctx, op) }); err != nil {
+			return err
+		}
+	}
+	for _, op := range em.degree {
+		if err := g.retry(ctx, func() error { return g.flipDegree(ctx, op) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *Graph) retry(ctx context.Context, call func() error) error {
+	var err error
+	for attempt := range g.opts.MaxRetries {
+		if err = call(); err == nil || ctx.Err() != nil {
+			return err
+		}
+		if berr := g.backoff(ctx, attempt); berr != nil {
+			return berr
+		}
+	}
+	return err
+}
+
+// writeIndex inserts or removes one index edge at op.ver: a CheckAndMutate
+// that applies only if the row holds nothing of a newer version (a newer
+// insert, or the marker a newer delete leaves). Sent twice it writes the
+// same cells; sent late, after a newer version, it changes nothing.
+func (g *Graph) writeIndex(ctx context.Context, op indexOp) error {
+	pred := storage.Filter{
+		{Family: Family, Qualifier: qualEdge, Time: storage.From(op.ver + 1), Limit: 1},
+		{Family: Family, Qualifier: qualGone, Time: storage.From(op.ver + 1), Limit: 1},
+	}
+	var muts []storage.Mutation
+	if op.insert {
+		muts = []storage.Mutation{
+			storage.SetCell(Family, qualEdge, op.ver, op.value),
+			{Kind: storage.DeleteCells, Family: Family, Qualifier: qualEdge, Time: storage.Before(op.ver)},
+			{Kind: storage.DeleteCells, Family: Family, Qualifier: qualGone, Time: storage.Before(op.ver + 1)},
+		}
+	} else {
+		muts = []storage.Mutation{
+			storage.SetCell(Family, qualGone, op.ver, nil),
+			{Kind: storage.DeleteCells, Family: Family, Qualifier: qualEdge, Time: storage.Before(op.ver + 1)},
+			{Kind: storage.DeleteCells, Family: Family, Qualifier: qualGone, Time: storage.Before(op.ver)},
+		}
+	}
+	_, err := g.store.CheckAndMutate(ctx, op.row, pred, nil, muts)
+	return err
+}
+
+// flipDegree sets one edge's presence cell in a degree row to op.present
+// at op.ver, and moves the row's count in the same CheckAndMutate when the
+// presence changes. The CAS holds only while neither the presence cell nor
+// the count has a newer version than read; a flip already applied (or
+// overtaken by a newer one) changes nothing.
+func (g *Graph) flipDegree(ctx context.Context, op degreeOp) error {
+	q := presencePref + op.other
+	for range 64 {
+		r, err := g.store.ReadRow(ctx, op.row, storage.Filter{
+			{Family: Family, Qualifier: q, Limit: 1},
+			{Family: Family, Qualifier: qualCount, Limit: 1},
+		})
+		if err != nil {
+			return err
+		}
+		var pTS, cTS uint64
+		var was bool
+		var count int64
+		for _, c := range r.Cells {
+			switch c.Qualifier {
+			case q:
+				pTS, was = c.TS, len(c.Value) == 1 && c.Value[0] == 1
+			case qualCount:
+				cTS, count = c.TS, decodeCount(c.Value)
+			}
+		}
+		if pTS >= op.ver {
+			return nil // applied, or overtaken
+		}
+		pred := storage.Filter{{Family: Family, Qualifier: q, Time: storage.From(pTS + 1), Limit: 1}}
+		muts := []storage.Mutation{
+			storage.SetCell(Family, q, op.ver, presence(op.present)),
+			{Kind: storage.DeleteCells, Family: Family, Qualifier: q, Time: storage.Before(op.ver)},
+		}
+		if was != op.present {
+			if op.present {
+				count++
+			} else {
+				count--
+			}
+			pred = append(pred, storage.Selector{Family: Family, Qualifier: qualCount, Time: storage.From(cTS + 1), Limit: 1})
+			muts = append(muts,
+				storage.SetCell(Family, qualCount, cTS+1, encodeCount(count)),
+				storage.Mutation{Kind: storage.DeleteCells, Family: Family, Qualifier: qualCount, Time: storage.Before(cTS + 1)})
+		}
+		changed, err := g.store.CheckAndMutate(ctx, op.row, pred, nil, muts)
+		if err != nil || !changed {
+			return err
+		}
+	}
+	return fmt.Errorf("graph: degree row %q kept changing", op.row)
+}
+
+func presence(p bool) []byte {
+	if p {
+		return []byte{1}
+	}
+	return []byte{0}
+}
+
+func encodeCount(n int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
+
+func decodeCount(b []byte) int64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(b))
+}
+
+// allSettled reports whether s records every one of ps as settled.
+func allSettled(s *snapshot, ps []pending) bool {
+	for _, p := range ps {
+		if _, ok := s.settled(p.M.ID); !ok {
+			return false
+		}
+	}
+	return true
+}

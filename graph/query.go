@@ -1,0 +1,192 @@
+package graph
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// Query selects one vertex's edges of one label, in one index's order.
+type Query struct {
+	Label  string
+	Vertex string
+	// Dir is Out (the vertex's out-edges: it is their source) or In.
+	Dir byte
+	// Index names the index to read; "" means the label's first.
+	Index string
+	// From and To bound the index's first property, inclusive (nil:
+	// unbounded).
+	From, To *Value
+	// Offset skips that many edges; Limit > 0 returns at most that many.
+	Offset, Limit int
+}
+
+// Neighbors returns the edges q selects, in index order: one contiguous
+// scan of the index's rows. An edge whose deletion is Done is never
+// among them.
+func (g *Graph) Neighbors(ctx context.Context, q Query) ([]Edge, error) {
+	l, err := g.Label(ctx, q.Label)
+	if err != nil {
+		return nil, err
+	}
+	if err := validVertex(q.Vertex); err != nil {
+		return nil, err
+	}
+	if q.Dir != Out && q.Dir != In {
+		return nil, fmt.Errorf("%w: direction %q (Out or In)", ErrInvalidArgument, q.Dir)
+	}
+	if q.Offset < 0 || q.Limit < 0 {
+		return nil, fmt.Errorf("%w: negative offset or limit", ErrInvalidArgument)
+	}
+	if len(l.Indexes) == 0 {
+		return nil, fmt.Errorf("%w: label %s has no index to query", ErrInvalidArgument, l.Name)
+	}
+	ix := &l.Indexes[0]
+	if q.Index != "" {
+		var ok bool
+		if ix, ok = l.index(q.Index); !ok {
+			return nil, fmt.Errorf("%w: label %s has no index %s", ErrInvalidArgument, l.Name, q.Index)
+		}
+	}
+	first := l.Props[ix.Props[0]]
+	for _, b := range []*Value{q.From, q.To} {
+		if b != nil && b.Type != first {
+			return nil, fmt.Errorf("%w: index %s starts with %s, a %s, not a %s", ErrInvalidArgument, ix.Name, ix.Props[0], first, b.Type)
+		}
+	}
+	prefix := indexPrefix(l.Name, ix.Name, q.Dir, q.Vertex)
+	start, end := prefix, prefixEnd(prefix)
+	if q.From != nil {
+		start = appendValue(append(append([]byte(nil), prefix...), 1), *q.From)
+	}
+	if q.To != nil {
+		end = prefixEnd(appendValue(append(append([]byte(nil), prefix...), 1), *q.To))
+	}
+	var out []Edge
+	skip := q.Offset
+	var derr error
+	err = g.store.Scan(ctx, start, end, storage.Filter{{Family: Family, Qualifier: qualEdge, Limit: 1}}, 0, func(r storage.Row) bool {
+		if skip > 0 {
+			skip--
+			return true
+		}
+		other, ok := otherVertex(r.Key, l, ix)
+		var v indexValue
+		if !ok || json.Unmarshal(r.Cells[0].Value, &v) != nil {
+			derr = fmt.Errorf("graph: corrupt index edge %q", r.Key)
+			return false
+		}
+		e := Edge{Label: l.Name, TS: v.TS, Props: v.Props, Src: q.Vertex, Tgt: other}
+		if q.Dir == In {
+			e.Src, e.Tgt = other, q.Vertex
+		}
+		out = append(out, e)
+		return q.Limit == 0 || len(out) < q.Limit
+	})
+	if err == nil {
+		err = derr
+	}
+	return out, err
+}
+
+// otherVertex decodes the other vertex, the last part of an index row of
+// ix (whose values it skips by their types).
+func otherVertex(key []byte, l *Label, ix *Index) (string, bool) {
+	rest := key[len(rowPrefix)+2:]
+	for range 2 { // label, index
+		var ok bool
+		if _, rest, ok = readPart(rest); !ok {
+			return "", false
+		}
+	}
+	if len(rest) == 0 {
+		return "", false
+	}
+	rest = rest[1:] // direction
+	var ok bool
+	if _, rest, ok = readPart(rest); !ok { // vertex
+		return "", false
+	}
+	for _, p := range ix.Props {
+		if len(rest) == 0 {
+			return "", false
+		}
+		present := rest[0]
+		rest = rest[1:]
+		switch {
+		case present == 0:
+		case l.Props[p] == String:
+			if _, rest, ok = readPart(rest); !ok {
+				return "", false
+			}
+		case len(rest) >= 8:
+			rest = rest[8:]
+		default:
+			return "", false
+		}
+	}
+	v, rest, ok := readPart(rest)
+	return v, ok && len(rest) == 0
+}
+
+// Degree returns the number of live edges of label at vertex in dir.
+func (g *Graph) Degree(ctx context.Context, label, vertex string, dir byte) (int64, error) {
+	l, err := g.Label(ctx, label)
+	if err != nil {
+		return 0, err
+	}
+	if err := validVertex(vertex); err != nil {
+		return 0, err
+	}
+	if dir != Out && dir != In {
+		return 0, fmt.Errorf("%w: direction %q (Out or In)", ErrInvalidArgument, dir)
+	}
+	q := qualCount
+	if l.Consistency == Weak {
+		q = qualWeakCount
+	}
+	r, err := g.store.ReadRow(ctx, degreeRow(label, dir, vertex), storage.Filter{{Family: Family, Qualifier: q, Limit: 1}})
+	if err != nil || len(r.Cells) == 0 {
+		return 0, err
+	}
+	return decodeCount(r.Cells[0].Value), nil
+}
+
+// GetEdge returns the edge (src, label, tgt) as its snapshot holds it,
+// and whether it is live.
+func (g *Graph) GetEdge(ctx context.Context, label, src, tgt string) (Edge, bool, error) {
+	if _, err := g.Label(ctx, label); err != nil {
+		return Edge{}, false, err
+	}
+	s, _, err := g.fetch(ctx, snapshotRow(label, src, tgt))
+	if err != nil || !s.Edge.live() {
+		return Edge{}, false, err
+	}
+	return Edge{Src: src, Label: label, Tgt: tgt, TS: s.Edge.Version, Props: s.Edge.props()}, true, nil
+}
+
+// Neighbors2 returns the 2-step neighbourhood: the edges step selects
+// from every vertex first reaches (step.Vertex is replaced by each), in
+// the order of first, then of each step.
+func (g *Graph) Neighbors2(ctx context.Context, first, step Query) ([]Edge, error) {
+	hop, err := g.Neighbors(ctx, first)
+	if err != nil {
+		return nil, err
+	}
+	var out []Edge
+	for _, e := range hop {
+		q := step
+		q.Vertex = e.Tgt
+		if first.Dir == In {
+			q.Vertex = e.Src
+		}
+		es, err := g.Neighbors(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, es...)
+	}
+	return out, nil
+}

@@ -38,7 +38,7 @@ func TestSeedRace(t *testing.T) {
 			var once [2]sync.Once
 			firstLocked := make(chan struct{})
 			var lockOnce sync.Once
-			fs.beforeRead = func(ctx context.Context, row []byte) {
+			fs.afterRead = func(ctx context.Context, row []byte) {
 				if string(row) != snap {
 					return
 				}

@@ -30,7 +30,7 @@ type faultStore struct {
 	dup         bool
 	crashAfter  atomic.Int64 // calls left before the crash; <0: never
 	crashed     atomic.Bool
-	beforeRead  func(ctx context.Context, row []byte)
+	afterRead   func(ctx context.Context, row []byte) // after the read, before it returns
 	beforeCAS   func(ctx context.Context, row []byte)
 	afterCAS    func(ctx context.Context, row []byte)
 	calls, errs atomic.Int64
@@ -77,10 +77,11 @@ func (f *faultStore) ReadRow(ctx context.Context, row []byte, filter storage.Fil
 	if err := f.enter(); err != nil {
 		return storage.Row{}, err
 	}
-	if f.beforeRead != nil {
-		f.beforeRead(ctx, row)
+	r, err := f.Store.ReadRow(ctx, row, filter)
+	if f.afterRead != nil {
+		f.afterRead(ctx, row)
 	}
-	return f.Store.ReadRow(ctx, row, filter)
+	return r, err
 }
 
 func (f *faultStore) Mutate(ctx context.Context, row []byte, muts ...storage.Mutation) error {
@@ -125,7 +126,7 @@ func (f *faultStore) Increment(ctx context.Context, row []byte, fam, q string, d
 // clock is a wall clock tests move.
 type clock struct{ off atomic.Int64 }
 
-func (c *clock) now() time.Time       { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *clock) now() time.Time      { return time.Now().Add(time.Duration(c.off.Load())) }
 func (c *clock) add(d time.Duration) { c.off.Add(int64(d)) }
 
 var rates = Label{

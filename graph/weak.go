@@ -77,4 +77,3 @@ func (g *Graph) mutateRows(ctx context.Context, batch []storage.RowMutation) err
 	}
 	return nil
 }
-

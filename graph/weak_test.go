@@ -26,7 +26,7 @@ func raceUpdates(t *testing.T, consistency Consistency) (*Graph, Report) {
 	var fetched sync.WaitGroup
 	fetched.Add(2)
 	var once [2]sync.Once
-	fs.beforeRead = func(ctx context.Context, row []byte) {
+	fs.afterRead = func(ctx context.Context, row []byte) {
 		if i, ok := ctx.Value(ctxKey{}).(int); ok && string(row) == snap {
 			once[i].Do(func() { fetched.Done(); fetched.Wait() })
 		}

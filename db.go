@@ -303,6 +303,12 @@ func (db *DB) View(ctx context.Context, fn func(tx *Txn) error) error {
 	return fn(&Txn{t})
 }
 
+// Store is the DB's store, for packages that keep their own cells beside
+// the transactions' (the graph package's strong and weak labels, in
+// families of their own). Writing the transactions' families through it
+// breaks their invariants.
+func (db *DB) Store() storage.Store { return db.store }
+
 // MaxValueSize is the largest value a cell of this DB may hold
 // (Options.MaxValueSize).
 func (db *DB) MaxValueSize() int { return db.opts.MaxValueSize }

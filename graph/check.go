@@ -26,6 +26,9 @@ func (g *Graph) Repair(ctx context.Context, label, src, tgt string) (bool, error
 	if err != nil {
 		return false, err
 	}
+	if l.Consistency != Strong {
+		return false, nil // no locks
+	}
 	row := snapshotRow(l.Name, src, tgt)
 	s, ver, err := g.fetch(ctx, row)
 	if err != nil || !s.locked() || g.nowMS()-s.LockedAt <= g.opts.LockExpiry.Milliseconds() {
@@ -61,6 +64,9 @@ func (g *Graph) Check(ctx context.Context, label string) (Report, error) {
 	l, err := g.Label(ctx, label)
 	if err != nil {
 		return Report{}, err
+	}
+	if l.Consistency == Txn {
+		return g.checkTxn(ctx, l)
 	}
 	var rep Report
 	c := &checker{l: l, want: map[string]string{}, skip: map[string]bool{}, degrees: map[string]int64{}, skipDeg: map[string]bool{}}

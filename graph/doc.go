@@ -81,7 +81,15 @@
 // has; the later snapshot write silently wins over the other's merge; and
 // the degree is a plain Increment, counted twice when re-sent.
 //
-// Not yet here (issue 10): the same operations as percolator transactions
-// (consistency "txn"), the strong/weak/txn benchmark, the CLI and the
+// # Txn consistency
+//
+// A label of consistency "txn" runs every operation as one percolator
+// transaction on Options.DB: the snapshot (its state, no lock), the index
+// edges (column "e") and the degrees (column "n") of a mutation commit
+// together, retried whole on conflict; queries and Check read one
+// snapshot, so nothing is ever in flight. The same rows as the other
+// labels, in the transactions' own families.
+//
+// Not yet here (issue 10): the strong/weak/txn benchmark, the CLI and the
 // shipped dataset.
 package graph

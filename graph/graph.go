@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/storage"
 )
 
@@ -26,6 +27,10 @@ type Options struct {
 	// Now is the wall clock locks are stamped and judged with; nil means
 	// time.Now.
 	Now func() time.Time
+	// DB runs the mutations and queries of labels of consistency Txn, as
+	// percolator transactions on it (its Store is usually the Graph's
+	// store too).
+	DB *percolator.DB
 }
 
 func (o *Options) ensureDefaults() {

@@ -103,7 +103,13 @@ func TestSeedRace(t *testing.T) {
 // in-edges, a second index, 2-step neighbourhoods and degrees; deleted
 // edges are gone from every index.
 func TestQueries(t *testing.T) {
-	g, _ := newGraph(t, Options{})
+	for _, c := range []Consistency{Strong, Txn} {
+		t.Run(string(c), func(t *testing.T) { testQueries(t, c) })
+	}
+}
+
+func testQueries(t *testing.T, c Consistency) {
+	g := newGraphOf(t, c)
 	for i, r := range []float64{4.5, 1.0, 3.0, 5.0, 2.0} {
 		tgt := fmt.Sprint("place", i)
 		mustMutate(t, g, Mutation{Op: Insert, Label: "rates", Src: "ann", Tgt: tgt, TS: 10, Props: Props{"rating": FloatValue(r), "note": StringValue(fmt.Sprint("n", 5-i))}})

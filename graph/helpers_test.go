@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
 )
@@ -183,4 +184,23 @@ func ratingsOut(t *testing.T, g *Graph, v string) []float64 {
 		out = append(out, e.Props["rating"].F)
 	}
 	return out
+}
+
+// newGraphOf is a graph whose rates label has consistency c, on an
+// embedded percolator DB (whose store also holds the strong labels'
+// cells).
+func newGraphOf(t *testing.T, c Consistency) *Graph {
+	t.Helper()
+	db, err := percolator.Open(ctx, percolator.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	g := New(db.Store(), Options{DB: db})
+	l := rates
+	l.Consistency = c
+	if err := g.CreateLabel(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

@@ -40,6 +40,9 @@ const (
 	// Weak: snapshot, index edges and degree written in one batch without
 	// a lock, as S2Graph's weak labels (doc.go says what can go wrong).
 	Weak Consistency = "weak"
+	// Txn: every operation is one percolator transaction (snapshot,
+	// index edges and degrees in one commit); needs Options.DB.
+	Txn Consistency = "txn"
 )
 
 // Type is a property's type.
@@ -80,9 +83,9 @@ func (l *Label) Validate() error {
 		return err
 	}
 	switch l.Consistency {
-	case Strong, Weak:
+	case Strong, Weak, Txn:
 	default:
-		return fmt.Errorf("%w: label %s: consistency %q is neither strong nor weak", ErrInvalidArgument, l.Name, l.Consistency)
+		return fmt.Errorf("%w: label %s: consistency %q is not strong, weak or txn", ErrInvalidArgument, l.Name, l.Consistency)
 	}
 	if len(l.Props) > MaxProps {
 		return fmt.Errorf("%w: label %s: %d properties, at most %d", ErrInvalidArgument, l.Name, len(l.Props), MaxProps)

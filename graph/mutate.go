@@ -27,8 +27,11 @@ func (g *Graph) Mutate(ctx context.Context, m Mutation) (Result, error) {
 	if m.ID == 0 {
 		m.ID = rand.Uint64() | 1
 	}
-	if l.Consistency == Weak {
+	switch l.Consistency {
+	case Weak:
 		return g.mutateWeak(ctx, l, &m)
+	case Txn:
+		return g.mutateTxn(ctx, l, &m)
 	}
 	return g.mutateStrong(ctx, l, &m)
 }

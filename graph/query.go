@@ -2,7 +2,6 @@ package graph
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/seed-992972ee/percolator/storage"
@@ -64,6 +63,9 @@ func (g *Graph) Neighbors(ctx context.Context, q Query) ([]Edge, error) {
 	if q.To != nil {
 		end = prefixEnd(appendValue(append(append([]byte(nil), prefix...), 1), *q.To))
 	}
+	if l.Consistency == Txn {
+		return g.neighborsTxn(ctx, l, ix, q, start, end)
+	}
 	var out []Edge
 	skip := q.Offset
 	var derr error
@@ -72,15 +74,10 @@ func (g *Graph) Neighbors(ctx context.Context, q Query) ([]Edge, error) {
 			skip--
 			return true
 		}
-		other, ok := otherVertex(r.Key, l, ix)
-		var v indexValue
-		if !ok || json.Unmarshal(r.Cells[0].Value, &v) != nil {
-			derr = fmt.Errorf("graph: corrupt index edge %q", r.Key)
+		e, err := decodeIndexEdge(l, ix, q, r.Key, r.Cells[0].Value)
+		if err != nil {
+			derr = err
 			return false
-		}
-		e := Edge{Label: l.Name, TS: v.TS, Props: v.Props, Src: q.Vertex, Tgt: other}
-		if q.Dir == In {
-			e.Src, e.Tgt = other, q.Vertex
 		}
 		out = append(out, e)
 		return q.Limit == 0 || len(out) < q.Limit
@@ -144,8 +141,11 @@ func (g *Graph) Degree(ctx context.Context, label, vertex string, dir byte) (int
 		return 0, fmt.Errorf("%w: direction %q (Out or In)", ErrInvalidArgument, dir)
 	}
 	q := qualCount
-	if l.Consistency == Weak {
+	switch l.Consistency {
+	case Weak:
 		q = qualWeakCount
+	case Txn:
+		return g.degreeTxn(ctx, l, degreeRow(label, dir, vertex))
 	}
 	r, err := g.store.ReadRow(ctx, degreeRow(label, dir, vertex), storage.Filter{{Family: Family, Qualifier: q, Limit: 1}})
 	if err != nil || len(r.Cells) == 0 {
@@ -157,10 +157,16 @@ func (g *Graph) Degree(ctx context.Context, label, vertex string, dir byte) (int
 // GetEdge returns the edge (src, label, tgt) as its snapshot holds it,
 // and whether it is live.
 func (g *Graph) GetEdge(ctx context.Context, label, src, tgt string) (Edge, bool, error) {
-	if _, err := g.Label(ctx, label); err != nil {
+	l, err := g.Label(ctx, label)
+	if err != nil {
 		return Edge{}, false, err
 	}
-	s, _, err := g.fetch(ctx, snapshotRow(label, src, tgt))
+	var s snapshot
+	if l.Consistency == Txn {
+		s, err = g.getTxn(ctx, l, src, tgt)
+	} else {
+		s, _, err = g.fetch(ctx, snapshotRow(label, src, tgt))
+	}
 	if err != nil || !s.Edge.live() {
 		return Edge{}, false, err
 	}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed-992972ee/percolator"
@@ -57,6 +58,20 @@ type Graph struct {
 	mu    sync.Mutex
 	// labels caches the stored labels by name.
 	labels map[string]*Label
+	stats  struct{ lockRetries, takeovers atomic.Int64 }
+}
+
+// Stats are a Graph's counters since New.
+type Stats struct {
+	// LockRetries counts the fetches again after a strong mutation found
+	// the edge locked or lost the race for its lock; Takeovers, the
+	// expired locks taken over.
+	LockRetries, Takeovers int64
+}
+
+// Stats returns the Graph's counters.
+func (g *Graph) Stats() Stats {
+	return Stats{LockRetries: g.stats.lockRetries.Load(), Takeovers: g.stats.takeovers.Load()}
 }
 
 // New returns a Graph on store.

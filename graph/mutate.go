@@ -121,7 +121,11 @@ func (g *Graph) mutateStrong(ctx context.Context, l *Label, m *Mutation) (Result
 		}
 		if s.locked() && g.nowMS()-s.LockedAt <= g.opts.LockExpiry.Milliseconds() {
 			lastErr = ErrLocked // a live lock: back off and fetch again
+			g.stats.lockRetries.Add(1)
 			continue
+		}
+		if s.locked() {
+			g.stats.takeovers.Add(1)
 		}
 		if !s.locked() && s.Edge.dropped(m) {
 			return Result{Dropped: true}, nil
@@ -139,6 +143,7 @@ func (g *Graph) mutateStrong(ctx context.Context, l *Label, m *Mutation) (Result
 		}
 		if !won {
 			lastErr = ErrLocked
+			g.stats.lockRetries.Add(1)
 			continue
 		}
 		return g.finish(ctx, l, m, row, next, ver+1)

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/graph"
+	"github.com/seed-992972ee/percolator/oracle"
+	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/memory"
+	"github.com/seed-992972ee/percolator/storage/storagetest"
+)
+
+func init() {
+	benchSteps = append(benchSteps, benchStep{"graph", benchGraph, false})
+}
+
+// countStore counts the store calls made through it.
+type countStore struct {
+	storagetest.SharedStore
+	n *atomic.Int64
+}
+
+func (c countStore) ReadRow(ctx context.Context, row []byte, f storage.Filter) (storage.Row, error) {
+	c.n.Add(1)
+	return c.SharedStore.ReadRow(ctx, row, f)
+}
+
+func (c countStore) Scan(ctx context.Context, s, e []byte, f storage.Filter, limit int, fn func(storage.Row) bool) error {
+	c.n.Add(1)
+	return c.SharedStore.Scan(ctx, s, e, f, limit, fn)
+}
+
+func (c countStore) Mutate(ctx context.Context, row []byte, m ...storage.Mutation) error {
+	c.n.Add(1)
+	return c.SharedStore.Mutate(ctx, row, m...)
+}
+
+func (c countStore) CheckAndMutate(ctx context.Context, row []byte, p storage.Filter, t, f []storage.Mutation) (bool, error) {
+	c.n.Add(1)
+	return c.SharedStore.CheckAndMutate(ctx, row, p, t, f)
+}
+
+func (c countStore) Increment(ctx context.Context, row []byte, fam, q string, d int64) (int64, error) {
+	c.n.Add(1)
+	return c.SharedStore.Increment(ctx, row, fam, q, d)
+}
+
+func (c countStore) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	c.n.Add(1)
+	return c.SharedStore.MutateRows(ctx, rows)
+}
+
+// graphRun is one measured configuration.
+type graphRun struct {
+	mutations       int
+	rate            float64
+	p50, p99        time.Duration
+	retries         int64
+	callsPerMut     float64
+	callsCountedOff string
+}
+
+// benchGraph: the graph's strong (S2Graph's protocol), weak and txn
+// labels on the embedded store, under contention (the writers on 10
+// edges) and without (on 1,000,000): mutations/s, p50/p99 latency,
+// retries, and store calls per mutation.
+func benchGraph(ctx context.Context, cfg benchConfig, w io.Writer) error {
+	db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(cfg.dir, "graph")})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// Store calls of txn mutations are counted on a second DB, on a
+	// counted shared memory store (the embedded store's calls cannot be
+	// counted without losing its lock index).
+	var txnCalls atomic.Int64
+	mem := memory.New()
+	defer mem.Close()
+	alloc, err := oracle.OpenAllocator("", oracle.AllocatorOptions{})
+	if err != nil {
+		return err
+	}
+	defer alloc.Close()
+	cdb, err := percolator.Open(ctx, percolator.Options{Store: countStore{storagetest.SharedStore{Store: mem}, &txnCalls}, Oracle: oracle.NewClient(alloc)})
+	if err != nil {
+		return err
+	}
+	defer cdb.Close()
+	fmt.Fprintf(w, "graph: %d writers, %s per run; store calls of txn counted on a shared memory store\n", cfg.writers, cfg.duration)
+	fmt.Fprintf(w, "graph: %-12s %-11s %10s %10s %10s %9s %12s\n", "edges", "label", "mut/s", "p50", "p99", "retries", "calls/mut")
+	var strongFree, weakFree, strongHot, txnHot float64
+	for _, edges := range []int{10, 1_000_000} {
+		for _, c := range []graph.Consistency{graph.Strong, graph.Weak, graph.Txn} {
+			r, err := runGraph(ctx, cfg, db, cdb, &txnCalls, c, edges)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "graph: %-12d %-11s %10.0f %10s %10s %9d %12.2f\n", edges, c, r.rate, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.retries, r.callsPerMut)
+			switch {
+			case edges == 10 && c == graph.Strong:
+				strongHot = r.rate
+			case edges == 10 && c == graph.Txn:
+				txnHot = r.rate
+			case edges > 10 && c == graph.Strong:
+				strongFree = r.rate
+			case edges > 10 && c == graph.Weak:
+				weakFree = r.rate
+			}
+		}
+	}
+	fmt.Fprintf(w, "graph: strong vs weak without contention: %.2fx (target >= 0.5x: %s)\n", strongFree/weakFree, cfg.targets.mark(strongFree/weakFree >= 0.5))
+	fmt.Fprintf(w, "graph: txn vs strong under contention: %.2fx (target >= 1x: %s)\n", txnHot/strongHot, cfg.targets.mark(txnHot >= strongHot))
+	return nil
+}
+
+var graphLabels atomic.Int64
+
+// runGraph measures one label of consistency c on edges edges.
+func runGraph(ctx context.Context, cfg benchConfig, db, cdb *percolator.DB, txnCalls *atomic.Int64, c graph.Consistency, edges int) (graphRun, error) {
+	var calls atomic.Int64
+	store := storage.Store(countStore{storagetest.SharedStore{Store: db.Store()}, &calls})
+	g := graph.New(store, graph.Options{DB: db, MaxBackOff: 20 * time.Millisecond, MaxRetries: 50})
+	label := graph.Label{
+		Name:        fmt.Sprintf("bench%d", graphLabels.Add(1)),
+		Props:       map[string]graph.Type{"rating": graph.Float},
+		Indexes:     []graph.Index{{Name: "by_rating", Props: []string{"rating"}}},
+		Consistency: c,
+	}
+	if err := g.CreateLabel(ctx, label); err != nil {
+		return graphRun{}, err
+	}
+	var ts atomic.Int64
+	ts.Store(time.Now().UnixMicro())
+	mutation := func(rng *rand.Rand) graph.Mutation {
+		e := rng.IntN(edges)
+		return graph.Mutation{Op: graph.Update, Label: label.Name, Src: fmt.Sprint("v", e%1000), Tgt: fmt.Sprint("w", e),
+			TS: ts.Add(1), Props: graph.Props{"rating": graph.FloatValue(float64(rng.IntN(50)) / 10)}}
+	}
+	conflicts0 := db.Stats().Conflicts
+	var (
+		mu   sync.Mutex
+		lats []time.Duration
+		wg   sync.WaitGroup
+		errs = make(chan error, cfg.writers)
+	)
+	deadline := time.Now().Add(cfg.duration)
+	for i := range cfg.writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), uint64(edges)))
+			var mine []time.Duration
+			for time.Now().Before(deadline) {
+				start := time.Now()
+				if _, err := g.Mutate(ctx, mutation(rng)); err != nil {
+					errs <- err
+					return
+				}
+				mine = append(mine, time.Since(start))
+			}
+			mu.Lock()
+			lats = append(lats, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return graphRun{}, err
+	}
+	slices.Sort(lats)
+	r := graphRun{mutations: len(lats), rate: float64(len(lats)) / cfg.duration.Seconds()}
+	if len(lats) > 0 {
+		r.p50, r.p99 = lats[len(lats)/2], lats[len(lats)*99/100]
+	}
+	if c == graph.Txn {
+		r.retries = int64(db.Stats().Conflicts - conflicts0)
+		// Calls: 200 mutations of the same mix, one at a time, on the
+		// counted DB.
+		cg := graph.New(cdb.Store(), graph.Options{DB: cdb})
+		if err := cg.CreateLabel(ctx, label); err != nil {
+			return graphRun{}, err
+		}
+		rng := rand.New(rand.NewPCG(1, 1))
+		n0 := txnCalls.Load()
+		for range 200 {
+			if _, err := cg.Mutate(ctx, mutation(rng)); err != nil {
+				return graphRun{}, err
+			}
+		}
+		r.callsPerMut = float64(txnCalls.Load()-n0) / 200
+	} else {
+		r.retries = g.Stats().LockRetries
+		r.callsPerMut = float64(calls.Load()) / float64(max(1, len(lats)))
+	}
+	return r, nil
+}

@@ -1,0 +1,20 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestBenchGraph: the graph figure runs every label kind in both
+// scenarios and prints the table and the two ratios.
+func TestBenchGraph(t *testing.T) {
+	out, errOut, code := runCLI(t, "bench", "--dir", t.TempDir(), "--only", "graph", "--duration", "200ms", "--writers", "8")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"10           strong", "10           weak", "10           txn", "1000000      strong", "strong vs weak without contention", "txn vs strong under contention"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

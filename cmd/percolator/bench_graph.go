@@ -100,7 +100,7 @@ func benchGraph(ctx context.Context, cfg benchConfig, w io.Writer) error {
 	var strongFree, weakFree, strongHot, txnHot float64
 	for _, edges := range []int{10, 1_000_000} {
 		for _, c := range []graph.Consistency{graph.Strong, graph.Weak, graph.Txn} {
-			r, err := runGraph(ctx, cfg, db, cdb, &txnCalls, c, edges)
+			r, err := measureGraph(ctx, cfg, db, cdb, &txnCalls, c, edges)
 			if err != nil {
 				return err
 			}
@@ -124,8 +124,8 @@ func benchGraph(ctx context.Context, cfg benchConfig, w io.Writer) error {
 
 var graphLabels atomic.Int64
 
-// runGraph measures one label of consistency c on edges edges.
-func runGraph(ctx context.Context, cfg benchConfig, db, cdb *percolator.DB, txnCalls *atomic.Int64, c graph.Consistency, edges int) (graphRun, error) {
+// measureGraph measures one label of consistency c on edges edges.
+func measureGraph(ctx context.Context, cfg benchConfig, db, cdb *percolator.DB, txnCalls *atomic.Int64, c graph.Consistency, edges int) (graphRun, error) {
 	var calls atomic.Int64
 	store := storage.Store(countStore{storagetest.SharedStore{Store: db.Store()}, &calls})
 	g := graph.New(store, graph.Options{DB: db, MaxBackOff: 20 * time.Millisecond, MaxRetries: 50})

@@ -57,6 +57,7 @@ var commands = []subcommand{
 	{"oracle", "one candidate of the timestamp oracle elected through etcd (run two or more)", runOracle},
 	{"bench", "the performance figures, each against its target", runBench},
 	{"init", "create a Bigtable table for percolator (--bigtable P/I/T; idempotent)", runInit},
+	{"graph", "S2Graph's edges: load, insert, delete, query, degree, check (percolator graph help)", runGraph},
 	{"devcluster", "the Bigtable emulator and one etcd member on local ports, for trying the distributed commands", runDevcluster},
 	{"version", "print the version", runVersion},
 	{"help", "print this help, or a command's", nil},

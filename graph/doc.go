@@ -89,7 +89,5 @@
 // together, retried whole on conflict; queries and Check read one
 // snapshot, so nothing is ever in flight. The same rows as the other
 // labels, in the transactions' own families.
-//
-// Not yet here (issue 10): the strong/weak/txn benchmark, the CLI and the
-// shipped dataset.
+
 package graph

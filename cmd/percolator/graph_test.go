@@ -6,9 +6,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
 	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
 
 // TestGraphCLI: load part of the shipped Debian graph, then query (in
@@ -108,4 +111,34 @@ func TestGraphCLIServer(t *testing.T) {
 		t.Fatalf("query --limit 3 on the server: %q", out)
 	}
 	mustRun(t, 0, "graph", "check", "--server", addr)
+}
+
+// TestGraphCLIBigtable: the same commands on Bigtable (the emulator) and
+// etcd, with an elected oracle process.
+func TestGraphCLIBigtable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess")
+	}
+	emu, err := bigtable.StartEmulator("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emu.Close)
+	t.Setenv("BIGTABLE_EMULATOR_HOST", emu.Addr())
+	const table = "test/test/graph"
+	var bopts bigtable.Options
+	_ = bopts.ParseTable(table)
+	if err := bigtable.Init(context.Background(), bopts); err != nil {
+		t.Fatal(err)
+	}
+	m := etcdtest.Start(t)
+	o := startOracleProc(t, m, oracleLease, "--bigtable", table)
+	waitLeader(t, etcdtest.Client(t, m), 20*time.Second, o)
+	eps := strings.Join(m.Endpoints(), ",")
+	mustRun(t, 0, "graph", "load", "--bigtable", table, "--etcd", eps, "--limit", "300")
+	out, _ := mustRun(t, 0, "graph", "query", "--bigtable", table, "--etcd", eps, "--in", "libc6", "--limit", "3")
+	if n := len(strings.Split(strings.TrimSpace(out), "\n")); n != 3 {
+		t.Fatalf("query --limit 3 on Bigtable: %q", out)
+	}
+	mustRun(t, 0, "graph", "check", "--bigtable", table, "--etcd", eps)
 }

@@ -354,4 +354,3 @@ func graphLoad(ctx context.Context, g *graph.Graph, l graph.Label, file string, 
 	fmt.Fprintf(stdout, "loaded %d edges from %s into label %s (%s) in %s: %.0f edges/s\n", len(edges), filepath.Base(file), l.Name, l.Consistency, d.Round(time.Millisecond), float64(len(edges))/d.Seconds())
 	return nil
 }
-

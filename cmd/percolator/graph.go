@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -121,7 +122,9 @@ func runGraph(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	g := graph.New(db.Store(), graph.Options{DB: db})
 	switch cmd {
 	case "load":
-		return graphLoad(ctx, g, dependsLabel(*label, c), fs.Arg(0), *workers, *limit, stdout, stderr)
+		explicit := false
+		fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "consistency" })
+		return graphLoad(ctx, g, dependsLabel(*label, c), explicit, fs.Arg(0), *workers, *limit, stdout, stderr)
 	case "insert", "delete":
 		return graphMutate(ctx, g, cmd, *label, fs.Args(), stdout)
 	case "query":
@@ -292,7 +295,7 @@ func readDeps(path string) ([]depEdge, error) {
 
 // graphLoad creates the label (if absent) and inserts every edge, with
 // workers at once and a progress bar.
-func graphLoad(ctx context.Context, g *graph.Graph, l graph.Label, file string, workers, limit int, stdout, stderr io.Writer) error {
+func graphLoad(ctx context.Context, g *graph.Graph, l graph.Label, explicit bool, file string, workers, limit int, stdout, stderr io.Writer) error {
 	if file == "" {
 		var err error
 		if file, err = findTestdata("debian-deps.tsv.gz"); err != nil {
@@ -310,10 +313,14 @@ func graphLoad(ctx context.Context, g *graph.Graph, l graph.Label, file string, 
 		if !errors.Is(err, graph.ErrInvalidArgument) {
 			return err
 		}
-		if _, lerr := g.Label(ctx, l.Name); lerr != nil {
+		old, lerr := g.Label(ctx, l.Name)
+		if lerr != nil {
 			return err
 		}
-		// The label exists as defined before: load into it.
+		if explicit && old.Consistency != l.Consistency {
+			return usagef("graph load: label %s exists with consistency %s, not %s (a label's consistency is fixed when it is created; use another --label)", l.Name, old.Consistency, l.Consistency)
+		}
+		l = *old // load into the label as it was created
 	}
 	prog := newProgress(stderr, false)
 	start := time.Now()

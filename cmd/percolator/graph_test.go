@@ -81,6 +81,7 @@ func TestGraphCLI(t *testing.T) {
 		{"graph", "insert", "--dir", db, "a", "b", "noequals"},
 		{"graph", "load", "--dir", db, "--consistency", "eventual"},
 		{"graph", "degree", "--in", "a"},
+		{"graph", "load", "--dir", db, "--limit", "1", "--consistency", "weak"}, // depends is strong
 	} {
 		if _, errOut, code := runCLI(t, args...); code != 2 {
 			t.Errorf("percolator %q: exit %d, want 2 (%s)", args, code, errOut)

@@ -215,6 +215,14 @@ func TestBadInput(t *testing.T) {
 			_, err := g.Mutate(ctx, Mutation{Op: Insert, Label: "rates", Src: "a", Tgt: "b", TS: 1, Props: Props{"note": StringValue(long)}})
 			return err
 		}, ErrInvalidArgument},
+		{"indexed value too long for a row key", func() error {
+			_, err := g.Mutate(ctx, Mutation{Op: Insert, Label: "rates", Src: "a", Tgt: "b", TS: 1, Props: Props{"note": StringValue(strings.Repeat("n", 4070))}})
+			return err
+		}, ErrInvalidArgument},
+		{"long vertices and an indexed value", func() error {
+			_, err := g.Mutate(ctx, Mutation{Op: Insert, Label: "rates", Src: strings.Repeat("\x00", MaxVertexSize), Tgt: strings.Repeat("t", MaxVertexSize), TS: 1, Props: Props{"note": StringValue(strings.Repeat("\x00", 1500))}})
+			return err
+		}, ErrInvalidArgument},
 		{"zero version", func() error {
 			_, err := g.Mutate(ctx, Mutation{Op: Insert, Label: "rates", Src: "a", Tgt: "b"})
 			return err

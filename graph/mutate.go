@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/storage"
 )
 
@@ -130,6 +131,12 @@ func (g *Graph) mutateStrong(ctx context.Context, l *Label, m *Mutation) (Result
 		if !s.locked() && s.Edge.dropped(m) {
 			return Result{Dropped: true}, nil
 		}
+		if !s.Edge.dropped(m) {
+			after := s.Edge.apply(m)
+			if em := buildEdgeMutate(l, m.Src, m.Tgt, &s.Edge, &after, ver+1); checkRows(m, &em) != nil {
+				return Result{}, checkRows(m, &em)
+			}
+		}
 		// Trying → Locked: set the pending mutation and lockedAt by CAS. An
 		// expired lock is taken over: its mutations stay queued before
 		// ours and are rolled forward first.
@@ -212,6 +219,18 @@ func (g *Graph) drive(ctx context.Context, l *Label, row []byte, s snapshot, ver
 		}
 	}
 	return snapshot{}, fmt.Errorf("graph: releasing the lock of %q failed", row)
+}
+
+// checkRows refuses a mutation whose index rows would exceed the store's
+// key limit (a long indexed string, long vertex ids): refused before the
+// lock, it writes nothing; found after, it would wedge the edge.
+func checkRows(m *Mutation, em *edgeMutate) error {
+	for _, op := range em.index {
+		if op.insert && len(op.row) > percolator.MaxRowSize {
+			return fmt.Errorf("%w: %s -%s-> %s: an index row of %d bytes exceeds %d (indexed values and vertex ids too long)", ErrInvalidArgument, m.Src, m.Label, m.Tgt, len(op.row), percolator.MaxRowSize)
+		}
+	}
+	return nil
 }
 
 // indexOp is one index edge written (insert) or removed at a mutation

@@ -61,6 +61,9 @@ func (g *Graph) mutateTxn(ctx context.Context, l *Label, m *Mutation) (Result, e
 		before := s.Edge
 		after := before.apply(m)
 		em := buildEdgeMutate(l, m.Src, m.Tgt, &before, &after, 0)
+		if err := checkRows(m, &em); err != nil {
+			return err
+		}
 		for _, op := range em.index {
 			if op.insert {
 				err = tx.Set(string(op.row), colEdge, op.value)

@@ -27,6 +27,9 @@ func (g *Graph) mutateWeak(ctx context.Context, l *Label, m *Mutation) (Result, 
 	before := s.Edge
 	after := before.apply(m)
 	em := buildEdgeMutate(l, m.Src, m.Tgt, &before, &after, ver+1)
+	if err := checkRows(m, &em); err != nil {
+		return Result{}, err
+	}
 	next := snapshot{Edge: after}
 	batch := []storage.RowMutation{{Row: row, Mutations: []storage.Mutation{
 		storage.SetCell(Family, qualSnapshot, ver+1, encodeSnapshot(&next)),

@@ -44,6 +44,7 @@ func authRequests(sid string) map[string]proto.Message {
 		"/percolator.v1.Storage/CompactFamily":  &rpcpb.CompactFamilyRequest{Family: []byte("c")},
 		"/percolator.v1.Storage/OpenNonceGroup": &rpcpb.OpenNonceGroupRequest{Group: group},
 		"/percolator.v1.Storage/Ping":           &rpcpb.PingRequest{},
+		"/percolator.v1.Storage/Now":            &rpcpb.NowRequest{},
 		"/percolator.v1.Oracle/Allocate":        &rpcpb.AllocateRequest{Count: 1000},
 		"/percolator.v1.Oracle/AllocateStream":  &rpcpb.AllocateRequest{Count: 1000},
 		"/percolator.v1.Coord/OpenSession":      &rpcpb.OpenSessionRequest{Owner: "intruder", TtlMs: 10000},

@@ -311,6 +311,15 @@ func (s *storageService) CompactFamily(ctx context.Context, req *rpcpb.CompactFa
 	return &rpcpb.CompactFamilyResponse{}, nil
 }
 
+// Now implements rpcpb.StorageServer: the time by its store's clock.
+func (s *storageService) Now(ctx context.Context, _ *rpcpb.NowRequest) (*rpcpb.NowResponse, error) {
+	t, err := s.st().Now(ctx)
+	if err != nil {
+		return nil, s.srv.status(err)
+	}
+	return &rpcpb.NowResponse{UnixNanos: t.UnixNano()}, nil
+}
+
 // Ping implements rpcpb.StorageServer.
 func (s *storageService) Ping(context.Context, *rpcpb.PingRequest) (*rpcpb.PingResponse, error) {
 	return &rpcpb.PingResponse{}, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"time"
 )
 
 // Sentinel errors. Backends wrap them with %w.
@@ -285,6 +286,17 @@ type Cond func() (holds, decided bool)
 type Counted interface {
 	// ScanCounted is Scan, returning the keys visited.
 	ScanCounted(ctx context.Context, start, end []byte, filter Filter, limit int, fn func(Row) bool) (visited uint64, err error)
+}
+
+// Clock is an optional capability: the time by the store's own clock —
+// the store server's, not the caller's (the embedded stores': this
+// process's; the single server's: the server process's; Bigtable's: its
+// servers'). Leases that several processes judge are stamped and judged in
+// it, so that one fast client clock cannot break them. Its resolution is
+// the store's (Bigtable: milliseconds); it is not monotonic across calls
+// beyond what the server's clock is.
+type Clock interface {
+	Now(ctx context.Context) (time.Time, error)
 }
 
 // SharedRows is an optional capability of a backend without locality

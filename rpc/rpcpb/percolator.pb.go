@@ -1512,6 +1512,87 @@ func (*PingResponse) Descriptor() ([]byte, []int) {
 	return file_percolator_proto_rawDescGZIP(), []int{25}
 }
 
+type NowRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NowRequest) Reset() {
+	*x = NowRequest{}
+	mi := &file_percolator_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NowRequest) ProtoMessage() {}
+
+func (x *NowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NowRequest.ProtoReflect.Descriptor instead.
+func (*NowRequest) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{26}
+}
+
+// NowResponse is the time by the store server's clock.
+type NowResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UnixNanos     int64                  `protobuf:"varint,1,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NowResponse) Reset() {
+	*x = NowResponse{}
+	mi := &file_percolator_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NowResponse) ProtoMessage() {}
+
+func (x *NowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NowResponse.ProtoReflect.Descriptor instead.
+func (*NowResponse) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *NowResponse) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
 type AllocateRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Count         uint32                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
@@ -1521,7 +1602,7 @@ type AllocateRequest struct {
 
 func (x *AllocateRequest) Reset() {
 	*x = AllocateRequest{}
-	mi := &file_percolator_proto_msgTypes[26]
+	mi := &file_percolator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1614,7 @@ func (x *AllocateRequest) String() string {
 func (*AllocateRequest) ProtoMessage() {}
 
 func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[26]
+	mi := &file_percolator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1627,7 @@ func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRequest.ProtoReflect.Descriptor instead.
 func (*AllocateRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{26}
+	return file_percolator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AllocateRequest) GetCount() uint32 {
@@ -1577,7 +1658,7 @@ type AllocateResponse struct {
 
 func (x *AllocateResponse) Reset() {
 	*x = AllocateResponse{}
-	mi := &file_percolator_proto_msgTypes[27]
+	mi := &file_percolator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1670,7 @@ func (x *AllocateResponse) String() string {
 func (*AllocateResponse) ProtoMessage() {}
 
 func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[27]
+	mi := &file_percolator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1683,7 @@ func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateResponse.ProtoReflect.Descriptor instead.
 func (*AllocateResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{27}
+	return file_percolator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AllocateResponse) GetFirst() uint64 {
@@ -1629,7 +1710,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_percolator_proto_msgTypes[28]
+	mi := &file_percolator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1722,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[28]
+	mi := &file_percolator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1735,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{28}
+	return file_percolator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *OpenSessionRequest) GetOwner() string {
@@ -1681,7 +1762,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_percolator_proto_msgTypes[29]
+	mi := &file_percolator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1774,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[29]
+	mi := &file_percolator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1787,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{29}
+	return file_percolator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *OpenSessionResponse) GetSession() string {
@@ -1732,7 +1813,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_percolator_proto_msgTypes[30]
+	mi := &file_percolator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1825,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[30]
+	mi := &file_percolator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1838,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{30}
+	return file_percolator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *KeepAliveRequest) GetSession() string {
@@ -1776,7 +1857,7 @@ type KeepAliveResponse struct {
 
 func (x *KeepAliveResponse) Reset() {
 	*x = KeepAliveResponse{}
-	mi := &file_percolator_proto_msgTypes[31]
+	mi := &file_percolator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1788,7 +1869,7 @@ func (x *KeepAliveResponse) String() string {
 func (*KeepAliveResponse) ProtoMessage() {}
 
 func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[31]
+	mi := &file_percolator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1801,7 +1882,7 @@ func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{31}
+	return file_percolator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *KeepAliveResponse) GetTtlMs() int64 {
@@ -1820,7 +1901,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_percolator_proto_msgTypes[32]
+	mi := &file_percolator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +1913,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[32]
+	mi := &file_percolator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +1926,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{32}
+	return file_percolator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CloseSessionRequest) GetSession() string {
@@ -1863,7 +1944,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_percolator_proto_msgTypes[33]
+	mi := &file_percolator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +1956,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[33]
+	mi := &file_percolator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +1969,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{33}
+	return file_percolator_proto_rawDescGZIP(), []int{35}
 }
 
 type AliveRequest struct {
@@ -1900,7 +1981,7 @@ type AliveRequest struct {
 
 func (x *AliveRequest) Reset() {
 	*x = AliveRequest{}
-	mi := &file_percolator_proto_msgTypes[34]
+	mi := &file_percolator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +1993,7 @@ func (x *AliveRequest) String() string {
 func (*AliveRequest) ProtoMessage() {}
 
 func (x *AliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[34]
+	mi := &file_percolator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +2006,7 @@ func (x *AliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliveRequest.ProtoReflect.Descriptor instead.
 func (*AliveRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{34}
+	return file_percolator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AliveRequest) GetOwner() string {
@@ -1944,7 +2025,7 @@ type AliveResponse struct {
 
 func (x *AliveResponse) Reset() {
 	*x = AliveResponse{}
-	mi := &file_percolator_proto_msgTypes[35]
+	mi := &file_percolator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +2037,7 @@ func (x *AliveResponse) String() string {
 func (*AliveResponse) ProtoMessage() {}
 
 func (x *AliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[35]
+	mi := &file_percolator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +2050,7 @@ func (x *AliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliveResponse.ProtoReflect.Descriptor instead.
 func (*AliveResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{35}
+	return file_percolator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AliveResponse) GetAlive() bool {
@@ -1989,7 +2070,7 @@ type TryLockRequest struct {
 
 func (x *TryLockRequest) Reset() {
 	*x = TryLockRequest{}
-	mi := &file_percolator_proto_msgTypes[36]
+	mi := &file_percolator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2082,7 @@ func (x *TryLockRequest) String() string {
 func (*TryLockRequest) ProtoMessage() {}
 
 func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[36]
+	mi := &file_percolator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2095,7 @@ func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockRequest.ProtoReflect.Descriptor instead.
 func (*TryLockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{36}
+	return file_percolator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TryLockRequest) GetSession() string {
@@ -2040,7 +2121,7 @@ type TryLockResponse struct {
 
 func (x *TryLockResponse) Reset() {
 	*x = TryLockResponse{}
-	mi := &file_percolator_proto_msgTypes[37]
+	mi := &file_percolator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2052,7 +2133,7 @@ func (x *TryLockResponse) String() string {
 func (*TryLockResponse) ProtoMessage() {}
 
 func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[37]
+	mi := &file_percolator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2065,7 +2146,7 @@ func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockResponse.ProtoReflect.Descriptor instead.
 func (*TryLockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{37}
+	return file_percolator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TryLockResponse) GetHeld() bool {
@@ -2085,7 +2166,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_percolator_proto_msgTypes[38]
+	mi := &file_percolator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2097,7 +2178,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[38]
+	mi := &file_percolator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2110,7 +2191,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{38}
+	return file_percolator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UnlockRequest) GetSession() string {
@@ -2135,7 +2216,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_percolator_proto_msgTypes[39]
+	mi := &file_percolator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2147,7 +2228,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[39]
+	mi := &file_percolator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2160,7 +2241,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{39}
+	return file_percolator_proto_rawDescGZIP(), []int{41}
 }
 
 var File_percolator_proto protoreflect.FileDescriptor
@@ -2253,7 +2334,12 @@ const file_percolator_proto_rawDesc = "" +
 	"\x06family\x18\x01 \x01(\fR\x06family\"\x17\n" +
 	"\x15CompactFamilyResponse\"\r\n" +
 	"\vPingRequest\"\x0e\n" +
-	"\fPingResponse\"'\n" +
+	"\fPingResponse\"\f\n" +
+	"\n" +
+	"NowRequest\",\n" +
+	"\vNowResponse\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\"'\n" +
 	"\x0fAllocateRequest\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\"p\n" +
 	"\x10AllocateResponse\x12\x14\n" +
@@ -2291,7 +2377,7 @@ const file_percolator_proto_rawDesc = "" +
 	"\x03PUT\x10\x01\x12\x10\n" +
 	"\fDELETE_CELLS\x10\x02\x12\x0e\n" +
 	"\n" +
-	"DELETE_ROW\x10\x032\xdb\x05\n" +
+	"DELETE_ROW\x10\x032\x99\x06\n" +
 	"\aStorage\x12H\n" +
 	"\aReadRow\x12\x1d.percolator.v1.ReadRowRequest\x1a\x1e.percolator.v1.ReadRowResponse\x12A\n" +
 	"\x04Scan\x12\x1a.percolator.v1.ScanRequest\x1a\x1b.percolator.v1.ScanResponse0\x01\x12E\n" +
@@ -2302,7 +2388,8 @@ const file_percolator_proto_rawDesc = "" +
 	"\tIncrement\x12\x1f.percolator.v1.IncrementRequest\x1a .percolator.v1.IncrementResponse\x12Z\n" +
 	"\rCompactFamily\x12#.percolator.v1.CompactFamilyRequest\x1a$.percolator.v1.CompactFamilyResponse\x12]\n" +
 	"\x0eOpenNonceGroup\x12$.percolator.v1.OpenNonceGroupRequest\x1a%.percolator.v1.OpenNonceGroupResponse\x12?\n" +
-	"\x04Ping\x12\x1a.percolator.v1.PingRequest\x1a\x1b.percolator.v1.PingResponse2\xac\x01\n" +
+	"\x04Ping\x12\x1a.percolator.v1.PingRequest\x1a\x1b.percolator.v1.PingResponse\x12<\n" +
+	"\x03Now\x12\x19.percolator.v1.NowRequest\x1a\x1a.percolator.v1.NowResponse2\xac\x01\n" +
 	"\x06Oracle\x12K\n" +
 	"\bAllocate\x12\x1e.percolator.v1.AllocateRequest\x1a\x1f.percolator.v1.AllocateResponse\x12U\n" +
 	"\x0eAllocateStream\x12\x1e.percolator.v1.AllocateRequest\x1a\x1f.percolator.v1.AllocateResponse(\x010\x012\xdb\x03\n" +
@@ -2327,7 +2414,7 @@ func file_percolator_proto_rawDescGZIP() []byte {
 }
 
 var file_percolator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_percolator_proto_goTypes = []any{
 	(MutationKind)(0),              // 0: percolator.v1.MutationKind
 	(*TimeRange)(nil),              // 1: percolator.v1.TimeRange
@@ -2356,20 +2443,22 @@ var file_percolator_proto_goTypes = []any{
 	(*CompactFamilyResponse)(nil),  // 24: percolator.v1.CompactFamilyResponse
 	(*PingRequest)(nil),            // 25: percolator.v1.PingRequest
 	(*PingResponse)(nil),           // 26: percolator.v1.PingResponse
-	(*AllocateRequest)(nil),        // 27: percolator.v1.AllocateRequest
-	(*AllocateResponse)(nil),       // 28: percolator.v1.AllocateResponse
-	(*OpenSessionRequest)(nil),     // 29: percolator.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),    // 30: percolator.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),       // 31: percolator.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),      // 32: percolator.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),    // 33: percolator.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),   // 34: percolator.v1.CloseSessionResponse
-	(*AliveRequest)(nil),           // 35: percolator.v1.AliveRequest
-	(*AliveResponse)(nil),          // 36: percolator.v1.AliveResponse
-	(*TryLockRequest)(nil),         // 37: percolator.v1.TryLockRequest
-	(*TryLockResponse)(nil),        // 38: percolator.v1.TryLockResponse
-	(*UnlockRequest)(nil),          // 39: percolator.v1.UnlockRequest
-	(*UnlockResponse)(nil),         // 40: percolator.v1.UnlockResponse
+	(*NowRequest)(nil),             // 27: percolator.v1.NowRequest
+	(*NowResponse)(nil),            // 28: percolator.v1.NowResponse
+	(*AllocateRequest)(nil),        // 29: percolator.v1.AllocateRequest
+	(*AllocateResponse)(nil),       // 30: percolator.v1.AllocateResponse
+	(*OpenSessionRequest)(nil),     // 31: percolator.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),    // 32: percolator.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),       // 33: percolator.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),      // 34: percolator.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),    // 35: percolator.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),   // 36: percolator.v1.CloseSessionResponse
+	(*AliveRequest)(nil),           // 37: percolator.v1.AliveRequest
+	(*AliveResponse)(nil),          // 38: percolator.v1.AliveResponse
+	(*TryLockRequest)(nil),         // 39: percolator.v1.TryLockRequest
+	(*TryLockResponse)(nil),        // 40: percolator.v1.TryLockResponse
+	(*UnlockRequest)(nil),          // 41: percolator.v1.UnlockRequest
+	(*UnlockResponse)(nil),         // 42: percolator.v1.UnlockResponse
 }
 var file_percolator_proto_depIdxs = []int32{
 	1,  // 0: percolator.v1.Selector.time:type_name -> percolator.v1.TimeRange
@@ -2399,33 +2488,35 @@ var file_percolator_proto_depIdxs = []int32{
 	23, // 24: percolator.v1.Storage.CompactFamily:input_type -> percolator.v1.CompactFamilyRequest
 	21, // 25: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
 	25, // 26: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
-	27, // 27: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
-	27, // 28: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
-	29, // 29: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
-	31, // 30: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
-	33, // 31: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
-	35, // 32: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
-	37, // 33: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
-	39, // 34: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
-	8,  // 35: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
-	11, // 36: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
-	13, // 37: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
-	15, // 38: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
-	18, // 39: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
-	20, // 40: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
-	24, // 41: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
-	22, // 42: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
-	26, // 43: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
-	28, // 44: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
-	28, // 45: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
-	30, // 46: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
-	32, // 47: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
-	34, // 48: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
-	36, // 49: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
-	38, // 50: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
-	40, // 51: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
-	35, // [35:52] is the sub-list for method output_type
-	18, // [18:35] is the sub-list for method input_type
+	27, // 27: percolator.v1.Storage.Now:input_type -> percolator.v1.NowRequest
+	29, // 28: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
+	29, // 29: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
+	31, // 30: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
+	33, // 31: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
+	35, // 32: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
+	37, // 33: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
+	39, // 34: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
+	41, // 35: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
+	8,  // 36: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
+	11, // 37: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
+	13, // 38: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
+	15, // 39: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
+	18, // 40: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
+	20, // 41: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
+	24, // 42: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
+	22, // 43: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
+	26, // 44: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
+	28, // 45: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
+	30, // 46: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
+	30, // 47: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
+	32, // 48: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
+	34, // 49: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
+	36, // 50: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
+	38, // 51: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
+	40, // 52: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
+	42, // 53: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
+	36, // [36:54] is the sub-list for method output_type
+	18, // [18:36] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name
@@ -2436,14 +2527,14 @@ func file_percolator_proto_init() {
 	if File_percolator_proto != nil {
 		return
 	}
-	file_percolator_proto_msgTypes[27].OneofWrappers = []any{}
+	file_percolator_proto_msgTypes[29].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_percolator_proto_rawDesc), len(file_percolator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -35,6 +35,7 @@ const (
 	Storage_CompactFamily_FullMethodName  = "/percolator.v1.Storage/CompactFamily"
 	Storage_OpenNonceGroup_FullMethodName = "/percolator.v1.Storage/OpenNonceGroup"
 	Storage_Ping_FullMethodName           = "/percolator.v1.Storage/Ping"
+	Storage_Now_FullMethodName            = "/percolator.v1.Storage/Now"
 )
 
 // StorageClient is the client API for Storage service.
@@ -51,6 +52,9 @@ type StorageClient interface {
 	OpenNonceGroup(ctx context.Context, in *OpenNonceGroupRequest, opts ...grpc.CallOption) (*OpenNonceGroupResponse, error)
 	// Ping does nothing: connection checks and the raw-call benchmark.
 	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
+	// Now is the time by the server's clock (storage.Clock): leases judged
+	// in one clock, whatever the clients' clocks say.
+	Now(ctx context.Context, in *NowRequest, opts ...grpc.CallOption) (*NowResponse, error)
 }
 
 type storageClient struct {
@@ -160,6 +164,16 @@ func (c *storageClient) Ping(ctx context.Context, in *PingRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *storageClient) Now(ctx context.Context, in *NowRequest, opts ...grpc.CallOption) (*NowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NowResponse)
+	err := c.cc.Invoke(ctx, Storage_Now_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // StorageServer is the server API for Storage service.
 // All implementations must embed UnimplementedStorageServer
 // for forward compatibility.
@@ -174,6 +188,9 @@ type StorageServer interface {
 	OpenNonceGroup(context.Context, *OpenNonceGroupRequest) (*OpenNonceGroupResponse, error)
 	// Ping does nothing: connection checks and the raw-call benchmark.
 	Ping(context.Context, *PingRequest) (*PingResponse, error)
+	// Now is the time by the server's clock (storage.Clock): leases judged
+	// in one clock, whatever the clients' clocks say.
+	Now(context.Context, *NowRequest) (*NowResponse, error)
 	mustEmbedUnimplementedStorageServer()
 }
 
@@ -210,6 +227,9 @@ func (UnimplementedStorageServer) OpenNonceGroup(context.Context, *OpenNonceGrou
 }
 func (UnimplementedStorageServer) Ping(context.Context, *PingRequest) (*PingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Ping not implemented")
+}
+func (UnimplementedStorageServer) Now(context.Context, *NowRequest) (*NowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Now not implemented")
 }
 func (UnimplementedStorageServer) mustEmbedUnimplementedStorageServer() {}
 func (UnimplementedStorageServer) testEmbeddedByValue()                 {}
@@ -387,6 +407,24 @@ func _Storage_Ping_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Storage_Now_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageServer).Now(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Storage_Now_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageServer).Now(ctx, req.(*NowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Storage_ServiceDesc is the grpc.ServiceDesc for Storage service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -425,6 +463,10 @@ var Storage_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Ping",
 			Handler:    _Storage_Ping_Handler,
+		},
+		{
+			MethodName: "Now",
+			Handler:    _Storage_Now_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

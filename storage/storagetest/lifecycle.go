@@ -69,5 +69,9 @@ func testClosed(t *testing.T, s storage.Store) {
 		_, err = b.MutateRows(ctx, []storage.RowMutation{{Row: []byte("r"), Mutations: []storage.Mutation{good}}})
 		expectErr(t, "MutateRows", err, storage.ErrClosed)
 	}
+	if c, ok := s.(storage.Clock); ok {
+		_, err = c.Now(ctx)
+		expectErr(t, "Now", err, storage.ErrClosed)
+	}
 	expectErr(t, "second Close", s.Close(), storage.ErrClosed)
 }

@@ -68,6 +68,7 @@ var cases = []struct {
 	{"ConcurrentRows", testConcurrentRows},
 	{"CloseRacing", testCloseRacing},
 	{"Randomized", testRandomized},
+	{"Clock", testClock},
 }
 
 var ctx = context.Background()

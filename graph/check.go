@@ -41,7 +41,7 @@ func (g *Graph) Repair(ctx context.Context, label, src, tgt string) (bool, error
 	if err != nil || !won {
 		return false, err
 	}
-	_, err = g.drive(ctx, l, row, next, ver+1)
+	_, err = g.drive(ctx, l, src, tgt, row, next, ver+1)
 	return err == nil, err
 }
 

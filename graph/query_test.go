@@ -27,3 +27,28 @@ func TestQueryEdges(t *testing.T) {
 		})
 	}
 }
+
+// TestReviveAfterDelete: an update or an increment of a deleted edge
+// revives it with its own properties only, as an insert does: what the
+// delete removed does not come back (nor count in an increment), in the
+// snapshot and in the index.
+func TestReviveAfterDelete(t *testing.T) {
+	for _, op := range []Op{Insert, Update, Increment} {
+		t.Run(op.String(), func(t *testing.T) {
+			g, _ := newGraph(t, Options{})
+			mustMutate(t, g, Mutation{Op: Insert, Label: "rates", Src: "a", Tgt: "b", TS: 1, Props: Props{"rating": FloatValue(1), "visits": IntValue(5)}})
+			mustMutate(t, g, Mutation{Op: Delete, Label: "rates", Src: "a", Tgt: "b", TS: 2})
+			mustMutate(t, g, Mutation{Op: op, Label: "rates", Src: "a", Tgt: "b", TS: 3, Props: Props{"visits": IntValue(1)}})
+			e, live, err := g.GetEdge(ctx, "rates", "a", "b")
+			_, hasRating := e.Props["rating"]
+			if err != nil || !live || hasRating || e.Props["visits"].I != 1 {
+				t.Fatalf("revived by %v: %+v live %v %v; want visits 1 and no rating", op, e.Props, live, err)
+			}
+			es, err := g.Neighbors(ctx, Query{Label: "rates", Vertex: "a", Dir: Out})
+			if _, ok := es[0].Props["rating"]; err != nil || len(es) != 1 || ok {
+				t.Fatalf("index after revival by %v: %+v %v", op, es, err)
+			}
+			checkClean(t, g, "rates")
+		})
+	}
+}

@@ -1,8 +1,11 @@
 package graph
 
 import (
+	"errors"
+	"github.com/seed-992972ee/percolator/storage"
 	"math"
 	"testing"
+	"time"
 )
 
 // TestQueryEdges: a range with From after To, and an offset beyond the
@@ -50,5 +53,19 @@ func TestReviveAfterDelete(t *testing.T) {
 			}
 			checkClean(t, g, "rates")
 		})
+	}
+}
+
+// TestTinyBackOff: a MaxBackOff of a few nanoseconds (someone meant
+// milliseconds) backs off, rather than panicking, on a locked edge.
+func TestTinyBackOff(t *testing.T) {
+	g, st := newGraph(t, Options{MaxBackOff: 10, MaxRetries: 3, LockExpiry: time.Hour})
+	row := snapshotRow("rates", "a", "b")
+	locked := snapshot{Pending: []pending{{M: Mutation{Op: Insert, Label: "rates", Src: "a", Tgt: "b", TS: 1, ID: 1}, Ver: 1}}, LockedAt: time.Now().UnixMilli()}
+	if err := st.Mutate(ctx, row, storage.SetCell(Family, qualSnapshot, 1, encodeSnapshot(&locked))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Mutate(ctx, Mutation{Op: Insert, Label: "rates", Src: "a", Tgt: "b", TS: 2}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("a mutation of a locked edge: %v, want ErrLocked", err)
 	}
 }

@@ -131,9 +131,18 @@ func (g *Graph) mutateStrong(ctx context.Context, l *Label, m *Mutation) (Result
 		if !s.locked() && s.Edge.dropped(m) {
 			return Result{Dropped: true}, nil
 		}
-		if !s.Edge.dropped(m) {
-			after := s.Edge.apply(m)
-			if em := buildEdgeMutate(l, m.Src, m.Tgt, &s.Edge, &after, ver+1); checkRows(m, &em) != nil {
+		// m's rows are built on the state the queued mutations leave
+		// (as drive builds them): refused now, not found too long while
+		// the lock is held, which would wedge the edge.
+		state := s.Edge
+		for _, p := range s.Pending {
+			if !state.dropped(&p.M) {
+				state = state.apply(&p.M)
+			}
+		}
+		if !state.dropped(m) {
+			after := state.apply(m)
+			if em := buildEdgeMutate(l, m.Src, m.Tgt, &state, &after, ver+1); checkRows(m, &em) != nil {
 				return Result{}, checkRows(m, &em)
 			}
 		}

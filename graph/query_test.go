@@ -4,6 +4,7 @@ import (
 	"errors"
 	"github.com/seed-992972ee/percolator/storage"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,4 +69,36 @@ func TestTinyBackOff(t *testing.T) {
 	if _, err := g.Mutate(ctx, Mutation{Op: Insert, Label: "rates", Src: "a", Tgt: "b", TS: 2}); !errors.Is(err, ErrLocked) {
 		t.Fatalf("a mutation of a locked edge: %v, want ErrLocked", err)
 	}
+}
+
+// TestTakeoverRowLimit: a mutation that takes over an expired lock is
+// refused when its index rows, built on the state the queued mutations
+// leave, exceed the key limit — alone it would fit — and the edge is not
+// wedged: the queued mutation is rolled forward by the next one.
+func TestTakeoverRowLimit(t *testing.T) {
+	var c clock
+	g, st := newGraph(t, Options{MaxBackOff: time.Millisecond, MaxRetries: 2, LockExpiry: time.Second, Now: c.now})
+	pair := Label{Name: "pair", Props: map[string]Type{"a": String, "b": String}, Indexes: []Index{{Name: "ab", Props: []string{"a", "b"}}}}
+	if err := g.CreateLabel(ctx, pair); err != nil {
+		t.Fatal(err)
+	}
+	long := func(c string) Value { return StringValue(strings.Repeat(c, 2040)) }
+	p := Mutation{Op: Insert, Label: "pair", Src: "s", Tgt: "t", TS: 1, Props: Props{"a": long("a")}, ID: 1}
+	locked := snapshot{Pending: []pending{{M: p, Ver: 1}}, LockedAt: c.now().UnixMilli()}
+	if err := st.Mutate(ctx, snapshotRow("pair", "s", "t"), storage.SetCell(Family, qualSnapshot, 1, encodeSnapshot(&locked))); err != nil {
+		t.Fatal(err)
+	}
+	c.add(2 * time.Second) // p's holder died
+	_, err := g.Mutate(ctx, Mutation{Op: Update, Label: "pair", Src: "s", Tgt: "t", TS: 2, Props: Props{"b": long("b")}})
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("an update whose rows exceed the limit after the queued insert: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := g.Mutate(ctx, Mutation{Op: Update, Label: "pair", Src: "s", Tgt: "t", TS: 3, Props: Props{"b": StringValue("b")}}); err != nil {
+		t.Fatalf("the next mutation of the edge: %v", err)
+	}
+	e, live, err := g.GetEdge(ctx, "pair", "s", "t")
+	if err != nil || !live || e.Props["a"] != long("a") || e.Props["b"].S != "b" {
+		t.Fatalf("edge: %+v live %v %v", e, live, err)
+	}
+	checkClean(t, g, "pair")
 }

@@ -13,7 +13,7 @@ import (
 // edges or degrees (empty when the graph is consistent).
 type Report struct {
 	Edges      int      // live edges (snapshots)
-	Locked     int      // snapshots locked by a live mutation, skipped
+	Locked     int      // snapshots locked by a live mutation, or changed while read, skipped
 	Repaired   int      // expired locks rolled forward
 	Mismatches []string // sorted
 }
@@ -41,7 +41,7 @@ func (g *Graph) Repair(ctx context.Context, label, src, tgt string) (bool, error
 	if err != nil || !won {
 		return false, err
 	}
-	_, err = g.drive(ctx, l, row, next, ver+1)
+	_, err = g.drive(ctx, l, src, tgt, row, next, ver+1)
 	return err == nil, err
 }
 
@@ -49,17 +49,53 @@ func (g *Graph) Repair(ctx context.Context, label, src, tgt string) (bool, error
 type checker struct {
 	l       *Label
 	want    map[string]string // index row → the edge that implies it
-	skip    map[string]bool   // index rows a locked edge may occupy
 	degrees map[string]int64  // degree row → live edges
-	skipDeg map[string]bool   // degree rows a locked edge may change
 	live    int
-	locked  int
+}
+
+func newChecker(l *Label) *checker {
+	return &checker{l: l, want: map[string]string{}, degrees: map[string]int64{}}
+}
+
+// edgeKey names a snapshot edge.
+type edgeKey struct{ src, tgt string }
+
+// seenSnapshot is a snapshot edge as one scan read it.
+type seenSnapshot struct {
+	s   snapshot
+	ver uint64
+}
+
+// scanSnapshots reads every snapshot edge of l, by edge, reporting the
+// corrupt ones.
+func (g *Graph) scanSnapshots(ctx context.Context, l *Label, rep *Report) (map[edgeKey]seenSnapshot, error) {
+	out := map[edgeKey]seenSnapshot{}
+	sp := appendPart([]byte(rowPrefix+"s/"), l.Name)
+	err := g.store.Scan(ctx, sp, prefixEnd(sp), storage.Filter{{Family: Family, Qualifier: qualSnapshot, Limit: 1}}, 0, func(r storage.Row) bool {
+		rest := r.Key[len(sp):]
+		src, rest, ok1 := readPart(rest)
+		tgt, _, ok2 := readPart(rest)
+		s, derr := decodeSnapshot(r.Cells[0].Value)
+		if !ok1 || !ok2 || derr != nil {
+			if rep != nil {
+				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("corrupt snapshot row %q", r.Key))
+			}
+			return true
+		}
+		out[edgeKey{src, tgt}] = seenSnapshot{s, r.Cells[0].TS}
+		return true
+	})
+	return out, err
 }
 
 // Check verifies every index of label against its snapshot edges, and
 // every degree against the live edges, rolling expired locks forward
-// first. Edges locked by a live mutation are skipped (Report.Locked), with
-// the rows and degrees they may change.
+// first. The snapshots are read before the index edges and degrees and
+// again after: an edge locked by a live mutation, or changed between the
+// two reads (a mutation ran meanwhile), is skipped with the index edges
+// and degrees it may change (Report.Locked); every other edge was still
+// while its index edges and degrees were read, so a mismatch of it is
+// real.
 func (g *Graph) Check(ctx context.Context, label string) (Report, error) {
 	l, err := g.Label(ctx, label)
 	if err != nil {
@@ -69,31 +105,15 @@ func (g *Graph) Check(ctx context.Context, label string) (Report, error) {
 		return g.checkTxn(ctx, l)
 	}
 	var rep Report
-	c := &checker{l: l, want: map[string]string{}, skip: map[string]bool{}, degrees: map[string]int64{}, skipDeg: map[string]bool{}}
-	sp := appendPart([]byte(rowPrefix+"s/"), l.Name)
-	type key struct{ src, tgt string }
-	var locked []key
-	err = g.store.Scan(ctx, sp, prefixEnd(sp), storage.Filter{{Family: Family, Qualifier: qualSnapshot, Limit: 1}}, 0, func(r storage.Row) bool {
-		rest := r.Key[len(sp):]
-		src, rest, ok1 := readPart(rest)
-		tgt, _, ok2 := readPart(rest)
-		s, derr := decodeSnapshot(r.Cells[0].Value)
-		if !ok1 || !ok2 || derr != nil {
-			rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("corrupt snapshot row %q", r.Key))
-			return true
-		}
-		if s.locked() {
-			locked = append(locked, key{src, tgt})
-			return true
-		}
-		c.expect(src, tgt, &s)
-		return true
-	})
+	before, err := g.scanSnapshots(ctx, l, &rep)
 	if err != nil {
 		return rep, err
 	}
 	// Roll expired locks forward, then read those edges again.
-	for _, k := range locked {
+	for k, seen := range before {
+		if !seen.s.locked() {
+			continue
+		}
 		did, err := g.Repair(ctx, l.Name, k.src, k.tgt)
 		if err != nil {
 			return rep, err
@@ -101,33 +121,27 @@ func (g *Graph) Check(ctx context.Context, label string) (Report, error) {
 		if did {
 			rep.Repaired++
 		}
-		s, _, err := g.fetch(ctx, snapshotRow(l.Name, k.src, k.tgt))
+		s, ver, err := g.fetch(ctx, snapshotRow(l.Name, k.src, k.tgt))
 		if err != nil {
 			return rep, err
 		}
-		c.expect(k.src, k.tgt, &s)
+		before[k] = seenSnapshot{s, ver}
 	}
-	rep.Edges, rep.Locked = c.live, c.locked
-	// Every index row must be wanted, and every wanted row present.
+	// The index edges and the degrees.
 	ip := appendPart([]byte(rowPrefix+"i/"), l.Name)
-	seen := map[string]bool{}
+	index := map[string]edgeKey{}
+	var corrupt []string
 	err = g.store.Scan(ctx, ip, prefixEnd(ip), storage.Filter{{Family: Family, Qualifier: qualEdge, Limit: 1}}, 0, func(r storage.Row) bool {
-		k := string(r.Key)
-		seen[k] = true
-		if _, ok := c.want[k]; !ok && !c.skip[k] {
-			rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("index edge %q has no live snapshot edge", r.Key))
+		k, ok := indexRowEdge(r.Key, l)
+		if !ok {
+			corrupt = append(corrupt, fmt.Sprintf("corrupt index row %q", r.Key))
 		}
+		index[string(r.Key)] = k
 		return true
 	})
 	if err != nil {
 		return rep, err
 	}
-	for k, e := range c.want {
-		if !seen[k] && !c.skip[k] {
-			rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("edge %s is missing from index row %q", e, k))
-		}
-	}
-	// Degrees: the count of every degree row equals its live edges.
 	dp := appendPart([]byte(rowPrefix+"d/"), l.Name)
 	q := qualCount
 	if l.Consistency == Weak {
@@ -141,13 +155,81 @@ func (g *Graph) Check(ctx context.Context, label string) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	after, err := g.scanSnapshots(ctx, l, nil)
+	if err != nil {
+		return rep, err
+	}
+	// Edges locked or changed between the reads are skipped, with their
+	// degrees.
+	c := newChecker(l)
+	moving := map[edgeKey]bool{}
+	skipDeg := map[string]bool{}
+	for k := range mergeEdges(before, after) {
+		b, inB := before[k]
+		a, inA := after[k]
+		if inB && inA && b.ver == a.ver && !b.s.locked() {
+			c.expect(k.src, k.tgt, &b.s)
+			continue
+		}
+		moving[k] = true
+		rep.Locked++
+		skipDeg[string(degreeRow(l.Name, Out, k.src))] = true
+		skipDeg[string(degreeRow(l.Name, In, k.tgt))] = true
+	}
+	rep.Edges = c.live
+	rep.Mismatches = append(rep.Mismatches, corrupt...)
+	// Every index row must be wanted, and every wanted row present.
+	for row, k := range index {
+		if _, ok := c.want[row]; !ok && !moving[k] {
+			rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("index edge %q has no live snapshot edge", row))
+		}
+	}
+	for row, e := range c.want {
+		if _, ok := index[row]; !ok {
+			rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("edge %s is missing from index row %q", e, row))
+		}
+	}
+	// Degrees: the count of every degree row equals its live edges.
 	for k := range mergeKeys(got, c.degrees) {
-		if !c.skipDeg[k] && got[k] != c.degrees[k] {
+		if !skipDeg[k] && got[k] != c.degrees[k] {
 			rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("degree row %q counts %d, %d live edges", k, got[k], c.degrees[k]))
 		}
 	}
 	sort.Strings(rep.Mismatches)
 	return rep, nil
+}
+
+func mergeEdges(a, b map[edgeKey]seenSnapshot) map[edgeKey]bool {
+	m := map[edgeKey]bool{}
+	for k := range a {
+		m[k] = true
+	}
+	for k := range b {
+		m[k] = true
+	}
+	return m
+}
+
+// indexRowEdge is the edge whose index row key is.
+func indexRowEdge(key []byte, l *Label) (edgeKey, bool) {
+	rest := key[len(appendPart([]byte(rowPrefix+"i/"), l.Name)):]
+	name, rest, ok := readPart(rest)
+	ix, found := l.index(name)
+	if !ok || !found || len(rest) == 0 {
+		return edgeKey{}, false
+	}
+	dir := rest[0]
+	vertex, _, ok := readPart(rest[1:])
+	other, ok2 := otherVertex(key, l, ix)
+	switch {
+	case !ok || !ok2:
+		return edgeKey{}, false
+	case dir == Out:
+		return edgeKey{vertex, other}, true
+	case dir == In:
+		return edgeKey{other, vertex}, true
+	}
+	return edgeKey{}, false
 }
 
 func mergeKeys(a, b map[string]int64) map[string]bool {
@@ -162,7 +244,7 @@ func mergeKeys(a, b map[string]int64) map[string]bool {
 }
 
 // expect records the index rows and degrees the snapshot of (src, tgt)
-// implies; for a locked one, the rows and degrees it may change instead.
+// implies (it is not locked).
 func (c *checker) expect(src, tgt string, s *snapshot) {
 	l := c.l
 	dirs := [2]struct {
@@ -170,24 +252,6 @@ func (c *checker) expect(src, tgt string, s *snapshot) {
 		vertex, other string
 	}{{Out, src, tgt}, {In, tgt, src}}
 	name := fmt.Sprintf("%s -%s-> %s", src, l.Name, tgt)
-	if s.locked() {
-		c.locked++
-		states := []edgeState{s.Edge}
-		for _, p := range s.Pending {
-			states = append(states, states[len(states)-1].apply(&p.M))
-		}
-		for _, st := range states {
-			for i := range l.Indexes {
-				for _, d := range dirs {
-					c.skip[string(indexRow(l.Name, &l.Indexes[i], d.dir, d.vertex, d.other, st.props()))] = true
-				}
-			}
-		}
-		for _, d := range dirs {
-			c.skipDeg[string(degreeRow(l.Name, d.dir, d.vertex))] = true
-		}
-		return
-	}
 	if !s.Edge.live() {
 		return
 	}

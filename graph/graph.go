@@ -170,7 +170,7 @@ func (g *Graph) Labels(ctx context.Context) ([]*Label, error) {
 // backoff sleeps a random time below the attempt's bound (exponential up
 // to MaxBackOff).
 func (g *Graph) backoff(ctx context.Context, attempt int) error {
-	d := g.opts.MaxBackOff >> max(0, 6-attempt)
+	d := max(g.opts.MaxBackOff>>max(0, 6-attempt), 1) // Int64N panics on 0
 	t := time.NewTimer(time.Duration(rand.Int64N(int64(d)) + 1))
 	defer t.Stop()
 	select {

@@ -34,6 +34,7 @@ type faultStore struct {
 	afterRead   func(ctx context.Context, row []byte) // after the read, before it returns
 	beforeCAS   func(ctx context.Context, row []byte)
 	afterCAS    func(ctx context.Context, row []byte)
+	afterScan   func(ctx context.Context, start []byte) // after the scan, before it returns
 	calls, errs atomic.Int64
 }
 
@@ -83,6 +84,17 @@ func (f *faultStore) ReadRow(ctx context.Context, row []byte, filter storage.Fil
 		f.afterRead(ctx, row)
 	}
 	return r, err
+}
+
+func (f *faultStore) Scan(ctx context.Context, start, end []byte, filter storage.Filter, limit int, fn func(storage.Row) bool) error {
+	if err := f.enter(); err != nil {
+		return err
+	}
+	err := f.Store.Scan(ctx, start, end, filter, limit, fn)
+	if f.afterScan != nil {
+		f.afterScan(ctx, start)
+	}
+	return err
 }
 
 func (f *faultStore) Mutate(ctx context.Context, row []byte, muts ...storage.Mutation) error {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Errors. Bad input wraps ErrInvalidArgument and writes nothing.
@@ -71,8 +72,10 @@ type Label struct {
 }
 
 func validName(what, s string) error {
-	if s == "" || len(s) > MaxNameSize || strings.ContainsAny(s, "\x00/") {
-		return fmt.Errorf("%w: %s %q is empty, longer than %d bytes, or contains NUL or /", ErrInvalidArgument, what, s, MaxNameSize)
+	// Names are stored in JSON, whose strings are UTF-8: another process
+	// would read other bytes back as U+FFFD, and so another name.
+	if s == "" || len(s) > MaxNameSize || strings.ContainsAny(s, "\x00/") || !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s %q is empty, longer than %d bytes, not UTF-8, or contains NUL or /", ErrInvalidArgument, what, s, MaxNameSize)
 	}
 	return nil
 }
@@ -179,10 +182,35 @@ func (v Value) MarshalJSON() ([]byte, error) {
 			F float64 `json:"f"`
 		}{v.Type, v.F})
 	}
+	if !utf8.ValidString(v.S) {
+		// JSON strings are UTF-8: other bytes would come back as U+FFFD.
+		return json.Marshal(struct {
+			T Type   `json:"t"`
+			B []byte `json:"b"`
+		}{v.Type, []byte(v.S)})
+	}
 	return json.Marshal(struct {
 		T Type   `json:"t"`
 		S string `json:"s"`
 	}{v.Type, v.S})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes: a string that is not UTF-8
+// is in "b", as base64.
+func (v *Value) UnmarshalJSON(b []byte) error {
+	type plain Value
+	var w struct {
+		plain
+		B []byte `json:"b"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*v = Value(w.plain)
+	if w.B != nil {
+		v.S = string(w.B)
+	}
+	return nil
 }
 
 // Props are an edge's properties by name.

@@ -131,9 +131,18 @@ func (g *Graph) mutateStrong(ctx context.Context, l *Label, m *Mutation) (Result
 		if !s.locked() && s.Edge.dropped(m) {
 			return Result{Dropped: true}, nil
 		}
-		if !s.Edge.dropped(m) {
-			after := s.Edge.apply(m)
-			if em := buildEdgeMutate(l, m.Src, m.Tgt, &s.Edge, &after, ver+1); checkRows(m, &em) != nil {
+		// m's rows are built on the state the queued mutations leave
+		// (as drive builds them): refused now, not found too long while
+		// the lock is held, which would wedge the edge.
+		state := s.Edge
+		for _, p := range s.Pending {
+			if !state.dropped(&p.M) {
+				state = state.apply(&p.M)
+			}
+		}
+		if !state.dropped(m) {
+			after := state.apply(m)
+			if em := buildEdgeMutate(l, m.Src, m.Tgt, &state, &after, ver+1); checkRows(m, &em) != nil {
 				return Result{}, checkRows(m, &em)
 			}
 		}
@@ -163,7 +172,7 @@ func (g *Graph) mutateStrong(ctx context.Context, l *Label, m *Mutation) (Result
 
 // finish runs a held lock to Done and reports m's outcome.
 func (g *Graph) finish(ctx context.Context, l *Label, m *Mutation, row []byte, s snapshot, ver uint64) (Result, error) {
-	done, err := g.drive(ctx, l, row, s, ver)
+	done, err := g.drive(ctx, l, m.Src, m.Tgt, row, s, ver)
 	if err != nil {
 		return Result{}, err
 	}
@@ -177,8 +186,9 @@ func (g *Graph) finish(ctx context.Context, l *Label, m *Mutation, row []byte, s
 // Locked to Done: each queued mutation's EdgeMutate, built once from the
 // state before it, is fired (only its calls are re-sent on failure, never
 // rebuilt), then the lock is released by CAS with the merged snapshot.
-// It returns the released snapshot.
-func (g *Graph) drive(ctx context.Context, l *Label, row []byte, s snapshot, ver uint64) (snapshot, error) {
+// It returns the released snapshot. src and tgt are the edge's (a pending
+// mutation's own were decoded from JSON, which keeps only UTF-8).
+func (g *Graph) drive(ctx context.Context, l *Label, src, tgt string, row []byte, s snapshot, ver uint64) (snapshot, error) {
 	state := s.Edge
 	rec := append([]recent(nil), s.Recent...)
 	for _, p := range s.Pending {
@@ -187,7 +197,7 @@ func (g *Graph) drive(ctx context.Context, l *Label, row []byte, s snapshot, ver
 			continue
 		}
 		after := state.apply(&p.M)
-		em := buildEdgeMutate(l, p.M.Src, p.M.Tgt, &state, &after, p.Ver)
+		em := buildEdgeMutate(l, src, tgt, &state, &after, p.Ver)
 		if err := g.fire(ctx, em); err != nil {
 			return snapshot{}, err // Locked stays: a later mutation takes it over
 		}

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -62,6 +63,9 @@ func (g *Graph) Neighbors(ctx context.Context, q Query) ([]Edge, error) {
 	}
 	if q.To != nil {
 		end = prefixEnd(appendValue(append(append([]byte(nil), prefix...), 1), *q.To))
+	}
+	if end != nil && bytes.Compare(start, end) >= 0 {
+		return nil, nil // From after To: an empty range (a store refuses it)
 	}
 	if l.Consistency == Txn {
 		return g.neighborsTxn(ctx, l, ix, q, start, end)

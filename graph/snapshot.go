@@ -52,6 +52,18 @@ func (s edgeState) apply(m *Mutation) edgeState {
 	case Delete:
 		n.DelTS = max(n.DelTS, m.TS)
 		return n
+	}
+	if m.TS > n.DelTS {
+		// An insert, update or increment after a delete starts the edge
+		// afresh: properties the delete removed do not come back (nor
+		// count in an increment).
+		for k, p := range n.Props {
+			if p.TS <= n.DelTS {
+				delete(n.Props, k)
+			}
+		}
+	}
+	switch m.Op {
 	case Insert, Update:
 		for k, v := range m.Props {
 			if old, ok := n.Props[k]; !ok || m.TS >= old.TS {
@@ -68,15 +80,6 @@ func (s edgeState) apply(m *Mutation) edgeState {
 			v.I += d.I
 			v.F += d.F
 			n.Props[k] = propState{V: v, TS: max(old.TS, m.TS)}
-		}
-	}
-	if m.Op == Insert && m.TS > n.DelTS {
-		// An insert after a delete starts the edge afresh: properties the
-		// delete removed do not come back.
-		for k, p := range n.Props {
-			if p.TS <= n.DelTS {
-				delete(n.Props, k)
-			}
 		}
 	}
 	n.InsTS = max(n.InsTS, m.TS)

@@ -202,7 +202,7 @@ func (g *Graph) checkTxn(ctx context.Context, l *Label) (Report, error) {
 	var rep Report
 	err = db.View(ctx, func(tx *percolator.Txn) error {
 		rep = Report{}
-		c := &checker{l: l, want: map[string]string{}, skip: map[string]bool{}, degrees: map[string]int64{}, skipDeg: map[string]bool{}}
+		c := newChecker(l)
 		sp := appendPart([]byte(rowPrefix+"s/"), l.Name)
 		kvs, err := tx.Scan(ctx, string(sp), string(prefixEnd(sp)), colSnapshot, 0)
 		if err != nil {

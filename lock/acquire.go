@@ -110,7 +110,7 @@ func (lk *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (
 // have taken, so that the store never judges a lease over before its
 // holder, whose clock is not rounded, stops acting.
 func expiry(nowMS int64, ttl time.Duration) int64 {
-	return nowMS + (ttl+time.Millisecond-1).Milliseconds() + 1
+	return nowMS + (ttl + time.Millisecond - 1).Milliseconds() + 1
 }
 
 func (lk *Locker) lease(name string, token uint64, h *holder, sent time.Time, ttl time.Duration) *Lease {

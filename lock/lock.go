@@ -132,11 +132,11 @@ func ticketQual(n uint64) string { return ticketPref + fmt.Sprintf("%020d", n) }
 
 // state is a lock's row as read.
 type state struct {
-	token, tokenTS   uint64 // last token granted (0: none)
-	holder           *holder
-	holderTS         uint64
-	ticketN          uint64 // last ticket taken
-	tickets          []ticketAt
+	token, tokenTS uint64 // last token granted (0: none)
+	holder         *holder
+	holderTS       uint64
+	ticketN        uint64 // last ticket taken
+	tickets        []ticketAt
 }
 
 type ticketAt struct {
@@ -178,4 +178,3 @@ func (lk *Locker) now(ctx context.Context) (int64, error) {
 	t, err := lk.clock.Now(ctx)
 	return t.UnixMilli(), err
 }
-

@@ -211,3 +211,52 @@ func TestDelayedWriteAfterTakeover(t *testing.T) {
 	}
 	checkClean(t, New(mem, opts), "rates")
 }
+
+// TestTakenOverBeforeRelease: holder A stalls mid-EdgeMutate, its lock
+// expires and B takes it over, then B stalls too; A resumes and its
+// release finds the lock taken. A's mutation is not failed: A fetches,
+// finds its mutation queued under B's lock, drives it to Done, and both
+// return success; the edge holds B's (newer) value.
+func TestTakenOverBeforeRelease(t *testing.T) {
+	mem := memory.New()
+	defer mem.Close()
+	fs := newFaultStore(mem, 1)
+	var c clock
+	opts := Options{MaxBackOff: time.Millisecond, MaxRetries: 5, LockExpiry: time.Second, Now: c.now}
+	g := New(fs, opts)
+	if err := g.CreateLabel(ctx, rates); err != nil {
+		t.Fatal(err)
+	}
+	mustMutate(t, g, Mutation{Op: Insert, Label: "rates", Src: "jone", Tgt: "mcd", TS: 1, Props: rating(1)})
+	stalled := map[string]chan struct{}{"A": make(chan struct{}), "B": make(chan struct{})}
+	release := map[string]chan struct{}{"A": make(chan struct{}), "B": make(chan struct{})}
+	var once = map[string]*sync.Once{"A": {}, "B": {}}
+	fs.beforeCAS = func(ctx context.Context, row []byte) {
+		who, _ := ctx.Value(ctxKey{}).(string)
+		if o := once[who]; o != nil && string(row[:len(rowPrefix)+2]) == rowPrefix+"i/" {
+			o.Do(func() { close(stalled[who]); <-release[who] })
+		}
+	}
+	errs := map[string]chan error{"A": make(chan error, 1), "B": make(chan error, 1)}
+	run := func(who string, ts int64, r float64) {
+		_, err := g.Mutate(context.WithValue(ctx, ctxKey{}, who), Mutation{Op: Update, Label: "rates", Src: "jone", Tgt: "mcd", TS: ts, Props: rating(r)})
+		errs[who] <- err
+	}
+	go run("A", 2, 3)
+	<-stalled["A"]
+	c.add(2 * time.Second) // A's lock expires
+	go run("B", 3, 5)
+	<-stalled["B"] // B took the lock over and stalls rolling A forward
+	close(release["A"])
+	if err := <-errs["A"]; err != nil {
+		t.Fatalf("A, taken over before its release: %v (its mutation is applied by whoever holds the lock)", err)
+	}
+	close(release["B"])
+	if err := <-errs["B"]; err != nil {
+		t.Fatalf("B: %v", err)
+	}
+	if got := ratingsOut(t, g, "jone"); len(got) != 1 || got[0] != 5 {
+		t.Fatalf("jone's index %v, want [5]", got)
+	}
+	checkClean(t, New(mem, opts), "rates")
+}

@@ -13,6 +13,11 @@ import (
 	"github.com/seed-992972ee/percolator/storage"
 )
 
+// errTakenOver: a holder's lock was taken over before it released it; the
+// taker rolls its mutations forward, so its caller fetches until they are
+// settled rather than report them failed.
+var errTakenOver = fmt.Errorf("%w: lock taken over while releasing", ErrLocked)
+
 // Result is what became of a mutation.
 type Result struct {
 	// Dropped: the edge already held a newer version; nothing changed.
@@ -118,7 +123,12 @@ func (g *Graph) mutateStrong(ctx context.Context, l *Label, m *Mutation) (Result
 		}
 		if s.holds(m.ID) {
 			// Our lock (a lock call whose reply was lost): go on from it.
-			return g.finish(ctx, l, m, row, s, ver)
+			res, err := g.finish(ctx, l, m, row, s, ver)
+			if errors.Is(err, errTakenOver) {
+				lastErr = err
+				continue // the taker settles it: fetch until it has
+			}
+			return res, err
 		}
 		if s.locked() && g.nowMS()-s.LockedAt <= g.opts.LockExpiry.Milliseconds() {
 			lastErr = ErrLocked // a live lock: back off and fetch again
@@ -162,7 +172,12 @@ func (g *Graph) mutateStrong(ctx context.Context, l *Label, m *Mutation) (Result
 			g.stats.lockRetries.Add(1)
 			continue
 		}
-		return g.finish(ctx, l, m, row, next, ver+1)
+		res, err := g.finish(ctx, l, m, row, next, ver+1)
+		if errors.Is(err, errTakenOver) {
+			lastErr = err
+			continue // the taker settles it: fetch until it has
+		}
+		return res, err
 	}
 	if errors.Is(lastErr, ErrLocked) {
 		return Result{}, fmt.Errorf("%w: %s -%s-> %s", ErrLocked, m.Src, m.Label, m.Tgt)
@@ -222,7 +237,7 @@ func (g *Graph) drive(ctx context.Context, l *Label, src, tgt string, row []byte
 		if ferr == nil && cver > ver {
 			// Taken over (our lock expired meanwhile): the new holder
 			// rolls our mutations forward.
-			return snapshot{}, fmt.Errorf("%w: lock taken over while releasing", ErrLocked)
+			return snapshot{}, errTakenOver
 		}
 		if err := g.backoff(ctx, 3); err != nil {
 			return snapshot{}, err

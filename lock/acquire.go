@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -199,18 +200,23 @@ func (lk *Locker) Renew(ctx context.Context, l *Lease) error {
 	}
 	h := holder{Holder: l.Holder, ID: l.id, ExpiryMS: expiry(now, l.ttl)}
 	b, _ := json.Marshal(h)
-	held, err := lk.current(ctx, l)
-	if err != nil || !held {
-		return err
-	}
-	matched, err := lk.store.CheckAndMutate(ctx, row(l.Name),
-		storage.Filter{{Family: Family, Qualifier: qualHolder, Time: storage.At(l.Token), Limit: 1}},
-		[]storage.Mutation{storage.SetCell(Family, qualHolder, l.Token, b)}, nil)
-	if err != nil {
-		return err
-	}
-	if !matched {
-		return fmt.Errorf("%w: %s token %d", ErrNotHeld, l.Name, l.Token)
+	for attempt := 0; ; attempt++ {
+		if _, err := lk.current(ctx, l); err != nil {
+			return err
+		}
+		matched, err := lk.store.CheckAndMutate(ctx, row(l.Name),
+			storage.Filter{{Family: Family, Qualifier: qualHolder, Time: storage.At(l.Token), Limit: 1}},
+			[]storage.Mutation{storage.SetCell(Family, qualHolder, l.Token, b)}, nil)
+		if err != nil {
+			if attempt < 4 {
+				continue // re-sent: the same cell, the same value
+			}
+			return err
+		}
+		if !matched {
+			return fmt.Errorf("%w: %s token %d", ErrNotHeld, l.Name, l.Token)
+		}
+		break
 	}
 	l.Expiry, l.until = time.UnixMilli(h.ExpiryMS), sent.Add(time.Duration(float64(l.ttl)*(1-lk.opts.Drift)))
 	return nil
@@ -231,22 +237,32 @@ func (lk *Locker) current(ctx context.Context, l *Lease) (bool, error) {
 
 // Release gives the lock up, if l is still its current lease (releasing
 // twice, or after expiry and a new grant, is ErrNotHeld and changes
-// nothing). The token counter stays: the next grant's token is higher.
+// nothing). The token counter stays: the next grant's token is higher. A
+// call whose reply is lost is sent again; finding the lease gone then
+// means the earlier call released it.
 func (lk *Locker) Release(ctx context.Context, l *Lease) error {
 	if l == nil || l.id == 0 {
 		return fmt.Errorf("%w: no lease", ErrInvalidArgument)
 	}
-	if _, err := lk.current(ctx, l); err != nil {
-		return err
-	}
-	matched, err := lk.store.CheckAndMutate(ctx, row(l.Name),
-		storage.Filter{{Family: Family, Qualifier: qualHolder, Time: storage.At(l.Token), Limit: 1}},
-		[]storage.Mutation{{Kind: storage.DeleteCells, Family: Family, Qualifier: qualHolder, Time: storage.Before(l.Token + 1)}}, nil)
-	if err != nil {
-		return err
-	}
-	if !matched {
-		return fmt.Errorf("%w: %s token %d", ErrNotHeld, l.Name, l.Token)
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		if _, err := lk.current(ctx, l); err != nil {
+			if errors.Is(err, ErrNotHeld) && lastErr != nil {
+				break // our earlier call applied
+			}
+			return err
+		}
+		matched, err := lk.store.CheckAndMutate(ctx, row(l.Name),
+			storage.Filter{{Family: Family, Qualifier: qualHolder, Time: storage.At(l.Token), Limit: 1}},
+			[]storage.Mutation{{Kind: storage.DeleteCells, Family: Family, Qualifier: qualHolder, Time: storage.Before(l.Token + 1)}}, nil)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if !matched {
+			return fmt.Errorf("%w: %s token %d", ErrNotHeld, l.Name, l.Token)
+		}
+		break
 	}
 	l.until = time.Time{}
 	return nil

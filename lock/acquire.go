@@ -115,7 +115,7 @@ func expiry(nowMS int64, ttl time.Duration) int64 {
 }
 
 func (lk *Locker) lease(name string, token uint64, h *holder, sent time.Time, ttl time.Duration) *Lease {
-	return &Lease{Name: name, Holder: h.Holder, Token: token, Expiry: time.UnixMilli(h.ExpiryMS), id: h.ID,
+	return &Lease{Name: name, Holder: h.Holder, Token: token, Expiry: time.UnixMilli(h.ExpiryMS), ID: h.ID,
 		until: sent.Add(time.Duration(float64(ttl) * (1 - lk.opts.Drift))), ttl: ttl}
 }
 
@@ -190,7 +190,7 @@ func (lk *Locker) backoff(ctx context.Context, attempt int) error {
 // is still the lock's current one; its holder may act until the renewal's
 // send time + TTL × (1 − Drift).
 func (lk *Locker) Renew(ctx context.Context, l *Lease) error {
-	if l == nil || l.id == 0 {
+	if l == nil || l.ID == 0 {
 		return fmt.Errorf("%w: no lease", ErrInvalidArgument)
 	}
 	sent := time.Now()
@@ -198,7 +198,7 @@ func (lk *Locker) Renew(ctx context.Context, l *Lease) error {
 	if err != nil {
 		return err
 	}
-	h := holder{Holder: l.Holder, ID: l.id, ExpiryMS: expiry(now, l.ttl)}
+	h := holder{Holder: l.Holder, ID: l.ID, ExpiryMS: expiry(now, l.ttl)}
 	b, _ := json.Marshal(h)
 	for attempt := 0; ; attempt++ {
 		if _, err := lk.current(ctx, l); err != nil {
@@ -229,7 +229,7 @@ func (lk *Locker) current(ctx context.Context, l *Lease) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if s.holder == nil || s.holderTS != l.Token || s.holder.ID != l.id {
+	if s.holder == nil || s.holderTS != l.Token || s.holder.ID != l.ID {
 		return false, fmt.Errorf("%w: %s token %d", ErrNotHeld, l.Name, l.Token)
 	}
 	return true, nil
@@ -241,7 +241,7 @@ func (lk *Locker) current(ctx context.Context, l *Lease) (bool, error) {
 // call whose reply is lost is sent again; finding the lease gone then
 // means the earlier call released it.
 func (lk *Locker) Release(ctx context.Context, l *Lease) error {
-	if l == nil || l.id == 0 {
+	if l == nil || l.ID == 0 {
 		return fmt.Errorf("%w: no lease", ErrInvalidArgument)
 	}
 	var lastErr error
@@ -266,4 +266,56 @@ func (lk *Locker) Release(ctx context.Context, l *Lease) error {
 	}
 	l.until = time.Time{}
 	return nil
+}
+
+// Lease returns the lease (name, token, id) of a grant made elsewhere (a
+// command that printed them), to Release or Renew it; its holder acts
+// under it only after a Renew.
+func (lk *Locker) Lease(name string, token, id uint64, ttl time.Duration) (*Lease, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if err := checkTTL(ttl); err != nil {
+		return nil, err
+	}
+	if token == 0 || id == 0 {
+		return nil, fmt.Errorf("%w: token and id are required", ErrInvalidArgument)
+	}
+	return &Lease{Name: name, Holder: lk.opts.Holder, Token: token, ID: id, ttl: ttl}, nil
+}
+
+// Status is a lock as Show reads it.
+type Status struct {
+	Name    string
+	Held    bool      // a holder's lease has not expired
+	Holder  string    // the current or last holder
+	Token   uint64    // the last token granted
+	Expiry  time.Time // the holder's lease's end, by the store's clock
+	Now     time.Time // the store's clock when read
+	Waiters []string  // live tickets' holders, in ticket order
+}
+
+// Show reads the lock name.
+func (lk *Locker) Show(ctx context.Context, name string) (Status, error) {
+	if err := checkName(name); err != nil {
+		return Status{}, err
+	}
+	now, err := lk.now(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	s, err := lk.read(ctx, name)
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{Name: name, Token: s.token, Now: time.UnixMilli(now)}
+	if s.holder != nil {
+		st.Holder, st.Expiry, st.Held = s.holder.Holder, time.UnixMilli(s.holder.ExpiryMS), s.holder.ExpiryMS > now
+	}
+	for _, t := range s.tickets {
+		if t.t.ExpiryMS > now {
+			st.Waiters = append(st.Waiters, t.t.Holder)
+		}
+	}
+	return st, nil
 }

@@ -87,7 +87,9 @@ type Lease struct {
 	Holder string
 	Token  uint64
 	Expiry time.Time // by the store's clock
-	id     uint64
+	// ID identifies the grant (its holder cell); with Name and Token it
+	// lets another process release it (Locker.Lease).
+	ID uint64
 	// until is when this process must stop acting (its monotonic clock):
 	// the request's send time + TTL × (1 − Drift).
 	until time.Time

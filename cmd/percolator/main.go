@@ -57,11 +57,18 @@ var commands = []subcommand{
 	{"oracle", "one candidate of the timestamp oracle elected through etcd (run two or more)", runOracle},
 	{"bench", "the performance figures, each against its target", runBench},
 	{"init", "create a Bigtable table for percolator (--bigtable P/I/T; idempotent)", runInit},
+	{"lock", "leased locks: acquire (and run a command holding it), release, show (percolator lock help)", runLock},
 	{"graph", "S2Graph's edges: load, insert, delete, query, degree, check (percolator graph help)", runGraph},
 	{"devcluster", "the Bigtable emulator and one etcd member on local ports, for trying the distributed commands", runDevcluster},
 	{"version", "print the version", runVersion},
 	{"help", "print this help, or a command's", nil},
 }
+
+// exitCode is the exit status of a command run for the user (lock
+// acquire -- COMMAND), passed on as percolator's own.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 // errFailed marks a run whose check failed: exit 1.
 var errFailed = errors.New("check failed")
@@ -134,9 +141,12 @@ func lookup(name string) *subcommand {
 func exitStatus(ctx context.Context, name string, err error, stderr io.Writer) int {
 	var ue usageError
 	var sig interrupted
+	var ce exitCode
 	switch {
 	case errors.Is(err, errDrained):
 		return 0
+	case errors.As(err, &ce):
+		return int(ce) // a command run for the user ended so: its status
 	case errors.As(context.Cause(ctx), &sig):
 		fmt.Fprintf(stderr, "percolator %s: %v\n", name, sig)
 		return sig.exitCode()

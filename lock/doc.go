@@ -45,6 +45,5 @@
 //  5. Waiters are served in ticket order among live tickets (the bakery's
 //     fairness); a cancelled waiter withdraws its ticket.
 //
-// Not yet here (issue 11): the work queue, the CLI, the multi-process
-// and benchmark figures.
+// Not yet here (issue 11): the work queue and the benchmark figures.
 package lock

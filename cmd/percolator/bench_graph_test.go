@@ -18,3 +18,16 @@ func TestBenchGraph(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchLock: the lock figure prints both lines.
+func TestBenchLock(t *testing.T) {
+	out, errOut, code := runCLI(t, "bench", "--dir", t.TempDir(), "--only", "lock", "--duration", "400ms")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"uncontended acquire+release p50", "32 contenders"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

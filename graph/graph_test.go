@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -122,6 +123,9 @@ func testQueries(t *testing.T, c Consistency) {
 	es, err := g.Neighbors(ctx, Query{Label: "rates", Vertex: "ann", Dir: Out, From: &lo, To: &hi, Offset: 1, Limit: 1})
 	if err != nil || len(es) != 1 || es[0].Props["rating"].F != 3 || es[0].Tgt != "place2" {
 		t.Fatalf("range [2, 4.5], offset 1, limit 1: %+v, %v", es, err)
+	}
+	if es, err := g.Neighbors(ctx, Query{Label: "rates", Vertex: "ann", Dir: Out, Offset: math.MaxInt, Limit: 2}); err != nil || len(es) != 0 {
+		t.Fatalf("an offset of MaxInt: %+v, %v", es, err)
 	}
 	es, err = g.Neighbors(ctx, Query{Label: "rates", Vertex: "ann", Dir: Out, Index: "by_note"})
 	if err != nil || len(es) != 5 || es[0].Props["note"].S != "n1" || es[4].Props["note"].S != "n5" {

@@ -17,7 +17,8 @@ type Query struct {
 	// Index names the index to read; "" means the label's first.
 	Index string
 	// From and To bound the index's first property, inclusive (nil:
-	// unbounded).
+	// unbounded). Edges without that property sort before every value:
+	// a range with From leaves them out, one with only To keeps them.
 	From, To *Value
 	// Offset skips that many edges; Limit > 0 returns at most that many.
 	Offset, Limit int

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/seed-992972ee/percolator"
@@ -120,8 +121,8 @@ func (g *Graph) neighborsTxn(ctx context.Context, l *Label, ix *Index, q Query, 
 	var out []Edge
 	err = db.View(ctx, func(tx *percolator.Txn) error {
 		limit := 0
-		if q.Limit > 0 {
-			limit = q.Offset + q.Limit
+		if q.Limit > 0 && q.Offset <= math.MaxInt-q.Limit {
+			limit = q.Offset + q.Limit // else no limit: the offset skips them all
 		}
 		kvs, err := tx.Scan(ctx, string(start), string(end), colEdge, limit)
 		if err != nil {

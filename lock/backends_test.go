@@ -65,12 +65,25 @@ func TestBackends(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			st := b.open(t)
 			defer st.Close()
-			contend(t, st, 8, 800*time.Millisecond)
+			contend(t, st, contention{n: 8, d: 800 * time.Millisecond, ttl: 200 * time.Millisecond, minGrants: 10})
 		})
 	}
 }
 
-func contend(t *testing.T, st storage.Store, n int, d time.Duration) {
+// contention is one run of contend.
+type contention struct {
+	n         int           // contenders
+	d         time.Duration // how long they contend
+	ttl       time.Duration // their leases
+	deaths    bool          // one grant in five, the holder dies holding it
+	overruns  bool          // one in eight, it works past its lease
+	minGrants int           // fewer grants check too little
+}
+
+// contend runs c.n contenders on one lock of st; each acts while its
+// lease is valid and records when. No two holders act at once, and
+// tokens strictly increase.
+func contend(t *testing.T, st storage.Store, c contention) {
 	type act struct {
 		token      uint64
 		start, end time.Time
@@ -80,8 +93,8 @@ func contend(t *testing.T, st storage.Store, n int, d time.Duration) {
 		acts []act
 		wg   sync.WaitGroup
 	)
-	deadline := time.Now().Add(d)
-	for i := range n {
+	deadline := time.Now().Add(c.d)
+	for i := range c.n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -92,14 +105,18 @@ func contend(t *testing.T, st storage.Store, n int, d time.Duration) {
 			}
 			rng := rand.New(rand.NewPCG(uint64(i), 2))
 			for time.Now().Before(deadline) {
-				l, err := lk.Acquire(context.Background(), "res", 200*time.Millisecond)
+				l, err := lk.Acquire(context.Background(), "res", c.ttl)
 				if err != nil {
 					t.Error(err)
 					return
 				}
 				start := time.Now()
-				for l.Valid() && time.Since(start) < time.Duration(rng.IntN(2000))*time.Microsecond {
-					time.Sleep(100 * time.Microsecond)
+				work := time.Duration(rng.IntN(3000)) * time.Microsecond
+				if c.overruns && rng.IntN(8) == 0 {
+					work = c.ttl + 40*time.Millisecond // past the lease: it must stop when the lease ends
+				}
+				for l.Valid() && time.Since(start) < work {
+					time.Sleep(200 * time.Microsecond)
 				}
 				end := time.Now()
 				if !l.Valid() {
@@ -108,7 +125,11 @@ func contend(t *testing.T, st storage.Store, n int, d time.Duration) {
 				mu.Lock()
 				acts = append(acts, act{l.Token, start, end})
 				mu.Unlock()
-				if err := lk.Release(context.Background(), l); err != nil {
+				if c.deaths && rng.IntN(5) == 0 {
+					return // dies holding the lock: its lease expires
+				}
+				// Only a lease that ran out (an overrun) may be taken already.
+				if err := lk.Release(context.Background(), l); err != nil && !(c.overruns && errors.Is(err, ErrNotHeld)) {
 					t.Errorf("release (re-sent after a lost reply if need be): %v", err)
 					return
 				}
@@ -123,11 +144,11 @@ func contend(t *testing.T, st storage.Store, n int, d time.Duration) {
 			t.Fatalf("token %d granted twice", b.token)
 		}
 		if b.start.Before(a.end) {
-			t.Fatalf("holder of token %d acted before the holder of token %d stopped", b.token, a.token)
+			t.Fatalf("holder of token %d acted from %v, before the holder of token %d stopped (%v)", b.token, b.start, a.token, a.end)
 		}
 	}
-	if len(acts) < 10 {
-		t.Fatalf("only %d grants", len(acts))
+	if len(acts) < c.minGrants {
+		t.Fatalf("only %d grants: the test checked little", len(acts))
 	}
 	t.Logf("%d grants", len(acts))
 }

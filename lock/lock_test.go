@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -26,74 +24,14 @@ func newLocker(t *testing.T, st *memory.Store, holder string) *Locker {
 }
 
 // TestMutualExclusion: 32 contenders on one lock, some dying while they
-// hold it (they stop acting and never release): every holder acts only
-// while its lease is valid by its own clock, and no two holders' actions
+// hold it (they stop acting and never release) and some working past
+// their lease (they must stop when it ends): every holder acts only while
+// its lease is valid by its own clock, and no two holders' actions
 // overlap in time; tokens strictly increase with the grants.
 func TestMutualExclusion(t *testing.T) {
 	st := memory.New()
 	defer st.Close()
-	type act struct {
-		token      uint64
-		start, end time.Time
-	}
-	var (
-		mu   sync.Mutex
-		acts []act
-		wg   sync.WaitGroup
-	)
-	deadline := time.Now().Add(2 * time.Second)
-	for i := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lk := newLocker(t, st, fmt.Sprint("c", i))
-			rng := rand.New(rand.NewPCG(uint64(i), 1))
-			for time.Now().Before(deadline) {
-				l, err := lk.Acquire(ctx, "res", 60*time.Millisecond)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				start := time.Now()
-				work := time.Duration(rng.IntN(3000)) * time.Microsecond
-				if rng.IntN(8) == 0 {
-					work = 100 * time.Millisecond // past the lease: it must stop acting when the lease ends
-				}
-				for l.Valid() && time.Since(start) < work {
-					time.Sleep(200 * time.Microsecond)
-				}
-				end := time.Now()
-				if !l.Valid() {
-					end = l.until
-				}
-				mu.Lock()
-				acts = append(acts, act{l.Token, start, end})
-				mu.Unlock()
-				if rng.IntN(5) == 0 {
-					return // dies holding the lock: its lease expires
-				}
-				if err := lk.Release(ctx, l); err != nil && !errors.Is(err, ErrNotHeld) {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	sort.Slice(acts, func(i, j int) bool { return acts[i].token < acts[j].token })
-	for i := 1; i < len(acts); i++ {
-		a, b := acts[i-1], acts[i]
-		if b.token <= a.token {
-			t.Fatalf("token %d granted twice or out of order", b.token)
-		}
-		if b.start.Before(a.end) {
-			t.Fatalf("holder of token %d acted from %v, before the holder of token %d stopped (%v)", b.token, b.start, a.token, a.end)
-		}
-	}
-	if len(acts) < 50 {
-		t.Fatalf("only %d grants: the test checked little", len(acts))
-	}
-	t.Logf("%d grants, tokens %d..%d", len(acts), acts[0].token, acts[len(acts)-1].token)
+	contend(t, st, contention{n: 32, d: 2 * time.Second, ttl: 60 * time.Millisecond, deaths: true, overruns: true, minGrants: 50})
 }
 
 // TestFairness: waiters that queued while the lock was held are served in

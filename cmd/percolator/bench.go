@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -169,25 +168,15 @@ func (cfg *benchConfig) findCorpus() error {
 		}
 		return nil
 	}
-	var candidates []string
-	if wd, err := os.Getwd(); err == nil {
-		for d := wd; ; d = filepath.Dir(d) {
-			candidates = append(candidates, filepath.Join(d, "testdata", "corpus"))
-			if d == filepath.Dir(d) {
-				break
-			}
-		}
+	c, err := findTestdata("corpus")
+	if err != nil {
+		return usagef("cannot find testdata/corpus from here: give --corpus DIR")
 	}
-	if _, file, _, ok := runtime.Caller(0); ok {
-		candidates = append(candidates, filepath.Join(filepath.Dir(file), "..", "..", "testdata", "corpus"))
+	if fi, err := os.Stat(c); err != nil || !fi.IsDir() {
+		return usagef("testdata/corpus is not a directory: give --corpus DIR")
 	}
-	for _, c := range candidates {
-		if fi, err := os.Stat(c); err == nil && fi.IsDir() {
-			cfg.corpus = c
-			return nil
-		}
-	}
-	return usagef("cannot find testdata/corpus from here: give --corpus DIR")
+	cfg.corpus = c
+	return nil
 }
 
 func (cfg benchConfig) runSteps(ctx context.Context, steps []benchStep, stdout io.Writer) error {

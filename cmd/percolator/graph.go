@@ -229,7 +229,8 @@ func graphMutate(ctx context.Context, g *graph.Graph, cmd, label string, args []
 }
 
 // findTestdata finds testdata/name from the working directory up, or next
-// to this source file.
+// to this source file (go run from anywhere): the shipped corpus and
+// graph.
 func findTestdata(name string) (string, error) {
 	var candidates []string
 	if wd, err := os.Getwd(); err == nil {

@@ -178,23 +178,7 @@ func (g *Graph) Check(ctx context.Context, label string) (Report, error) {
 	}
 	rep.Edges = c.live
 	rep.Mismatches = append(rep.Mismatches, corrupt...)
-	// Every index row must be wanted, and every wanted row present.
-	for row, k := range index {
-		if _, ok := c.want[row]; !ok && !moving[k] {
-			rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("index edge %q has no live snapshot edge", row))
-		}
-	}
-	for row, e := range c.want {
-		if _, ok := index[row]; !ok {
-			rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("edge %s is missing from index row %q", e, row))
-		}
-	}
-	// Degrees: the count of every degree row equals its live edges.
-	for k := range mergeKeys(got, c.degrees) {
-		if !skipDeg[k] && got[k] != c.degrees[k] {
-			rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("degree row %q counts %d, %d live edges", k, got[k], c.degrees[k]))
-		}
-	}
+	rep.Mismatches = append(rep.Mismatches, c.mismatches(index, moving, got, skipDeg)...)
 	sort.Strings(rep.Mismatches)
 	return rep, nil
 }
@@ -230,6 +214,31 @@ func indexRowEdge(key []byte, l *Label) (edgeKey, bool) {
 		return edgeKey{other, vertex}, true
 	}
 	return edgeKey{}, false
+}
+
+// mismatches compares what the snapshots imply (c) with the index rows
+// read (row → its edge) and the degree counts read (row → count): every
+// index row wanted and every wanted one present, every count equal to its
+// live edges. Index rows of the edges in moving, and the degree rows in
+// skipDeg, are in flight and not compared.
+func (c *checker) mismatches(index map[string]edgeKey, moving map[edgeKey]bool, got map[string]int64, skipDeg map[string]bool) []string {
+	var out []string
+	for row, k := range index {
+		if _, ok := c.want[row]; !ok && !moving[k] {
+			out = append(out, fmt.Sprintf("index edge %q has no live snapshot edge", row))
+		}
+	}
+	for row, e := range c.want {
+		if _, ok := index[row]; !ok {
+			out = append(out, fmt.Sprintf("edge %s is missing from index row %q", e, row))
+		}
+	}
+	for k := range mergeKeys(got, c.degrees) {
+		if !skipDeg[k] && got[k] != c.degrees[k] {
+			out = append(out, fmt.Sprintf("degree row %q counts %d, %d live edges", k, got[k], c.degrees[k]))
+		}
+	}
+	return out
 }
 
 func mergeKeys(a, b map[string]int64) map[string]bool {

@@ -21,7 +21,8 @@
 //
 // # Invariants
 //
-//  1. One row per lock ("lock/NAME", family "lock"): the token counter
+//  1. One row per lock ("lock/NAME", family "mutex", apart from the
+//     transactions' "lock" family): the token counter
 //     (its version is the last token granted; never deleted, so a release
 //     does not reset it), the holder cell at its token's version (holder,
 //     lease id, expiry), the ticket counter, and the waiters' tickets.

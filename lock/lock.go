@@ -24,7 +24,7 @@ var (
 )
 
 // Family holds every cell of the locks.
-const Family = "lock"
+const Family = "mutex"
 
 // Cells of a lock's row.
 const (

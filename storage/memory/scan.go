@@ -30,7 +30,11 @@ func (s *Store) ScanCounted(ctx context.Context, start, end []byte, filter stora
 		if err := ctx.Err(); err != nil {
 			return visited, err
 		}
-		rows, next, n, err := s.scanChunk(cursor, end, groups, scanChunk)
+		chunk := scanChunk
+		if limit > 0 && limit < chunk {
+			chunk = limit // visit no more than the rows asked for
+		}
+		rows, next, n, err := s.scanChunk(cursor, end, groups, chunk)
 		visited += n
 		if err != nil {
 			return visited, err

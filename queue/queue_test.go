@@ -1,0 +1,296 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/memory"
+)
+
+var ctx = context.Background()
+
+func newQueue(t *testing.T, st storage.Store, opts Options) *Queue {
+	t.Helper()
+	q, err := New(st, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func push(t *testing.T, q *Queue, name string, bodies ...string) []string {
+	t.Helper()
+	var ids []string
+	for _, b := range bodies {
+		id, err := q.Push(ctx, name, []byte(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func pop(t *testing.T, q *Queue, name string, ttl time.Duration) *Delivery {
+	t.Helper()
+	d, err := q.TryPop(ctx, name, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func stats(t *testing.T, q *Queue, name string) Stats {
+	t.Helper()
+	s, err := q.Stats(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestPushPopAck: one worker gets items in push order, acks them, and
+// the queue is empty; stats count them on the way.
+func TestPushPopAck(t *testing.T) {
+	st := memory.New()
+	defer st.Close()
+	q := newQueue(t, st, Options{})
+	push(t, q, "jobs", "a", "b", "c")
+	if s := stats(t, q, "jobs"); s.Depth != 3 || s.InFlight != 0 || s.Dead != 0 {
+		t.Fatalf("stats after 3 pushes: %+v", s)
+	}
+	var got []string
+	var held []*Delivery
+	for range 3 {
+		d := pop(t, q, "jobs", time.Minute)
+		if d == nil {
+			t.Fatal("no item")
+		}
+		if d.Deliveries != 1 || !d.Valid() {
+			t.Fatalf("delivery %+v", d)
+		}
+		got = append(got, string(d.Body))
+		held = append(held, d)
+	}
+	if fmt.Sprint(got) != "[a b c]" {
+		t.Fatalf("order %v", got)
+	}
+	if d := pop(t, q, "jobs", time.Minute); d != nil {
+		t.Fatalf("a fourth item: %s", d.Body)
+	}
+	if s := stats(t, q, "jobs"); s.Depth != 0 || s.InFlight != 3 {
+		t.Fatalf("stats with 3 in flight: %+v", s)
+	}
+	for _, d := range held {
+		if err := q.Ack(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Ack(ctx, d); err != nil {
+			t.Fatalf("second ack under the same lease: %v", err)
+		}
+	}
+	if s := stats(t, q, "jobs"); s.Depth != 0 || s.InFlight != 0 || s.Retained != 3 {
+		t.Fatalf("stats after acks: %+v", s)
+	}
+}
+
+// TestLeaseExpiry: an item whose lease expires is delivered again, with
+// its count up; the first worker can neither ack nor extend it then.
+func TestLeaseExpiry(t *testing.T) {
+	st := memory.New()
+	defer st.Close()
+	q := newQueue(t, st, Options{})
+	push(t, q, "jobs", "x")
+	d1 := pop(t, q, "jobs", 50*time.Millisecond)
+	if pop(t, q, "jobs", time.Minute) != nil {
+		t.Fatal("delivered twice under a live lease")
+	}
+	time.Sleep(70 * time.Millisecond)
+	if d1.Valid() {
+		t.Fatal("lease valid past its TTL")
+	}
+	d2 := pop(t, q, "jobs", time.Minute)
+	if d2 == nil || d2.ID != d1.ID || d2.Deliveries != 2 {
+		t.Fatalf("redelivery: %+v", d2)
+	}
+	if err := q.Extend(ctx, d1, time.Minute); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("stale extend: %v", err)
+	}
+	if err := q.Ack(ctx, d1); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("stale ack: %v", err)
+	}
+	if err := q.Nack(ctx, d1, 0); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("stale nack: %v", err)
+	}
+	if err := q.Extend(ctx, d2, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Ack(ctx, d2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestExtendKeepsItem: a lease extended before it expires keeps the item
+// from other workers past the first TTL.
+func TestExtendKeepsItem(t *testing.T) {
+	st := memory.New()
+	defer st.Close()
+	q := newQueue(t, st, Options{})
+	push(t, q, "jobs", "x")
+	d := pop(t, q, "jobs", 80*time.Millisecond)
+	for range 4 {
+		time.Sleep(40 * time.Millisecond)
+		if err := q.Extend(ctx, d, 80*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if o := pop(t, q, "jobs", time.Minute); o != nil {
+			t.Fatal("an extended lease's item was delivered again")
+		}
+	}
+	if err := q.Ack(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNackAndDeadLetter: a nacked item comes back after its delay; after
+// MaxDeliveries deliveries it moves to the dead letters, which list it and
+// requeue it with its count reset.
+func TestNackAndDeadLetter(t *testing.T) {
+	st := memory.New()
+	defer st.Close()
+	q := newQueue(t, st, Options{MaxDeliveries: 3})
+	ids := push(t, q, "jobs", "poison", "fine")
+	for n := 1; n <= 3; n++ {
+		d := pop(t, q, "jobs", time.Minute)
+		if d == nil || d.ID != ids[0] || d.Deliveries != n {
+			t.Fatalf("delivery %d: %+v", n, d)
+		}
+		if err := q.Nack(ctx, d, 30*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 { // the other item comes first while this one waits
+			f := pop(t, q, "jobs", time.Minute)
+			if f == nil || f.ID != ids[1] {
+				t.Fatalf("during the nack's delay: %+v", f)
+			}
+			if err := q.Ack(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d := pop(t, q, "jobs", time.Minute); d != nil {
+			t.Fatalf("nacked item delivered before its delay: %+v", d)
+		}
+		time.Sleep(40 * time.Millisecond)
+	}
+	if d := pop(t, q, "jobs", time.Minute); d != nil {
+		t.Fatalf("delivered past MaxDeliveries: %+v", d)
+	}
+	dead, err := q.Dead(ctx, "jobs", 0)
+	if err != nil || len(dead) != 1 || dead[0].ID != ids[0] || string(dead[0].Body) != "poison" || dead[0].Deliveries != 3 {
+		t.Fatalf("dead letters: %+v %v", dead, err)
+	}
+	if s := stats(t, q, "jobs"); s.Dead != 1 || s.Depth != 0 {
+		t.Fatalf("stats: %+v", s)
+	}
+	if err := q.Requeue(ctx, "jobs", ids[1]); !errors.Is(err, ErrNotDead) {
+		t.Fatalf("requeue of an acked item: %v", err)
+	}
+	if err := q.Requeue(ctx, "jobs", ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Requeue(ctx, "jobs", ids[0]); !errors.Is(err, ErrNotDead) {
+		t.Fatalf("second requeue: %v", err)
+	}
+	d := pop(t, q, "jobs", time.Minute)
+	if d == nil || d.ID != ids[0] || d.Deliveries != 1 {
+		t.Fatalf("requeued delivery: %+v", d)
+	}
+	if dead, _ := q.Dead(ctx, "jobs", 0); len(dead) != 0 {
+		t.Fatalf("dead letters after requeue: %+v", dead)
+	}
+}
+
+// TestNamedQueues: queues whose names are prefixes of each other are
+// apart.
+func TestNamedQueues(t *testing.T) {
+	st := memory.New()
+	defer st.Close()
+	q := newQueue(t, st, Options{})
+	for _, n := range []string{"a", "a/b", "ab", "a\xff"} {
+		push(t, q, n, n)
+	}
+	for _, n := range []string{"a", "a/b", "ab", "a\xff"} {
+		d := pop(t, q, n, time.Minute)
+		if d == nil || string(d.Body) != n {
+			t.Fatalf("queue %q: %+v", n, d)
+		}
+		if d := pop(t, q, n, time.Minute); d != nil {
+			t.Fatalf("queue %q: a second item %q", n, d.Body)
+		}
+	}
+}
+
+// TestBadInput: clear errors, and nothing changed.
+func TestBadInput(t *testing.T) {
+	st := memory.New()
+	defer st.Close()
+	q := newQueue(t, st, Options{})
+	push(t, q, "jobs", "x")
+	push(t, q, "gone", "y")
+	other := pop(t, q, "gone", time.Minute)
+	if err := q.Nack(ctx, other, time.Hour); err != nil { // no longer held
+		t.Fatal(err)
+	}
+	d := pop(t, q, "jobs", time.Minute)
+	for i, err := range []error{
+		func() error { _, err := q.Push(ctx, "", nil); return err }(),
+		func() error { _, err := q.Push(ctx, "a\x00b", nil); return err }(),
+		func() error { _, err := q.Push(ctx, string(make([]byte, MaxNameSize+1)), nil); return err }(),
+		func() error { _, err := q.Push(ctx, "jobs", make([]byte, MaxBodySize+1)); return err }(),
+		func() error { _, err := q.TryPop(ctx, "", time.Minute); return err }(),
+		func() error { _, err := q.TryPop(ctx, "jobs", 0); return err }(),
+		func() error { _, err := q.Pop(ctx, "jobs", -time.Second); return err }(),
+		q.Ack(ctx, nil),
+		q.Ack(ctx, &Delivery{}),
+		q.Extend(ctx, d, 0),
+		q.Nack(ctx, d, -time.Second),
+		q.Requeue(ctx, "jobs", "nope"),
+		func() error { _, err := q.Dead(ctx, "", 0); return err }(),
+		func() error { _, err := q.Stats(ctx, ""); return err }(),
+		func() error { _, err := New(st, Options{MaxDeliveries: -1}); return err }(),
+		func() error { _, err := New(st, Options{Grace: -1}); return err }(),
+	} {
+		if !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("case %d: %v, want ErrInvalidArgument", i, err)
+		}
+	}
+	for _, err := range []error{q.Ack(ctx, other), q.Extend(ctx, other, time.Minute), q.Nack(ctx, other, 0)} {
+		if !errors.Is(err, ErrNotHeld) {
+			t.Errorf("another lease's call: %v, want ErrNotHeld", err)
+		}
+	}
+	if _, err := New(noClock{st}, Options{}); !errors.Is(err, ErrNoClock) {
+		t.Errorf("a store without a clock: %v", err)
+	}
+	if s := stats(t, q, "jobs"); s.InFlight != 1 || s.Depth != 0 {
+		t.Fatalf("bad input changed the queue: %+v", s)
+	}
+	if err := q.Ack(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type noClock struct{ storage.Store }
+
+// TestHistory: items through workers that die, give items back and
+// overrun their leases (runHistory's checks).
+func TestHistory(t *testing.T) {
+	st := memory.New()
+	defer st.Close()
+	runHistory(t, st, history{items: 4000, pushers: 2, workers: 8, ttl: 60 * time.Millisecond,
+		kill: 0.02, nack: 0.02, overrun: 0.01, poison: 200, maxDeliveries: 3})
+}

@@ -10,7 +10,9 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -441,4 +443,99 @@ func grantedAfter(actions []action, pos int, token uint64) bool {
 		}
 	}
 	return false
+}
+
+// TestLockHolderStoppedAtLeaseEnd: the server pauses (SIGSTOP) under a
+// holder of a 1s lease, so its renewal neither succeeds nor fails; its
+// command (bash, which lets a SIGINT wait for the foreground command and
+// then goes on) must be stopped by the lease's end by the holder's own
+// clock, not when the renewal returns after the pause.
+func TestLockHolderStoppedAtLeaseEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocesses")
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("needs bash")
+	}
+	addr := freeAddr(t)
+	srv := serveProc(t, t.TempDir(), addr)
+	log := filepath.Join(t.TempDir(), "log")
+	holder, stderr := startHolder(t, addr, bash, `while :; do echo A >> `+log+`; sleep 0.05; done`)
+	waitLines(t, log, 1)
+	_ = srv.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(1600 * time.Millisecond) // the lease ends at most 0.99s after the pause
+	n := len(readLines(t, log))
+	time.Sleep(1400 * time.Millisecond)
+	after := len(readLines(t, log)) - n
+	_ = srv.Process.Signal(syscall.SIGCONT)
+	err = holder.Wait()
+	if after > 0 {
+		t.Errorf("the command acted %d times 1.6–3s after the server paused, past its 1s lease", after)
+	}
+	if !strings.Contains(stderr.String(), "lease lost") {
+		t.Errorf("acquire: %v, stderr %q; want the lease lost", err, stderr.String())
+	}
+}
+
+// TestLockInterruptedHolderKeepsLease: SIGTERM to a holder passes the
+// signal on to its command; bash finishes its loop regardless, and the
+// holder must keep its lease until its command exits, so the next holder
+// never acts while it still does.
+func TestLockInterruptedHolderKeepsLease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocesses")
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("needs bash")
+	}
+	addr := freeAddr(t)
+	serveProc(t, t.TempDir(), addr)
+	log := filepath.Join(t.TempDir(), "log")
+	a, _ := startHolder(t, addr, bash, `for i in $(seq 40); do echo A >> `+log+`; sleep 0.05; done`)
+	waitLines(t, log, 1)
+	_ = a.Process.Signal(syscall.SIGTERM)
+	b, bErr := startHolder(t, addr, bash, `echo B >> `+log)
+	_ = a.Wait()
+	if err := b.Wait(); err != nil {
+		t.Fatalf("second holder: %v\n%s", err, bErr.String())
+	}
+	lines := readLines(t, log)
+	if i := slices.Index(lines, "B"); i < 0 || slices.Contains(lines[i:], "A") {
+		t.Fatalf("the interrupted holder's command acted after the next holder's (or that never ran): %q", lines)
+	}
+}
+
+// startHolder starts `lock acquire res --ttl 1s -- bash -c script` in its
+// own process group, killed at the test's end.
+func startHolder(t *testing.T, addr, bash, script string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	c := command("lock", "acquire", "res", "--server", addr, "--ttl", "1s", "--", bash, "-c", script)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stderr bytes.Buffer
+	c.Stderr, c.WaitDelay = &stderr, 100*time.Millisecond
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL) })
+	return c, &stderr
+}
+
+func waitLines(t *testing.T, path string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); len(readLines(t, path)) < n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: fewer than %d lines after 20s", path, n)
+		}
+	}
+}
+
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(b))
 }

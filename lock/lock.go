@@ -100,6 +100,12 @@ type Lease struct {
 // own monotonic clock.
 func (l *Lease) Valid() bool { return time.Now().Before(l.until) }
 
+// Deadline is when the holder must stop acting, by its own monotonic
+// clock (Valid is time.Now().Before(Deadline())): a driver bounds a
+// renewal by it and stops its work there, whether or not the renewal has
+// answered. Renew moves it; do not call it concurrently with Renew.
+func (l *Lease) Deadline() time.Time { return l.until }
+
 // holder is the holder cell's value.
 type holder struct {
 	Holder   string `json:"holder"`

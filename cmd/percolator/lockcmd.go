@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/seed-992972ee/percolator/lock"
@@ -139,9 +140,12 @@ func runLock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return runHolding(ctx, lk, l, command, stdout, stderr)
 }
 
-// runHolding runs command while renewing l, then releases it. A lost
-// lease (a renewal refused) stops the command (SIGTERM, then SIGKILL):
-// it must not act without the lock.
+// runHolding runs command while renewing l, then releases it. The
+// command must not act without the lock: when the lease ends by this
+// process's clock (a renewal refused, or none answered in time) the
+// command is stopped (SIGTERM, then SIGKILL). A signal to percolator is
+// passed on to the command (SIGINT), and the lease is still renewed until
+// the command exits: it must not outlive its lease either.
 func runHolding(ctx context.Context, lk *lock.Locker, l *lock.Lease, command []string, stdout, stderr io.Writer) error {
 	c := exec.Command(command[0], command[1:]...)
 	c.Stdout, c.Stderr, c.Stdin = stdout, stderr, os.Stdin
@@ -152,30 +156,9 @@ func runHolding(ctx context.Context, lk *lock.Locker, l *lock.Lease, command []s
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.Wait() }()
-	every := time.NewTicker(max(time.Until(l.Expiry)/3, 10*time.Millisecond))
-	defer every.Stop()
-	var runErr error
-loop:
-	for {
-		select {
-		case runErr = <-done:
-			break loop
-		case <-every.C:
-			if err := lk.Renew(ctx, l); err != nil || !l.Valid() {
-				_ = c.Process.Signal(os.Interrupt)
-				select {
-				case runErr = <-done:
-				case <-time.After(2 * time.Second):
-					_ = c.Process.Kill()
-					runErr = <-done
-				}
-				return fmt.Errorf("lock %s: lease lost (%v); the command was stopped", l.Name, err)
-			}
-		case <-ctx.Done():
-			_ = c.Process.Signal(os.Interrupt)
-			runErr = <-done
-			break loop
-		}
+	runErr, err := hold(ctx, lk, l, c, done)
+	if err != nil {
+		return err
 	}
 	if err := lk.Release(context.WithoutCancel(ctx), l); err != nil {
 		fmt.Fprintf(stderr, "percolator lock: releasing %s: %v (the lease expires by itself)\n", l.Name, err)
@@ -185,4 +168,54 @@ loop:
 		return exitCode(ee.ExitCode())
 	}
 	return runErr
+}
+
+// hold renews l until the command c exits (its Wait's result arrives on
+// done) and returns that result; or, when the lease ends first, stops c
+// and returns the error saying so.
+func hold(ctx context.Context, lk *lock.Locker, l *lock.Lease, c *exec.Cmd, done <-chan error) (runErr, err error) {
+	every := time.NewTicker(max(time.Until(l.Expiry)/3, 10*time.Millisecond))
+	defer every.Stop()
+	end := time.NewTimer(time.Until(l.Deadline()))
+	defer end.Stop()
+	interrupted := ctx.Done()
+	for {
+		select {
+		case runErr = <-done:
+			return runErr, nil
+		case <-interrupted:
+			_ = c.Process.Signal(os.Interrupt)
+			interrupted = nil // renewing on until c exits
+		case <-every.C:
+			if err = renewBy(context.WithoutCancel(ctx), lk, l); err == nil && l.Valid() {
+				end.Reset(time.Until(l.Deadline()))
+				continue
+			}
+			stopCommand(c, done)
+			return nil, fmt.Errorf("lock %s: lease lost (%v); the command was stopped", l.Name, err)
+		case <-end.C:
+			stopCommand(c, done)
+			return nil, fmt.Errorf("lock %s: lease lost (no renewal in time); the command was stopped", l.Name)
+		}
+	}
+}
+
+// renewBy renews l, giving up at the lease's deadline: a renewal that
+// has not answered by then is too late to let the holder go on.
+func renewBy(ctx context.Context, lk *lock.Locker, l *lock.Lease) error {
+	ctx, cancel := context.WithDeadline(ctx, l.Deadline())
+	defer cancel()
+	return lk.Renew(ctx, l)
+}
+
+// stopCommand stops c: SIGTERM (which a shell obeys at once, unlike a
+// SIGINT while it waits for a command), then SIGKILL after 2s.
+func stopCommand(c *exec.Cmd, done <-chan error) {
+	_ = c.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		_ = c.Process.Kill()
+		<-done
+	}
 }

@@ -106,6 +106,9 @@ func (l *Lease) Valid() bool { return time.Now().Before(l.until) }
 // answered. Renew moves it; do not call it concurrently with Renew.
 func (l *Lease) Deadline() time.Time { return l.until }
 
+// TTL is the lease's length, as asked.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
 // holder is the holder cell's value.
 type holder struct {
 	Holder   string `json:"holder"`

@@ -174,7 +174,7 @@ func runHolding(ctx context.Context, lk *lock.Locker, l *lock.Lease, command []s
 // done) and returns that result; or, when the lease ends first, stops c
 // and returns the error saying so.
 func hold(ctx context.Context, lk *lock.Locker, l *lock.Lease, c *exec.Cmd, done <-chan error) (runErr, err error) {
-	every := time.NewTicker(max(time.Until(l.Expiry)/3, 10*time.Millisecond))
+	every := time.NewTicker(max(l.TTL()/3, 10*time.Millisecond)) // by this process's clock, not the store's expiry
 	defer every.Stop()
 	end := time.NewTimer(time.Until(l.Deadline()))
 	defer end.Stop()

@@ -55,17 +55,12 @@ func (q *Queue) Nack(ctx context.Context, d *Delivery, delay time.Duration) erro
 	if delay < 0 {
 		return fmt.Errorf("%w: negative delay %v", ErrInvalidArgument, delay)
 	}
-	return q.nack(ctx, d, delay, d.Deliveries)
-}
-
-// nack gives the item back with its delivery count set to n.
-func (q *Queue) nack(ctx context.Context, d *Delivery, delay time.Duration, n int) error {
 	l0 := time.Now()
 	lo, _, err := q.clock.bounds(ctx)
 	if err != nil {
 		return err
 	}
-	next := state{St: stReady, Lease: d.lease, At: lo + ceilMS(float64(delay)), Req: newReq(), N: n}
+	next := state{St: stReady, Lease: d.lease, At: lo + ceilMS(float64(delay)), Req: newReq(), N: d.Deliveries}
 	ok, err := q.transition(ctx, d.Queue, d.ID, d.epoch, next, entryKey(d.at, d.ID, d.req))
 	if err != nil {
 		return err

@@ -125,7 +125,9 @@ func ctxErr(ctx context.Context) error {
 // of ttl, or nil when none is available now. Available: pushed (or nacked,
 // or requeued) and not leased, or leased with the lease expired by the
 // store's clock. An item already delivered MaxDeliveries times goes to
-// the dead letters instead.
+// the dead letters instead. A claim that took longer than ttl returns a
+// delivery already over (Valid false), to be acked only if no one else
+// got the item since.
 func (q *Queue) TryPop(ctx context.Context, name string, ttl time.Duration) (*Delivery, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
@@ -293,13 +295,6 @@ func (q *Queue) consider(ctx context.Context, name string, e entry, ttl time.Dur
 	d = &Delivery{Queue: name, ID: e.id, Body: it.body, Deliveries: next.N, PushedAt: PushedAt(e.id),
 		Expiry: time.UnixMilli(next.At), lease: lease, epoch: it.epoch + 1, req: next.Req, at: next.At,
 		until: l0.Add(time.Duration(float64(ttl) * (1 - q.opts.Drift)))}
-	if !d.Valid() {
-		// The claim took the whole lease: give the item back, not
-		// counted as delivered, rather than hand out a lease already
-		// over.
-		_ = q.nack(cctx, d, 0, it.st.N)
-		return nil, true, nil
-	}
 	return d, true, nil
 }
 

@@ -294,3 +294,16 @@ func TestHistory(t *testing.T) {
 	runHistory(t, st, history{items: 4000, pushers: 2, workers: 8, ttl: 60 * time.Millisecond,
 		kill: 0.02, nack: 0.02, overrun: 0.01, poison: 200, maxDeliveries: 3})
 }
+
+// TestHundredThousand: 100,000 items through 8 workers that die at
+// random (each death a new process: a new Queue and cursor), nack and
+// overrun, with poison items dead-lettered after 5 deliveries.
+func TestHundredThousand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100,000 items")
+	}
+	st := memory.New()
+	defer st.Close()
+	runHistory(t, st, history{items: 100000, pushers: 4, workers: 8, ttl: 150 * time.Millisecond,
+		kill: 0.001, nack: 0.001, overrun: 0.0002, poison: 5000, maxDeliveries: 5})
+}

@@ -13,6 +13,8 @@
 //	percolator oracle --etcd ENDPOINTS [--bigtable PROJECT/INSTANCE/TABLE] [--listen 127.0.0.1:7430] [--etcd-prefix P] [--lease 3s] [--token-file F]
 //	percolator bench [--dir D | --server ADDR] [--only FIGURE]
 //	percolator init --bigtable PROJECT/INSTANCE/TABLE
+//	percolator lock acquire|release|show NAME [-- COMMAND]
+//	percolator queue push|consume|stats|dead NAME
 //	percolator devcluster --dir D
 //	percolator version | help [COMMAND]
 //
@@ -58,6 +60,7 @@ var commands = []subcommand{
 	{"bench", "the performance figures, each against its target", runBench},
 	{"init", "create a Bigtable table for percolator (--bigtable P/I/T; idempotent)", runInit},
 	{"lock", "leased locks: acquire (and run a command holding it), release, show (percolator lock help)", runLock},
+	{"queue", "work queues: push, consume (pop under a lease, print, ack), stats, dead (percolator queue help)", runQueue},
 	{"graph", "S2Graph's edges: load, insert, delete, query, degree, check (percolator graph help)", runGraph},
 	{"devcluster", "the Bigtable emulator and one etcd member on local ports, for trying the distributed commands", runDevcluster},
 	{"version", "print the version", runVersion},

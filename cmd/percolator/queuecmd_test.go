@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
 	"github.com/seed-992972ee/percolator/queue"
+	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
 
 // TestQueueCLIKill: items pushed from stdin go through 8 `queue consume`
@@ -166,4 +168,67 @@ func TestQueueCLIKill(t *testing.T) {
 			t.Errorf("percolator %q: exit %d, want 2 (%s)", args, code, errOut)
 		}
 	}
+}
+
+// queueAndLockCLI runs the queue and lock commands on one deployment
+// (target: its flags).
+func queueAndLockCLI(t *testing.T, target ...string) {
+	t.Helper()
+	with := func(args ...string) []string { return append(args, target...) }
+	mustRun(t, 0, with("queue", "push", "q", "one", "two", "three")...)
+	out, _ := mustRun(t, 0, with("queue", "stats", "q")...)
+	if !strings.HasPrefix(out, "depth 3\nin-flight 0\n") {
+		t.Fatalf("stats: %q", out)
+	}
+	out, _ = mustRun(t, 0, with("queue", "consume", "q", "--count", "2")...)
+	if out != "one\ntwo\n" {
+		t.Fatalf("consume --count 2: %q", out)
+	}
+	out, _ = mustRun(t, 0, with("queue", "consume", "q", "--idle-exit", "300ms")...)
+	if out != "three\n" {
+		t.Fatalf("consume --idle-exit: %q", out)
+	}
+	mustRun(t, 0, with("queue", "dead", "q")...)
+	out, _ = mustRun(t, 0, with("lock", "acquire", "res", "--ttl", "1m")...)
+	var token, id uint64
+	if _, err := fmt.Sscanf(out, "acquired res token %d id %d", &token, &id); err != nil {
+		t.Fatalf("acquire: %q", out)
+	}
+	if out, _ := mustRun(t, 0, with("lock", "show", "res")...); !strings.Contains(out, "held by") {
+		t.Fatalf("show: %q", out)
+	}
+	mustRun(t, 0, with("lock", "release", "res", "--token", fmt.Sprint(token), "--id", fmt.Sprint(id))...)
+	out, _ = mustRun(t, 0, append(with("lock", "acquire", "res", "--ttl", "1m"), "--", "sh", "-c", "echo $PERCOLATOR_LOCK_TOKEN")...)
+	if strings.TrimSpace(out) != fmt.Sprint(token+1) {
+		t.Fatalf("acquire -- COMMAND: %q, want token %d", out, token+1)
+	}
+}
+
+// TestQueueLockCLIDir: the queue and lock commands on a directory.
+func TestQueueLockCLIDir(t *testing.T) {
+	queueAndLockCLI(t, "--dir", t.TempDir())
+}
+
+// TestQueueLockCLIBigtable: the queue and lock commands on Bigtable (the
+// emulator) and etcd, with an elected oracle process.
+func TestQueueLockCLIBigtable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess")
+	}
+	emu, err := bigtable.StartEmulator("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emu.Close)
+	t.Setenv("BIGTABLE_EMULATOR_HOST", emu.Addr())
+	const table = "test/test/queue"
+	var bopts bigtable.Options
+	_ = bopts.ParseTable(table)
+	if err := bigtable.Init(context.Background(), bopts); err != nil {
+		t.Fatal(err)
+	}
+	m := etcdtest.Start(t)
+	o := startOracleProc(t, m, oracleLease, "--bigtable", table)
+	waitLeader(t, etcdtest.Client(t, m), 20*time.Second, o)
+	queueAndLockCLI(t, "--bigtable", table, "--etcd", strings.Join(m.Endpoints(), ","))
 }

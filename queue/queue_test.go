@@ -307,3 +307,44 @@ func TestHundredThousand(t *testing.T) {
 	runHistory(t, st, history{items: 100000, pushers: 4, workers: 8, ttl: 150 * time.Millisecond,
 		kill: 0.001, nack: 0.001, overrun: 0.0002, poison: 5000, maxDeliveries: 5})
 }
+
+// TestPopCostFlat: what a Pop reads does not grow with the items under
+// lease (they are not in a look's range): keys visited per Pop with 200
+// and with 20,000 items in flight. (bench --only queue measures it on
+// Pebble, whose scans also visit deletion markers.)
+func TestPopCostFlat(t *testing.T) {
+	perPop := func(inFlight int) float64 {
+		st := memory.New()
+		defer st.Close()
+		q := newQueue(t, st, Options{})
+		for range inFlight {
+			push(t, q, "q", "held")
+		}
+		for range inFlight {
+			if pop(t, q, "q", time.Hour) == nil {
+				t.Fatal("no item")
+			}
+		}
+		const n = 300
+		for range n {
+			push(t, q, "q", "x")
+		}
+		before := q.Metrics()
+		for range n {
+			d := pop(t, q, "q", time.Minute)
+			if d == nil || string(d.Body) != "x" {
+				t.Fatalf("pop: %+v", d)
+			}
+			if err := q.Ack(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := q.Metrics()
+		return float64(m.KeysVisited-before.KeysVisited) / float64(m.Pops-before.Pops)
+	}
+	small, large := perPop(200), perPop(20000)
+	t.Logf("keys visited per pop: %.1f with 200 in flight, %.1f with 20,000", small, large)
+	if large > 2*small+4 {
+		t.Fatalf("a Pop's cost grows with the items in flight: %.1f keys with 200, %.1f with 20,000", small, large)
+	}
+}

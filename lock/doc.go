@@ -46,5 +46,10 @@
 //  5. Waiters are served in ticket order among live tickets (the bakery's
 //     fairness); a cancelled waiter withdraws its ticket.
 //
-// Not yet here (issue 11): the work queue and the benchmark figures.
+// Why not the bakery over quorum reads and writes: the bakery needs only
+// reads and writes, but every waiter reads every other's cells and one
+// that stops while choosing stops everyone. With a single-row
+// compare-and-set (every backend here) a grant is one conditional write,
+// and leases with tokens make a dead or stalled holder harmless. The
+// work queue built the same way is package queue.
 package lock

@@ -303,7 +303,7 @@ func (q *Queue) consider(ctx context.Context, name string, e entry, ttl time.Dur
 // dead), then the state.
 func (q *Queue) deadLetter(ctx context.Context, name string, e entry, it item) error {
 	if err := q.retry(ctx, func() error {
-		return q.store.Mutate(ctx, deadRow(name, e.id), storage.SetCell(Family, qualDead, 0, nil))
+		return q.mutate(ctx, true, deadRow(name, e.id), storage.SetCell(Family, qualDead, 0, nil)) // the state's durable write covers it
 	}); err != nil {
 		return err
 	}

@@ -76,10 +76,11 @@ type Options struct {
 // Queue is a set of named work queues kept in a store. Safe for
 // concurrent use; any number of Queues, in any processes, share a store.
 type Queue struct {
-	store   storage.Store
-	counted storage.Counted // nil when the store cannot count
-	clock   *storeClock
-	opts    Options
+	store    storage.Store
+	counted  storage.Counted  // nil when the store cannot count
+	deferred storage.Deferred // nil when the store cannot defer a write's sync
+	clock    *storeClock
+	opts     Options
 
 	mu      sync.Mutex
 	cursors map[string]*cursor // per queue name: this process's position
@@ -128,6 +129,7 @@ func New(store storage.Store, opts Options) (*Queue, error) {
 	q := &Queue{store: store, opts: opts, cursors: map[string]*cursor{},
 		clock: &storeClock{clock: c, drift: opts.Drift, refresh: opts.Grace / 4}}
 	q.counted, _ = store.(storage.Counted)
+	q.deferred, _ = store.(storage.Deferred)
 	q.spread.Store(1)
 	return q, nil
 }
@@ -305,9 +307,12 @@ func epochValue(e uint64) []byte { return binary.BigEndian.AppendUint64(nil, e) 
 // writeEntry writes the index entry of an item's next state.
 // It brings this process's cursor back to it if it lies behind: a
 // process finds its own entries at once.
-func (q *Queue) writeEntry(ctx context.Context, name, id string, next *state, epoch uint64) error {
+// A lazy write may return before it is durable, on a store whose writes
+// share one ordered log (storage.Deferred): the caller's next durable
+// write covers it.
+func (q *Queue) writeEntry(ctx context.Context, name, id string, next *state, epoch uint64, lazy bool) error {
 	key := entryKey(next.At, id, next.Req)
-	if err := q.store.Mutate(ctx, entryRow(name, key), storage.SetCell(Family, qualEntry, 0, epochValue(epoch))); err != nil {
+	if err := q.mutate(ctx, lazy, entryRow(name, key), storage.SetCell(Family, qualEntry, 0, epochValue(epoch))); err != nil {
 		return err
 	}
 	q.mu.Lock()
@@ -323,10 +328,24 @@ func (q *Queue) writeEntry(ctx context.Context, name, id string, next *state, ep
 	return nil
 }
 
+// deleteEntry deletes an entry that is stale or about to be: lazily, as
+// one that outlives a crash is stale and deleted by whoever finds it.
 func (q *Queue) deleteEntry(ctx context.Context, name, key string) error {
 	return q.retry(ctx, func() error {
-		return q.store.Mutate(ctx, entryRow(name, key), storage.Mutation{Kind: storage.DeleteRow})
+		return q.mutate(ctx, true, entryRow(name, key), storage.Mutation{Kind: storage.DeleteRow})
 	})
+}
+
+// mutate is Mutate, or when lazy and the store can, its deferred variant.
+func (q *Queue) mutate(ctx context.Context, lazy bool, row []byte, ms ...storage.Mutation) error {
+	if !lazy || q.deferred == nil {
+		return q.store.Mutate(ctx, row, ms...)
+	}
+	errs, err := q.deferred.MutateRowsDeferred(ctx, []storage.RowMutation{{Row: row, Mutations: ms}})
+	if err == nil && errs != nil {
+		err = errs[0]
+	}
+	return err
 }
 
 // transition moves item id from its state at epoch to next (at epoch+1):
@@ -338,7 +357,8 @@ func (q *Queue) deleteEntry(ctx context.Context, name, key string) error {
 // reports whether the transition applied.
 func (q *Queue) transition(ctx context.Context, name, id string, epoch uint64, next state, oldKey string, extra ...storage.Mutation) (bool, error) {
 	if next.St != stDead {
-		if err := q.retry(ctx, func() error { return q.writeEntry(ctx, name, id, &next, epoch+1) }); err != nil {
+		// Lazy: the state's durable write below covers it.
+		if err := q.retry(ctx, func() error { return q.writeEntry(ctx, name, id, &next, epoch+1, true) }); err != nil {
 			return false, err
 		}
 	}
@@ -412,15 +432,20 @@ func (q *Queue) Push(ctx context.Context, name string, body []byte) (string, err
 	// The item first, then its entry: an entry always finds its item.
 	// Written only if absent, so a re-send after the item was popped
 	// (and its mark kept for Retention) changes nothing.
+	// The item's write may be lazy: the entry's durable write covers it.
+	cam := q.store.CheckAndMutate
+	if q.deferred != nil {
+		cam = q.deferred.CheckAndMutateDeferred
+	}
 	err = q.retry(ctx, func() error {
-		_, err := q.store.CheckAndMutate(ctx, row, stateFilter, nil, []storage.Mutation{
+		_, err := cam(ctx, row, stateFilter, nil, []storage.Mutation{
 			storage.SetCell(Family, qualBody, 0, body),
 			storage.SetCell(Family, qualState, 1, b),
 		})
 		return err
 	})
 	if err == nil {
-		err = q.retry(ctx, func() error { return q.writeEntry(ctx, name, id, &st, 1) })
+		err = q.retry(ctx, func() error { return q.writeEntry(ctx, name, id, &st, 1, false) })
 	}
 	if err != nil {
 		return "", err

@@ -83,7 +83,7 @@ func (q *Queue) Requeue(ctx context.Context, name, id string) error {
 	if !ok {
 		return fmt.Errorf("%w: %s item %s (requeued by another)", ErrNotDead, name, id)
 	}
-	if err := q.retry(ctx, func() error { return q.mutate(ctx, true, deadRow(name, id), storage.Mutation{Kind: storage.DeleteRow}) }); err != nil {
+	if err := q.retry(ctx, func() error { return q.mutate(ctx, true, deadRow(name, id), storage.DeleteCell(Family, qualDead, 0)) }); err != nil {
 		return err
 	}
 	return q.settle(ctx, name, id, it.epoch+1, next, lo, l0)

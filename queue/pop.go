@@ -258,7 +258,10 @@ func (q *Queue) consider(ctx context.Context, name string, e entry, ttl time.Dur
 		err := q.retry(ctx, func() error {
 			_, err := q.store.CheckAndMutate(ctx, itemRow(name, e.id),
 				storage.Filter{{Family: Family, Qualifier: qualState, Time: storage.At(it.epoch), Limit: 1}},
-				[]storage.Mutation{{Kind: storage.DeleteRow}}, nil)
+				[]storage.Mutation{
+					{Kind: storage.DeleteCells, Family: Family, Qualifier: qualState},
+					{Kind: storage.DeleteCells, Family: Family, Qualifier: qualBody},
+				}, nil)
 			return err
 		})
 		if err != nil {

@@ -330,9 +330,11 @@ func (q *Queue) writeEntry(ctx context.Context, name, id string, next *state, ep
 
 // deleteEntry deletes an entry that is stale or about to be: lazily, as
 // one that outlives a crash is stale and deleted by whoever finds it.
+// Its one cell, not the row: a row deletion costs a store that keeps
+// indexes of its rows (a DB's transactions' cell index) a pass over them.
 func (q *Queue) deleteEntry(ctx context.Context, name, key string) error {
 	return q.retry(ctx, func() error {
-		return q.mutate(ctx, true, entryRow(name, key), storage.Mutation{Kind: storage.DeleteRow})
+		return q.mutate(ctx, true, entryRow(name, key), storage.DeleteCell(Family, qualEntry, 0))
 	})
 }
 

@@ -33,7 +33,7 @@ func TestQueueCLIKill(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	addr := freeAddr(t)
 	serveProc(t, t.TempDir(), addr)
-	const items = 3000
+	const items = 1000
 	var in strings.Builder
 	for i := range items {
 		fmt.Fprintf(&in, "item-%05d\n", i)

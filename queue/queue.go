@@ -57,10 +57,10 @@ type Options struct {
 	// at its Pop's send time + TTL × (1 − Drift) (Delivery.Valid). 0
 	// means 0.01.
 	Drift float64
-	// Grace is L, the longest a write of an index entry may take from
-	// the clock reading its key was made from to its reply before the
-	// writer writes it again under a newer key; the shared cursor stays
-	// at least Grace behind the store's time. 0 means 2s.
+	// Grace is L, the longest a state change may take from the clock
+	// reading its index entry's time came from to its reply before the
+	// writer moves the item to a fresh entry; the shared cursor stays
+	// twice Grace behind the store's time. 0 means 2s.
 	Grace time.Duration
 	// CatchUp is how often the shared cursor is advanced (by one
 	// process at a time); entries written late are delivered within

@@ -11,14 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed-992972ee/percolator/rpc"
-	"github.com/seed-992972ee/percolator/server"
-	"github.com/seed-992972ee/percolator/server/servertest"
+	"github.com/seed-992972ee/percolator/internal/clockstores"
 	"github.com/seed-992972ee/percolator/storage"
-	"github.com/seed-992972ee/percolator/storage/bigtable/bttesting"
 	"github.com/seed-992972ee/percolator/storage/memory"
-	"github.com/seed-992972ee/percolator/storage/pebble"
-	"github.com/seed-992972ee/percolator/storage/remote"
 )
 
 // flaky fails conditional writes after applying them one time in ten (an
@@ -43,27 +38,9 @@ func (f *flaky) CheckAndMutate(ctx context.Context, row []byte, p storage.Filter
 // conditional writes lose their replies: tokens strictly increase and no
 // two holders act at once.
 func TestBackends(t *testing.T) {
-	for _, b := range []struct {
-		name string
-		open func(t *testing.T) storage.Store
-	}{
-		{"memory", func(t *testing.T) storage.Store { return memory.New() }},
-		{"pebble", func(t *testing.T) storage.Store {
-			st, err := pebble.Open(t.TempDir(), pebble.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		}},
-		{"server", func(t *testing.T) storage.Store {
-			srv := servertest.Start(t, server.Options{}, "")
-			return servertest.Store(t, servertest.Dial(t, srv.Addr, rpc.DialOptions{}), remote.Options{})
-		}},
-		{"bigtable", func(t *testing.T) storage.Store { return bttesting.Open(t, bttesting.Start(t), "locks") }},
-		{"lost replies", func(t *testing.T) storage.Store { return &flaky{Store: memory.New()} }},
-	} {
-		t.Run(b.name, func(t *testing.T) {
-			st := b.open(t)
+	for _, b := range append(clockstores.All(), clockstores.Backend{Name: "lost replies", Open: func(t *testing.T) storage.Store { return &flaky{Store: memory.New()} }}) {
+		t.Run(b.Name, func(t *testing.T) {
+			st := b.Open(t)
 			defer st.Close()
 			contend(t, st, contention{n: 8, d: 800 * time.Millisecond, ttl: 200 * time.Millisecond, minGrants: 10})
 		})

@@ -8,14 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed-992972ee/percolator/rpc"
-	"github.com/seed-992972ee/percolator/server"
-	"github.com/seed-992972ee/percolator/server/servertest"
+	"github.com/seed-992972ee/percolator/internal/clockstores"
 	"github.com/seed-992972ee/percolator/storage"
-	"github.com/seed-992972ee/percolator/storage/bigtable/bttesting"
 	"github.com/seed-992972ee/percolator/storage/memory"
-	"github.com/seed-992972ee/percolator/storage/pebble"
-	"github.com/seed-992972ee/percolator/storage/remote"
 )
 
 // flaky loses one write's reply in sixteen, half of them before the
@@ -80,39 +75,14 @@ func (f *flaky) Mutate(ctx context.Context, row []byte, ms ...storage.Mutation) 
 	return err
 }
 
-func backends() []struct {
-	name string
-	open func(t *testing.T) storage.Store
-} {
-	return []struct {
-		name string
-		open func(t *testing.T) storage.Store
-	}{
-		{"memory", func(t *testing.T) storage.Store { return memory.New() }},
-		{"pebble", func(t *testing.T) storage.Store {
-			st, err := pebble.Open(t.TempDir(), pebble.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		}},
-		{"server", func(t *testing.T) storage.Store {
-			srv := servertest.Start(t, server.Options{}, "")
-			return servertest.Store(t, servertest.Dial(t, srv.Addr, rpc.DialOptions{}), remote.Options{})
-		}},
-		{"bigtable", func(t *testing.T) storage.Store { return bttesting.Open(t, bttesting.Start(t), "queues") }},
-		{"lost replies", func(t *testing.T) storage.Store { return &flaky{Store: memory.New()} }},
-	}
-}
-
 // TestBackends: the history on every backend with a clock, and on a
 // store that loses write replies (every call is re-sent and recognises
 // its own earlier success). The queue deletes cells, never whole rows (a
 // row deletion costs a DB sharing the store a pass over its cell index).
 func TestBackends(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			st := b.open(t)
+	for _, b := range append(clockstores.All(), clockstores.Backend{Name: "lost replies", Open: func(t *testing.T) storage.Store { return &flaky{Store: memory.New()} }}) {
+		t.Run(b.Name, func(t *testing.T) {
+			st := b.Open(t)
 			defer st.Close()
 			runHistory(t, st, history{items: 600, pushers: 2, workers: 8, ttl: 150 * time.Millisecond,
 				kill: 0.03, nack: 0.03, overrun: 0.01, poison: 100, maxDeliveries: 3})

@@ -22,7 +22,7 @@ type DeadLetter struct {
 // Dead lists up to limit (0: all) dead letters of queue name, oldest push
 // first.
 func (q *Queue) Dead(ctx context.Context, name string, limit int) ([]DeadLetter, error) {
-	if err := checkName(name); err != nil {
+	if err := CheckName(name); err != nil {
 		return nil, err
 	}
 	if limit < 0 {
@@ -57,7 +57,7 @@ func (q *Queue) Dead(ctx context.Context, name string, limit int) ([]DeadLetter,
 // Requeue moves dead letter id of queue name back to the queue, with its
 // delivery count reset; ErrNotDead if it is not a dead letter.
 func (q *Queue) Requeue(ctx context.Context, name, id string) error {
-	if err := checkName(name); err != nil {
+	if err := CheckName(name); err != nil {
 		return err
 	}
 	if err := checkID(id); err != nil {
@@ -103,7 +103,7 @@ type Stats struct {
 // Stats counts queue name's items (reading each item's state: an
 // operator's call, not a worker's).
 func (q *Queue) Stats(ctx context.Context, name string) (Stats, error) {
-	if err := checkName(name); err != nil {
+	if err := CheckName(name); err != nil {
 		return Stats{}, err
 	}
 	lo, _, err := q.clock.bounds(ctx)

@@ -129,7 +129,7 @@ func ctxErr(ctx context.Context) error {
 // delivery already over (Valid false), to be acked only if no one else
 // got the item since.
 func (q *Queue) TryPop(ctx context.Context, name string, ttl time.Duration) (*Delivery, error) {
-	if err := checkName(name); err != nil {
+	if err := CheckName(name); err != nil {
 		return nil, err
 	}
 	if err := checkTTL(ttl); err != nil {

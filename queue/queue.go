@@ -238,7 +238,9 @@ func (q *Queue) newID(ms int64) (string, int64) {
 	return fmt.Sprintf("%016x%08x%08x", uint64(ms), seq, rand.Uint32()), ms
 }
 
-func checkName(name string) error {
+// CheckName reports whether name can name a queue: 1 to MaxNameSize
+// bytes, no NUL (ErrInvalidArgument otherwise).
+func CheckName(name string) error {
 	if name == "" || len(name) > MaxNameSize || strings.IndexByte(name, 0) >= 0 {
 		return fmt.Errorf("%w: queue name %q is empty, longer than %d bytes or holds a NUL", ErrInvalidArgument, name, MaxNameSize)
 	}
@@ -416,7 +418,7 @@ func (q *Queue) transition(ctx context.Context, name, id string, epoch uint64, n
 // of the push, and returns its ID. A push whose reply was lost is sent
 // again with the same ID and is found, not doubled.
 func (q *Queue) Push(ctx context.Context, name string, body []byte) (string, error) {
-	if err := checkName(name); err != nil {
+	if err := CheckName(name); err != nil {
 		return "", err
 	}
 	if len(body) > MaxBodySize {

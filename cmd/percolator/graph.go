@@ -43,12 +43,8 @@ flags of every command: --label (default depends)`
 
 // percolator graph: S2Graph's edges on the database (package graph).
 func runGraph(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(stderr, graphUsage)
-		if len(args) == 0 {
-			return usagef("graph: a command is required")
-		}
-		return nil
+	if done, err := helpOnly("graph", graphUsage, args, stderr); done {
+		return err
 	}
 	cmd, args := args[0], args[1:]
 	fs := newFlags("graph "+cmd, stderr)

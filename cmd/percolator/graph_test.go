@@ -120,26 +120,35 @@ func TestGraphCLIBigtable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("subprocess")
 	}
+	tg := bigtableTarget(t, "test/test/graph")
+	mustRun(t, 0, append([]string{"graph", "load", "--limit", "300"}, tg...)...)
+	out, _ := mustRun(t, 0, append([]string{"graph", "query", "--in", "libc6", "--limit", "3"}, tg...)...)
+	if n := len(strings.Split(strings.TrimSpace(out), "\n")); n != 3 {
+		t.Fatalf("query --limit 3 on Bigtable: %q", out)
+	}
+	mustRun(t, 0, append([]string{"graph", "check"}, tg...)...)
+}
+
+// bigtableTarget starts the Bigtable emulator with table made, one etcd
+// member and an elected oracle process, and returns the flags that reach
+// them.
+func bigtableTarget(t *testing.T, table string) []string {
+	t.Helper()
 	emu, err := bigtable.StartEmulator("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(emu.Close)
 	t.Setenv("BIGTABLE_EMULATOR_HOST", emu.Addr())
-	const table = "test/test/graph"
 	var bopts bigtable.Options
-	_ = bopts.ParseTable(table)
+	if err := bopts.ParseTable(table); err != nil {
+		t.Fatal(err)
+	}
 	if err := bigtable.Init(context.Background(), bopts); err != nil {
 		t.Fatal(err)
 	}
 	m := etcdtest.Start(t)
 	o := startOracleProc(t, m, oracleLease, "--bigtable", table)
 	waitLeader(t, etcdtest.Client(t, m), 20*time.Second, o)
-	eps := strings.Join(m.Endpoints(), ",")
-	mustRun(t, 0, "graph", "load", "--bigtable", table, "--etcd", eps, "--limit", "300")
-	out, _ := mustRun(t, 0, "graph", "query", "--bigtable", table, "--etcd", eps, "--in", "libc6", "--limit", "3")
-	if n := len(strings.Split(strings.TrimSpace(out), "\n")); n != 3 {
-		t.Fatalf("query --limit 3 on Bigtable: %q", out)
-	}
-	mustRun(t, 0, "graph", "check", "--bigtable", table, "--etcd", eps)
+	return []string{"--bigtable", table, "--etcd", strings.Join(m.Endpoints(), ",")}
 }

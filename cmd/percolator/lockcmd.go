@@ -26,12 +26,8 @@ const lockUsage = `usage: percolator lock COMMAND NAME [flags] (--dir D | --serv
 
 // percolator lock: leased locks on the database's store (package lock).
 func runLock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(stderr, lockUsage)
-		if len(args) == 0 {
-			return usagef("lock: a command is required")
-		}
-		return nil
+	if done, err := helpOnly("lock", lockUsage, args, stderr); done {
+		return err
 	}
 	cmd, args := args[0], args[1:]
 	var command []string
@@ -218,4 +214,18 @@ func stopCommand(c *exec.Cmd, done <-chan error) {
 		_ = c.Process.Kill()
 		<-done
 	}
+}
+
+// helpOnly handles a command family's arguments that name no command to
+// run (none, or help): it prints usage and reports done, with a usage
+// error when there were none.
+func helpOnly(family, usage string, args []string, stderr io.Writer) (bool, error) {
+	if len(args) > 0 && args[0] != "-h" && args[0] != "--help" && args[0] != "help" {
+		return false, nil
+	}
+	fmt.Fprintln(stderr, usage)
+	if len(args) == 0 {
+		return true, usagef("%s: a command is required", family)
+	}
+	return true, nil
 }

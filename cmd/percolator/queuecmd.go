@@ -28,12 +28,8 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func queueCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(stderr, queueUsage)
-		if len(args) == 0 {
-			return usagef("queue: a command is required")
-		}
-		return nil
+	if done, err := helpOnly("queue", queueUsage, args, stderr); done {
+		return err
 	}
 	cmd, args := args[0], args[1:]
 	fs := newFlags("queue "+cmd, stderr)
@@ -74,6 +70,9 @@ func queueCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return usagef("queue consume: --ttl must be at least 1ms")
 	}
 	name, items := pos[0], pos[1:]
+	if err := queue.CheckName(name); err != nil {
+		return usagef("queue %s: %v", cmd, err)
+	}
 	if err := tg.validate(); err != nil {
 		return err
 	}
@@ -85,9 +84,6 @@ func queueCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	q, err := queue.New(db.Store(), queue.Options{})
 	if err != nil {
 		return err
-	}
-	if _, err := q.Stats(ctx, name); errors.Is(err, queue.ErrInvalidArgument) {
-		return usagef("queue %s: %v", cmd, err)
 	}
 	switch cmd {
 	case "push":

@@ -13,9 +13,7 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator"
-	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
 	"github.com/seed-992972ee/percolator/queue"
-	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
 
 // TestQueueCLIKill: items pushed from stdin go through 8 `queue consume`
@@ -215,20 +213,5 @@ func TestQueueLockCLIBigtable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("subprocess")
 	}
-	emu, err := bigtable.StartEmulator("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emu.Close)
-	t.Setenv("BIGTABLE_EMULATOR_HOST", emu.Addr())
-	const table = "test/test/queue"
-	var bopts bigtable.Options
-	_ = bopts.ParseTable(table)
-	if err := bigtable.Init(context.Background(), bopts); err != nil {
-		t.Fatal(err)
-	}
-	m := etcdtest.Start(t)
-	o := startOracleProc(t, m, oracleLease, "--bigtable", table)
-	waitLeader(t, etcdtest.Client(t, m), 20*time.Second, o)
-	queueAndLockCLI(t, "--bigtable", table, "--etcd", strings.Join(m.Endpoints(), ","))
+	queueAndLockCLI(t, bigtableTarget(t, "test/test/queue")...)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seed-992972ee/percolator/coord"
 	coordremote "github.com/seed-992972ee/percolator/coord/remote"
+	"github.com/seed-992972ee/percolator/internal/userstore"
 	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle"
 	oracleremote "github.com/seed-992972ee/percolator/oracle/remote"
@@ -185,7 +186,9 @@ func (db *DB) newLateOracle() (*lateOracle, txn.Oracle) {
 func (db *DB) openStore() error {
 	switch {
 	case db.opts.Store != nil:
-		db.store = db.opts.Store
+		// Another DB's Store() is a user's view of the store: this DB
+		// keeps the library's cells in it too.
+		db.store = userstore.Raw(db.opts.Store)
 		return nil
 	case db.opts.Dir == "":
 		db.store = memory.New()
@@ -303,11 +306,19 @@ func (db *DB) View(ctx context.Context, fn func(tx *Txn) error) error {
 	return fn(&Txn{t})
 }
 
-// Store is the DB's store, for packages that keep their own cells beside
-// the transactions' (the graph package's strong and weak labels, in
-// families of their own). Writing the transactions' families through it
-// breaks their invariants.
-func (db *DB) Store() storage.Store { return db.store }
+// Store is the DB's store, for the packages that keep their own cells
+// beside the transactions' (graph, lock and queue: pass it to their New)
+// and for cells of families of your own. It refuses what would change
+// what the library keeps in the store, with an error matching
+// ErrInvalidArgument (and storage.ErrReserved), changing nothing: any
+// call naming a reserved row (storage.ReservedPrefix: the oracle's mark
+// and lease), a write to a family the library keeps its cells in (the
+// transactions' data, lock, write and notify; oracle; the observers'
+// observers, observer_backfill, quarantine, observer_stats and
+// observer_partitions; lock's mutex, queue's queue and graph's graph),
+// a DeleteRow, and Close (close the DB). Reads of any family but the
+// reserved rows pass, and a scan stops short of the reserved rows.
+func (db *DB) Store() storage.Store { return userstore.Wrap(db.store, apiErr) }
 
 // MaxValueSize is the largest value a cell of this DB may hold
 // (Options.MaxValueSize).

@@ -25,12 +25,12 @@ func TestLeaseLostMatchesInUse(t *testing.T) {
 	}
 	defer db.Close()
 	// Another allocator takes the lease: bump the lease cell's epoch.
-	r, err := st.ReadRow(ctx, []byte("mark"), storage.Filter{{Family: oracle.FamilyOracle, Qualifier: "lease"}})
+	r, err := st.ReadRow(ctx, oracle.StoreMarkRow(), storage.Filter{{Family: oracle.FamilyOracle, Qualifier: "lease"}})
 	if err != nil || len(r.Cells) != 1 {
 		t.Fatalf("lease cell: %+v %v", r.Cells, err)
 	}
 	c := r.Cells[0]
-	if err := st.Mutate(ctx, []byte("mark"), storage.SetCell(oracle.FamilyOracle, "lease", c.TS+1, c.Value), storage.DeleteCell(oracle.FamilyOracle, "lease", c.TS)); err != nil {
+	if err := st.Mutate(ctx, oracle.StoreMarkRow(), storage.SetCell(oracle.FamilyOracle, "lease", c.TS+1, c.Value), storage.DeleteCell(oracle.FamilyOracle, "lease", c.TS)); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(400 * time.Millisecond) // a renewal (every TTL/3) finds the lease taken

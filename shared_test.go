@@ -90,7 +90,7 @@ func TestLostMarkRecovered(t *testing.T) {
 	}
 	set(t, db, "r", "newest")
 	_ = db.Close()
-	if err := st.Mutate(ctx, []byte("mark"), storage.Mutation{Kind: storage.DeleteRow}); err != nil {
+	if err := st.Mutate(ctx, oracle.StoreMarkRow(), storage.Mutation{Kind: storage.DeleteRow}); err != nil {
 		t.Fatal(err)
 	}
 	db = open(t, percolator.Options{Store: st, MaxRetries: 3}) // restarting at 1 would conflict again and again

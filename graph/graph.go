@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/internal/userstore"
 	"github.com/seed-992972ee/percolator/storage"
 )
 
@@ -77,6 +78,7 @@ func (g *Graph) Stats() Stats {
 // New returns a Graph on store.
 func New(store storage.Store, opts Options) *Graph {
 	opts.ensureDefaults()
+	store = userstore.Raw(store) // a DB's Store(): the graph's family is this package's
 	return &Graph{store: store, opts: opts, labels: map[string]*Label{}}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seed-992972ee/percolator/internal/userstore"
 	"github.com/seed-992972ee/percolator/storage"
 )
 
@@ -60,6 +61,7 @@ type Locker struct {
 
 // New returns a Locker on store, which must have a clock (storage.Clock).
 func New(store storage.Store, opts Options) (*Locker, error) {
+	store = userstore.Raw(store) // a DB's Store(): the locks' family is this package's
 	c, ok := store.(storage.Clock)
 	if !ok {
 		return nil, ErrNoClock

@@ -17,11 +17,18 @@ import (
 )
 
 // The store's mark lives in the store itself, in one cell: family
-// FamilyOracle, row "mark", qualifier "lease". Keeping it beside the data
-// it protects means a store carries its own high-water mark wherever it
+// FamilyOracle, qualifier "lease", in a reserved row (StoreMarkRow, under
+// storage.ReservedPrefix: no client of a server can read or write it, and
+// the embedded API refuses it too). Keeping it beside the data it
+// protects means a store carries its own high-water mark wherever it
 // goes, and on a store with one ordered log (Pebble) the mark and the data
 // recover together: a timestamp found in the data was handed out below a
 // mark written (and synced) before it.
+//
+// Stores written before the reserved namespace kept the cell in row
+// "mark", which any client could write or delete. Opening such a store
+// moves the cell, its epoch and record unchanged, into the reserved row
+// (migrate), once.
 //
 // The cell holds a lease record (leaseRecord) at a version that counts its
 // writes (the epoch). Every change is a CheckAndMutate on the exact
@@ -31,11 +38,19 @@ import (
 const (
 	// FamilyOracle holds the store allocator's lease record.
 	FamilyOracle = "oracle"
-	markRowKey   = "mark"
 	leaseQual    = "lease"
 )
 
-var markRow = []byte(markRowKey)
+var (
+	markRow = storage.ReservedRow("oracle/mark")
+	// legacyMarkRow is where stores written before the reserved
+	// namespace kept the cell.
+	legacyMarkRow = []byte("mark")
+)
+
+// StoreMarkRow returns the reserved row that holds the store
+// allocator's mark and lease (family FamilyOracle), for inspection.
+func StoreMarkRow() []byte { return append([]byte(nil), markRow...) }
 
 // StoreOptions configures OpenStoreAllocator. Owner is required.
 type StoreOptions struct {
@@ -143,6 +158,26 @@ func decodeLease(b []byte) (leaseRecord, error) {
 	return r, nil
 }
 
+// LeaseInfo is a store allocator's lease record as DescribeLease reads
+// it: the mark (every timestamp handed out is below it), the holder ("" once
+// released), and when it was last written and for how long.
+type LeaseInfo struct {
+	Mark  uint64
+	Owner string
+	Wall  time.Time
+	TTL   time.Duration
+}
+
+// DescribeLease decodes the value of the lease cell (StoreMarkRow, family
+// FamilyOracle), for inspection.
+func DescribeLease(value []byte) (LeaseInfo, error) {
+	r, err := decodeLease(value)
+	if err != nil {
+		return LeaseInfo{}, err
+	}
+	return LeaseInfo{Mark: r.Mark, Owner: r.Owner, Wall: time.UnixMilli(int64(r.WallMS)), TTL: time.Duration(r.TTLMS) * time.Millisecond}, nil
+}
+
 // storeMark is the persister of a store allocator: the lease cell, held by
 // this allocator from open to close, renewed in the background.
 //
@@ -216,6 +251,9 @@ func OpenStoreAllocator(ctx context.Context, st storage.Store, opts StoreOptions
 // acquire takes the lease and returns where to resume: the mark of the
 // previous holder.
 func (m *storeMark) acquire(ctx context.Context) (uint64, error) {
+	if err := m.migrate(ctx); err != nil {
+		return 0, err
+	}
 	for range 3 {
 		epoch, cur, found, err := m.read(ctx)
 		switch {
@@ -242,6 +280,32 @@ func (m *storeMark) acquire(ctx context.Context) (uint64, error) {
 		return resume, nil
 	}
 	return 0, fmt.Errorf("oracle: could not take the store's lease: %w", ErrLeaseLost)
+}
+
+// migrate moves a lease record a store keeps in legacyMarkRow into
+// markRow: copied, at its epoch, only where markRow holds none (so a
+// newer record there is never replaced), then deleted from legacyMarkRow.
+// Both writes may be sent again after a lost reply, and a crash between
+// them leaves a copy the next open skips, and a legacy cell it deletes.
+func (m *storeMark) migrate(ctx context.Context) error {
+	cell := storage.Filter{{Family: FamilyOracle, Qualifier: leaseQual, Limit: 1}}
+	r, err := m.st.ReadRow(ctx, legacyMarkRow, cell)
+	if err != nil || len(r.Cells) == 0 {
+		return err
+	}
+	c := r.Cells[0]
+	if _, err := decodeLease(c.Value); err != nil {
+		return fmt.Errorf("oracle: moving the mark into the reserved row: %w", err)
+	}
+	anyCell := storage.Filter{{Family: FamilyOracle, Qualifier: leaseQual}}
+	if _, err := m.st.CheckAndMutate(ctx, markRow, anyCell, nil, []storage.Mutation{storage.SetCell(FamilyOracle, leaseQual, c.TS, c.Value)}); err != nil {
+		return fmt.Errorf("oracle: moving the mark into the reserved row: %w", err)
+	}
+	if err := m.st.Mutate(ctx, legacyMarkRow, storage.Mutation{Kind: storage.DeleteCells, Family: FamilyOracle, Qualifier: leaseQual}); err != nil {
+		return fmt.Errorf("oracle: moving the mark into the reserved row: %w", err)
+	}
+	m.opts.Logger.Info("oracle: moved the store's mark into the reserved row", "epoch", c.TS)
+	return nil
 }
 
 // create writes the first lease record of a store that has none, resuming

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seed-992972ee/percolator/internal/userstore"
 	"github.com/seed-992972ee/percolator/storage"
 )
 
@@ -96,6 +97,7 @@ type Queue struct {
 
 // New returns a Queue on store, which must have a clock (storage.Clock).
 func New(store storage.Store, opts Options) (*Queue, error) {
+	store = userstore.Raw(store) // a DB's Store(): the queues' family is this package's
 	c, ok := store.(storage.Clock)
 	if !ok {
 		return nil, ErrNoClock

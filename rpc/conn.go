@@ -218,6 +218,8 @@ func (c *Conn) Error(err error) error {
 		return fmt.Errorf("%w: %s", storage.ErrInvalidArgument, st.Message())
 	case codes.ResourceExhausted:
 		return fmt.Errorf("%w: message over the size limit (server %s): %s", storage.ErrInvalidArgument, c.Addr, st.Message())
+	case codes.PermissionDenied:
+		return storage.ReservedError("server %s: %s", c.Addr, st.Message())
 	case codes.Unauthenticated:
 		return fmt.Errorf("%w: server %s: %s", ErrUnauthenticated, c.Addr, st.Message())
 	case codes.Canceled:

@@ -73,9 +73,15 @@ func firstError(errs ...error) error {
 	return nil
 }
 
+// checkRow refuses an empty row, and a reserved one (storage.ReservedPrefix:
+// the rows the server itself keeps, such as the oracle's mark and lease)
+// with PermissionDenied: no client reads or writes them.
 func checkRow(row []byte) error {
 	if len(row) == 0 {
 		return status.Error(codes.InvalidArgument, "empty row key")
+	}
+	if storage.IsReserved(row) {
+		return status.Errorf(codes.PermissionDenied, "row %s is reserved for the server (rows beginning %q)", storage.QuoteRow(row), storage.ReservedPrefix)
 	}
 	return nil
 }
@@ -111,9 +117,11 @@ func (s *storageService) Scan(req *rpcpb.ScanRequest, stream grpc.ServerStreamin
 		size    int
 		sendErr error
 	)
-	end := req.End
-	if len(end) == 0 {
-		end = nil
+	// The reserved rows are the tail of the keyspace: a scan stops short
+	// of them, and one that starts among them is refused.
+	end, ok := storage.UserRange(req.Start, req.End)
+	if !ok {
+		return status.Errorf(codes.PermissionDenied, "scan from %s starts among the rows reserved for the server (beginning %q)", storage.QuoteRow(req.Start), storage.ReservedPrefix)
 	}
 	visited, err := s.st().ScanCounted(ctx, req.Start, end, rpc.FilterFromPB(req.Filter), int(req.Limit), func(r storage.Row) bool {
 		batch.Rows = append(batch.Rows, &rpcpb.ScanRow{Key: r.Key, Cells: rpc.CellsToPB(r.Cells)})

@@ -173,6 +173,8 @@ func validateCell(row, column string) error {
 		return fmt.Errorf("%w: empty row", ErrInvalidArgument)
 	case len(row) > MaxRowSize:
 		return fmt.Errorf("%w: row of %d bytes exceeds %d", ErrInvalidArgument, len(row), MaxRowSize)
+	case strings.HasPrefix(row, storage.ReservedPrefix):
+		return fmt.Errorf("%w: row %s begins with %q, reserved for the system's own rows", ErrInvalidArgument, storage.QuoteRow([]byte(row)), storage.ReservedPrefix)
 	case column == "":
 		return fmt.Errorf("%w: empty column", ErrInvalidArgument)
 	case len(column) > MaxColumnSize:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/graph"
+	"github.com/seed-992972ee/percolator/internal/userstore"
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
@@ -127,7 +128,8 @@ var graphLabels atomic.Int64
 // measureGraph measures one label of consistency c on edges edges.
 func measureGraph(ctx context.Context, cfg benchConfig, db, cdb *percolator.DB, txnCalls *atomic.Int64, c graph.Consistency, edges int) (graphRun, error) {
 	var calls atomic.Int64
-	store := storage.Store(countStore{storagetest.SharedStore{Store: db.Store()}, &calls})
+	// The graph's own cells: the store behind the DB's user view, counted.
+	store := storage.Store(countStore{storagetest.SharedStore{Store: userstore.Raw(db.Store())}, &calls})
 	g := graph.New(store, graph.Options{DB: db, MaxBackOff: 20 * time.Millisecond, MaxRetries: 50})
 	label := graph.Label{
 		Name:        fmt.Sprintf("bench%d", graphLabels.Add(1)),

@@ -350,7 +350,8 @@ func (s *scanQueue) popAck(ctx context.Context) (bool, error) {
 	if err != nil || row == nil {
 		return false, err
 	}
-	return true, s.st.Mutate(ctx, row, storage.Mutation{Kind: storage.DeleteRow})
+	return true, s.st.Mutate(ctx, row, storage.Mutation{Kind: storage.DeleteCells, Family: scanFamily, Qualifier: "b"},
+		storage.Mutation{Kind: storage.DeleteCells, Family: scanFamily, Qualifier: "c"})
 }
 
 // pop claims the lowest unclaimed item under a lease of ttl and returns

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
+	"github.com/seed-992972ee/percolator/internal/userstore"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
@@ -62,7 +63,7 @@ func TestGraphCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	row := []byte("graph/i/depends\x00\x01by_kind\x00\x01ilibc6\x00\x01\x01Depends\x00\x01ghost\x00\x01")
-	if err := pdb.Store().Mutate(context.Background(), row, storage.SetCell("graph", "e", 1, []byte(`{"ts":1}`))); err != nil {
+	if err := userstore.Raw(pdb.Store()).Mutate(context.Background(), row, storage.SetCell("graph", "e", 1, []byte(`{"ts":1}`))); err != nil {
 		t.Fatal(err)
 	}
 	pdb.Close()

@@ -142,7 +142,7 @@ func testUnionFilter(t *testing.T, s storage.Store) {
 // rows that are prefixes of others.
 var trickyRows = []string{
 	"\x00", "\x00\x00", "\x00\x01", "\x00\xff", "\x01", "a", "a\x00", "a\x00\x00", "a\x00b", "a\x01",
-	"ab", "a\xff", "b", "\xff", "\xff\x00", "\xff\xff",
+	"ab", "a\xff", "b", "\xff", "\xff\x00", "\xff\xfe\xff", // (rows beginning storage.ReservedPrefix are the system's: a server refuses them)
 }
 
 func testTrickyRowKeys(t *testing.T, s storage.Store) {

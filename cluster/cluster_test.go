@@ -46,8 +46,9 @@ func startOracle(t *testing.T, withStore bool) env {
 		t.Fatal(err)
 	}
 	var sopts server.OracleOptions
+	st := bttesting.Open(t, emu, "cluster") // closed after the oracle stops
 	if withStore {
-		sopts.Store = bttesting.Open(t, emu, "cluster") // closed after the oracle stops
+		sopts.Store = st
 	}
 	m := etcdtest.Start(t)
 	cli := etcdtest.Client(t, m)
@@ -55,7 +56,7 @@ func startOracle(t *testing.T, withStore bool) env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cand, err := etcd.StartCandidate(cli, etcd.CandidateOptions{Addr: lis.Addr().String(), Logger: quiet})
+	cand, err := etcd.StartCandidate(cli, etcd.CandidateOptions{Addr: lis.Addr().String(), Store: st, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

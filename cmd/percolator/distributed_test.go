@@ -45,10 +45,7 @@ func TestDistributedFailover(t *testing.T) {
 	m := etcdtest.Start(t)
 	endpoints := strings.Join(m.Endpoints(), ",")
 	cli := etcdtest.Client(t, m)
-	// One oracle reads the registry version from the table, the other does
-	// not (a rolling restart's mix): committers trust a version only from
-	// the replies that carry one, whichever leads before and after the kill.
-	oracles := []*oracleProc{startOracleProc(t, m, oracleLease, "--bigtable", table), startOracleProc(t, m, oracleLease)}
+	oracles := []*oracleProc{startOracleProc(t, m, oracleLease, "--bigtable", table), startOracleProc(t, m, oracleLease, "--bigtable", table)}
 	leader := waitLeader(t, cli, 20*time.Second, oracles...)
 
 	workers := make([]*exec.Cmd, 3)

@@ -10,7 +10,7 @@
 //	percolator locks --dir D | --server ADDR [--resolve]
 //	percolator serve --dir D [--listen 127.0.0.1:7420] [--metrics ADDR] [--token-file F] [--tls-cert C --tls-key K]
 //	percolator worker --server ADDR [--scanners N]
-//	percolator oracle --etcd ENDPOINTS [--bigtable PROJECT/INSTANCE/TABLE] [--listen 127.0.0.1:7430] [--etcd-prefix P] [--lease 3s] [--token-file F]
+//	percolator oracle --etcd ENDPOINTS --bigtable PROJECT/INSTANCE/TABLE [--listen 127.0.0.1:7430] [--etcd-prefix P] [--lease 3s] [--token-file F]
 //	percolator bench [--dir D | --server ADDR] [--only FIGURE]
 //	percolator init --bigtable PROJECT/INSTANCE/TABLE
 //	percolator lock acquire|release|show NAME [-- COMMAND]

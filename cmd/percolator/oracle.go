@@ -29,14 +29,16 @@ const oracleDrainTimeout = 5 * time.Second
 // elects hands out timestamps (its high-water mark kept in etcd), the
 // others stand by and answer Unavailable, and clients find the leader
 // through etcd (coord/etcd). SIGTERM resigns, so a standby takes over at
-// once, and exits 0. With --bigtable, the deployment's table, each reply
-// also carries the observer registry version read from it after
-// allocating, which spares every committer a read of its own.
+// once, and exits 0. --bigtable, the deployment's table, is required: the
+// leader writes a copy of its mark there before use and a new leader
+// resumes at the larger of the two marks, and each reply carries the
+// observer registry version read from it after allocating, which spares
+// every committer a read of its own.
 func runOracle(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("oracle", stderr)
 	endpoints := fs.String("etcd", "", "etcd endpoints, comma-separated (e.g. http://127.0.0.1:2379); required")
 	prefix := fs.String("etcd-prefix", etcd.DefaultOraclePrefix, "prefix of the election's and the mark's etcd keys")
-	table := fs.String("bigtable", "", "the deployment's Cloud Bigtable table PROJECT/INSTANCE/TABLE (BIGTABLE_EMULATOR_HOST is honoured): replies carry its observer registry version, so committers need not read it; it must be the table the clients use")
+	table := fs.String("bigtable", "", "the deployment's Cloud Bigtable table PROJECT/INSTANCE/TABLE (BIGTABLE_EMULATOR_HOST is honoured), the one the clients use; required: the oracle keeps a copy of its mark there (so etcd restored from an older backup cannot move timestamps back), and its replies carry the table's observer registry version, so committers need not read it")
 	listen := fs.String("listen", "127.0.0.1:7430", "address to serve the oracle's gRPC on")
 	advertise := fs.String("advertise", "", "address clients dial, published in etcd (default: the listen address)")
 	lease := fs.Duration("lease", etcd.DefaultOracleLease, "election lease, whole seconds (etcd raises it to its minimum, about 2s): a dead leader is replaced within about this")
@@ -53,10 +55,11 @@ func runOracle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	var btOpts bigtable.Options
-	if *table != "" {
-		if err := btOpts.ParseTable(*table); err != nil {
-			return usagef("--bigtable: %v", err)
-		}
+	if *table == "" {
+		return usagef("--bigtable is required: the deployment's table, where the oracle keeps a copy of its mark")
+	}
+	if err := btOpts.ParseTable(*table); err != nil {
+		return usagef("--bigtable: %v", err)
 	}
 	token, err := readToken(*tokenFile)
 	if err != nil {
@@ -90,16 +93,15 @@ func runOracle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer cli.Close()
-	if *table != "" { // before the candidacy: a wrong table never leads
-		st, err := bigtable.Open(ctx, btOpts)
-		if err != nil {
-			return err
-		}
-		defer st.Close() // after the server has stopped
-		opts.Store = st
-		log.Info("oracle: replies carry the observer registry version", "bigtable", *table)
+	// Before the candidacy: a wrong table never leads.
+	st, err := bigtable.Open(ctx, btOpts)
+	if err != nil {
+		return err
 	}
-	cand, err := etcd.StartCandidate(cli, etcd.CandidateOptions{Addr: addr, Prefix: *prefix, TTL: *lease, Logger: log})
+	defer st.Close() // after the server has stopped
+	opts.Store = st
+	log.Info("oracle: the mark's copy and the observer registry version in", "bigtable", *table)
+	cand, err := etcd.StartCandidate(cli, etcd.CandidateOptions{Addr: addr, Prefix: *prefix, TTL: *lease, Store: st, Logger: log})
 	if err != nil {
 		return err
 	}

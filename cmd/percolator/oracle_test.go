@@ -65,10 +65,38 @@ type oracleProc struct {
 	stderr *lockedBuffer
 }
 
+// oracleTables holds the table each test's oracles share when the test
+// names none.
+var oracleTables sync.Map // *testing.T → string
+
+// oracleTable is the deployment table of t's oracles: a table of a
+// Bigtable emulator started for the test (BIGTABLE_EMULATOR_HOST is set
+// for the children).
+func oracleTable(t *testing.T) string {
+	if table, ok := oracleTables.Load(t); ok {
+		return table.(string)
+	}
+	emu := bttesting.Start(t)
+	t.Setenv("BIGTABLE_EMULATOR_HOST", emu.Addr())
+	const table = "test/test/oracles"
+	var bopts bigtable.Options
+	_ = bopts.ParseTable(table)
+	if err := bigtable.Init(context.Background(), bopts); err != nil {
+		t.Fatal(err)
+	}
+	oracleTables.Store(t, table)
+	t.Cleanup(func() { oracleTables.Delete(t) })
+	return table
+}
+
 // startOracleProc starts `percolator oracle` on etcd member m, listening
-// on a free loopback port, and waits until the port accepts.
+// on a free loopback port, and waits until the port accepts. Without
+// --bigtable among extra, it uses the test's table (oracleTable).
 func startOracleProc(t *testing.T, m *etcd.Embedded, lease time.Duration, extra ...string) *oracleProc {
 	t.Helper()
+	if !slices.Contains(extra, "--bigtable") {
+		extra = append(extra, "--bigtable", oracleTable(t))
+	}
 	p := &oracleProc{addr: freeAddr(t), stderr: &lockedBuffer{}}
 	args := append([]string{"oracle", "--etcd", strings.Join(m.Endpoints(), ","), "--listen", p.addr, "--lease", lease.String()}, extra...)
 	p.cmd = command(args...)
@@ -419,7 +447,8 @@ func TestOracleCmdBadInput(t *testing.T) {
 		{"oracle", "--etcd", "127.0.0.1:1", "--lease", "2h"},
 		{"oracle", "--etcd", "127.0.0.1:1", "--lease", "soon"},
 		{"oracle", "--etcd", "127.0.0.1:1", "--etcd-prefix", ""},
-		{"oracle", "--etcd", "127.0.0.1:1", "--listen", "0.0.0.0:0"},
+		{"oracle", "--etcd", "127.0.0.1:1", "--listen", "0.0.0.0:0", "--bigtable", "p/i/t"},
+		{"oracle", "--etcd", "127.0.0.1:1", "--listen", "127.0.0.1:0"}, // no --bigtable
 		{"oracle", "--etcd", "127.0.0.1:1", "--tls-cert", "x"},
 		{"oracle", "--etcd", "127.0.0.1:1", "--log-format", "xml"},
 		{"oracle", "--etcd", "127.0.0.1:1", "extra"},
@@ -433,7 +462,7 @@ func TestOracleCmdBadInput(t *testing.T) {
 	}
 	dead := freeAddr(t)
 	start := time.Now()
-	_, errOut, code := runCLI(t, "oracle", "--etcd", dead, "--listen", freeAddr(t))
+	_, errOut, code := runCLI(t, "oracle", "--etcd", dead, "--listen", freeAddr(t), "--bigtable", "p/i/t")
 	if code != 1 || !strings.Contains(errOut, dead) || !strings.Contains(errOut, "unreachable") || time.Since(start) > 15*time.Second {
 		t.Fatalf("oracle on an etcd that is down: exit %d after %v: %s", code, time.Since(start), errOut)
 	}
@@ -518,8 +547,9 @@ func watchLeaderKey(t *testing.T, cli *clientv3.Client, d time.Duration) int {
 
 // TestOracleCmdBigtable: `oracle --bigtable` answers each allocation with
 // the table's observer registry version (0 before any registration, then
-// the version a registration raised it to); without --bigtable a reply
-// has none; a table that does not exist fails at start, exit 1, naming it.
+// the version a registration raised it to) and keeps the mark's copy
+// there; without --bigtable it does not start (exit 2); a table that does
+// not exist fails at start, exit 1, naming it.
 func TestOracleCmdBigtable(t *testing.T) {
 	ctx := context.Background()
 	emu := bttesting.Start(t)
@@ -567,14 +597,15 @@ func TestOracleCmdBigtable(t *testing.T) {
 		t.Fatalf("after a registration: version %v; want %d", v, want)
 	}
 
-	without := startOracleProc(t, m, oracleLease)
-	_ = with.cmd.Process.Signal(syscall.SIGTERM)
-	waitLeader(t, cli, 5*time.Second, without)
-	if v := version(without.addr); v != nil {
-		t.Fatalf("an oracle without --bigtable sent version %d", *v)
+	if mark, err := oracle.ReadMirror(ctx, st); err != nil || mark == 0 {
+		t.Fatalf("the mark's copy in the table: %d %v", mark, err)
+	}
+	_, errOut, code := runCLI(t, "oracle", "--etcd", strings.Join(m.Endpoints(), ","), "--listen", freeAddr(t))
+	if code != 2 || !strings.Contains(errOut, "--bigtable is required") {
+		t.Fatalf("oracle without --bigtable: exit %d: %s", code, errOut)
 	}
 
-	_, errOut, code := runCLI(t, "oracle", "--etcd", strings.Join(m.Endpoints(), ","), "--listen", freeAddr(t), "--bigtable", "test/test/absent")
+	_, errOut, code = runCLI(t, "oracle", "--etcd", strings.Join(m.Endpoints(), ","), "--listen", freeAddr(t), "--bigtable", "test/test/absent")
 	if code != 1 || !strings.Contains(errOut, "absent") || !strings.Contains(errOut, "no such table") {
 		t.Fatalf("oracle on a table that does not exist: exit %d: %s", code, errOut)
 	}

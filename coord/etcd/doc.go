@@ -137,6 +137,25 @@
 //     resolve it again within a budget (default 10s). oracle.Client still
 //     rejects a reply that is not above the previous one; by 4 a new
 //     leader's replies never are.
+//  8. The mark has a copy in the deployment's store (CandidateOptions.Store:
+//     a reserved row, oracle.WriteMirror), written before the etcd mark by
+//     every mark write, so both are durable before a timestamp below them
+//     is handed out; a new term resumes at the larger of the two (etcdMark
+//     read). Restoring etcd from an older backup (its documented disaster
+//     recovery) rewinds the etcd mark, never the store's copy, so a leader
+//     after it resumes above every timestamp handed out.
+//  9. A leader's authority also needs its election key: each renewal, sent
+//     before it reads the key, moves the deadline only if the key still
+//     stands at the term's revision, and a watch on the key ends the term
+//     as soon as etcd reports it deleted. A key deleted while its lease
+//     lives (an operator, a restored etcd) thus ends the term within one
+//     renewal period, and the old leader's deadline, measured from a
+//     renewal sent before the deletion, ends within its TTL of it. Every
+//     term records its lease and TTL (<prefix>oracle/term) before its first
+//     timestamp; a new leader that finds the previous term's lease still
+//     alive waits out that TTL before it hands out anything. (A previous
+//     lease that has ended needs no wait: its leader resigned after
+//     closing its allocator, or etcd expired it after its deadline, 2.)
 //  7. OracleBackend is an oracle.VersionedBackend that reports, reply by
 //     reply, whether the answering oracle read the observer registry
 //     version: an oracle role given the store (server.OracleOptions.Store,
@@ -151,7 +170,8 @@
 // The caller's contract:
 //
 //  1. StartCandidate with the address clients dial (not a wildcard such as
-//     0.0.0.0), on an etcd client the caller owns and closes after Close.
+//     0.0.0.0) and the deployment's store (8), on an etcd client the
+//     caller owns and closes after Close.
 //  2. Serve the Candidate, an oracle.Backend, with server.NewOracleServer
 //     (the Oracle service, health and Ping), given the deployment's store
 //     so that its replies carry the observer registry version (7); the
@@ -172,5 +192,10 @@
 // Not covered: CLOCK_MONOTONIC, Go's monotonic clock, stops while the
 // machine is suspended, so a leader whose whole machine is suspended past
 // its lease resumes believing less time has passed; the margin covers
-// clock rate differences of up to a tenth of the TTL, not a suspend.
+// clock rate differences of up to a tenth of the TTL, not a suspend. And
+// a lease revoked by an operator (etcdctl lease revoke) while its leader
+// is cut off from etcd: the key goes with the lease, a standby finds no
+// live lease to wait out (9) and leads at once, while the cut-off leader
+// hands out timestamps until its deadline. A leader that reaches etcd
+// learns of the revocation from its watch within milliseconds.
 package etcd

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/seed-992972ee/percolator/oracle"
+	"github.com/seed-992972ee/percolator/storage"
 )
 
 // DefaultOraclePrefix is the default key prefix of the oracle's election
@@ -44,6 +46,12 @@ type CandidateOptions struct {
 	// how far ahead of use the mark is written, and the most a failover
 	// skips. Default oracle.DefaultWindow.
 	Window uint64
+	// Store is the deployment's store, the one the oracle's clients
+	// write: the mark is written to it (a reserved row) as well as to
+	// etcd before use, and a new term resumes at the larger of the two,
+	// so etcd restored from an older backup cannot move timestamps back.
+	// Required.
+	Store storage.Store
 	// Logger receives leadership changes and renewal trouble. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -74,6 +82,8 @@ func (o *CandidateOptions) Validate() error {
 	switch {
 	case o.Addr == "":
 		return fmt.Errorf("%w: a candidate needs the address clients dial (Addr)", oracle.ErrInvalidArgument)
+	case o.Store == nil:
+		return fmt.Errorf("%w: a candidate needs the deployment's store (Store), which keeps a copy of the mark", oracle.ErrInvalidArgument)
 	case o.TTL < time.Second || o.TTL > time.Hour || o.TTL%time.Second != 0:
 		return fmt.Errorf("%w: lease %v: etcd leases are whole seconds, from 1s to 1h", oracle.ErrInvalidArgument, o.TTL)
 	case o.Margin < 0 || o.Margin >= o.TTL/2:
@@ -86,6 +96,7 @@ func (o *CandidateOptions) Validate() error {
 
 func electionPrefix(prefix string) string { return prefix + "oracle/leader" }
 func markKey(prefix string) string        { return prefix + "oracle/mark" }
+func termKey(prefix string) string        { return prefix + "oracle/term" }
 
 // Candidate campaigns for the oracle's leadership until Close, and while
 // it leads hands out timestamps (it implements oracle.Backend).
@@ -265,7 +276,18 @@ func newSession(cli *clientv3.Client, id clientv3.LeaseID) (*concurrency.Session
 
 // lead runs a won election's term until its lease is lost or Close.
 func (c *Candidate) lead(l *lease, e *concurrency.Election) error {
-	m := &etcdMark{cli: c.cli, key: markKey(c.opts.Prefix), leaderKey: e.Key(), rev: e.Rev(), lease: l, now: c.now}
+	if err := c.awaitPredecessor(l, e.Rev()); err != nil {
+		return err
+	}
+	if err := c.recordTerm(l, e.Key(), e.Rev()); err != nil {
+		return err
+	}
+	// From here every renewal also proves the key stands (invariant 9),
+	// and its deletion ends the term at once.
+	l.leading(e.Key(), e.Rev())
+	l.renewer.Add(1)
+	go c.watchKey(l, e.Key(), e.Rev())
+	m := &etcdMark{cli: c.cli, st: c.opts.Store, key: markKey(c.opts.Prefix), leaderKey: e.Key(), rev: e.Rev(), lease: l, now: c.now}
 	resume, err := m.read(l.ctx)
 	if err != nil {
 		return err
@@ -286,12 +308,98 @@ func (c *Candidate) lead(l *lease, e *concurrency.Election) error {
 	return err
 }
 
+// termRecord is the value of <prefix>oracle/term: the election key's
+// create revision, the lease and the TTL of the last term that may have
+// handed out timestamps, written before its first one.
+type termRecord struct {
+	Rev   int64 `json:"rev"`
+	Lease int64 `json:"lease"`
+	TTLS  int64 `json:"ttl_s"`
+}
+
+// awaitPredecessor waits, before a new term hands out anything, until the
+// previous term cannot hand out any more (invariant 9). A previous leader
+// whose lease ended (it resigned, or etcd expired the lease) has stopped
+// already (invariants 2 and 5). One whose election key was deleted while
+// its lease lives (an operator, etcd restored from a backup) stops at its
+// next renewal, which finds the key gone, and its deadline, measured from
+// a renewal sent before the deletion, ends within its TTL of it: so the
+// new term waits that TTL.
+func (c *Candidate) awaitPredecessor(l *lease, rev int64) error {
+	ctx, cancel := context.WithTimeout(l.ctx, markTimeout)
+	resp, err := c.cli.Get(ctx, termKey(c.opts.Prefix))
+	if err != nil || len(resp.Kvs) == 0 {
+		cancel()
+		return err
+	}
+	var prev termRecord
+	if err := json.Unmarshal(resp.Kvs[0].Value, &prev); err != nil || prev.Rev == rev {
+		cancel()
+		return nil // not a record this package wrote, or this term's own
+	}
+	ttl, err := c.cli.TimeToLive(ctx, clientv3.LeaseID(prev.Lease))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("asking after the previous leader's lease: %w", err)
+	}
+	if ttl.TTL <= 0 {
+		return nil // ended
+	}
+	wait := time.Duration(max(ttl.GrantedTTL, prev.TTLS)) * time.Second
+	c.log.Warn("oracle: the previous leader's election key is gone while its lease lives; waiting out its lease before leading",
+		"addr", c.opts.Addr, "previous_lease", fmt.Sprintf("%x", prev.Lease), "wait", wait)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-l.ctx.Done():
+		return nil // the term ended before it began
+	}
+}
+
+// recordTerm writes this term's record, if its election key stands.
+func (c *Candidate) recordTerm(l *lease, key string, rev int64) error {
+	ctx, cancel := context.WithTimeout(l.ctx, markTimeout)
+	defer cancel()
+	val, _ := json.Marshal(termRecord{Rev: rev, Lease: int64(l.id), TTLS: int64(l.ttl / time.Second)})
+	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+		Then(clientv3.OpPut(termKey(c.opts.Prefix), string(val))).Commit()
+	switch {
+	case err != nil:
+		return fmt.Errorf("recording the term: %w", err)
+	case !resp.Succeeded:
+		err := fmt.Errorf("%w: the election key of revision %d is gone", oracle.ErrNotLeader, rev)
+		l.lose(err)
+		return err
+	}
+	return nil
+}
+
+// watchKey ends the term as soon as etcd reports its election key
+// deleted, sooner than the next renewal would find it gone.
+func (c *Candidate) watchKey(l *lease, key string, rev int64) {
+	defer l.renewer.Done()
+	for ev := range c.cli.Watch(l.ctx, key, clientv3.WithRev(rev+1)) {
+		for _, e := range ev.Events {
+			if e.Type == clientv3.EventTypeDelete {
+				l.lose(fmt.Errorf("%w: the election key of revision %d was deleted", oracle.ErrNotLeader, rev))
+				return
+			}
+		}
+	}
+}
+
 // lease is one etcd lease of a candidate, and what this process can prove
 // of it by its own clock.
 type lease struct {
 	id     clientv3.LeaseID
 	ttl    time.Duration // granted
 	margin time.Duration
+	// key is the election key this lease leads with, set once it has
+	// won (nil while it campaigns): each renewal then also proves the key
+	// still stands at its revision before it moves the deadline.
+	key atomic.Pointer[leaderKey]
 	// Invariant: the lease is provably live while the monotonic clock
 	// reads less than deadline (ns): the send time of the last
 	// acknowledged renewal (or the grant), plus ttl, less margin. It only
@@ -338,6 +446,15 @@ func (c *Candidate) release(l *lease) {
 		c.log.Warn("oracle: revoking the election lease (it runs out by itself)", "lease", fmt.Sprintf("%x", int64(l.id)), "err", err)
 	}
 }
+
+// leaderKey is an election key and its create revision.
+type leaderKey struct {
+	key string
+	rev int64
+}
+
+// leading makes the renewals check the election key.
+func (l *lease) leading(key string, rev int64) { l.key.Store(&leaderKey{key, rev}) }
 
 // confirm extends the deadline to sent + ttl − margin.
 func (l *lease) confirm(sent, ttl time.Duration) {
@@ -399,6 +516,9 @@ func (c *Candidate) renew(l *lease) {
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			l.lose(fmt.Errorf("%w: etcd no longer has lease %x", oracle.ErrNotLeader, int64(l.id)))
 			return
+		case errors.Is(err, oracle.ErrNotLeader):
+			l.lose(err)
+			return
 		default:
 			if failing == 0 && l.ctx.Err() == nil {
 				c.log.Warn("oracle: lease renewal failing; retrying", "lease", fmt.Sprintf("%x", int64(l.id)), "err", err)
@@ -417,6 +537,17 @@ func (c *Candidate) renewOnce(l *lease, timeout time.Duration) error {
 	resp, err := c.cli.KeepAliveOnce(ctx, l.id)
 	if err != nil {
 		return err
+	}
+	if k := l.key.Load(); k != nil {
+		// Leading: the key must still stand, read after the renewal
+		// was sent (a linearizable read).
+		got, err := c.cli.Get(ctx, k.key)
+		if err != nil {
+			return err
+		}
+		if len(got.Kvs) == 0 || got.Kvs[0].CreateRevision != k.rev {
+			return fmt.Errorf("%w: the election key of revision %d is gone", oracle.ErrNotLeader, k.rev)
+		}
 	}
 	l.confirm(sent, time.Duration(resp.TTL)*time.Second)
 	return nil

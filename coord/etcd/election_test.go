@@ -23,6 +23,7 @@ import (
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/server"
+	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
 )
 
@@ -77,6 +78,9 @@ func startNodeServer(t *testing.T, m *etcd.Embedded, opts etcd.CandidateOptions,
 	}
 	n := &oracleNode{addr: lis.Addr().String(), cli: etcdtest.Client(t, m)}
 	opts.Addr = n.addr
+	if opts.Store == nil {
+		opts.Store = storeOf(m)
+	}
 	if opts.TTL == 0 {
 		opts.TTL = testLease
 	}
@@ -96,6 +100,15 @@ func startNodeServer(t *testing.T, m *etcd.Embedded, opts etcd.CandidateOptions,
 		_ = n.cand.Close()
 	})
 	return n
+}
+
+// stores holds the deployment store of each etcd member's candidates.
+var stores sync.Map // *etcd.Embedded → storage.Store
+
+// storeOf is the store the candidates on m share (the deployment's).
+func storeOf(m *etcd.Embedded) storage.Store {
+	st, _ := stores.LoadOrStore(m, memory.New())
+	return st.(storage.Store)
 }
 
 // waitLeading waits until one of nodes leads and returns it.
@@ -471,9 +484,13 @@ func TestOracleBadInput(t *testing.T) {
 		{Addr: "127.0.0.1:1", TTL: 2 * time.Second, Margin: time.Second},
 		{Addr: "127.0.0.1:1", Window: 1},
 	} {
+		o.Store = memory.New() // what is wrong is something else
 		if _, err := etcd.StartCandidate(nil, o); !errors.Is(err, oracle.ErrInvalidArgument) {
 			t.Errorf("%+v: %v; want ErrInvalidArgument", o, err)
 		}
+	}
+	if _, err := etcd.StartCandidate(nil, etcd.CandidateOptions{Addr: "127.0.0.1:1"}); !errors.Is(err, oracle.ErrInvalidArgument) {
+		t.Errorf("no Store: %v; want ErrInvalidArgument", err)
 	}
 	if _, err := etcd.NewOracleBackend(nil, etcd.OracleBackendOptions{Budget: -1}); !errors.Is(err, oracle.ErrInvalidArgument) {
 		t.Errorf("negative budget: %v", err)

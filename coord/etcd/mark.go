@@ -10,16 +10,20 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/seed-992972ee/percolator/oracle"
+	"github.com/seed-992972ee/percolator/storage"
 )
 
 // markTimeout bounds one mark write, retries included.
 const markTimeout = 5 * time.Second
 
 // etcdMark is an oracle.Mark: the oracle's high-water mark in etcd, written
-// only by the leader of one term (invariant 3). Write runs on the
+// only by the leader of one term (invariant 3), and its copy in the
+// deployment's store (oracle.WriteMirror; invariant 8). Write runs on the
 // Allocator's extension goroutine, one at a time; Usable on any.
 type etcdMark struct {
 	cli *clientv3.Client
+	// st holds the mark's copy: the store the oracle's clients write.
+	st  storage.Store
 	key string // <prefix>oracle/mark
 	// leaderKey and rev are the term's election key and its create
 	// revision: a write is applied only while that key exists with that
@@ -50,7 +54,10 @@ func decodeMark(key string, v []byte) (uint64, error) {
 	return mark, nil
 }
 
-// read returns the stored mark (0 if none): where a new term resumes.
+// read returns where a new term resumes: the larger of the mark in etcd
+// and its copy in the store (0 if neither exists). etcd restored from a
+// backup holds an older mark; the store's copy was written before any
+// timestamp below it was handed out.
 func (m *etcdMark) read(ctx context.Context) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, markTimeout)
 	defer cancel()
@@ -58,20 +65,31 @@ func (m *etcdMark) read(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading the oracle's mark: %w", err)
 	}
-	if len(resp.Kvs) == 0 {
-		return 0, nil
+	var inEtcd uint64
+	if len(resp.Kvs) > 0 {
+		if inEtcd, err = decodeMark(m.key, resp.Kvs[0].Value); err != nil {
+			return 0, err
+		}
 	}
-	return decodeMark(m.key, resp.Kvs[0].Value)
+	inStore, err := oracle.ReadMirror(ctx, m.st)
+	if err != nil {
+		return 0, err
+	}
+	return max(inEtcd, inStore), nil
 }
 
-// Write implements oracle.Mark: one Txn, if the term's election stands
-// and the stored mark is below mark (or, the first time, absent), puts
-// mark. A refusal because the election no longer stands ends the term and
-// is oracle.ErrNotLeader. A stored mark already at or above mark is
-// success: it is durable (an earlier attempt whose answer was lost).
+// Write implements oracle.Mark: the store's copy first (it only rises),
+// then one Txn, if the term's election stands and the stored mark is
+// below mark (or, the first time, absent), puts mark. A refusal because
+// the election no longer stands ends the term and is oracle.ErrNotLeader.
+// A stored mark already at or above mark is success: it is durable (an
+// earlier attempt whose answer was lost).
 func (m *etcdMark) Write(mark uint64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
 	defer cancel()
+	if err := oracle.WriteMirror(ctx, m.st, mark); err != nil {
+		return err
+	}
 	val := encodeMark(mark)
 	stands := clientv3.Compare(clientv3.CreateRevision(m.leaderKey), "=", m.rev)
 	below := clientv3.Compare(clientv3.Value(m.key), "<", val)

@@ -137,6 +137,16 @@
 //     resolve it again within a budget (default 10s). oracle.Client still
 //     rejects a reply that is not above the previous one; by 4 a new
 //     leader's replies never are.
+//  7. OracleBackend is an oracle.VersionedBackend that reports, reply by
+//     reply, whether the answering oracle read the observer registry
+//     version: an oracle role given the store (server.OracleOptions.Store,
+//     `percolator oracle --bigtable`) reads it after allocating and sends
+//     it, and the committer uses it as its registry re-read
+//     (txn.VersionedOracle); one without a store sends none, and the
+//     committer re-reads the registry itself. Candidates may differ (a
+//     rolling restart): a version is only ever taken from the reply that
+//     carried it, so a leader without a store never lets a committer skip
+//     its re-read. The store an oracle reads must be its clients' store.
 //  8. The mark has a copy in the deployment's store (CandidateOptions.Store:
 //     a reserved row, oracle.WriteMirror), written before the etcd mark by
 //     every mark write, so both are durable before a timestamp below them
@@ -156,16 +166,6 @@
 //     alive waits out that TTL before it hands out anything. (A previous
 //     lease that has ended needs no wait: its leader resigned after
 //     closing its allocator, or etcd expired it after its deadline, 2.)
-//  7. OracleBackend is an oracle.VersionedBackend that reports, reply by
-//     reply, whether the answering oracle read the observer registry
-//     version: an oracle role given the store (server.OracleOptions.Store,
-//     `percolator oracle --bigtable`) reads it after allocating and sends
-//     it, and the committer uses it as its registry re-read
-//     (txn.VersionedOracle); one without a store sends none, and the
-//     committer re-reads the registry itself. Candidates may differ (a
-//     rolling restart): a version is only ever taken from the reply that
-//     carried it, so a leader without a store never lets a committer skip
-//     its re-read. The store an oracle reads must be its clients' store.
 //
 // The caller's contract:
 //

@@ -1,0 +1,100 @@
+package faultproxy
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
+)
+
+// newEtcdEnv starts an etcd member, a proxy in front of it and a client
+// of the proxy, and writes k=v through it.
+func newEtcdEnv(t *testing.T) (*Proxy, *clientv3.Client) {
+	t.Helper()
+	m := etcdtest.Start(t)
+	p := newProxy(t, strings.TrimPrefix(m.Endpoints()[0], "http://"))
+	cli := etcdtest.ClientAt(t, "http://"+p.Addr())
+	if _, err := cli.Put(patient(t), "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	return p, cli
+}
+
+// patient returns a context for a call that must succeed; its deadline
+// only bounds a hang.
+func patient(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), patientTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func expectValue(t *testing.T, cli *clientv3.Client, key, want string) {
+	t.Helper()
+	r, err := cli.Get(patient(t), key)
+	if err != nil {
+		t.Fatalf("Get %s: %v", key, err)
+	}
+	if len(r.Kvs) != 1 || string(r.Kvs[0].Value) != want {
+		t.Fatalf("Get %s = %v, want %q", key, r.Kvs, want)
+	}
+}
+
+func isDeadline(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded
+}
+
+// A call on a blackholed connection times out, the connection stays
+// open, and after Resume it serves again.
+func TestEtcdBlackholeTimesOut(t *testing.T) {
+	p, cli := newEtcdEnv(t)
+	c := waitConns(t, p, 1)[0]
+	c.Blackhole()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := cli.Get(ctx, "k"); !isDeadline(err) {
+		t.Fatalf("Get through a blackhole: %v, want a deadline error", err)
+	}
+	c.Resume()
+	expectValue(t, cli, "k", "v")
+	if conns := p.Conns(); len(conns) != 1 || conns[0] != c {
+		t.Fatalf("after Resume: Conns() = %v, want the same connection", conns)
+	}
+}
+
+// A cut connection is replaced: the client reconnects by itself.
+func TestEtcdCutReconnects(t *testing.T) {
+	p, cli := newEtcdEnv(t)
+	c := waitConns(t, p, 1)[0]
+	c.Cut()
+	expectValue(t, cli, "k", "v")
+	if conns := p.Conns(); len(conns) != 1 || conns[0].ID() <= c.ID() {
+		t.Fatalf("after the cut: Conns() = %v, want one new connection", conns)
+	}
+}
+
+// Latency slows each call by at least a round trip and breaks none.
+func TestEtcdDelaySlows(t *testing.T) {
+	p, cli := newEtcdEnv(t)
+	const d = 50 * time.Millisecond
+	if err := p.SetDelay(BothWays, Fixed(d)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		start := time.Now()
+		if _, err := cli.Put(patient(t), "k", strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+		expectValue(t, cli, "k", strconv.Itoa(i))
+		if el := time.Since(start); el < 4*d {
+			t.Fatalf("a Put and a Get took %v through %v each way", el, d)
+		}
+	}
+}

@@ -4,7 +4,8 @@
 // applied the call (to test nonces, HBase-style: a client retries a
 // non-idempotent call whose reply was lost, and the server must not apply
 // it twice), cuts connections, refuses new ones, blackholes them (a
-// partition in which TCP stays open) and delays them.
+// partition in which TCP stays open) and delays them. A Nemesis does all
+// of it at random, from a seed.
 //
 // # Use
 //
@@ -36,7 +37,11 @@
 //     (Blackhole, Resume), delayed (SetDelay, per direction, fixed or
 //     uniformly random latency) and armed to lose its own next response
 //     (DropNextResponse). Done tells when it has closed.
-//  5. Close closes the listener and every connection and returns only
+//  5. StartNemesis(opts, proxies...) cuts, blackholes and delays random
+//     connections of the proxies at the given rates for opts.Duration or
+//     until Stop, logging each action and its seed; Stop heals what it
+//     did and waits for its goroutine.
+//  6. Close closes the listener and every connection and returns only
 //     when every goroutine the proxy started has ended.
 //
 // # Guarantees
@@ -71,7 +76,9 @@
 //     (FIN or a close the other side caused), and closes nothing; what it
 //     holds is forwarded in order when the blackhole lifts. Cut and Close
 //     still close it.
-//  8. Random delays are drawn from Options.Seed.
+//  8. Random delays are drawn from Options.Seed; a nemesis's plan (when
+//     each fault comes, which kind, for how long, which connection by
+//     position) from its seed alone.
 //  9. Every method is safe for concurrent use; methods of a closed Conn
 //     that would change it fail with ErrConnClosed, and bad arguments with
 //     ErrInvalidArgument, changing nothing.
@@ -104,4 +111,10 @@
 //     (the server sees an idle connection, where a real partition would
 //     lose the SYN). A blackholed connection whose client gave up stays
 //     open until resumed, cut or closed.
+//  8. Which connection a random choice hits depends on which are open,
+//     which depends on timing: a replay repeats the plan, not necessarily
+//     the run.
+//  9. A Conn's own blackhole and delay are shared with a nemesis running
+//     on its proxy, which resets them when it heals: use the proxy-wide
+//     faults beside a nemesis.
 package faultproxy

@@ -98,3 +98,45 @@ func TestEtcdDelaySlows(t *testing.T) {
 		}
 	}
 }
+
+// Through a nemesis, a writer's acknowledged writes survive: after it,
+// the key holds the last acknowledged value or one attempted after it
+// (a write whose reply was lost may have been applied).
+func TestEtcdNemesis(t *testing.T) {
+	p, cli := newEtcdEnv(t)
+	n, err := StartNemesis(NemesisOptions{
+		Seed: 4, Duration: time.Second, CutRate: 4, BlackholeRate: 4, DelayRate: 4,
+		MaxBlackhole: 300 * time.Millisecond, MaxDelayFor: 300 * time.Millisecond, MaxLatency: 20 * time.Millisecond,
+		Logf: t.Logf,
+	}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked, attempted := -1, -1
+	for i := 0; ; i++ {
+		select {
+		case <-n.Done():
+		default:
+			attempted = i
+			ctx, cancel := context.WithTimeout(t.Context(), heldTimeout)
+			if _, err := cli.Put(ctx, "k", strconv.Itoa(i)); err == nil {
+				acked = i
+			}
+			cancel()
+			continue
+		}
+		break
+	}
+	t.Logf("nemesis: %+v; last acknowledged write %d of %d", n.Stop(), acked, attempted)
+	r, err := cli.Get(patient(t), "k")
+	if err != nil {
+		t.Fatalf("Get after the nemesis: %v", err)
+	}
+	got, err := -1, error(nil) // "v": the write before the first attempt
+	if v := string(r.Kvs[0].Value); v != "v" {
+		got, err = strconv.Atoi(v)
+	}
+	if err != nil || got < acked || got > attempted {
+		t.Fatalf("after the nemesis k = %s; want a write from %d (last acknowledged) to %d (last attempted)", r.Kvs[0].Value, acked, attempted)
+	}
+}

@@ -144,10 +144,24 @@ func (p *Process) Client(t testing.TB) *clientv3.Client {
 func (p *Process) PID() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.mu.child == nil {
+	c := p.childLocked()
+	if c == nil {
 		return 0
 	}
-	return p.mu.child.cmd.Process.Pid
+	return c.cmd.Process.Pid
+}
+
+// childLocked returns the running child, or nil if the member is down,
+// killed or stopped, or died by itself.
+func (p *Process) childLocked() *child {
+	if c := p.mu.child; c != nil {
+		select {
+		case <-c.exited:
+			p.mu.child = nil
+		default:
+		}
+	}
+	return p.mu.child
 }
 
 // Kill kills the member with SIGKILL, paused or not, and waits until it
@@ -156,7 +170,7 @@ func (p *Process) PID() int {
 func (p *Process) Kill() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := p.mu.child
+	c := p.childLocked()
 	if c == nil {
 		return ErrNotRunning
 	}
@@ -172,7 +186,7 @@ func (p *Process) Kill() error {
 func (p *Process) Stop() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := p.mu.child
+	c := p.childLocked()
 	if c == nil {
 		return ErrNotRunning
 	}
@@ -194,13 +208,13 @@ func (p *Process) Stop() error {
 	return nil
 }
 
-// Restart starts the member again after Kill or Stop, on the same data
-// directory and ports, and waits until it serves. A port that is briefly
+// Restart starts the member again after Kill or Stop (or its own death),
+// on the same data directory and ports, and waits until it serves. A port that is briefly
 // still taken is waited for, within ProcessOptions.StartTimeout.
 func (p *Process) Restart() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.mu.child != nil {
+	if p.childLocked() != nil {
 		return ErrRunning
 	}
 	return p.startLocked()
@@ -217,7 +231,7 @@ func (p *Process) Resume() error { return p.setPaused(false) }
 func (p *Process) setPaused(paused bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := p.mu.child
+	c := p.childLocked()
 	if c == nil {
 		return ErrNotRunning
 	}
@@ -262,7 +276,11 @@ var errAddrInUse = errors.New("etcdtest: a port of the member is taken")
 // or deadline passes (then it is killed).
 func (p *Process) spawnLocked(deadline time.Time) (*child, error) {
 	p.spawns.Add(1)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("etcdtest: find the test binary: %w", err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), memberEnv+"="+p.spec)
 	cmd.SysProcAttr = sysProcAttr()
 	cmd.Stderr = p.logs

@@ -180,7 +180,8 @@ func TestProcessPausePastLeaseTTL(t *testing.T) {
 }
 
 // Stop ends the member gracefully (exit 0); the lifecycle methods refuse
-// what the state does not allow; the data outlives a Stop.
+// what the state does not allow; the data outlives a Stop; a member that
+// died by itself can be restarted.
 func TestProcessStopRestartAndStates(t *testing.T) {
 	m := StartProcess(t, ProcessOptions{})
 	cli := m.Client(t)
@@ -210,6 +211,19 @@ func TestProcessStopRestartAndStates(t *testing.T) {
 		_, err := getValue(ctx, cli, "k")
 		return err
 	})
+
+	// A member that dies by itself is down: Restart starts it again.
+	syscall.Kill(m.PID(), syscall.SIGKILL)
+	deadline := time.Now().Add(hang)
+	for m.PID() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("PID() still names a member killed from outside")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := m.Restart(); err != nil {
+		t.Fatalf("Restart after the member died: %v", err)
+	}
 }
 
 // A restart whose client port is taken waits for it, trying again, and

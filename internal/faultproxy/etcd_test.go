@@ -112,6 +112,7 @@ func TestEtcdNemesis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { n.Stop() })
 	acked, attempted := -1, -1
 	for i := 0; ; i++ {
 		select {

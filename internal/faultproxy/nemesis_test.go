@@ -71,7 +71,11 @@ func TestNemesisOptionsValidate(t *testing.T) {
 		{Duration: -time.Second},
 		{MaxLatency: -1},
 	} {
-		if _, err := StartNemesis(o, p); !errors.Is(err, ErrInvalidArgument) {
+		n, err := StartNemesis(o, p)
+		if err == nil {
+			n.Stop()
+		}
+		if !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("StartNemesis(%+v): %v, want ErrInvalidArgument", o, err)
 		}
 	}
@@ -138,6 +142,7 @@ func TestNemesisFaultsThenHeals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { n.Stop() })
 	wait(t, n.Done(), "the nemesis ends after its duration")
 	stats := n.Stop()
 	stop.Store(true)
@@ -179,6 +184,7 @@ func TestNemesisStopHealsEarly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { n.Stop() })
 	deadline := time.Now().Add(ioTimeout)
 	for !waitConns(t, e.proxy, 1)[0].Blackholed() {
 		if time.Now().After(deadline) {

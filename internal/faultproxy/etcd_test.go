@@ -3,12 +3,14 @@ package faultproxy
 import (
 	"context"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -139,5 +141,50 @@ func TestEtcdNemesis(t *testing.T) {
 	}
 	if err != nil || got < acked || got > attempted {
 		t.Fatalf("after the nemesis k = %s; want a write from %d (last acknowledged) to %d (last attempted)", r.Kvs[0].Value, acked, attempted)
+	}
+}
+
+// faultSuiteEnv enables the long fault tests.
+const faultSuiteEnv = "PERCOLATOR_FAULT_SUITE"
+
+// Only a keepalive rescues a call with a long deadline from a blackholed
+// connection: gRPC's client pings no more often than every 10s, and when
+// the ping goes unanswered it closes the transport; etcd's client then
+// retries the call on a new connection. The blackholed one stays open.
+func TestEtcdKeepaliveNoticesBlackhole(t *testing.T) {
+	if os.Getenv(faultSuiteEnv) == "" {
+		t.Skipf("waits out a 10s keepalive; set %s=1 to run it", faultSuiteEnv)
+	}
+	m := etcdtest.Start(t)
+	p := newProxy(t, strings.TrimPrefix(m.Endpoints()[0], "http://"))
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{"http://" + p.Addr()},
+		DialTimeout: 5 * time.Second, DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
+		PermitWithoutStream: true, Logger: zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	if _, err := cli.Put(patient(t), "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	held := waitConns(t, p, 1)[0]
+	held.Blackhole()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	r, err := cli.Get(ctx, "k")
+	if err != nil || len(r.Kvs) != 1 {
+		t.Fatalf("Get with a long deadline through a blackhole: %v, %v", r, err)
+	}
+	t.Logf("the keepalive noticed the blackhole; the call succeeded after %v", time.Since(start))
+	select {
+	case <-held.Done():
+		t.Fatal("the proxy closed the blackholed connection")
+	default:
+	}
+	if conns := p.Conns(); len(conns) != 2 || conns[0] != held {
+		t.Fatalf("Conns() = %v, want the blackholed one and a new one", conns)
 	}
 }

@@ -276,36 +276,12 @@ var errAddrInUse = errors.New("etcdtest: a port of the member is taken")
 // or deadline passes (then it is killed).
 func (p *Process) spawnLocked(deadline time.Time) (*child, error) {
 	p.spawns.Add(1)
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("etcdtest: find the test binary: %w", err)
-	}
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), memberEnv+"="+p.spec)
-	cmd.SysProcAttr = sysProcAttr()
-	cmd.Stderr = p.logs
-	inR, inW, err := os.Pipe()
+	c, stdout, err := startChild(p.spec, p.logs)
 	if err != nil {
 		return nil, err
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, err
-	}
-	cmd.Stdin, cmd.Stdout = inR, outW
-	c := &child{cmd: cmd, stdin: inW, exited: make(chan struct{})}
-	err = c.start()
-	inR.Close()
-	outW.Close()
-	if err != nil {
-		inW.Close()
-		outR.Close()
-		return nil, fmt.Errorf("etcdtest: start the member: %w", err)
 	}
 	ready := make(chan []string, 1)
-	go readStatus(outR, ready)
+	go readStatus(stdout, ready)
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
@@ -320,6 +296,40 @@ func (p *Process) spawnLocked(deadline time.Time) (*child, error) {
 		<-c.exited
 		return nil, fmt.Errorf("etcdtest: the member did not serve within %v; its log:\n%s", p.timeout, p.logs)
 	}
+}
+
+// startChild starts the test binary as the member spec describes, its
+// stderr going to logs, and returns it and the read end of its stdout.
+func startChild(spec string, logs io.Writer) (*child, *os.File, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, fmt.Errorf("etcdtest: find the test binary: %w", err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), memberEnv+"="+spec)
+	cmd.SysProcAttr = sysProcAttr()
+	cmd.Stderr = logs
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, nil, err
+	}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	c := &child{cmd: cmd, stdin: inW, exited: make(chan struct{})}
+	err = c.start()
+	inR.Close() // the child's ends
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, nil, fmt.Errorf("etcdtest: start the member: %w", err)
+	}
+	return c, outR, nil
 }
 
 // start starts the child from a goroutine that keeps its OS thread until

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -71,8 +72,15 @@ func newGRPCEnv(t *testing.T) *grpcEnv {
 	t.Cleanup(srv.Stop)
 
 	p := newProxy(t, ln.Addr().String())
-	cc, err := grpc.NewClient("passthrough:///"+p.Addr(),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	return &grpcEnv{health: h, proxy: p, client: dialHealth(t, p.Addr(), insecure.NewCredentials())}
+}
+
+// dialHealth returns a health client of its own connection to addr,
+// closed when the test ends.
+func dialHealth(t *testing.T, addr string, creds credentials.TransportCredentials) healthpb.HealthClient {
+	t.Helper()
+	cc, err := grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(creds),
 		// Reconnect at once, so recovery takes milliseconds, not seconds.
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 5 * time.Millisecond, Multiplier: 1.6, MaxDelay: 50 * time.Millisecond},
@@ -82,14 +90,19 @@ func newGRPCEnv(t *testing.T) *grpcEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	return &grpcEnv{health: h, proxy: p, client: healthpb.NewHealthClient(cc)}
+	return healthpb.NewHealthClient(cc)
 }
 
 // check makes one Check call. It may be called from any goroutine.
 func (e *grpcEnv) check(t *testing.T, service string, opts ...grpc.CallOption) error {
-	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	return checkWith(t, e.client, callTimeout, service, opts...)
+}
+
+// checkWith makes one Check call on client with a deadline of timeout.
+func checkWith(t *testing.T, client healthpb.HealthClient, timeout time.Duration, service string, opts ...grpc.CallOption) error {
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
-	_, err := e.client.Check(ctx, &healthpb.HealthCheckRequest{Service: service}, opts...)
+	_, err := client.Check(ctx, &healthpb.HealthCheckRequest{Service: service}, opts...)
 	return err
 }
 

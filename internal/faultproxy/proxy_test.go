@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -33,7 +34,13 @@ const (
 // goroutine of it is left.
 func newProxy(t *testing.T, target string) *Proxy {
 	t.Helper()
-	p, err := New(target)
+	return newProxyWith(t, target, Options{})
+}
+
+// newProxyWith is newProxy with options.
+func newProxyWith(t *testing.T, target string, opts Options) *Proxy {
+	t.Helper()
+	p, err := NewWithOptions(target, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +53,8 @@ func newProxy(t *testing.T, target string) *Proxy {
 	return p
 }
 
-// checkNoProxyGoroutines fails t if a goroutine is running proxy code.
+// checkNoProxyGoroutines fails t if a goroutine is running proxy code
+// (the proxy's or a nemesis's).
 // Tests do not run in parallel, so any such goroutine belongs to a proxy
 // that was closed. A goroutine that has run its deferred wg.Done may not
 // have exited yet when Close returns, so the check looks again for a
@@ -80,12 +88,16 @@ func proxyGoroutines() []string {
 	}
 	var left []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "faultproxy.(*Proxy).") || strings.Contains(g, "faultproxy.pump") {
+		if proxyFrame.MatchString(g) {
 			left = append(left, g)
 		}
 	}
 	return left
 }
+
+// proxyFrame matches a stack frame in the package's own code, not its
+// tests: any goroutine the proxy or a nemesis started runs through one.
+var proxyFrame = regexp.MustCompile(`/internal/faultproxy/[a-z]+\.go:\d+`)
 
 // rawTarget is a plain TCP server behind a proxy; the test plays the HTTP/2
 // server by hand on the connections it accepts.

@@ -64,6 +64,8 @@ type Framework struct {
 	// Passes made by the scanners: over the whole keyspace, over this
 	// worker's range (tests; Status has them as counters).
 	fullPasses, rangePasses atomic.Int64
+	// outage tracks the scanners' failing stretches (outage.go).
+	outage outage
 
 	backfillChunk int // rows per backfill progress record (test knob)
 	// splitHook, if set, replaces the bounds a worker computed (test

@@ -286,13 +286,28 @@ func (s *scanner) randomKey() []byte {
 // for scanners clumping like buses), and backing off when a whole pass
 // finds nothing.
 func (s *scanner) run(ctx context.Context, idle *idleTracker) error {
-	wait := time.Millisecond
+	wait, failWait, failing := time.Millisecond, outageFirstWait, false
 	for ctx.Err() == nil {
 		epoch := idle.passStart()
 		spans, full := s.plan()
 		worked, pending, err := s.pass(ctx, spans, idle)
-		if err != nil {
+		switch {
+		case err != nil && (fatal(err) || ctx.Err() != nil):
 			return err
+		case err != nil: // an outage (outage.go): back off and scan again
+			if failing {
+				s.f.outageFailedAgain()
+			} else {
+				s.f.outageBegan(err)
+			}
+			failing = true
+			if !retryPass(ctx, &failWait) {
+				return nil
+			}
+			continue
+		case failing:
+			s.f.outageEnded()
+			failing, failWait = false, outageFirstWait
 		}
 		s.f.maybeCompact(ctx, s.opts)
 		// A drain ends only after a pass over the whole keyspace found

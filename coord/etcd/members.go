@@ -64,20 +64,61 @@ func (s *Session) register(ctx context.Context, group, value string) (uint64, er
 }
 
 // leave withdraws registration gen from group unless a later Register
-// replaced it: the member key is deleted (best effort: it goes with the
-// lease otherwise) and is not put again under a new lease.
+// replaced it: the member key is deleted and is not put again under a new
+// lease. A delete that fails is sent again in the background until it
+// succeeds, the group is joined again, or the session closes: the lease
+// lives on while the session renews it, so a key left behind would list
+// this process as a member of a group it left, for its whole life.
 func (s *Session) leave(group string, gen uint64) {
 	s.own.Lock()
-	defer s.own.Unlock()
 	if s.memberGen[group] != gen {
+		s.own.Unlock()
 		return
 	}
 	delete(s.members, group)
-	ctx, cancel := context.WithTimeout(context.Background(), s.ttl/3)
+	s.own.Unlock()
+	if s.leaveOnce(group, gen) {
+		return
+	}
+	s.mu.Lock() // Close sets closed under mu before it waits for wg
+	if s.mu.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		for wait := s.ttl / 10; ; wait = min(2*wait, s.ttl) {
+			t := time.NewTimer(wait)
+			select {
+			case <-s.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			if s.leaveOnce(group, gen) {
+				return
+			}
+		}
+	}()
+}
+
+// leaveOnce deletes the member key of group unless registration gen was
+// replaced since; it reports whether nothing is left to do.
+func (s *Session) leaveOnce(group string, gen uint64) bool {
+	s.own.Lock()
+	defer s.own.Unlock()
+	if s.memberGen[group] != gen || s.ctx.Err() != nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.callTimeout())
 	defer cancel()
 	if _, err := s.cli.Delete(ctx, s.memberKey(group, s.owner)); err != nil {
-		s.log.Debug("etcd: leaving a group; the member key goes with the lease", "group", group, "err", err)
+		s.log.Debug("etcd: leaving a group; retrying", "group", group, "err", err)
+		return s.ctx.Err() != nil
 	}
+	return true
 }
 
 // Membership returns the session as a coord.Membership (the observer

@@ -170,6 +170,11 @@ func (s *Session) Owner() string { return s.owner }
 func (s *Session) liveKey(owner string) string { return s.prefix + "live/" + owner }
 func (s *Session) lockKey(key string) string   { return s.prefix + "lock/" + key }
 
+// callTimeout bounds one call to etcd: its client waits for a connection
+// as long as the context allows, so a call on an etcd that is down would
+// wait for it to come back.
+func (s *Session) callTimeout() time.Duration { return s.ttl / 3 }
+
 // margin is the part of a lease this process counts on: a tenth less, for
 // the drift between its clock and etcd's.
 func margin(ttl time.Duration) time.Duration { return ttl - ttl/10 }
@@ -350,6 +355,8 @@ func (s *Session) Alive(ctx context.Context, owner string) (bool, error) {
 	if _, err := s.lease(); err != nil {
 		return false, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout()) // etcd's client waits for a connection
+	defer cancel()
 	resp, err := s.cli.Get(ctx, s.liveKey(owner), clientv3.WithCountOnly())
 	if err != nil {
 		return false, fmt.Errorf("etcd: asking whether %s is alive: %w", owner, err)
@@ -372,6 +379,8 @@ func (s *Session) TryLock(ctx context.Context, key, owner string) (func(), bool,
 		return nil, false, err
 	}
 	k := s.lockKey(key)
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
+	defer cancel()
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
 		Then(clientv3.OpPut(k, owner, clientv3.WithLease(lease))).
@@ -394,20 +403,64 @@ func (s *Session) TryLock(ctx context.Context, key, owner string) (func(), bool,
 }
 
 // unlock deletes the lock key k if it is still the one this session
-// created at revision created; after Close its lease took it already.
+// created at revision created; after Close its lease took it already. A
+// delete that fails (etcd unreachable, restarting) is sent again in the
+// background until it succeeds or the session closes: the lease lives on
+// while the session renews it, so a lock left behind would keep the row
+// from every scanner for the life of the process. The delete is
+// conditioned on the creation revision, so a late one never removes a
+// lock taken since.
 func (s *Session) unlock(k string, created int64) {
-	if _, err := s.lease(); err != nil {
+	if s.unlockOnce(k, created) == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, s.ttl/3)
+	s.mu.Lock() // Close sets closed under mu before it waits for wg
+	if s.mu.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		wait := s.ttl / 10
+		for tries := 1; ; tries++ {
+			t := time.NewTimer(wait)
+			select {
+			case <-s.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			err := s.unlockOnce(k, created)
+			if err == nil {
+				s.log.Info("etcd: advisory lock released after failed attempts", "key", k, "attempts", tries+1)
+				return
+			}
+			if tries == 1 {
+				s.log.Warn("etcd: advisory lock not released yet; retrying", "key", k, "err", err)
+			}
+			wait = min(2*wait, s.ttl)
+		}
+	}()
+}
+
+// unlockOnce sends one conditional delete of k; nil also when the session
+// is closed (its lease took the key).
+func (s *Session) unlockOnce(k string, created int64) error {
+	if _, err := s.lease(); err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.callTimeout())
 	defer cancel()
 	_, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k), "=", created)).
 		Then(clientv3.OpDelete(k)).
 		Commit()
-	if err != nil && s.ctx.Err() == nil {
-		s.log.Warn("etcd: advisory lock not released; it goes with the lease", "key", k, "err", err)
+	if s.ctx.Err() != nil {
+		return nil
 	}
+	return err
 }
 
 // Close revokes the lease, so that the owner is seen dead at once and its

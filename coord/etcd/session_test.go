@@ -32,6 +32,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // TestMain fails the package if a Session goroutine (renew loop, watcher)
 // outlives its Close: every test closes its sessions in a cleanup.
 func TestMain(m *testing.M) {
+	etcdtest.RunMemberIfChild() // a test's etcd in a process of its own
 	code := m.Run()
 	if code == 0 {
 		if stack := sessionGoroutines(); stack != "" {

@@ -1,0 +1,129 @@
+package observer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/oracle"
+	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/memory"
+	"github.com/seed-992972ee/percolator/storage/storagetest"
+	"github.com/seed-992972ee/percolator/txn"
+)
+
+// flakyLocker is a coordination service that fails a share of its calls,
+// as etcd does while it restarts ("taking an advisory lock: EOF") or while
+// a session's lease is granted again.
+type flakyLocker struct {
+	coord.Locker
+	mu   sync.Mutex
+	rng  *rand.Rand
+	odds float64
+	down atomic.Bool // every call fails
+	n    atomic.Int64
+}
+
+var errLockerDown = errors.New("etcd: taking an advisory lock: EOF (injected)")
+
+func (l *flakyLocker) TryLock(ctx context.Context, key, owner string) (func(), bool, error) {
+	l.mu.Lock()
+	fail := l.down.Load() || l.rng.Float64() < l.odds
+	l.mu.Unlock()
+	if fail {
+		l.n.Add(1)
+		return nil, false, errLockerDown
+	}
+	return l.Locker.TryLock(ctx, key, owner)
+}
+
+// TestScannersRideOutOutages: advisory locks and notification scans that
+// fail for a while — a stretch where every lock fails, then one call in
+// four, with scans, reads and writes failing at random beneath — do not end
+// the worker: it backs off, scans again, and every change is processed.
+// (A scanner used to return the first such error, ending Run: `index` and
+// `worker` exited 1 when etcd was killed.)
+func TestScannersRideOutOutages(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	ctx := context.Background()
+	inner := memory.New()
+	st, lossy := storagetest.NewLossy(inner, storagetest.LossyOptions{Seed: seed, FailBefore: 0.02, LoseReply: 0.02, ReadFail: 0.05})
+	lossy.SetEnabled(false)
+	alloc, err := oracle.OpenAllocator("", oracle.AllocatorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orc := oracle.NewClient(alloc)
+	live := coord.NewLocal()
+	c, err := txn.NewClient(ctx, st, orc, live, txn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.Register(c.Owner())
+	locker := &flakyLocker{Locker: coord.NewLocalLocker(), rng: rand.New(rand.NewPCG(seed, 1)), odds: 0.25}
+	f, err := New(ctx, st, c, orc, locker, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); _ = alloc.Close(); _ = inner.Close() })
+	e := &env{t: t, store: inner, client: c, f: f}
+	var runs atomic.Int64
+	if err := f.Register(ctx, Observer{Name: "copy", Column: "in", Fn: copyTo("out", &runs)}); err != nil {
+		t.Fatal(err)
+	}
+	const rows = 40
+	for i := range rows {
+		e.set(fmt.Sprintf("r%02d", i), "in", fmt.Sprint("v", i))
+	}
+	locker.down.Store(true)
+	lossy.SetEnabled(true)
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the stretch every lock fails
+		locker.down.Store(false)
+	}()
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute) // only a hang reaches it
+	defer cancel()
+	if _, err := f.Run(rctx, WorkerOptions{Scanners: 3, Drain: true, MaxIdle: 5 * time.Millisecond}); err != nil {
+		t.Fatalf("drain through the outage: %v (locks failed %d times, store faults %+v)", err, locker.n.Load(), lossy.Stats())
+	}
+	lossy.SetEnabled(false)
+	for i := range rows {
+		if got, want := e.get(fmt.Sprintf("r%02d", i), "out"), fmt.Sprint("v", i); got != want {
+			t.Errorf("r%02d out = %q, want %q", i, got, want)
+		}
+	}
+	if locker.n.Load() == 0 {
+		t.Fatal("no lock failed: the test tested nothing")
+	}
+	t.Logf("locks failed %d times; store faults %+v; %d runs", locker.n.Load(), lossy.Stats(), runs.Load())
+}
+
+// TestScannerFatalErrorsEndRun: what no retry mends still ends Run: a
+// store that failed (its log sync) refuses everything until reopened.
+func TestScannerFatalErrorsEndRun(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := context.Background()
+	if err := e.f.Register(ctx, Observer{Name: "copy", Column: "in", Fn: copyTo("out", new(atomic.Int64))}); err != nil {
+		t.Fatal(err)
+	}
+	e.set("r", "in", "v")
+	e.f.locker = failingLocker{fmt.Errorf("wrapped: %w", storage.ErrFailed)}
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := e.f.Run(rctx, WorkerOptions{Drain: true}); !errors.Is(err, storage.ErrFailed) {
+		t.Fatalf("Run on a failed store: %v, want ErrFailed", err)
+	}
+}
+
+type failingLocker struct{ err error }
+
+func (l failingLocker) TryLock(context.Context, string, string) (func(), bool, error) {
+	return nil, false, l.err
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
 )
 
 // TestMain lets the test binary run as the percolator command (for the
@@ -24,6 +25,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("PERCOLATOR_AS_MAIN") == "1" {
 		main()
 	}
+	etcdtest.RunMemberIfChild() // a test's etcd in a process of its own
 	os.Exit(m.Run())
 }
 

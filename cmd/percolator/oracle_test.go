@@ -94,11 +94,17 @@ func oracleTable(t *testing.T) string {
 // --bigtable among extra, it uses the test's table (oracleTable).
 func startOracleProc(t *testing.T, m *etcd.Embedded, lease time.Duration, extra ...string) *oracleProc {
 	t.Helper()
+	return startOracleProcOn(t, strings.Join(m.Endpoints(), ","), lease, extra...)
+}
+
+// startOracleProcOn is startOracleProc on the etcd endpoints given.
+func startOracleProcOn(t *testing.T, endpoints string, lease time.Duration, extra ...string) *oracleProc {
+	t.Helper()
 	if !slices.Contains(extra, "--bigtable") {
 		extra = append(extra, "--bigtable", oracleTable(t))
 	}
 	p := &oracleProc{addr: freeAddr(t), stderr: &lockedBuffer{}}
-	args := append([]string{"oracle", "--etcd", strings.Join(m.Endpoints(), ","), "--listen", p.addr, "--lease", lease.String()}, extra...)
+	args := append([]string{"oracle", "--etcd", endpoints, "--listen", p.addr, "--lease", lease.String()}, extra...)
 	p.cmd = command(args...)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {

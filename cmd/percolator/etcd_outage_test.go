@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
+	"github.com/seed-992972ee/percolator/internal/faultproxy"
+	"github.com/seed-992972ee/percolator/storage/bigtable"
+)
+
+// TestIndexRidesOutEtcdOutage: `index` with two `worker` processes on
+// Bigtable, etcd a process of its own behind a proxy. Mid-run etcd is
+// killed with SIGKILL and restarted, and the proxy then cuts every
+// client's connection twice: index finishes and verifies against a batch
+// build, and the workers are still running. (index used to exit 1,
+// "etcd: taking an advisory lock: ... EOF", and workers likewise.)
+func TestIndexRidesOutEtcdOutage(t *testing.T) {
+	ctx := context.Background()
+	emu, err := bigtable.StartEmulator("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emu.Close)
+	t.Setenv("BIGTABLE_EMULATOR_HOST", emu.Addr()) // the children's
+	const table = "test/test/etcdoutage"
+	var bopts bigtable.Options
+	_ = bopts.ParseTable(table)
+	if err := bigtable.Init(ctx, bopts); err != nil {
+		t.Fatal(err)
+	}
+	m := etcdtest.StartProcess(t, etcdtest.ProcessOptions{})
+	p, err := faultproxy.New(m.ClientAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	endpoints := "http://" + p.Addr()
+	waitLeader(t, m.Client(t), 20*time.Second, startOracleProcOn(t, strings.Join(m.Endpoints(), ","), oracleLease, "--bigtable", table))
+
+	exited := make(chan int, 2)
+	for i := range 2 {
+		w := command("worker", "--bigtable", table, "--etcd", endpoints, "--scanners", "2")
+		var out lockedBuffer
+		w.Stdout, w.Stderr = &out, &out
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { _ = w.Wait(); close(done); exited <- i }()
+		t.Cleanup(func() {
+			_ = w.Process.Signal(syscall.SIGKILL)
+			<-done
+			if t.Failed() {
+				t.Logf("worker %d:\n%s", i, out.String())
+			}
+		})
+	}
+	idx := command("index", "--bigtable", table, "--etcd", endpoints, "--quiet", "--scanners", "2", "--verify", bigCorpus(t, 150))
+	var idxOut lockedBuffer
+	idx.Stdout, idx.Stderr = &idxOut, &idxOut
+	if err := idx.Start(); err != nil {
+		t.Fatal(err)
+	}
+	idxDone := make(chan error, 1)
+	go func() { idxDone <- idx.Wait() }()
+
+	time.Sleep(1500 * time.Millisecond)
+	if err := m.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if err := m.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		time.Sleep(500 * time.Millisecond)
+		p.Cut()
+	}
+	select {
+	case err := <-idxDone:
+		if err != nil {
+			t.Fatalf("index through the etcd outage: %v\n%s", err, idxOut.String())
+		}
+	case <-time.After(4 * time.Minute): // only a hang reaches it
+		_ = idx.Process.Signal(syscall.SIGQUIT)
+		<-idxDone
+		t.Fatalf("index did not finish; its goroutines:\n%s", idxOut.String())
+	}
+	if !strings.Contains(idxOut.String(), "equals a from-scratch batch build") {
+		t.Fatalf("index did not verify:\n%s", idxOut.String())
+	}
+	select {
+	case i := <-exited:
+		t.Fatalf("worker %d exited during the outage", i)
+	default:
+	}
+	t.Logf("index:\n%s", idxOut.String())
+}

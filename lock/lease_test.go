@@ -283,3 +283,37 @@ func TestFairnessShortTTL(t *testing.T) {
 		t.Fatalf("served in order %v, want ticket order", order)
 	}
 }
+
+// TestCancelAfterLostGrant: a waiter whose grant applied but lost its
+// reply, and whose context then ended, releases the grant it never saw
+// rather than leave the lock held by no one for the lease's TTL.
+func TestCancelAfterLostGrant(t *testing.T) {
+	st := memory.New()
+	defer st.Close()
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var once sync.Once
+	aStore := &hooked{Store: st, onCAM: func(muts []storage.Mutation, apply func() (bool, error)) (bool, error) {
+		first := false
+		if isGrant(muts) {
+			once.Do(func() { first = true })
+		}
+		m, err := apply()
+		if first && err == nil {
+			cancel()
+			return false, errLost
+		}
+		return m, err
+	}}
+	a, err := New(aStore, Options{Holder: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Acquire(actx, "c", time.Minute); !errors.Is(err, context.Canceled) {
+		t.Fatalf("an acquire cancelled after its grant's reply was lost: %v", err)
+	}
+	s, err := a.Show(ctx, "c")
+	if err != nil || s.Held || len(s.Waiters) != 0 {
+		t.Fatalf("after the cancelled acquire: %+v, %v; want free, no waiters", s, err)
+	}
+}

@@ -87,9 +87,9 @@ func (w *waiter) keepTicket(ctx context.Context, s state, now int64) {
 
 // withdraw deletes the waiter's ticket, and any other with its id (a
 // ticket taken by a call whose outcome stayed unknown), even if ctx has
-// ended. The number is this waiter's alone (the counter never goes back),
-// so a late copy of the deletion only deletes what this waiter took:
-// safe to send again.
+// ended; and releases a grant of its that applied unseen. The number is
+// this waiter's alone (the counter never goes back), so a late copy of
+// the deletion only deletes what this waiter took: safe to send again.
 func (w *waiter) withdraw(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -101,6 +101,11 @@ func (w *waiter) withdraw(ctx context.Context) {
 		for _, t := range s.tickets {
 			if t.t.ID == w.id {
 				mine[t.n] = true
+			}
+		}
+		if h := s.holder; h != nil && !h.Released {
+			if _, ok := w.grants[h.ID]; ok {
+				_ = w.lk.Release(ctx, w.lk.lease(w.name, h, time.Time{}, w.ttl, 0))
 			}
 		}
 	}

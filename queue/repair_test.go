@@ -22,7 +22,7 @@ type hookStore struct {
 	storage.Store
 	mu        sync.Mutex
 	onWrite   func(row []byte, apply func() error) error
-	failReads atomic.Bool // item rows' reads fail
+	readFails atomic.Int64 // so many more reads of item rows fail
 	crashed   atomic.Bool
 }
 
@@ -58,7 +58,7 @@ func (h *hookStore) ReadRow(ctx context.Context, row []byte, f storage.Filter) (
 	if h.crashed.Load() {
 		return storage.Row{}, errCrashed
 	}
-	if h.failReads.Load() && isItemRow(row) {
+	if isItemRow(row) && h.readFails.Add(-1) >= 0 {
 		return storage.Row{}, errors.New("test: read failed")
 	}
 	return h.Store.ReadRow(ctx, row, f)
@@ -241,13 +241,13 @@ func TestPushRetry(t *testing.T) {
 		}
 		return errors.New("test: reply lost")
 	})
-	h.failReads.Store(true)
+	h.readFails.Store(1 << 30)
 	id, err := q.Push(ctx, "q", []byte("x"))
 	if !errors.Is(err, ErrUnknown) || id == "" {
 		t.Fatalf("a push that could not learn its outcome: id %q, %v; want an ID and ErrUnknown", id, err)
 	}
 	h.hook(nil)
-	h.failReads.Store(false)
+	h.readFails.Store(0)
 	again, err := q.PushAgain(ctx, "q", id, []byte("x"))
 	if err != nil || again != id {
 		t.Fatalf("pushed again: %q, %v; want %q", again, err, id)
@@ -267,5 +267,39 @@ func TestPushRetry(t *testing.T) {
 	}
 	if s := stats(t, q, "q"); s.Depth != 0 || s.Retained != 1 {
 		t.Fatalf("an acked item pushed again: stats %+v", s)
+	}
+}
+
+// TestResendAfterLostReply: a Nack's state write applies and loses its
+// reply, the read that would tell fails, and the write is sent again:
+// the re-send's predicate no longer matches (the first copy moved the
+// state on). The Nack must see its own write in the state, succeed, and
+// keep the item's entry, so that the item is delivered again.
+func TestResendAfterLostReply(t *testing.T) {
+	st := memory.New()
+	defer st.Close()
+	h := &hookStore{Store: st}
+	q := newQueue(t, h, Options{})
+	push(t, q, "q", "x")
+	d := pop(t, q, "q", time.Minute)
+	var once sync.Once
+	h.hook(func(row []byte, apply func() error) error {
+		lose := false
+		if isItemRow(row) {
+			once.Do(func() { lose = true })
+		}
+		err := apply()
+		if lose && err == nil {
+			h.readFails.Store(1)
+			return errors.New("test: reply lost")
+		}
+		return err
+	})
+	if err := q.Nack(ctx, d, 0); err != nil {
+		t.Fatalf("nack: %v", err)
+	}
+	h.hook(nil)
+	if got := drain(t, newQueue(t, st, Options{}), "q", time.Minute); len(got) != 1 {
+		t.Fatalf("delivered %q after the nack, want the item once", got)
 	}
 }

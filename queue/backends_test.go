@@ -3,6 +3,7 @@ package queue
 import (
 	"bytes"
 	"context"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,6 +71,27 @@ func TestBackends(t *testing.T) {
 	}
 	if n := counted.n.Load(); n > 0 {
 		t.Errorf("%d whole-row deletions", n)
+	}
+}
+
+// TestFaultSoak: longer histories on every backend with a clock behind
+// storagetest.Lossy, with more faults. Set PERCOLATOR_FAULT_SUITE=1 to
+// run it.
+func TestFaultSoak(t *testing.T) {
+	if os.Getenv("PERCOLATOR_FAULT_SUITE") != "1" {
+		t.Skip("a fault soak: set PERCOLATOR_FAULT_SUITE=1 to run it")
+	}
+	heavy := clockstores.Faults
+	heavy.FailBefore, heavy.LoseReply, heavy.ReadFail = 0.1, 0.1, 0.1
+	for _, b := range clockstores.All() {
+		b = clockstores.Lossy(b, heavy)
+		t.Run(b.Name, func(t *testing.T) {
+			st := b.Open(t)
+			defer st.Close()
+			runHistory(t, st, history{items: 1000, pushers: 2, workers: 8, ttl: 100 * time.Millisecond,
+				kill: 0.02, nack: 0.03, overrun: 0.01, poison: 150, maxDeliveries: 3,
+				opts: Options{Grace: 300 * time.Millisecond, CatchUp: 100 * time.Millisecond}})
+		})
 	}
 }
 

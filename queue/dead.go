@@ -63,20 +63,26 @@ func (q *Queue) Requeue(ctx context.Context, name, id string) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
-	it, err := q.readItem(ctx, name, id, false)
-	if err != nil {
+	var it item
+	if err := q.retry(ctx, func() (err error) { it, err = q.readItem(ctx, name, id, false); return err }); err != nil {
 		return err
 	}
-	if it.st.St != stDead {
-		return fmt.Errorf("%w: %s item %s", ErrNotDead, name, id)
-	}
-	next := state{St: stReady, Req: newReq()}
-	ok, _, err := q.transition(ctx, name, id, it.epoch, &next, func(lo, _ int64) int64 { return lo }, "")
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("%w: %s item %s (requeued by another)", ErrNotDead, name, id)
+	for try := 0; ; try++ {
+		if it.st.St != stDead {
+			return fmt.Errorf("%w: %s item %s", ErrNotDead, name, id)
+		}
+		next := state{St: stReady, Req: newReq()}
+		ok, cur, err := q.transition(ctx, name, id, it.epoch, &next, func(lo, _ int64) int64 { return lo }, "")
+		if err != nil {
+			return err
+		}
+		if ok {
+			break
+		}
+		if try == attempts {
+			return fmt.Errorf("%w: %s item %s (changed by others meanwhile)", ErrNotDead, name, id)
+		}
+		it = cur // moved on: requeued by another, or still dead (a fence rewrote it)
 	}
 	// The marks of this dead-lettering and earlier ones: a later one's,
 	// at its own epoch, stays, however late this deletion lands. Lazy: a

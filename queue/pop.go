@@ -316,8 +316,11 @@ func (q *Queue) remove(ctx context.Context, name string, e entry, it item) error
 // so that a Requeue's deletion of an earlier mark, however late it
 // lands, cannot delete it.
 func (q *Queue) deadLetter(ctx context.Context, name string, e entry, it item) error {
+	// Lazy: the state's durable write covers it. Idempotent: a late copy
+	// landing after a Requeue deleted the mark brings it back, and a
+	// listing skips it while its item is not dead.
 	if err := q.retry(ctx, func() error {
-		return q.mutate(ctx, true, deadRow(name, e.id), storage.SetCell(Family, qualDead, it.epoch+1, nil)) // the state's durable write covers it
+		return q.mutate(ctx, true, deadRow(name, e.id), storage.SetCell(Family, qualDead, it.epoch+1, nil))
 	}); err != nil {
 		return err
 	}

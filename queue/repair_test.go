@@ -303,3 +303,60 @@ func TestResendAfterLostReply(t *testing.T) {
 		t.Fatalf("delivered %q after the nack, want the item once", got)
 	}
 }
+
+// TestLateMarkDeletion: a Requeue's deletion of the dead-letter mark
+// lands late, after the item was dead-lettered again: the new
+// dead-lettering's mark stays, and Dead lists the item.
+func TestLateMarkDeletion(t *testing.T) {
+	st := memory.New()
+	defer st.Close()
+	opts := Options{MaxDeliveries: 1}
+	q := newQueue(t, st, opts)
+	h := &hookStore{Store: st}
+	rq := newQueue(t, h, opts)
+	ids := push(t, q, "q", "x")
+	kill := func() { // delivered once, given back: dead at the next look
+		pctx, cancel := context.WithTimeout(ctx, hangGuard)
+		defer cancel()
+		d, err := q.Pop(pctx, "q", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Nack(ctx, d, 0); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(hangGuard); stats(t, q, "q").Dead == 0; { // dead-lettered by a look
+			if d := pop(t, q, "q", time.Minute); d != nil {
+				t.Fatalf("delivered past MaxDeliveries: %+v", d)
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("never dead-lettered")
+			}
+		}
+	}
+	kill()
+	held, release := make(chan struct{}), make(chan struct{})
+	h.hook(func(row []byte, apply func() error) error {
+		if bytes.Contains(row, []byte("\x00d")) {
+			close(held)
+			<-release // in the network
+		}
+		return apply()
+	})
+	requeued := make(chan error, 1)
+	go func() { requeued <- rq.Requeue(ctx, "q", ids[0]) }()
+	select {
+	case <-held:
+	case err := <-requeued:
+		t.Fatalf("requeue returned before deleting the mark: %v", err)
+	}
+	kill()
+	close(release)
+	if err := <-requeued; err != nil {
+		t.Fatal(err)
+	}
+	dead, err := q.Dead(ctx, "q", 0)
+	if err != nil || len(dead) != 1 || dead[0].ID != ids[0] {
+		t.Fatalf("dead letters after a late mark deletion: %+v, %v", dead, err)
+	}
+}

@@ -67,7 +67,9 @@
 //     re-sent one recognises its own earlier success; a ticket's renewal
 //     is conditioned on the version it read (a copy landing after a
 //     grant deleted the ticket does not bring it back); a withdrawal
-//     deletes a ticket number no one else ever holds.
+//     deletes a ticket number no one else ever holds. An Acquire that
+//     gives up (its context ended, or the store kept failing) releases a
+//     grant of its own that it finds applied unseen.
 //  6. Waiters are served in ticket order among live tickets (the bakery's
 //     fairness); a cancelled waiter withdraws its ticket. A ticket lives
 //     Options.TicketTTL (2s), whatever the lease's TTL: a waiter renews

@@ -1,7 +1,8 @@
 // Package clockstores opens, for tests, one store of every backend with a
 // clock of its own (storage.Clock): memory, Pebble, the single server over
 // gRPC and the Bigtable emulator. The packages built on the store's clock
-// (lock, queue) run their histories on each.
+// (lock, queue) run their histories on each, and on some behind
+// storagetest.Lossy (Lossy, Faults), seeded by Seed.
 package clockstores
 
 import (

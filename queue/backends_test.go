@@ -88,7 +88,7 @@ func TestFaultSoak(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			st := b.Open(t)
 			defer st.Close()
-			runHistory(t, st, history{items: 1000, pushers: 2, workers: 8, ttl: 100 * time.Millisecond,
+			runHistory(t, st, history{items: 600, pushers: 2, workers: 8, ttl: 100 * time.Millisecond,
 				kill: 0.02, nack: 0.03, overrun: 0.01, poison: 150, maxDeliveries: 3,
 				opts: Options{Grace: 300 * time.Millisecond, CatchUp: 100 * time.Millisecond}})
 		})

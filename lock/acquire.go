@@ -3,8 +3,6 @@ package lock
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -14,8 +12,16 @@ import (
 // Acquire waits for the lock name and returns a lease of ttl on it, with
 // a token above every earlier grant's. Waiters are served in the order of
 // their tickets (the bakery's idea), except that a ticket whose waiter
-// died (stopped renewing it) expires and stops counting. Cancelling ctx
-// withdraws the waiter's ticket.
+// died (stopped renewing it for Options.TicketTTL) expires and stops
+// counting; this holds for any ttl. Cancelling ctx withdraws the waiter's
+// ticket. A store call that fails is sent again, up to 8 failures in a
+// row.
+//
+// The lease's deadline is measured from the first send of the grant that
+// made it: a grant whose reply was lost and that Acquire then found
+// applied may return a lease already over (Valid false), which its holder
+// must not act under (it may Renew it, if the store's expiry has not
+// passed, or Release it).
 func (lk *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
@@ -23,87 +29,131 @@ func (lk *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (
 	if err := checkTTL(ttl); err != nil {
 		return nil, err
 	}
-	id := rand.Uint64() | 1
-	my, err := lk.takeTicket(ctx, name, id, ttl)
+	w := &waiter{lk: lk, name: name, ttl: ttl, id: rand.Uint64() | 1, grants: map[uint64]time.Time{}}
+	l, err := w.wait(ctx)
 	if err != nil {
+		w.withdraw(ctx)
 		return nil, err
 	}
-	withdraw := func() {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = lk.store.Mutate(wctx, row(name), storage.DeleteCell(Family, ticketQual(my), 0))
-	}
+	return l, nil
+}
+
+// waiter is one Acquire call. Not safe for concurrent use.
+type waiter struct {
+	lk   *Locker
+	name string
+	ttl  time.Duration
+	id   uint64 // identifies the waiter's ticket
+	my   uint64 // its ticket (0: none yet)
+	// grants are the grants this call sent, by id, with their send times:
+	// one found applied makes the lease, its deadline measured from that
+	// send.
+	grants map[uint64]time.Time
+}
+
+// wait loops: look at the lock; while it is held, or a lower live ticket
+// waits, keep the ticket and back off; when this waiter is first and the
+// lock free, send a grant.
+func (w *waiter) wait(ctx context.Context) (*Lease, error) {
+	lk := w.lk
+	fails := 0
+	pause := false
 	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
+		if pause {
 			if err := lk.backoff(ctx, attempt); err != nil {
-				withdraw()
+				return nil, err
+			}
+		}
+		pause = true
+		if w.my == 0 {
+			if err := w.takeTicket(ctx); err != nil {
 				return nil, err
 			}
 		}
 		sent := time.Now()
-		now, err := lk.now(ctx)
+		now, s, err := lk.look(ctx, w.name)
 		if err != nil {
-			withdraw()
-			return nil, err
-		}
-		s, err := lk.read(ctx, name)
-		if err != nil {
-			withdraw()
-			return nil, err
-		}
-		if s.holder != nil && s.holder.ID == id {
-			// Our grant's reply was lost: we hold it.
-			return lk.lease(name, s.holderTS, s.holder, sent, ttl), nil
-		}
-		if s.holder != nil && s.holder.ExpiryMS > now {
-			if my, err = lk.keepTicket(ctx, name, s, my, id, now, ttl); err != nil {
-				return nil, err
-			}
-			continue // held: wait
-		}
-		// Free (or its lease expired): the lowest live ticket is served.
-		first := uint64(0)
-		for _, t := range s.tickets {
-			if t.t.ExpiryMS > now || t.n == my {
-				first = t.n
-				break
-			}
-		}
-		if first != my {
-			if my, err = lk.keepTicket(ctx, name, s, my, id, now, ttl); err != nil {
+			if fails++; fails >= attempts || !transient(ctx, err) {
 				return nil, err
 			}
 			continue
 		}
-		h := holder{Holder: lk.opts.Holder, ID: id, ExpiryMS: expiry(now, ttl)}
-		token := s.token + 1
-		b, _ := json.Marshal(h)
-		muts := []storage.Mutation{
-			storage.SetCell(Family, qualToken, token, nil),
-			{Kind: storage.DeleteCells, Family: Family, Qualifier: qualToken, Time: storage.Before(token)},
-			storage.SetCell(Family, qualHolder, token, b),
-			{Kind: storage.DeleteCells, Family: Family, Qualifier: qualHolder, Time: storage.Before(token)},
-			storage.DeleteCell(Family, ticketQual(my), 0),
-		}
-		for _, t := range s.tickets { // dead waiters' tickets go
-			if t.n != my && t.t.ExpiryMS <= now {
-				muts = append(muts, storage.DeleteCell(Family, ticketQual(t.n), 0))
+		fails = 0
+		if h := s.holder; h != nil {
+			if at, ok := w.grants[h.ID]; ok && !h.Released {
+				return lk.lease(w.name, h, at, w.ttl, w.my), nil // a grant whose reply was lost
+			}
+			if !h.Released && h.ExpiryMS > now {
+				w.keepTicket(ctx, s, now)
+				continue // held: wait
 			}
 		}
-		// Granted only if neither the token nor the holder changed since
-		// read (every change writes a newer version of one of them).
-		pred := storage.Filter{
-			{Family: Family, Qualifier: qualToken, Time: storage.From(s.tokenTS + 1), Limit: 1},
-			{Family: Family, Qualifier: qualHolder, Time: storage.From(s.holderTS + 1), Limit: 1},
+		if !w.first(s, now) {
+			w.keepTicket(ctx, s, now)
+			continue
 		}
-		changed, err := lk.store.CheckAndMutate(ctx, row(name), pred, nil, muts)
-		if err != nil {
-			continue // unknown outcome: the next read tells
+		l, known := w.grant(ctx, s, now, sent)
+		if l != nil {
+			return l, nil
 		}
-		if !changed {
-			return lk.lease(name, token, &h, sent, ttl), nil
+		// Refused (the row changed since read: look again after a pause),
+		// or outcome unknown (look again at once).
+		pause = known
+	}
+}
+
+// first reports whether this waiter holds the lowest live ticket (its
+// own counts while present, even if its renewal is late). A waiter whose
+// ticket was deleted as expired takes a new one (keepTicket).
+func (w *waiter) first(s state, now int64) bool {
+	for _, t := range s.tickets {
+		if t.t.ExpiryMS > now || t.n == w.my {
+			return t.n == w.my
 		}
 	}
+	return false
+}
+
+// grant sends one grant of the next token to this waiter, conditioned on
+// nothing having changed since s was read: no newer version of the token
+// counter, of the holder cell (every grant, renewal and release writes
+// one), nor of a ticket the grant deletes as expired (a renewal that
+// landed since keeps it). A late copy of the call finds a newer version
+// (at least its own) and changes nothing: safe to send again. It returns
+// the lease if the grant applied; known is false when its outcome is
+// unknown.
+func (w *waiter) grant(ctx context.Context, s state, now int64, sent time.Time) (l *Lease, known bool) {
+	gid := rand.Uint64() | 1
+	w.grants[gid] = sent
+	token := s.token + 1
+	v := s.holderTS + 1
+	h := holder{Holder: w.lk.opts.Holder, ID: gid, Token: token, ExpiryMS: expiry(now, w.ttl), Req: gid}
+	b, _ := json.Marshal(h)
+	muts := []storage.Mutation{
+		storage.SetCell(Family, qualToken, token, nil),
+		{Kind: storage.DeleteCells, Family: Family, Qualifier: qualToken, Time: storage.Before(token)},
+		storage.SetCell(Family, qualHolder, v, b),
+		{Kind: storage.DeleteCells, Family: Family, Qualifier: qualHolder, Time: storage.Before(v)},
+		{Kind: storage.DeleteCells, Family: Family, Qualifier: ticketQual(w.my)},
+	}
+	pred := storage.Filter{
+		{Family: Family, Qualifier: qualToken, Time: storage.From(s.tokenTS + 1), Limit: 1},
+		{Family: Family, Qualifier: qualHolder, Time: storage.From(s.holderTS + 1), Limit: 1},
+	}
+	for _, t := range s.tickets { // dead waiters' tickets go
+		if t.n != w.my && t.t.ExpiryMS <= now {
+			muts = append(muts, storage.Mutation{Kind: storage.DeleteCells, Family: Family, Qualifier: ticketQual(t.n)})
+			pred = append(pred, storage.Selector{Family: Family, Qualifier: ticketQual(t.n), Time: storage.From(t.ts + 1), Limit: 1})
+		}
+	}
+	changed, err := w.lk.store.CheckAndMutate(ctx, row(w.name), pred, nil, muts)
+	if err != nil {
+		return nil, false
+	}
+	if changed {
+		return nil, true
+	}
+	return w.lk.lease(w.name, &h, sent, w.ttl, w.my), true
 }
 
 // expiry is a lease's end by the store's clock: now (in whole
@@ -114,68 +164,21 @@ func expiry(nowMS int64, ttl time.Duration) int64 {
 	return nowMS + (ttl + time.Millisecond - 1).Milliseconds() + 1
 }
 
-func (lk *Locker) lease(name string, token uint64, h *holder, sent time.Time, ttl time.Duration) *Lease {
-	return &Lease{Name: name, Holder: h.Holder, Token: token, Expiry: time.UnixMilli(h.ExpiryMS), ID: h.ID,
-		until: sent.Add(time.Duration(float64(ttl) * (1 - lk.opts.Drift))), ttl: ttl}
+// lease is the lease of grant h, whose expiry was stamped by a call first
+// sent at sent.
+func (lk *Locker) lease(name string, h *holder, sent time.Time, ttl time.Duration, ticket uint64) *Lease {
+	return &Lease{Name: name, Holder: h.Holder, Token: h.Token, Expiry: time.UnixMilli(h.ExpiryMS), ID: h.ID,
+		until: lk.deadline(sent, ttl), ttl: ttl, ticket: ticket}
 }
 
-// takeTicket takes the next ticket of name by CAS on the ticket counter,
-// writing the waiter's ticket in the same row write; a lost reply is
-// found by its id.
-func (lk *Locker) takeTicket(ctx context.Context, name string, id uint64, ttl time.Duration) (uint64, error) {
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if err := lk.backoff(ctx, min(attempt, 3)); err != nil {
-				return 0, err
-			}
-		}
-		now, err := lk.now(ctx)
-		if err != nil {
-			return 0, err
-		}
-		s, err := lk.read(ctx, name)
-		if err != nil {
-			return 0, err
-		}
-		for _, t := range s.tickets {
-			if t.t.ID == id {
-				return t.n, nil
-			}
-		}
-		n := s.ticketN + 1
-		b, _ := json.Marshal(ticket{Holder: lk.opts.Holder, ID: id, ExpiryMS: now + ttl.Milliseconds()})
-		changed, err := lk.store.CheckAndMutate(ctx, row(name),
-			storage.Filter{{Family: Family, Qualifier: qualTicket, Time: storage.From(n), Limit: 1}}, nil,
-			[]storage.Mutation{
-				storage.SetCell(Family, qualTicket, n, nil),
-				{Kind: storage.DeleteCells, Family: Family, Qualifier: qualTicket, Time: storage.Before(n)},
-				storage.SetCell(Family, ticketQual(n), 0, b),
-			})
-		if err == nil && !changed {
-			return n, nil
-		}
-	}
-}
-
-// keepTicket renews the waiter's ticket when half its life is gone (a
-// waiter renews while it waits; one that dies stops, and its ticket
-// expires). A ticket another waiter deleted as expired is taken anew,
-// behind the others.
-func (lk *Locker) keepTicket(ctx context.Context, name string, s state, my, id uint64, now int64, ttl time.Duration) (uint64, error) {
-	for _, t := range s.tickets {
-		if t.n == my {
-			if t.t.ExpiryMS-now > ttl.Milliseconds()/2 {
-				return my, nil
-			}
-			b, _ := json.Marshal(ticket{Holder: lk.opts.Holder, ID: id, ExpiryMS: now + ttl.Milliseconds()})
-			return my, lk.store.Mutate(ctx, row(name), storage.SetCell(Family, ticketQual(my), 0, b))
-		}
-	}
-	return lk.takeTicket(ctx, name, id, ttl) // deleted as expired: queue again
+// deadline is when a holder whose lease's expiry a call first sent at
+// sent stamped must stop acting: sent + ttl × (1 − ρ).
+func (lk *Locker) deadline(sent time.Time, ttl time.Duration) time.Time {
+	return sent.Add(time.Duration(float64(ttl) * (1 - lk.opts.Drift)))
 }
 
 func (lk *Locker) backoff(ctx context.Context, attempt int) error {
-	d := lk.opts.MaxBackOff >> max(0, 5-attempt)
+	d := max(1, min(lk.opts.MaxBackOff>>max(0, 5-attempt), lk.opts.TicketTTL/4))
 	t := time.NewTimer(time.Duration(rand.Int64N(int64(d)) + int64(time.Millisecond)))
 	defer t.Stop()
 	select {
@@ -184,138 +187,4 @@ func (lk *Locker) backoff(ctx context.Context, attempt int) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// Renew extends the lease by its TTL from now (the store's clock), if it
-// is still the lock's current one; its holder may act until the renewal's
-// send time + TTL × (1 − Drift).
-func (lk *Locker) Renew(ctx context.Context, l *Lease) error {
-	if l == nil || l.ID == 0 {
-		return fmt.Errorf("%w: no lease", ErrInvalidArgument)
-	}
-	sent := time.Now()
-	now, err := lk.now(ctx)
-	if err != nil {
-		return err
-	}
-	h := holder{Holder: l.Holder, ID: l.ID, ExpiryMS: expiry(now, l.ttl)}
-	b, _ := json.Marshal(h)
-	for attempt := 0; ; attempt++ {
-		if _, err := lk.current(ctx, l); err != nil {
-			return err
-		}
-		matched, err := lk.store.CheckAndMutate(ctx, row(l.Name),
-			storage.Filter{{Family: Family, Qualifier: qualHolder, Time: storage.At(l.Token), Limit: 1}},
-			[]storage.Mutation{storage.SetCell(Family, qualHolder, l.Token, b)}, nil)
-		if err != nil {
-			if attempt < 4 {
-				continue // re-sent: the same cell, the same value
-			}
-			return err
-		}
-		if !matched {
-			return fmt.Errorf("%w: %s token %d", ErrNotHeld, l.Name, l.Token)
-		}
-		break
-	}
-	l.Expiry, l.until = time.UnixMilli(h.ExpiryMS), sent.Add(time.Duration(float64(l.ttl)*(1-lk.opts.Drift)))
-	return nil
-}
-
-// current reports whether l is the lock's current lease (its holder cell
-// at its token, with its id); ErrNotHeld otherwise.
-func (lk *Locker) current(ctx context.Context, l *Lease) (bool, error) {
-	s, err := lk.read(ctx, l.Name)
-	if err != nil {
-		return false, err
-	}
-	if s.holder == nil || s.holderTS != l.Token || s.holder.ID != l.ID {
-		return false, fmt.Errorf("%w: %s token %d", ErrNotHeld, l.Name, l.Token)
-	}
-	return true, nil
-}
-
-// Release gives the lock up, if l is still its current lease (releasing
-// twice, or after expiry and a new grant, is ErrNotHeld and changes
-// nothing). The token counter stays: the next grant's token is higher. A
-// call whose reply is lost is sent again; finding the lease gone then
-// means the earlier call released it.
-func (lk *Locker) Release(ctx context.Context, l *Lease) error {
-	if l == nil || l.ID == 0 {
-		return fmt.Errorf("%w: no lease", ErrInvalidArgument)
-	}
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		if _, err := lk.current(ctx, l); err != nil {
-			if errors.Is(err, ErrNotHeld) && lastErr != nil {
-				break // our earlier call applied
-			}
-			return err
-		}
-		matched, err := lk.store.CheckAndMutate(ctx, row(l.Name),
-			storage.Filter{{Family: Family, Qualifier: qualHolder, Time: storage.At(l.Token), Limit: 1}},
-			[]storage.Mutation{{Kind: storage.DeleteCells, Family: Family, Qualifier: qualHolder, Time: storage.Before(l.Token + 1)}}, nil)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		if !matched {
-			return fmt.Errorf("%w: %s token %d", ErrNotHeld, l.Name, l.Token)
-		}
-		break
-	}
-	l.until = time.Time{}
-	return nil
-}
-
-// Lease returns the lease (name, token, id) of a grant made elsewhere (a
-// command that printed them), to Release or Renew it; its holder acts
-// under it only after a Renew.
-func (lk *Locker) Lease(name string, token, id uint64, ttl time.Duration) (*Lease, error) {
-	if err := checkName(name); err != nil {
-		return nil, err
-	}
-	if err := checkTTL(ttl); err != nil {
-		return nil, err
-	}
-	if token == 0 || id == 0 {
-		return nil, fmt.Errorf("%w: token and id are required", ErrInvalidArgument)
-	}
-	return &Lease{Name: name, Holder: lk.opts.Holder, Token: token, ID: id, ttl: ttl}, nil
-}
-
-// Status is a lock as Show reads it.
-type Status struct {
-	Name    string
-	Held    bool      // a holder's lease has not expired
-	Holder  string    // the current or last holder
-	Token   uint64    // the last token granted
-	Expiry  time.Time // the holder's lease's end, by the store's clock
-	Now     time.Time // the store's clock when read
-	Waiters []string  // live tickets' holders, in ticket order
-}
-
-// Show reads the lock name.
-func (lk *Locker) Show(ctx context.Context, name string) (Status, error) {
-	if err := checkName(name); err != nil {
-		return Status{}, err
-	}
-	now, err := lk.now(ctx)
-	if err != nil {
-		return Status{}, err
-	}
-	s, err := lk.read(ctx, name)
-	if err != nil {
-		return Status{}, err
-	}
-	st := Status{Name: name, Token: s.token, Now: time.UnixMilli(now)}
-	if s.holder != nil {
-		st.Holder, st.Expiry, st.Held = s.holder.Holder, time.UnixMilli(s.holder.ExpiryMS), s.holder.ExpiryMS > now
-	}
-	for _, t := range s.tickets {
-		if t.t.ExpiryMS > now {
-			st.Waiters = append(st.Waiters, t.t.Holder)
-		}
-	}
-	return st, nil
 }

@@ -5,72 +5,104 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seed-992972ee/percolator/internal/clockstores"
 	"github.com/seed-992972ee/percolator/storage"
-	"github.com/seed-992972ee/percolator/storage/memory"
+	"github.com/seed-992972ee/percolator/storage/storagetest"
 )
 
-// flaky fails conditional writes after applying them one time in ten (an
-// unknown outcome), and forwards the clock.
-type flaky struct {
-	storage.Store
-	n atomic.Int64
-}
-
-func (f *flaky) Now(ctx context.Context) (time.Time, error) { return f.Store.(storage.Clock).Now(ctx) }
-
-func (f *flaky) CheckAndMutate(ctx context.Context, row []byte, p storage.Filter, a, b []storage.Mutation) (bool, error) {
-	m, err := f.Store.CheckAndMutate(ctx, row, p, a, b)
-	if err == nil && f.n.Add(1)%10 == 0 {
-		return false, errors.New("injected: applied, reply lost")
-	}
-	return m, err
+// faulty is what the tests ask of a lossy store: its fault counts, and
+// faults off to check the end state.
+type faulty interface {
+	SetEnabled(bool)
+	Stats() storagetest.LossyStats
 }
 
 // TestBackends: contenders on every backend with a clock (memory, Pebble,
-// the single server over gRPC, the Bigtable emulator), and on one whose
-// conditional writes lose their replies: tokens strictly increase and no
-// two holders act at once.
+// the single server over gRPC, the Bigtable emulator), and on memory,
+// Pebble and the server behind a store that fails calls, loses replies,
+// delivers nonce-less calls again late and fails reads
+// (storagetest.Lossy): contend's checks, holders renewing their leases.
 func TestBackends(t *testing.T) {
-	for _, b := range append(clockstores.All(), clockstores.Backend{Name: "lost replies", Open: func(t *testing.T) storage.Store { return &flaky{Store: memory.New()} }}) {
+	all := clockstores.All()
+	faults := clockstores.Faults // a lock's writes are few: lose more of them
+	faults.FailBefore, faults.LoseReply = 0.1, 0.1
+	for _, b := range append(all, clockstores.Lossy(all[0], faults), clockstores.Lossy(all[1], faults), clockstores.Lossy(all[2], faults)) {
 		t.Run(b.Name, func(t *testing.T) {
 			st := b.Open(t)
 			defer st.Close()
-			contend(t, st, contention{n: 8, d: 800 * time.Millisecond, ttl: 200 * time.Millisecond, minGrants: 10})
+			contend(t, st, contention{n: 6, grants: 24, ttl: 80 * time.Millisecond, renew: 0.15, death: 0.15})
+		})
+	}
+}
+
+// TestFaultSoak: longer contention, on stores with every fault, with
+// deaths, overruns and renewals. Set PERCOLATOR_FAULT_SUITE=1 to run it.
+func TestFaultSoak(t *testing.T) {
+	if os.Getenv("PERCOLATOR_FAULT_SUITE") != "1" {
+		t.Skip("a fault soak: set PERCOLATOR_FAULT_SUITE=1 to run it")
+	}
+	all := clockstores.All()
+	heavy := clockstores.Faults
+	heavy.FailBefore, heavy.LoseReply = 0.1, 0.1
+	for _, b := range []clockstores.Backend{clockstores.Lossy(all[0], heavy), clockstores.Lossy(all[1], heavy), clockstores.Lossy(all[2], heavy), clockstores.Lossy(all[3], clockstores.Faults)} {
+		t.Run(b.Name, func(t *testing.T) {
+			st := b.Open(t)
+			defer st.Close()
+			contend(t, st, contention{n: 16, grants: 400, ttl: 60 * time.Millisecond, renew: 0.2, overrun: 0.1, death: 0.1})
 		})
 	}
 }
 
 // contention is one run of contend.
 type contention struct {
-	n         int           // contenders
-	d         time.Duration // how long they contend
-	ttl       time.Duration // their leases
-	deaths    bool          // one grant in five, the holder dies holding it
-	overruns  bool          // one in eight, it works past its lease
-	minGrants int           // fewer grants check too little
+	n      int           // contenders
+	grants int           // the run ends after this many grants
+	ttl    time.Duration // their leases
+	// Fractions of the grants whose holder works past its lease and
+	// renews it every third of its TTL; works past its lease without
+	// renewing (it must stop when the lease ends); dies holding it.
+	renew, overrun, death float64
 }
 
-// contend runs c.n contenders on one lock of st; each acts while its
-// lease is valid and records when. No two holders act at once, and
-// tokens strictly increase.
+// act is a holder's use of one grant: from its Acquire's return to when
+// it stopped acting (at the latest its lease's deadline).
+type act struct {
+	token, ticket uint64
+	start, end    time.Time
+}
+
+// contend runs c.n contenders on one lock of st until c.grants grants,
+// each acting while its lease is valid and recording when, and checks:
+// tokens never repeat; no two holders act at once (the acts of different
+// tokens do not overlap, in token order); the waiters are served in
+// ticket order (the tickets of the grants, in token order, increase).
+// Contenders whose call fails (a store that keeps failing) try again.
 func contend(t *testing.T, st storage.Store, c contention) {
-	type act struct {
-		token      uint64
-		start, end time.Time
-	}
 	var (
 		mu   sync.Mutex
 		acts []act
 		wg   sync.WaitGroup
 	)
-	deadline := time.Now().Add(c.d)
+	seed := clockstores.Seed(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acts) >= c.grants
+	}
+	record := func(a act) {
+		mu.Lock()
+		acts = append(acts, a)
+		mu.Unlock()
+	}
+	var failures, renewals, deaths, lost int
 	for i := range c.n {
 		wg.Add(1)
 		go func() {
@@ -80,52 +112,108 @@ func contend(t *testing.T, st storage.Store, c contention) {
 				t.Error(err)
 				return
 			}
-			rng := rand.New(rand.NewPCG(uint64(i), 2))
-			for time.Now().Before(deadline) {
-				l, err := lk.Acquire(context.Background(), "res", c.ttl)
+			rng := rand.New(rand.NewPCG(seed, uint64(i)))
+			for !done() {
+				l, err := lk.Acquire(ctx, "res", c.ttl)
+				if errors.Is(err, context.Canceled) {
+					return
+				}
 				if err != nil {
-					t.Error(err)
-					return
+					mu.Lock()
+					failures++
+					mu.Unlock()
+					continue // the store kept failing: try again
 				}
-				start := time.Now()
-				work := time.Duration(rng.IntN(3000)) * time.Microsecond
-				if c.overruns && rng.IntN(8) == 0 {
-					work = c.ttl + 40*time.Millisecond // past the lease: it must stop when the lease ends
-				}
-				for l.Valid() && time.Since(start) < work {
-					time.Sleep(200 * time.Microsecond)
-				}
-				end := time.Now()
-				if !l.Valid() {
-					end = l.until
-				}
+				a, fate := hold(ctx, lk, l, c, rng)
+				record(a)
 				mu.Lock()
-				acts = append(acts, act{l.Token, start, end})
-				mu.Unlock()
-				if c.deaths && rng.IntN(5) == 0 {
-					return // dies holding the lock: its lease expires
+				switch fate {
+				case "renewed":
+					renewals++
+				case "died":
+					deaths++
+				case "lost":
+					lost++
 				}
-				// Only a lease that ran out (an overrun) may be taken already.
-				if err := lk.Release(context.Background(), l); err != nil && !(c.overruns && errors.Is(err, ErrNotHeld)) {
-					t.Errorf("release (re-sent after a lost reply if need be): %v", err)
-					return
+				mu.Unlock()
+				if done() {
+					cancel()
+				}
+				if fate == "died" {
+					lk, _ = New(st, Options{Holder: fmt.Sprint("c", i, "'"), MaxBackOff: 5 * time.Millisecond}) // a new process takes its place
 				}
 			}
 		}()
 	}
+	watch := time.AfterFunc(10*time.Minute, func() { t.Errorf("contention hung: %d grants", len(acts)); cancel() })
 	wg.Wait()
+	watch.Stop()
+	if f, ok := st.(faulty); ok {
+		f.SetEnabled(false)
+		t.Logf("faults: %+v", f.Stats())
+	}
+	checkActs(t, acts)
+	t.Logf("%d grants, %d renewals, %d holders died, %d leases lost, %d calls failed and were made again", len(acts), renewals, deaths, lost, failures)
+}
+
+// hold acts under l as c says, and reports what it did and what became of
+// the lease.
+func hold(ctx context.Context, lk *Locker, l *Lease, c contention, rng *rand.Rand) (act, string) {
+	a := act{token: l.Token, ticket: l.ticket, start: time.Now()}
+	work := time.Duration(rng.IntN(3000)) * time.Microsecond
+	fate := "released"
+	switch r := rng.Float64(); {
+	case r < c.renew:
+		work, fate = c.ttl*3/2, "renewed"
+	case r < c.renew+c.overrun:
+		work, fate = c.ttl+40*time.Millisecond, "overran"
+	}
+	renewAt := a.start.Add(c.ttl / 3)
+	for l.Valid() && time.Since(a.start) < work {
+		if fate == "renewed" && time.Now().After(renewAt) {
+			if err := lk.Renew(ctx, l); err != nil {
+				fate = "lost" // it acts on only until its deadline
+			}
+			renewAt = time.Now().Add(c.ttl / 3)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	a.end = time.Now()
+	if !l.Valid() {
+		a.end = l.Deadline()
+	}
+	if rng.Float64() < c.death {
+		return a, "died" // dies holding the lock: its lease expires
+	}
+	if err := lk.Release(context.WithoutCancel(ctx), l); err != nil && !errors.Is(err, ErrNotHeld) && fate == "released" {
+		fate = "lost" // the store kept failing: the lease expires
+	}
+	return a, fate
+}
+
+// checkActs checks the acts of a contention: tokens never repeat; in
+// token order, each act starts after the one before ended (so tokens
+// never go back in time and no two holders act at once); the tickets
+// served increase.
+func checkActs(t *testing.T, acts []act) {
+	t.Helper()
 	sort.Slice(acts, func(i, j int) bool { return acts[i].token < acts[j].token })
-	for i := 1; i < len(acts); i++ {
-		a, b := acts[i-1], acts[i]
-		if b.token <= a.token {
-			t.Fatalf("token %d granted twice", b.token)
+	var lastTicket uint64
+	for i, b := range acts {
+		if i > 0 {
+			a := acts[i-1]
+			if b.token == a.token {
+				t.Fatalf("token %d granted twice", b.token)
+			}
+			if b.start.Before(a.end) {
+				t.Fatalf("holder of token %d acted from %v, %v before the holder of token %d stopped", b.token, b.start, a.end.Sub(b.start), a.token)
+			}
 		}
-		if b.start.Before(a.end) {
-			t.Fatalf("holder of token %d acted from %v, before the holder of token %d stopped (%v)", b.token, b.start, a.token, a.end)
+		if b.ticket != 0 {
+			if b.ticket <= lastTicket {
+				t.Fatalf("token %d served ticket %d after ticket %d: not in ticket order", b.token, b.ticket, lastTicket)
+			}
+			lastTicket = b.ticket
 		}
 	}
-	if len(acts) < c.minGrants {
-		t.Fatalf("only %d grants: the test checked little", len(acts))
-	}
-	t.Logf("%d grants", len(acts))
 }

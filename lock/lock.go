@@ -48,8 +48,25 @@ type Options struct {
 	// its acquire-send time + TTL × (1 − Drift). 0 means 0.01.
 	Drift float64
 	// MaxBackOff bounds a waiter's back-off between looks; 0 means 50ms.
+	// A waiter never sleeps longer than a quarter of TicketTTL.
 	MaxBackOff time.Duration
+	// TicketTTL is how long a waiter's ticket lives unless renewed, by
+	// the store's clock, whatever the lease's TTL: a waiter renews it
+	// when half of it is gone, and one that died stops holding up the
+	// waiters behind it after at most this long. A live waiter keeps its
+	// place as long as each of its looks (a clock reading, a row read, a
+	// renewal) takes less than a quarter of it. 0 means 2s; at least
+	// 10ms.
+	TicketTTL time.Duration
 }
+
+// minTicketTTL bounds Options.TicketTTL from below: a waiter renews its
+// ticket at half its life, between sleeps of up to a quarter of it.
+const minTicketTTL = 10 * time.Millisecond
+
+// attempts bounds the store calls in a row that fail before a call gives
+// up and returns the last error.
+const attempts = 8
 
 // Locker hands out leases on named locks kept in a store. Safe for
 // concurrent use; any number of Lockers, in any processes, share a store.
@@ -78,6 +95,12 @@ func New(store storage.Store, opts Options) (*Locker, error) {
 	if opts.MaxBackOff <= 0 {
 		opts.MaxBackOff = 50 * time.Millisecond
 	}
+	switch {
+	case opts.TicketTTL == 0:
+		opts.TicketTTL = 2 * time.Second
+	case opts.TicketTTL < minTicketTTL:
+		return nil, fmt.Errorf("%w: TicketTTL %v (at least %v: a waiter renews its ticket at half its life)", ErrInvalidArgument, opts.TicketTTL, minTicketTTL)
+	}
 	return &Locker{store: store, clock: c, opts: opts}, nil
 }
 
@@ -89,13 +112,16 @@ type Lease struct {
 	Holder string
 	Token  uint64
 	Expiry time.Time // by the store's clock
-	// ID identifies the grant (its holder cell); with Name and Token it
-	// lets another process release it (Locker.Lease).
+	// ID identifies the grant; with Name and Token it lets another
+	// process release it (Locker.Lease).
 	ID uint64
 	// until is when this process must stop acting (its monotonic clock):
-	// the request's send time + TTL × (1 − Drift).
+	// the first send of the call that set the store's expiry (the grant,
+	// or the last renewal) + TTL × (1 − Drift).
 	until time.Time
 	ttl   time.Duration
+	// ticket is the waiter's ticket the grant served (0: none known).
+	ticket uint64
 }
 
 // Valid reports whether the holder may still act under the lease, by its
@@ -111,14 +137,27 @@ func (l *Lease) Deadline() time.Time { return l.until }
 // TTL is the lease's length, as asked.
 func (l *Lease) TTL() time.Duration { return l.ttl }
 
-// holder is the holder cell's value.
+// holder is the holder cell's value. Every change of the cell (a grant, a
+// renewal, a release) writes it at the next version, so that a version
+// names one content and a conditional write on "no version above the one
+// I read" sees every change since.
 type holder struct {
 	Holder   string `json:"holder"`
-	ID       uint64 `json:"id"`
+	ID       uint64 `json:"id"`        // the grant
+	Token    uint64 `json:"token"`     // the grant's token (0 in cells written before the versions moved on renewal: the version is the token there)
 	ExpiryMS int64  `json:"expiry_ms"` // store clock
+	Req      uint64 `json:"req"`       // the call that wrote this version: a re-sent call recognises its own success
+	Released bool   `json:"released,omitempty"`
 }
 
-// ticket is a waiter's ticket cell's value.
+// owns reports whether h is lease l's grant, still in force (not
+// released; it may have expired).
+func (h *holder) owns(l *Lease) bool {
+	return h != nil && !h.Released && h.ID == l.ID && h.Token == l.Token
+}
+
+// ticket is a waiter's ticket cell's value; its version counts the
+// ticket's renewals.
 type ticket struct {
 	Holder   string `json:"holder"`
 	ID       uint64 `json:"id"`
@@ -153,8 +192,19 @@ type state struct {
 }
 
 type ticketAt struct {
-	n uint64
-	t ticket
+	n  uint64
+	ts uint64 // its version
+	t  ticket
+}
+
+// ticketOf returns waiter my's ticket in s, or nil.
+func (s *state) ticketOf(my uint64) *ticketAt {
+	for i := range s.tickets {
+		if s.tickets[i].n == my {
+			return &s.tickets[i]
+		}
+	}
+	return nil
 }
 
 func (lk *Locker) read(ctx context.Context, name string) (state, error) {
@@ -174,6 +224,9 @@ func (lk *Locker) read(ctx context.Context, name string) (state, error) {
 			if json.Unmarshal(c.Value, &h) != nil {
 				return state{}, fmt.Errorf("lock %s: corrupt holder cell", name)
 			}
+			if h.Token == 0 {
+				h.Token = c.TS
+			}
 			s.holder, s.holderTS = &h, c.TS
 		case strings.HasPrefix(c.Qualifier, ticketPref):
 			n, err := strconv.ParseUint(c.Qualifier[len(ticketPref):], 10, 64)
@@ -181,7 +234,7 @@ func (lk *Locker) read(ctx context.Context, name string) (state, error) {
 			if err != nil || json.Unmarshal(c.Value, &t) != nil {
 				return state{}, fmt.Errorf("lock %s: corrupt ticket %q", name, c.Qualifier)
 			}
-			s.tickets = append(s.tickets, ticketAt{n, t})
+			s.tickets = append(s.tickets, ticketAt{n, c.TS, t})
 		}
 	}
 	return s, nil
@@ -190,4 +243,22 @@ func (lk *Locker) read(ctx context.Context, name string) (state, error) {
 func (lk *Locker) now(ctx context.Context) (int64, error) {
 	t, err := lk.clock.Now(ctx)
 	return t.UnixMilli(), err
+}
+
+// look reads the store's clock, then the lock's row: the row is read
+// after the time, so an expiry that time passed really has passed.
+func (lk *Locker) look(ctx context.Context, name string) (int64, state, error) {
+	now, err := lk.now(ctx)
+	if err != nil {
+		return 0, state{}, err
+	}
+	s, err := lk.read(ctx, name)
+	return now, s, err
+}
+
+// transient reports whether a store call that failed with err may
+// succeed if sent again: not for bad input, a closed store or an ended
+// context.
+func transient(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && !errors.Is(err, storage.ErrInvalidArgument) && !errors.Is(err, storage.ErrClosed)
 }

@@ -24,14 +24,15 @@ func newLocker(t *testing.T, st *memory.Store, holder string) *Locker {
 }
 
 // TestMutualExclusion: 32 contenders on one lock, some dying while they
-// hold it (they stop acting and never release) and some working past
-// their lease (they must stop when it ends): every holder acts only while
-// its lease is valid by its own clock, and no two holders' actions
-// overlap in time; tokens strictly increase with the grants.
+// hold it (they stop acting and never release), some working past their
+// lease (they must stop when it ends) and some renewing it: every holder
+// acts only while its lease is valid by its own clock, no two holders'
+// actions overlap in time, tokens strictly increase with the grants and
+// waiters are served in ticket order.
 func TestMutualExclusion(t *testing.T) {
 	st := memory.New()
 	defer st.Close()
-	contend(t, st, contention{n: 32, d: 2 * time.Second, ttl: 60 * time.Millisecond, deaths: true, overruns: true, minGrants: 50})
+	contend(t, st, contention{n: 32, grants: 50, ttl: 60 * time.Millisecond, renew: 0.1, overrun: 0.1, death: 0.15})
 }
 
 // TestFairness: waiters that queued while the lock was held are served in

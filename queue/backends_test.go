@@ -3,7 +3,7 @@ package queue
 import (
 	"bytes"
 	"context"
-	"errors"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,82 +13,84 @@ import (
 	"github.com/seed-992972ee/percolator/storage/memory"
 )
 
-// flaky loses one write's reply in sixteen, half of them before the
-// write applied and half after (an unknown outcome either way), and
-// forwards the clock and counted scans.
-type flaky struct {
+// rowDeletes counts the whole-row deletions sent to a store (none
+// expected), forwarding the clock and counted scans.
+type rowDeletes struct {
 	storage.Store
-	n          atomic.Int64
-	rowDeletes atomic.Int64 // DeleteRow mutations sent: none expected
+	n atomic.Int64
 }
 
-func (f *flaky) count(ms []storage.Mutation) {
+func (r *rowDeletes) count(ms []storage.Mutation) {
 	for _, m := range ms {
 		if m.Kind == storage.DeleteRow {
-			f.rowDeletes.Add(1)
+			r.n.Add(1)
 		}
 	}
 }
 
-var errInjected = errors.New("injected: reply lost")
-
-func (f *flaky) fail() (before, after bool) {
-	switch f.n.Add(1) % 32 {
-	case 7:
-		return true, false
-	case 23:
-		return false, true
-	}
-	return false, false
+func (r *rowDeletes) Now(ctx context.Context) (time.Time, error) {
+	return r.Store.(storage.Clock).Now(ctx)
 }
 
-func (f *flaky) Now(ctx context.Context) (time.Time, error) { return f.Store.(storage.Clock).Now(ctx) }
-
-func (f *flaky) ScanCounted(ctx context.Context, start, end []byte, filter storage.Filter, limit int, fn func(storage.Row) bool) (uint64, error) {
-	return f.Store.(storage.Counted).ScanCounted(ctx, start, end, filter, limit, fn)
+func (r *rowDeletes) ScanCounted(ctx context.Context, start, end []byte, filter storage.Filter, limit int, fn func(storage.Row) bool) (uint64, error) {
+	return r.Store.(storage.Counted).ScanCounted(ctx, start, end, filter, limit, fn)
 }
 
-func (f *flaky) CheckAndMutate(ctx context.Context, row []byte, p storage.Filter, a, b []storage.Mutation) (bool, error) {
-	f.count(a)
-	f.count(b)
-	before, after := f.fail()
-	if before {
-		return false, errInjected
-	}
-	m, err := f.Store.CheckAndMutate(ctx, row, p, a, b)
-	if err == nil && after {
-		return false, errInjected
-	}
-	return m, err
+func (r *rowDeletes) CheckAndMutate(ctx context.Context, row []byte, p storage.Filter, a, b []storage.Mutation) (bool, error) {
+	r.count(a)
+	r.count(b)
+	return r.Store.CheckAndMutate(ctx, row, p, a, b)
 }
 
-func (f *flaky) Mutate(ctx context.Context, row []byte, ms ...storage.Mutation) error {
-	f.count(ms)
-	before, after := f.fail()
-	if before {
-		return errInjected
-	}
-	err := f.Store.Mutate(ctx, row, ms...)
-	if err == nil && after {
-		return errInjected
-	}
-	return err
+func (r *rowDeletes) Mutate(ctx context.Context, row []byte, ms ...storage.Mutation) error {
+	r.count(ms)
+	return r.Store.Mutate(ctx, row, ms...)
 }
 
-// TestBackends: the history on every backend with a clock, and on a
-// store that loses write replies (every call is re-sent and recognises
-// its own earlier success). The queue deletes cells, never whole rows (a
-// row deletion costs a DB sharing the store a pass over its cell index).
+// TestBackends: the history on every backend with a clock, and on
+// memory and Pebble behind a store that fails calls, loses replies,
+// delivers nonce-less calls again late and fails reads
+// (storagetest.Lossy): every call is re-sent and recognises its own
+// earlier success, and runHistory's checks hold. The queue deletes
+// cells, never whole rows (a row deletion costs a DB sharing the store a
+// pass over its cell index).
 func TestBackends(t *testing.T) {
-	for _, b := range append(clockstores.All(), clockstores.Backend{Name: "lost replies", Open: func(t *testing.T) storage.Store { return &flaky{Store: memory.New()} }}) {
+	all := clockstores.All()
+	var counted *rowDeletes
+	countedMemory := clockstores.Backend{Name: "memory", Open: func(t *testing.T) storage.Store {
+		counted = &rowDeletes{Store: memory.New()}
+		return counted
+	}}
+	for _, b := range append(all, clockstores.Lossy(countedMemory, clockstores.Faults), clockstores.Lossy(all[1], clockstores.Faults)) {
 		t.Run(b.Name, func(t *testing.T) {
 			st := b.Open(t)
 			defer st.Close()
 			runHistory(t, st, history{items: 600, pushers: 2, workers: 8, ttl: 150 * time.Millisecond,
 				kill: 0.03, nack: 0.03, overrun: 0.01, poison: 100, maxDeliveries: 3})
-			if f, ok := st.(*flaky); ok && f.rowDeletes.Load() > 0 {
-				t.Errorf("%d whole-row deletions", f.rowDeletes.Load())
-			}
+		})
+	}
+	if n := counted.n.Load(); n > 0 {
+		t.Errorf("%d whole-row deletions", n)
+	}
+}
+
+// TestFaultSoak: longer histories on every backend with a clock behind
+// storagetest.Lossy, with more faults. Set PERCOLATOR_FAULT_SUITE=1 to
+// run it.
+func TestFaultSoak(t *testing.T) {
+	if os.Getenv("PERCOLATOR_FAULT_SUITE") != "1" {
+		t.Skip("a fault soak: set PERCOLATOR_FAULT_SUITE=1 to run it")
+	}
+	heavy := clockstores.Faults
+	heavy.FailBefore, heavy.LoseReply, heavy.ReadFail = 0.1, 0.1, 0.1
+	for _, b := range clockstores.All() {
+		b = clockstores.Lossy(b, heavy)
+		t.Run(b.Name, func(t *testing.T) {
+			st := b.Open(t)
+			defer st.Close()
+			runHistory(t, st, history{items: 600, pushers: 2, workers: 8, ttl: 100 * time.Millisecond,
+				kill: 0.02, nack: 0.03, overrun: 0.01, poison: 150, maxDeliveries: 3,
+				opts: Options{Grace: 300 * time.Millisecond, CatchUp: 100 * time.Millisecond}})
 		})
 	}
 }

@@ -63,30 +63,33 @@ func (q *Queue) Requeue(ctx context.Context, name, id string) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
-	it, err := q.readItem(ctx, name, id, false)
-	if err != nil {
+	var it item
+	if err := q.retry(ctx, func() (err error) { it, err = q.readItem(ctx, name, id, false); return err }); err != nil {
 		return err
 	}
-	if it.st.St != stDead {
-		return fmt.Errorf("%w: %s item %s", ErrNotDead, name, id)
+	for try := 0; ; try++ {
+		if it.st.St != stDead {
+			return fmt.Errorf("%w: %s item %s", ErrNotDead, name, id)
+		}
+		next := state{St: stReady, Req: newReq()}
+		ok, cur, err := q.transition(ctx, name, id, it.epoch, &next, func(lo, _ int64) int64 { return lo }, "")
+		if err != nil {
+			return err
+		}
+		if ok {
+			break
+		}
+		if try == attempts {
+			return fmt.Errorf("%w: %s item %s (changed by others meanwhile)", ErrNotDead, name, id)
+		}
+		it = cur // moved on: requeued by another, or still dead (a fence rewrote it)
 	}
-	l0 := time.Now()
-	lo, _, err := q.clock.bounds(ctx)
-	if err != nil {
-		return err
-	}
-	next := state{St: stReady, At: lo, Req: newReq()}
-	ok, err := q.transition(ctx, name, id, it.epoch, next, "")
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("%w: %s item %s (requeued by another)", ErrNotDead, name, id)
-	}
-	if err := q.retry(ctx, func() error { return q.mutate(ctx, true, deadRow(name, id), storage.DeleteCell(Family, qualDead, 0)) }); err != nil {
-		return err
-	}
-	return q.settle(ctx, name, id, it.epoch+1, next, lo, l0)
+	// The marks of this dead-lettering and earlier ones: a later one's,
+	// at its own epoch, stays, however late this deletion lands. Lazy: a
+	// mark left by a crash is skipped (its item is not dead).
+	return q.retry(ctx, func() error {
+		return q.mutate(ctx, true, deadRow(name, id), storage.Mutation{Kind: storage.DeleteCells, Family: Family, Qualifier: qualDead, Time: storage.Before(it.epoch + 1)})
+	})
 }
 
 // Stats is a queue's contents as Stats counts them.
@@ -125,6 +128,8 @@ func (q *Queue) Stats(ctx context.Context, name string) (Stats, error) {
 			return true
 		case s.St == stAcked:
 			st.Retained++
+			return true
+		case s.St == stVoid: // a push fenced off: no item
 			return true
 		case s.St == stLeased && s.At > lo:
 			st.InFlight++

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-992972ee/percolator/internal/clockstores"
 	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/storagetest"
 )
 
 // history is one run of runHistory.
@@ -24,7 +26,10 @@ type history struct {
 	opts                    Options
 }
 
-func (h history) limit() time.Duration { return time.Duration(h.items/100+60) * time.Second }
+// stall is how long a history may go without any progress (a push, a
+// delivery, an ack) before it is judged hung: a bound for hangs only,
+// whatever the machine's speed.
+const stall = 90 * time.Second
 
 // delivery is one delivery as a worker saw it.
 type delivery struct {
@@ -32,6 +37,13 @@ type delivery struct {
 	n          int
 	start, end time.Time // from Pop's return to the worker's last act under it
 	fate       string    // acked, killed, nacked, overran, stale-ack
+}
+
+// faulty is a lossy store's control: its faults can be turned off to
+// check the end state, and counted.
+type faulty interface {
+	SetEnabled(bool)
+	Stats() storagetest.LossyStats
 }
 
 // runHistory pushes h.items through h.workers workers that die, give
@@ -42,29 +54,39 @@ type delivery struct {
 //   - no two deliveries of an item overlap in time (from Pop's return to
 //     the end of the worker's acts under the lease);
 //   - an item is delivered again only after a delivery that died, gave it
-//     back, or overran its lease.
+//     back, or overran its lease;
+//   - each body is queued once: a push that failed is sent again as the
+//     API says (PushAgain with the ID it returned), and no Pop delivers
+//     an item its pushers do not know;
+//   - Stats converge: nothing waiting or in flight at the end, the dead
+//     letters counted.
+//
+// Calls that fail (a store that fails them) are made again: Pop, Ack and
+// Nack are safe to repeat under a lease. The run ends when the work is
+// done; it is judged hung only after stall without progress.
 func runHistory(t *testing.T, st storage.Store, h history) {
-	ctx := context.Background()
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := clockstores.Seed(t)
 	opts := h.opts
 	opts.MaxDeliveries = h.maxDeliveries
 	if opts.MaxBackOff == 0 {
 		opts.MaxBackOff = 5 * time.Millisecond
 	}
+	ctx, finish := context.WithCancel(context.Background())
+	defer finish()
 	var (
-		mu      sync.Mutex
-		byItem  = map[string][]*delivery{}
-		acked   atomic.Int64
-		pushed  = map[string]bool{} // id: poison
-		killed  atomic.Int64
-		metrics Metrics
+		mu       sync.Mutex
+		byItem   = map[string][]*delivery{}
+		pushed   = map[string]string{} // id: body
+		acked    atomic.Int64
+		dead     atomic.Int64
+		killed   atomic.Int64
+		failed   atomic.Int64 // calls that failed and were made again
+		progress atomic.Int64
+		metrics  Metrics
 	)
-	done := make(chan struct{})
-	var doneOnce sync.Once
-	finished := func() { doneOnce.Do(func() { close(done) }) }
-	var wg sync.WaitGroup
 	per := h.items / h.pushers
+	total := int64(per * h.pushers)
+	var wg sync.WaitGroup
 	for p := range h.pushers {
 		wg.Add(1)
 		go func() {
@@ -80,36 +102,65 @@ func runHistory(t *testing.T, st storage.Store, h history) {
 					body = "poison " + body
 				}
 				id, err := q.Push(ctx, "h", []byte(body))
+				for err != nil && ctx.Err() == nil {
+					failed.Add(1)
+					if id != "" {
+						id, err = q.PushAgain(ctx, "h", id, []byte(body))
+					} else {
+						id, err = q.Push(ctx, "h", []byte(body))
+					}
+				}
 				if err != nil {
-					t.Error(err)
-					finished()
 					return
 				}
 				mu.Lock()
-				pushed[id] = strings.HasPrefix(body, "poison")
+				pushed[id] = body
 				mu.Unlock()
+				progress.Add(1)
 			}
 		}()
 	}
-	total := int64(per * h.pushers)
+	allPushed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return int64(len(pushed)) == total
+	}
+	wg.Add(1)
 	go func() { // the store's word on when all is done (a count can miss a dead letter whose reply was lost)
+		defer wg.Done()
 		q, _ := New(st, opts)
-		for {
+		for ctx.Err() == nil {
 			select {
-			case <-done:
-				return
+			case <-ctx.Done():
 			case <-time.After(200 * time.Millisecond):
 			}
-			mu.Lock()
-			n := len(pushed)
-			mu.Unlock()
-			if s, err := q.Stats(ctx, "h"); err == nil && int64(n) == total && s.Depth == 0 && s.InFlight == 0 {
-				finished()
-				return
+			if s, err := q.Stats(ctx, "h"); err == nil && allPushed() && s.Depth == 0 && s.InFlight == 0 {
+				finish()
 			}
 		}
 	}()
-	var dead atomic.Int64
+	wg.Add(1)
+	go func() { // a hang is no progress for stall, however slow the machine
+		defer wg.Done()
+		last, since := progress.Load(), time.Now()
+		for ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			if p := progress.Load(); p != last {
+				last, since = p, time.Now()
+				continue
+			}
+			if time.Since(since) > stall {
+				q, _ := New(st, opts)
+				s, err := q.Stats(context.Background(), "h")
+				t.Errorf("history stalled for %v: %d acked, %d dead of %d; stats %+v %v", stall, acked.Load(), dead.Load(), total, s, err)
+				finish()
+			}
+		}
+	}()
 	for w := range h.workers {
 		wg.Add(1)
 		go func() {
@@ -133,83 +184,110 @@ func runHistory(t *testing.T, st storage.Store, h history) {
 			}
 			life()
 			defer life()
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
+			for ctx.Err() == nil {
 				if acked.Load()+dead.Load() >= total {
-					finished()
+					finish()
 					return
 				}
-				pctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 				before := q.Metrics().DeadLettered
-				d, err := q.Pop(pctx, "h", h.ttl)
-				cancel()
-				dead.Add(int64(q.Metrics().DeadLettered - before))
-				if errors.Is(err, context.DeadlineExceeded) {
-					continue
+				d, err := q.Pop(ctx, "h", h.ttl)
+				if n := q.Metrics().DeadLettered - before; n > 0 {
+					dead.Add(int64(n))
+					progress.Add(1)
+				}
+				if errors.Is(err, context.Canceled) {
+					return
 				}
 				if err != nil {
-					t.Error(err)
-					finished()
-					return
+					failed.Add(1)
+					continue // the store kept failing: look again
 				}
+				progress.Add(1)
 				rec := &delivery{lease: d.lease, n: d.Deliveries, start: time.Now()}
 				mu.Lock()
 				byItem[d.ID] = append(byItem[d.ID], rec)
 				mu.Unlock()
-				r := rng.Float64()
-				if strings.HasPrefix(string(d.Body), "poison") {
-					r = h.kill // nacked
+				if work(t, q, d, rec, h, rng, &failed) {
+					acked.Add(1)
 				}
-				switch {
-				case r < h.kill:
-					rec.end, rec.fate = time.Now(), "killed"
+				if rec.fate == "killed" {
 					killed.Add(1)
 					life() // a new process takes its place
-					continue
-				case r < h.kill+h.nack:
-					rec.end, rec.fate = time.Now(), "nacked"
-					if err := q.Nack(ctx, d, 0); err != nil {
-						t.Errorf("nack: %v", err)
-					}
-					continue
-				case r < h.kill+h.nack+h.overrun:
-					for d.Valid() {
-						time.Sleep(time.Millisecond)
-					}
-					rec.end, rec.fate = d.until, "overran"
-				default:
-					time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
-					rec.end, rec.fate = time.Now(), "acked"
-					if !d.Valid() {
-						rec.end, rec.fate = d.until, "overran"
-					}
-				}
-				switch err := q.Ack(ctx, d); {
-				case err == nil:
-					acked.Add(1)
-				case errors.Is(err, ErrNotHeld) && rec.fate == "overran":
-					rec.fate = "stale-ack"
-				default:
-					t.Errorf("ack (%s): %v", rec.fate, err)
 				}
 			}
 		}()
 	}
-	timeout := time.AfterFunc(h.limit(), func() {
-		q, _ := New(st, opts)
-		s, err := q.Stats(ctx, "h")
-		t.Errorf("history did not finish: %d acked, %d dead of %d; stats %+v %v", acked.Load(), dead.Load(), total, s, err)
-		finished()
-	})
 	wg.Wait()
-	timeout.Stop()
 	if t.Failed() {
 		return
 	}
+	if f, ok := st.(faulty); ok {
+		f.SetEnabled(false)
+		t.Logf("faults: %+v", f.Stats())
+	}
+	checkHistory(t, st, h, opts, pushed, byItem)
+	perPop := 0.0
+	if metrics.Pops > 0 {
+		perPop = float64(metrics.KeysVisited) / float64(metrics.Pops)
+	}
+	t.Logf("%d items, %d workers killed, %d claims lost to another, %d calls failed and made again, %.1f keys visited per pop",
+		total, killed.Load(), metrics.Conflicts, failed.Load(), perPop)
+}
+
+// work is a worker's handling of delivery d: it dies holding it, gives it
+// back, overruns its lease or acks it, as h's odds say (a poison item is
+// always given back). Calls that fail are made again. It reports whether
+// the item was acked.
+func work(t *testing.T, q *Queue, d *Delivery, rec *delivery, h history, rng *rand.Rand, failed *atomic.Int64) bool {
+	ctx := context.Background()
+	r := rng.Float64()
+	if strings.HasPrefix(string(d.Body), "poison") {
+		r = h.kill // nacked
+	}
+	switch {
+	case r < h.kill:
+		rec.end, rec.fate = time.Now(), "killed"
+		return false
+	case r < h.kill+h.nack:
+		rec.end, rec.fate = time.Now(), "nacked"
+		err := q.Nack(ctx, d, 0)
+		for ; err != nil && !errors.Is(err, ErrNotHeld); err = q.Nack(ctx, d, 0) {
+			failed.Add(1)
+		}
+		if err != nil {
+			t.Errorf("nack: %v", err)
+		}
+		return false
+	case r < h.kill+h.nack+h.overrun:
+		for d.Valid() {
+			time.Sleep(time.Millisecond)
+		}
+		rec.end, rec.fate = d.until, "overran"
+	default:
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+		rec.end, rec.fate = time.Now(), "acked"
+		if !d.Valid() {
+			rec.end, rec.fate = d.until, "overran"
+		}
+	}
+	err := q.Ack(ctx, d)
+	for ; err != nil && !errors.Is(err, ErrNotHeld); err = q.Ack(ctx, d) {
+		failed.Add(1)
+	}
+	switch {
+	case err == nil:
+		return true
+	case rec.fate == "overran":
+		rec.fate = "stale-ack"
+	default:
+		t.Errorf("ack (%s): %v", rec.fate, err)
+	}
+	return false
+}
+
+// checkHistory checks a finished history (runHistory's list).
+func checkHistory(t *testing.T, st storage.Store, h history, opts Options, pushed map[string]string, byItem map[string][]*delivery) {
+	ctx := context.Background()
 	q, _ := New(st, opts)
 	deadList, err := q.Dead(ctx, "h", 0)
 	if err != nil {
@@ -222,9 +300,21 @@ func runHistory(t *testing.T, st storage.Store, h history) {
 			t.Errorf("dead letter %s after %d deliveries", dl.ID, dl.Deliveries)
 		}
 	}
-	dups := 0
-	for id, poison := range pushed {
+	bodies := map[string]string{}
+	for id, body := range pushed {
+		if other, ok := bodies[body]; ok {
+			t.Errorf("body %q queued twice: items %s and %s", body, other, id)
+		}
+		bodies[body] = id
+	}
+	for id := range byItem {
+		if _, ok := pushed[id]; !ok {
+			t.Errorf("item %s delivered, but no pusher knows it (pushed twice?)", id)
+		}
+	}
+	for id, body := range pushed {
 		ds := byItem[id]
+		poison := strings.HasPrefix(body, "poison")
 		if poison && (!isDead[id] || len(ds) != h.maxDeliveries) {
 			t.Errorf("poison item %s: dead %v after %d deliveries", id, isDead[id], len(ds))
 		}
@@ -239,7 +329,6 @@ func runHistory(t *testing.T, st storage.Store, h history) {
 			if i == 0 {
 				continue
 			}
-			dups++
 			prev := ds[i-1]
 			if prev.fate == "acked" {
 				t.Errorf("item %s delivered again (lease %x) after an ack that succeeded", id, d.lease)
@@ -252,8 +341,8 @@ func runHistory(t *testing.T, st storage.Store, h history) {
 			t.Errorf("item %s lost: deliveries %+v", id, ds)
 		}
 	}
-	if len(pushed) != int(total) {
-		t.Fatalf("%d pushed, want %d", len(pushed), total)
+	if len(pushed) != h.items/h.pushers*h.pushers {
+		t.Fatalf("%d pushed, want %d", len(pushed), h.items)
 	}
 	s, err := q.Stats(ctx, "h")
 	if err != nil {
@@ -262,10 +351,9 @@ func runHistory(t *testing.T, st storage.Store, h history) {
 	if s.Depth != 0 || s.InFlight != 0 || s.Dead != len(deadList) {
 		t.Errorf("stats at the end: %+v (%d dead letters)", s, len(deadList))
 	}
-	perPop := 0.0
-	if metrics.Pops > 0 {
-		perPop = float64(metrics.KeysVisited) / float64(metrics.Pops)
+	again := 0
+	for _, ds := range byItem {
+		again += len(ds) - 1
 	}
-	t.Logf("%d items, %d deliveries again, %d dead letters, %d workers killed, %d claims lost to another, %.1f keys visited per pop",
-		total, dups, len(deadList), killed.Load(), metrics.Conflicts, perPop)
+	t.Logf("%d deliveries again, %d dead letters", again, len(deadList))
 }

@@ -19,27 +19,49 @@ func (q *Queue) notHeld(d *Delivery) error {
 	return fmt.Errorf("%w: %s item %s (lease %x)", ErrNotHeld, d.Queue, d.ID, d.lease)
 }
 
+// underLease moves d's item to next by transition, from the state under
+// d's lease: first the epoch d knows, then, while the item is still
+// leased under d's lease at another epoch (an Extend whose reply was lost
+// moved it, or a fence rewrote it), from that one. A call conditioned on
+// the lease's identity rather than on one epoch makes a lost reply
+// harmless to the calls that follow. It returns whether next applied
+// (then d.epoch is the epoch it applied from), and the item as read when
+// not (no longer leased under d's lease).
+func (q *Queue) underLease(ctx context.Context, d *Delivery, next *state, at stamp, extra ...storage.Mutation) (bool, item, error) {
+	epoch, oldKey := d.epoch, entryKey(d.at, d.ID, d.req)
+	for try := 0; ; try++ {
+		ok, cur, err := q.transition(ctx, d.Queue, d.ID, epoch, next, at, oldKey, extra...)
+		if err != nil || ok {
+			if ok {
+				d.epoch = epoch
+			}
+			return ok, item{}, err
+		}
+		if cur.st.St != stLeased || cur.st.Lease != d.lease || try == attempts {
+			return false, cur, nil
+		}
+		epoch, oldKey = cur.epoch, cur.st.key(d.ID)
+		next.Req = newReq()
+	}
+}
+
 // Ack removes a delivered item from its queue, if the delivery's lease is
 // still the item's (its lease may have expired, as long as the item was
 // not delivered again since). Acking twice under one lease is not an
 // error; under a lease the item no longer has, it is ErrNotHeld and
 // changes nothing. The item keeps a mark, without its body, for
-// Options.Retention, so that a re-sent Ack or Push finds it.
+// Options.Retention, so that a re-sent Ack or PushAgain finds it.
 func (q *Queue) Ack(ctx context.Context, d *Delivery) error {
 	if err := checkDelivery(d); err != nil {
 		return err
 	}
-	next := state{St: stAcked, Lease: d.lease, At: d.at + q.opts.Retention.Milliseconds(), Req: newReq(), N: d.Deliveries}
-	ok, err := q.transition(ctx, d.Queue, d.ID, d.epoch, next, entryKey(d.at, d.ID, d.req),
+	next := state{St: stAcked, Lease: d.lease, Req: newReq(), N: d.Deliveries}
+	ok, cur, err := q.underLease(ctx, d, &next, func(lo, _ int64) int64 { return lo + q.opts.Retention.Milliseconds() },
 		storage.Mutation{Kind: storage.DeleteCells, Family: Family, Qualifier: qualBody})
 	if err != nil || ok {
 		return err
 	}
-	it, err := q.readItem(ctx, d.Queue, d.ID, false)
-	if err != nil {
-		return err
-	}
-	if it.st.St == stAcked && it.st.Lease == d.lease {
+	if cur.st.St == stAcked && cur.st.Lease == d.lease {
 		return nil // acked already under this lease
 	}
 	return q.notHeld(d)
@@ -48,6 +70,9 @@ func (q *Queue) Ack(ctx context.Context, d *Delivery) error {
 // Nack gives a delivered item back, to be delivered again after delay
 // (by the store's clock), if the delivery's lease is still the item's;
 // ErrNotHeld otherwise. The delivery counts towards MaxDeliveries.
+// Nacking twice under one lease, while no one took the item since, is not
+// an error and changes nothing (the first delay stands): a Nack sent
+// again after an unknown outcome succeeds so.
 func (q *Queue) Nack(ctx context.Context, d *Delivery, delay time.Duration) error {
 	if err := checkDelivery(d); err != nil {
 		return err
@@ -55,27 +80,25 @@ func (q *Queue) Nack(ctx context.Context, d *Delivery, delay time.Duration) erro
 	if delay < 0 {
 		return fmt.Errorf("%w: negative delay %v", ErrInvalidArgument, delay)
 	}
-	l0 := time.Now()
-	lo, _, err := q.clock.bounds(ctx)
+	next := state{St: stReady, Lease: d.lease, Req: newReq(), N: d.Deliveries}
+	ok, cur, err := q.underLease(ctx, d, &next, func(lo, _ int64) int64 { return lo + ceilMS(float64(delay)) })
 	if err != nil {
 		return err
 	}
-	next := state{St: stReady, Lease: d.lease, At: lo + ceilMS(float64(delay)), Req: newReq(), N: d.Deliveries}
-	ok, err := q.transition(ctx, d.Queue, d.ID, d.epoch, next, entryKey(d.at, d.ID, d.req))
-	if err != nil {
-		return err
-	}
-	if !ok {
+	if !ok && !(cur.st.St == stReady && cur.st.Lease == d.lease) { // given back already under this lease
 		return q.notHeld(d)
 	}
 	d.until = time.Time{}
-	return q.settle(ctx, d.Queue, d.ID, d.epoch+1, next, lo, l0)
+	return nil
 }
 
 // Extend renews the delivery's lease for ttl from now (the store's clock),
 // if it is still the item's: a worker whose lease expired and whose item
 // was delivered again gets ErrNotHeld and does not take it back. The
-// worker may act until the call's send time + ttl × (1 − Drift).
+// worker may act until the call's first send + ttl × (1 − Drift). On an
+// error other than ErrNotHeld its deadline stays, whether or not the
+// extension applied; a later Ack, Nack or Extend finds the item under
+// this lease either way.
 func (q *Queue) Extend(ctx context.Context, d *Delivery, ttl time.Duration) error {
 	if err := checkDelivery(d); err != nil {
 		return err
@@ -83,13 +106,9 @@ func (q *Queue) Extend(ctx context.Context, d *Delivery, ttl time.Duration) erro
 	if err := checkTTL(ttl); err != nil {
 		return err
 	}
-	l0 := time.Now()
-	_, hi, err := q.clock.bounds(ctx)
-	if err != nil {
-		return err
-	}
-	next := state{St: stLeased, Lease: d.lease, At: hi + ceilMS(float64(ttl)), Req: newReq(), N: d.Deliveries}
-	ok, err := q.transition(ctx, d.Queue, d.ID, d.epoch, next, entryKey(d.at, d.ID, d.req))
+	sent := time.Now()
+	next := state{St: stLeased, Lease: d.lease, Req: newReq(), N: d.Deliveries}
+	ok, _, err := q.underLease(ctx, d, &next, func(_, hi int64) int64 { return hi + ceilMS(float64(ttl)) })
 	if err != nil {
 		return err
 	}
@@ -98,6 +117,6 @@ func (q *Queue) Extend(ctx context.Context, d *Delivery, ttl time.Duration) erro
 	}
 	d.epoch, d.req, d.at = d.epoch+1, next.Req, next.At
 	d.Expiry = time.UnixMilli(next.At)
-	d.until = l0.Add(time.Duration(float64(ttl) * (1 - q.opts.Drift)))
+	d.until = sent.Add(time.Duration(float64(ttl) * (1 - q.opts.Drift)))
 	return nil
 }

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -86,14 +87,21 @@ const recent = 50 * time.Millisecond
 // Pop waits for an item of queue name and returns it under a lease of
 // ttl. Idle, it backs off with jitter up to Options.MaxBackOff between
 // looks, and each look reads only the index entries that became due
-// since the last one.
+// since the last one. A look that fails is made again, up to 8 failures
+// in a row.
 func (q *Queue) Pop(ctx context.Context, name string, ttl time.Duration) (*Delivery, error) {
+	fails := 0
 	for attempt := 0; ; attempt++ {
 		d, err := q.TryPop(ctx, name, ttl)
 		if err != nil && d == nil {
 			if cerr := ctxErr(ctx); cerr != nil {
 				return nil, cerr // however the store reported it
 			}
+			if fails++; fails < attempts && transient(ctx, err) && !errors.Is(err, ErrInvalidArgument) {
+				err = nil // a look that failed: look again
+			}
+		} else {
+			fails = 0
 		}
 		if d != nil || err != nil {
 			return d, err
@@ -146,7 +154,7 @@ func (q *Queue) TryPop(ctx context.Context, name string, ttl time.Duration) (*De
 	batch := min(4+2*int(q.poppers.Load()), maxBatch)
 	for ; ; batch = min(2*batch, maxBatch) {
 		l0 := time.Now()
-		lo, hi, err := q.clock.bounds(ctx)
+		lo, _, err := q.clock.bounds(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -183,7 +191,7 @@ func (q *Queue) TryPop(ctx context.Context, name string, ttl time.Duration) (*De
 		resolved := make([]bool, len(es))
 		for j := range es {
 			i := (first + j) % len(es)
-			d, done, err := q.consider(ctx, name, es[i], ttl, lo, hi, l0)
+			d, done, err := q.consider(ctx, name, es[i], ttl, lo, l0)
 			if err != nil {
 				return nil, err
 			}
@@ -230,44 +238,23 @@ func (q *Queue) scan(ctx context.Context, start, end []byte, limit int, fn func(
 
 // consider acts on one due index entry: it claims the item it names if
 // the entry is the item's current one and the item is available, moves
-// it to the dead letters, removes an acked item whose retention ended, or
-// deletes the entry when it is stale. done reports the entry resolved (a
-// pending one, written for a state change not yet applied, is not).
-func (q *Queue) consider(ctx context.Context, name string, e entry, ttl time.Duration, lo, hi int64, l0 time.Time) (d *Delivery, done bool, err error) {
-	it, err := q.readItem(ctx, name, e.id, true)
-	if err != nil {
-		return nil, false, err
-	}
-	graceMS := 2 * q.opts.Grace.Milliseconds()
+// it to the dead letters, removes an acked (or void) item whose
+// retention ended, or deletes the entry when it is stale. done reports
+// the entry resolved (a pending one, written for a state change not yet
+// applied, is not, until it is fenced off).
+func (q *Queue) consider(ctx context.Context, name string, e entry, ttl time.Duration, lo int64, l0 time.Time) (d *Delivery, done bool, err error) {
+	it, class, err := q.resolve(ctx, name, e, lo, true)
 	switch {
-	case it.epoch == 0 || (e.epoch < it.epoch) || (e.epoch == it.epoch && e.req != it.st.Req):
-		// Stale: its item is gone (entries are written after their item)
-		// or has moved to another entry.
+	case err != nil:
+		return nil, false, err
+	case class == stale:
 		return nil, true, q.deleteEntry(ctx, name, e.key)
-	case e.epoch > it.epoch:
-		// Pending: written for a change not applied yet. Its writer
-		// settles within Grace or gives it up (settle), so one older than
-		// twice that names a change that never happened.
-		if e.at < lo-graceMS {
-			return nil, true, q.deleteEntry(ctx, name, e.key)
-		}
+	case class == pending:
 		return nil, false, nil
 	}
 	switch it.st.St {
-	case stAcked: // its retention is over: the item goes
-		err := q.retry(ctx, func() error {
-			_, err := q.store.CheckAndMutate(ctx, itemRow(name, e.id),
-				storage.Filter{{Family: Family, Qualifier: qualState, Time: storage.At(it.epoch), Limit: 1}},
-				[]storage.Mutation{
-					{Kind: storage.DeleteCells, Family: Family, Qualifier: qualState},
-					{Kind: storage.DeleteCells, Family: Family, Qualifier: qualBody},
-				}, nil)
-			return err
-		})
-		if err != nil {
-			return nil, false, err
-		}
-		return nil, true, q.deleteEntry(ctx, name, e.key)
+	case stAcked, stVoid: // its retention is over: the item goes
+		return nil, true, q.remove(ctx, name, e, it)
 	case stReady, stLeased: // due: available (a lease's entry is due when it expired)
 	default:
 		return nil, true, q.deleteEntry(ctx, name, e.key)
@@ -280,8 +267,8 @@ func (q *Queue) consider(ctx context.Context, name string, e entry, ttl time.Dur
 		return nil, true, q.deadLetter(cctx, name, e, it)
 	}
 	lease := newReq()
-	next := state{St: stLeased, Lease: lease, At: hi + ceilMS(float64(ttl)), Req: lease, N: it.st.N + 1}
-	ok, err := q.transition(cctx, name, e.id, it.epoch, next, e.key)
+	next := state{St: stLeased, Lease: lease, Req: lease, N: it.st.N + 1}
+	ok, _, err := q.transition(cctx, name, e.id, it.epoch, &next, func(_, hi int64) int64 { return hi + ceilMS(float64(ttl)) }, e.key)
 	if err != nil {
 		return nil, false, err
 	}
@@ -295,22 +282,49 @@ func (q *Queue) consider(ctx context.Context, name string, e entry, ttl time.Dur
 	if sp := q.spread.Load(); sp > 1 {
 		q.spread.CompareAndSwap(sp, sp-1)
 	}
+	// The lease's deadline is measured from l0, before the clock
+	// reading its expiry was stamped from.
 	d = &Delivery{Queue: name, ID: e.id, Body: it.body, Deliveries: next.N, PushedAt: PushedAt(e.id),
 		Expiry: time.UnixMilli(next.At), lease: lease, epoch: it.epoch + 1, req: next.Req, at: next.At,
 		until: l0.Add(time.Duration(float64(ttl) * (1 - q.opts.Drift)))}
 	return d, true, nil
 }
 
+// remove deletes an acked or void item whose entry e (current) is due,
+// then the entry. Conditioned on the item's epoch, the deletion applies
+// at most once, and a late copy changes nothing once the row is gone or
+// changed.
+func (q *Queue) remove(ctx context.Context, name string, e entry, it item) error {
+	err := q.retry(ctx, func() error {
+		_, err := q.store.CheckAndMutate(ctx, itemRow(name, e.id),
+			storage.Filter{{Family: Family, Qualifier: qualState, Time: storage.At(it.epoch), Limit: 1}},
+			[]storage.Mutation{
+				{Kind: storage.DeleteCells, Family: Family, Qualifier: qualState},
+				{Kind: storage.DeleteCells, Family: Family, Qualifier: qualBody},
+			}, nil)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return q.deleteEntry(ctx, name, e.key)
+}
+
 // deadLetter moves an item delivered MaxDeliveries times to the dead
 // letters: the mark first (a listing skips a mark whose item is not
-// dead), then the state.
+// dead), then the state. The mark is written at the dead state's epoch,
+// so that a Requeue's deletion of an earlier mark, however late it
+// lands, cannot delete it.
 func (q *Queue) deadLetter(ctx context.Context, name string, e entry, it item) error {
+	// Lazy: the state's durable write covers it. Idempotent: a late copy
+	// landing after a Requeue deleted the mark brings it back, and a
+	// listing skips it while its item is not dead.
 	if err := q.retry(ctx, func() error {
-		return q.mutate(ctx, true, deadRow(name, e.id), storage.SetCell(Family, qualDead, 0, nil)) // the state's durable write covers it
+		return q.mutate(ctx, true, deadRow(name, e.id), storage.SetCell(Family, qualDead, it.epoch+1, nil))
 	}); err != nil {
 		return err
 	}
-	ok, err := q.transition(ctx, name, e.id, it.epoch, state{St: stDead, Lease: it.st.Lease, Req: newReq(), N: it.st.N}, e.key)
+	ok, _, err := q.transition(ctx, name, e.id, it.epoch, &state{St: stDead, Lease: it.st.Lease, Req: newReq(), N: it.st.N}, nil, e.key)
 	if ok {
 		q.metrics.deadLettered.Add(1)
 	}
@@ -331,9 +345,12 @@ const catchUpBatch = 1024
 // every CatchUp/2, and when no process has advanced it for CatchUp, this
 // one does (by CheckAndMutate on its version, so one at a time): it reads
 // the entries from it up to twice Grace before the store's time, deletes
-// the stale ones, and stops at the first it cannot resolve, which this
+// the stale ones and fences off the pending ones (so that they become
+// stale), and stops at the first item's current entry, which this
 // process then looks at next. An entry written late, behind the
-// processes' own cursors, is found so within Grace + CatchUp.
+// processes' own cursors, is found so within Grace + CatchUp. The
+// cursor's advance is conditioned on its version, so a late copy of it
+// changes nothing once another advanced it.
 func (q *Queue) turn(ctx context.Context, name string, c *cursor) error {
 	c.mu.Lock()
 	due := !c.loaded || !time.Now().Before(c.nextTurn)
@@ -385,19 +402,17 @@ func (q *Queue) turn(ctx context.Context, name string, c *cursor) error {
 		next = es[len(es)-1].key + "\x00"
 	}
 	for _, e := range es {
-		it, err := q.readItem(ctx, name, e.id, false)
+		_, class, err := q.resolve(ctx, name, e, lo, false)
 		if err != nil {
 			return err
 		}
-		switch {
-		case it.epoch == 0 || e.epoch < it.epoch || (e.epoch == it.epoch && e.req != it.st.Req) || e.epoch > it.epoch:
-			// Stale, or pending for longer than its writer may take.
+		if class == stale {
 			if err := q.deleteEntry(ctx, name, e.key); err != nil {
 				return err
 			}
 			continue
 		}
-		next = e.key // the item's current entry: the cursor stops here
+		next = e.key // the item's current entry, or one that could not be fenced off yet: the cursor stops here
 		break
 	}
 	b, _ := json.Marshal(sharedCursor{Key: next, At: lo})

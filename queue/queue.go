@@ -28,6 +28,11 @@ var (
 	ErrNotDead = errors.New("queue: item is not a dead letter")
 	// ErrNoClock: the store has no clock of its own (storage.Clock).
 	ErrNoClock = errors.New("queue: the store has no clock (storage.Clock)")
+	// ErrUnknown: a call could not learn whether its write applied (the
+	// store kept failing, or the context ended, after the write was
+	// sent). Push returns the item's ID with it, to be sent again with
+	// PushAgain.
+	ErrUnknown = errors.New("queue: outcome unknown (the write may have applied)")
 )
 
 // Family holds every cell of the queues.
@@ -58,17 +63,21 @@ type Options struct {
 	// at its Pop's send time + TTL × (1 − Drift) (Delivery.Valid). 0
 	// means 0.01.
 	Drift float64
-	// Grace is L, the longest a state change may take from the clock
-	// reading its index entry's time came from to its reply before the
-	// writer moves the item to a fresh entry; the shared cursor stays
-	// twice Grace behind the store's time. 0 means 2s.
+	// Grace is L, the longest an index entry's write may take from the
+	// clock reading its time came from (past that time) to its reply
+	// before the writer deletes it and writes it anew from a fresh
+	// reading; the shared cursor stays twice Grace behind the store's
+	// time, and an entry written for a state change that has not applied
+	// after twice Grace is fenced off (the change can no longer apply)
+	// and deleted. 0 means 2s.
 	Grace time.Duration
 	// CatchUp is how often the shared cursor is advanced (by one
 	// process at a time); entries written late are delivered within
 	// Grace + CatchUp. 0 means 1s.
 	CatchUp time.Duration
 	// Retention is how long an acked item's mark stays (a re-sent Ack or
-	// Push finds it there); 0 means 1 minute.
+	// PushAgain finds it there: a PushAgain after it is gone pushes the
+	// item again); 0 means 1 minute.
 	Retention time.Duration
 	// MaxBackOff bounds an idle Pop's wait between looks; 0 means 100ms.
 	MaxBackOff time.Duration
@@ -159,6 +168,10 @@ const (
 	stLeased = "leased"
 	stAcked  = "acked"
 	stDead   = "dead"
+	// stVoid: a push fenced off before its item was written (its entry
+	// waited longer than twice Grace): no item; the row goes, as an acked
+	// one, at its entry's time.
+	stVoid = "void"
 )
 
 // state is an item's state cell. Every change writes it at the next
@@ -168,7 +181,7 @@ const (
 type state struct {
 	St    string `json:"st"`
 	Lease uint64 `json:"lease,omitempty"` // the current (leased) or last lease
-	At    int64  `json:"at,omitempty"`    // ms: the time of the state's index entry (ready: visible; leased: expiry; acked: removal)
+	At    int64  `json:"at,omitempty"`    // ms: the time of the state's index entry (ready: visible; leased: expiry; acked, void: removal)
 	Req   uint64 `json:"req"`             // the request that wrote the state; names its index entry
 	N     int    `json:"n,omitempty"`     // deliveries so far
 }
@@ -305,199 +318,3 @@ func (q *Queue) readItem(ctx context.Context, name, id string, withBody bool) (i
 	}
 	return it, nil
 }
-
-func epochValue(e uint64) []byte { return binary.BigEndian.AppendUint64(nil, e) }
-
-// writeEntry writes the index entry of an item's next state.
-// It brings this process's cursor back to it if it lies behind: a
-// process finds its own entries at once.
-// A lazy write may return before it is durable, on a store whose writes
-// share one ordered log (storage.Deferred): the caller's next durable
-// write covers it.
-func (q *Queue) writeEntry(ctx context.Context, name, id string, next *state, epoch uint64, lazy bool) error {
-	key := entryKey(next.At, id, next.Req)
-	if err := q.mutate(ctx, lazy, entryRow(name, key), storage.SetCell(Family, qualEntry, 0, epochValue(epoch))); err != nil {
-		return err
-	}
-	q.mu.Lock()
-	c := q.cursors[name]
-	q.mu.Unlock()
-	if c != nil {
-		c.mu.Lock()
-		if key < c.local {
-			c.local = key
-		}
-		c.mu.Unlock()
-	}
-	return nil
-}
-
-// deleteEntry deletes an entry that is stale or about to be: lazily, as
-// one that outlives a crash is stale and deleted by whoever finds it.
-// Its one cell, not the row: a row deletion costs a store that keeps
-// indexes of its rows (a DB's transactions' cell index) a pass over them.
-func (q *Queue) deleteEntry(ctx context.Context, name, key string) error {
-	return q.retry(ctx, func() error {
-		return q.mutate(ctx, true, entryRow(name, key), storage.DeleteCell(Family, qualEntry, 0))
-	})
-}
-
-// mutate is Mutate, or when lazy and the store can, its deferred variant.
-func (q *Queue) mutate(ctx context.Context, lazy bool, row []byte, ms ...storage.Mutation) error {
-	if !lazy || q.deferred == nil {
-		return q.store.Mutate(ctx, row, ms...)
-	}
-	errs, err := q.deferred.MutateRowsDeferred(ctx, []storage.RowMutation{{Row: row, Mutations: ms}})
-	if err == nil && errs != nil {
-		err = errs[0]
-	}
-	return err
-}
-
-// transition moves item id from its state at epoch to next (at epoch+1):
-// the next state's index entry is written first (so that every state
-// but dead has its entry: a crash leaves at most an entry too many), then
-// the state by CheckAndMutate on epoch, then the old entry (oldKey) goes.
-// extra are more mutations of the item row. A call whose outcome is
-// unknown is sent again, and recognised by next.Req in the state. It
-// reports whether the transition applied.
-func (q *Queue) transition(ctx context.Context, name, id string, epoch uint64, next state, oldKey string, extra ...storage.Mutation) (bool, error) {
-	if next.St != stDead {
-		// Lazy: the state's durable write below covers it.
-		if err := q.retry(ctx, func() error { return q.writeEntry(ctx, name, id, &next, epoch+1, true) }); err != nil {
-			return false, err
-		}
-	}
-	b, _ := json.Marshal(next)
-	muts := append([]storage.Mutation{
-		storage.SetCell(Family, qualState, epoch+1, b),
-		{Kind: storage.DeleteCells, Family: Family, Qualifier: qualState, Time: storage.Before(epoch + 1)},
-	}, extra...)
-	pred := storage.Filter{{Family: Family, Qualifier: qualState, Time: storage.At(epoch), Limit: 1}}
-	var applied bool
-	var lastErr error
-	for attempt := 0; attempt < attempts; attempt++ {
-		matched, err := q.store.CheckAndMutate(ctx, itemRow(name, id), pred, muts, nil)
-		if err == nil {
-			applied = matched
-			lastErr = nil
-			break
-		}
-		lastErr = err
-		if ctx.Err() != nil {
-			break
-		}
-		// Unknown outcome: the state tells.
-		it, rerr := q.readItem(ctx, name, id, false)
-		if rerr != nil {
-			continue
-		}
-		if it.epoch == epoch+1 && it.st.Req == next.Req {
-			applied, lastErr = true, nil
-			break
-		}
-		if it.epoch != epoch {
-			lastErr = nil
-			break // changed by another: not applied
-		}
-	}
-	if lastErr != nil {
-		return false, lastErr
-	}
-	if !applied {
-		if next.St != stDead { // our entry names a state that never was
-			_ = q.deleteEntry(ctx, name, entryKey(next.At, id, next.Req))
-		}
-		return false, nil
-	}
-	if oldKey != "" {
-		_ = q.deleteEntry(ctx, name, oldKey) // a leftover is stale and found so
-	}
-	return true, nil
-}
-
-// Push adds an item with body to queue name, ordered by the store's time
-// of the push, and returns its ID. A push whose reply was lost is sent
-// again with the same ID and is found, not doubled.
-func (q *Queue) Push(ctx context.Context, name string, body []byte) (string, error) {
-	if err := CheckName(name); err != nil {
-		return "", err
-	}
-	if len(body) > MaxBodySize {
-		return "", fmt.Errorf("%w: body of %d bytes exceeds %d", ErrInvalidArgument, len(body), MaxBodySize)
-	}
-	l0 := time.Now()
-	lo, _, err := q.clock.bounds(ctx)
-	if err != nil {
-		return "", err
-	}
-	id, at := q.newID(lo)
-	st := state{St: stReady, At: at, Req: newReq()}
-	b, _ := json.Marshal(st)
-	row := itemRow(name, id)
-	// The item first, then its entry: an entry always finds its item.
-	// Written only if absent, so a re-send after the item was popped
-	// (and its mark kept for Retention) changes nothing.
-	// The item's write may be lazy: the entry's durable write covers it.
-	cam := q.store.CheckAndMutate
-	if q.deferred != nil {
-		cam = q.deferred.CheckAndMutateDeferred
-	}
-	err = q.retry(ctx, func() error {
-		_, err := cam(ctx, row, stateFilter, nil, []storage.Mutation{
-			storage.SetCell(Family, qualBody, 0, body),
-			storage.SetCell(Family, qualState, 1, b),
-		})
-		return err
-	})
-	if err == nil {
-		err = q.retry(ctx, func() error { return q.writeEntry(ctx, name, id, &st, 1, false) })
-	}
-	if err != nil {
-		return "", err
-	}
-	return id, q.settle(ctx, name, id, 1, st, lo, l0)
-}
-
-// retry runs an idempotent store call until it succeeds, up to 5 times
-// when its outcome is unknown.
-func (q *Queue) retry(ctx context.Context, call func() error) error {
-	var err error
-	for attempt := 0; attempt < attempts; attempt++ {
-		if err = call(); err == nil || errors.Is(err, storage.ErrInvalidArgument) || errors.Is(err, storage.ErrClosed) || ctx.Err() != nil {
-			return err
-		}
-	}
-	return err
-}
-
-func newReq() uint64 { return rand.Uint64() | 1 }
-
-// settle makes sure the entry of a state an item has just been given,
-// for the store time lo read at local time l0, was not written behind the
-// shared cursor (which stays 2 × Grace behind the store's time): when the
-// call took longer than its entry's lead over lo + 0.9 Grace, the item
-// moves to a fresh entry, until one is in time.
-func (q *Queue) settle(ctx context.Context, name, id string, epoch uint64, st state, lo int64, l0 time.Time) error {
-	for round := 0; time.Since(l0) >= time.Duration(st.At-lo)*time.Millisecond+q.opts.Grace*9/10; round++ {
-		if round == attempts {
-			return fmt.Errorf("queue %s: item %s: the store's writes take longer than Grace (%v); raise Options.Grace", name, id, q.opts.Grace)
-		}
-		l0 = time.Now()
-		var err error
-		if lo, _, err = q.clock.bounds(ctx); err != nil {
-			return err
-		}
-		next := st
-		next.At, next.Req = max(lo, st.At), newReq()
-		ok, err := q.transition(ctx, name, id, epoch, next, entryKey(st.At, id, st.Req))
-		if err != nil || !ok {
-			return err // !ok: moved on meanwhile, so its entry was found
-		}
-		epoch, st = epoch+1, next
-	}
-	return nil
-}
-
-// attempts bounds the sends of one store call whose outcome stays unknown.
-const attempts = 8

@@ -268,10 +268,16 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("case %d: %v, want ErrInvalidArgument", i, err)
 		}
 	}
-	for _, err := range []error{q.Ack(ctx, other), q.Extend(ctx, other, time.Minute), q.Nack(ctx, other, 0)} {
+	for _, err := range []error{q.Ack(ctx, other), q.Extend(ctx, other, time.Minute)} {
 		if !errors.Is(err, ErrNotHeld) {
-			t.Errorf("another lease's call: %v, want ErrNotHeld", err)
+			t.Errorf("a call under a lease given back: %v, want ErrNotHeld", err)
 		}
+	}
+	if err := q.Nack(ctx, other, 0); err != nil { // as a Nack sent again after an unknown outcome
+		t.Errorf("a second nack under the lease that gave the item back: %v", err)
+	}
+	if d := pop(t, q, "gone", time.Minute); d != nil {
+		t.Errorf("a second nack changed the first's delay: %+v delivered", d)
 	}
 	if _, err := New(noClock{st}, Options{}); !errors.Is(err, ErrNoClock) {
 		t.Errorf("a store without a clock: %v", err)

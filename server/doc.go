@@ -109,7 +109,9 @@
 // hashes both sides and compares the hashes in constant time. A call
 // without it or with a wrong one gets Unauthenticated and changes nothing.
 // TLS is served with --tls-cert/--tls-key. serve listens on loopback by
-// default and refuses any other address without a token. Messages are
+// default and refuses any other address without a token, and without TLS
+// unless --insecure says the token may cross the network in clear (its
+// log then warns so at startup). Messages are
 // bounded (MaxMessageSize, default 64 MiB), as are selectors and
 // mutations per call; a malformed request gets InvalidArgument naming what
 // is wrong, and changes nothing.

@@ -22,7 +22,9 @@ var errDrained = errors.New("stopped cleanly")
 const drainTimeout = 30 * time.Second
 
 // percolator serve: one process hosting the store, the timestamp oracle
-// and the lock service over gRPC (server package).
+// and the lock service over gRPC (server package). Beyond loopback it
+// needs a token, and TLS (or --insecure, which its log warns about):
+// without TLS the token crosses the network in clear.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
 	dir := fs.String("dir", "", "database directory (created if needed; the embedded layout, so a --dir database can be served)")
@@ -31,6 +33,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tokenFile := fs.String("token-file", "", "file holding the token every call must carry (default: $PERCOLATOR_TOKEN; none: no token required)")
 	certFile := fs.String("tls-cert", "", "TLS certificate (PEM); with --tls-key, serve TLS")
 	keyFile := fs.String("tls-key", "", "TLS private key (PEM)")
+	insecure := fs.Bool("insecure", false, "allow a --listen address beyond loopback without TLS: the token and every request and reply then cross the network in clear, so anyone who can see the traffic can take the token and read and write the whole store (use --tls-cert/--tls-key instead)")
 	logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
 	verbose := fs.Bool("v", false, "log debug messages")
 	if err := parseFlags(fs, args); err != nil {
@@ -43,6 +46,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--dir is required")
 	case (*certFile == "") != (*keyFile == ""):
 		return usagef("--tls-cert and --tls-key go together")
+	case *insecure && *certFile != "":
+		return usagef("--insecure and --tls-cert contradict each other: with TLS nothing crosses the network in clear")
 	case *logFormat != "text" && *logFormat != "json":
 		return usagef("--log-format is text or json")
 	}
@@ -50,10 +55,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if token == "" {
-		if err := requireLoopback(*listen); err != nil {
-			return err
-		}
+	beyond, err := beyondLoopback(*listen)
+	if err != nil {
+		return err
+	}
+	switch {
+	case beyond && token == "":
+		return usagef("--listen %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", *listen)
+	case beyond && *certFile == "" && !*insecure:
+		return usagef("--listen %s is not a loopback address: without TLS the token would cross the network in clear; "+
+			"serve TLS with --tls-cert and --tls-key, or pass --insecure to accept the risk", *listen)
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -96,6 +107,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer hs.Close()
 		log.Info("serving metrics", "addr", mlis.Addr().String())
 	}
+	if beyond && opts.TLS == nil {
+		log.Warn("serving beyond loopback without TLS (--insecure): the token and every request and reply cross the network in clear; "+
+			"anyone who can see the traffic can take the token and read and write the whole store", "addr", lis.Addr().String())
+	}
 	log.Info("serving", "addr", lis.Addr().String(), "dir", *dir, "tls", opts.TLS != nil, "token", token != "")
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()
@@ -119,15 +134,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // requireLoopback refuses a listen address other than loopback: without a
 // token, anyone who can reach the port could read and write everything.
 func requireLoopback(addr string) error {
+	beyond, err := beyondLoopback(addr)
+	if err == nil && beyond {
+		err = usagef("--listen %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", addr)
+	}
+	return err
+}
+
+// beyondLoopback reports whether a listen address may be reached from
+// other machines: anything but localhost and a loopback IP (an empty host
+// listens on every interface).
+func beyondLoopback(addr string) (bool, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return usagef("--listen %s: %v", addr, err)
+		return false, usagef("--listen %s: %v", addr, err)
 	}
 	if host == "localhost" {
-		return nil
+		return false, nil
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return usagef("--listen %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", addr)
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback(), nil
 }

@@ -34,6 +34,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	certFile := fs.String("tls-cert", "", "TLS certificate (PEM); with --tls-key, serve TLS")
 	keyFile := fs.String("tls-key", "", "TLS private key (PEM)")
 	insecure := fs.Bool("insecure", false, "allow a --listen address beyond loopback without TLS: the token and every request and reply then cross the network in clear, so anyone who can see the traffic can take the token and read and write the whole store (use --tls-cert/--tls-key instead)")
+	var opts server.Options
+	limits := []struct {
+		field *int
+		name  string
+		def   int
+		help  string
+	}{
+		{&opts.MaxSessions, "max-sessions", server.DefaultMaxSessions, "live liveness sessions of all clients (each client process holds one)"},
+		{&opts.MaxSessionsPerOwner, "max-sessions-per-owner", server.DefaultMaxSessionsPerOwner, "live sessions of one owner (one client process)"},
+		{&opts.MaxLocks, "max-locks", server.DefaultMaxLocks, "advisory locks held by all sessions"},
+		{&opts.MaxLocksPerSession, "max-locks-per-session", server.DefaultMaxLocksPerSession, "advisory locks one session holds (an observer scanner holds one at a time)"},
+		{&opts.MaxNonceGroups, "max-nonce-groups", server.DefaultMaxNonceGroups, "nonce groups known (one per client connection, each kept 30 minutes after its last call)"},
+		{&opts.MaxNonceCalls, "max-nonce-calls", server.DefaultMaxNonceCalls, "calls the nonce table holds for all clients"},
+		{&opts.MaxNonceCallsPerGroup, "max-nonce-calls-per-group", server.DefaultMaxNonceCallsPerGroup, "calls the nonce table holds for one client (about its calls in flight)"},
+	}
+	for _, l := range limits {
+		fs.IntVar(l.field, l.name, l.def, "at most this many "+l.help+"; a client past it is refused, what is held goes on; negative: no limit")
+	}
 	logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
 	verbose := fs.Bool("v", false, "log debug messages")
 	if err := parseFlags(fs, args); err != nil {
@@ -50,6 +68,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--insecure and --tls-cert contradict each other: with TLS nothing crosses the network in clear")
 	case *logFormat != "text" && *logFormat != "json":
 		return usagef("--log-format is text or json")
+	}
+	for _, l := range limits {
+		if *l.field == 0 {
+			return usagef("--%s must be at least 1 (negative: no limit)", l.name)
+		}
 	}
 	token, err := readToken(*tokenFile)
 	if err != nil {
@@ -76,7 +99,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		handler = slog.NewJSONHandler(stderr, hopts)
 	}
 	log := slog.New(handler)
-	opts := server.Options{Dir: *dir, Token: token, Logger: log}
+	opts.Dir, opts.Token, opts.Logger = *dir, token, log
 	if *certFile != "" {
 		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
 		if err != nil {

@@ -184,3 +184,21 @@ func TestServeNonLoopbackNeedsTLS(t *testing.T) {
 		}
 	})
 }
+
+// TestServeLimitFlags: serve's limit flags reach the server, and a client
+// past a limit fails with a message naming the flag that raises it. Each
+// command opens a nonce group, kept for 30 minutes: with
+// --max-nonce-groups 1 the second is refused.
+func TestServeLimitFlags(t *testing.T) {
+	if _, errOut, code := runCLI(t, "serve", "--dir", t.TempDir(), "--max-sessions", "0"); code != 2 || !strings.Contains(errOut, "--max-sessions") {
+		t.Fatalf("serve --max-sessions 0: exit %d: %s", code, errOut)
+	}
+	addr, _, _ := serveInProcess(t, "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--max-nonce-groups", "1")
+	if out, errOut, code := runCLI(t, "locks", "--server", addr); code != 0 {
+		t.Fatalf("locks: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code := runCLI(t, "locks", "--server", addr)
+	if code != 1 || !strings.Contains(errOut, "server limit reached") || !strings.Contains(errOut, "--max-nonce-groups") {
+		t.Fatalf("locks past the server's nonce group limit: exit %d\n%s%s\nwant exit 1 naming the limit and its flag", code, out, errOut)
+	}
+}

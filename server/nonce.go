@@ -77,10 +77,10 @@ type nonceTable struct {
 
 // nonceLimits bound the table (Options.MaxNonceGroups, MaxNonceCalls,
 // MaxNonceCallsPerGroup; 0 or negative: no limit). A group is a client's
-// identity here: each client process opens one per connection, and the
-// request names nothing else that could tell clients apart (the token is
-// shared, a peer's address changes with every reconnection). So the calls
-// are bounded per group and in all, the groups in all only.
+// identity here: a client opens one per store it opens (remote.New), and
+// the request names nothing else that could tell clients apart (the token
+// is shared, a peer's address changes with every reconnection). So the
+// calls are bounded per group and in all, the groups in all only.
 type nonceLimits struct{ groups, calls, perGroup int }
 
 type nonceGroup struct {
@@ -265,6 +265,9 @@ const freeCalls = "a client frees its calls by raising its low-water mark as the
 // limits, counting the calls it holds once a mark raised to low has
 // dropped the finished ones below it.
 func (t *nonceTable) roomLocked(g [GroupLen]byte, grp *nonceGroup, low uint64) error {
+	if !over(len(grp.calls), t.limits.perGroup) && !over(t.mu.size, t.limits.calls) {
+		return nil // room even if the mark drops nothing
+	}
 	dropped := 0
 	if low > grp.mark {
 		for seq, c := range grp.calls {

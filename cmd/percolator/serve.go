@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,23 +36,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	keyFile := fs.String("tls-key", "", "TLS private key (PEM)")
 	insecure := fs.Bool("insecure", false, "allow a --listen address beyond loopback without TLS: the token and every request and reply then cross the network in clear, so anyone who can see the traffic can take the token and read and write the whole store (use --tls-cert/--tls-key instead)")
 	var opts server.Options
-	limits := []struct {
-		field *int
-		name  string
-		def   int
-		help  string
-	}{
-		{&opts.MaxSessions, "max-sessions", server.DefaultMaxSessions, "live liveness sessions of all clients (each client process holds one)"},
-		{&opts.MaxSessionsPerOwner, "max-sessions-per-owner", server.DefaultMaxSessionsPerOwner, "live sessions of one owner (one client process)"},
-		{&opts.MaxLocks, "max-locks", server.DefaultMaxLocks, "advisory locks held by all sessions"},
-		{&opts.MaxLocksPerSession, "max-locks-per-session", server.DefaultMaxLocksPerSession, "advisory locks one session holds (an observer scanner holds one at a time)"},
-		{&opts.MaxNonceGroups, "max-nonce-groups", server.DefaultMaxNonceGroups, "nonce groups known (one per client connection, each kept 30 minutes after its last call)"},
-		{&opts.MaxNonceCalls, "max-nonce-calls", server.DefaultMaxNonceCalls, "calls the nonce table holds for all clients"},
-		{&opts.MaxNonceCallsPerGroup, "max-nonce-calls-per-group", server.DefaultMaxNonceCallsPerGroup, "calls the nonce table holds for one client (about its calls in flight)"},
-	}
-	for _, l := range limits {
-		fs.IntVar(l.field, l.name, l.def, "at most this many "+l.help+"; a client past it is refused, what is held goes on; negative: no limit")
-	}
+	checkLimits := limitFlags(fs, &opts)
 	logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
 	verbose := fs.Bool("v", false, "log debug messages")
 	if err := parseFlags(fs, args); err != nil {
@@ -69,25 +54,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case *logFormat != "text" && *logFormat != "json":
 		return usagef("--log-format is text or json")
 	}
-	for _, l := range limits {
-		if *l.field == 0 {
-			return usagef("--%s must be at least 1 (negative: no limit)", l.name)
-		}
+	if err := checkLimits(); err != nil {
+		return err
 	}
 	token, err := readToken(*tokenFile)
 	if err != nil {
 		return err
 	}
-	beyond, err := beyondLoopback(*listen)
+	beyond, err := checkListen(*listen, token, *certFile != "", *insecure)
 	if err != nil {
 		return err
-	}
-	switch {
-	case beyond && token == "":
-		return usagef("--listen %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", *listen)
-	case beyond && *certFile == "" && !*insecure:
-		return usagef("--listen %s is not a loopback address: without TLS the token would cross the network in clear; "+
-			"serve TLS with --tls-cert and --tls-key, or pass --insecure to accept the risk", *listen)
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -152,6 +128,53 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("stopped")
 	return errDrained
+}
+
+// limitFlags registers serve's --max-* flags, which set opts's limits
+// (their defaults the server's), and returns the check of their values.
+func limitFlags(fs *flag.FlagSet, opts *server.Options) (check func() error) {
+	limits := []struct {
+		field *int
+		name  string
+		def   int
+		help  string
+	}{
+		{&opts.MaxSessions, "max-sessions", server.DefaultMaxSessions, "live liveness sessions of all clients (each client process holds one)"},
+		{&opts.MaxSessionsPerOwner, "max-sessions-per-owner", server.DefaultMaxSessionsPerOwner, "live sessions of one owner (one client process)"},
+		{&opts.MaxLocks, "max-locks", server.DefaultMaxLocks, "advisory locks held by all sessions"},
+		{&opts.MaxLocksPerSession, "max-locks-per-session", server.DefaultMaxLocksPerSession, "advisory locks one session holds (an observer scanner holds one at a time)"},
+		{&opts.MaxNonceGroups, "max-nonce-groups", server.DefaultMaxNonceGroups, "nonce groups known (one per database a client process opens, each kept 30 minutes after its last call)"},
+		{&opts.MaxNonceCalls, "max-nonce-calls", server.DefaultMaxNonceCalls, "calls the nonce table holds for all clients"},
+		{&opts.MaxNonceCallsPerGroup, "max-nonce-calls-per-group", server.DefaultMaxNonceCallsPerGroup, "calls the nonce table holds for one client (about its calls in flight)"},
+	}
+	for _, l := range limits {
+		fs.IntVar(l.field, l.name, l.def, "at most this many "+l.help+"; a client past it is refused, what is held goes on; negative: no limit")
+	}
+	return func() error {
+		for _, l := range limits {
+			if *l.field == 0 {
+				return usagef("--%s must be at least 1 (negative: no limit)", l.name)
+			}
+		}
+		return nil
+	}
+}
+
+// checkListen refuses a listen address beyond loopback without a token,
+// and without TLS unless insecure: the token would cross the network in
+// clear. It reports whether the address is beyond loopback.
+func checkListen(listen, token string, hasTLS, insecure bool) (beyond bool, err error) {
+	if beyond, err = beyondLoopback(listen); err != nil {
+		return false, err
+	}
+	switch {
+	case beyond && token == "":
+		return true, usagef("--listen %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", listen)
+	case beyond && !hasTLS && !insecure:
+		return true, usagef("--listen %s is not a loopback address: without TLS the token would cross the network in clear; "+
+			"serve TLS with --tls-cert and --tls-key, or pass --insecure to accept the risk", listen)
+	}
+	return beyond, nil
 }
 
 // requireLoopback refuses a listen address other than loopback: without a

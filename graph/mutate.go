@@ -22,6 +22,11 @@ var errTakenOver = fmt.Errorf("%w: lock taken over while releasing", ErrLocked)
 type Result struct {
 	// Dropped: the edge already held a newer version; nothing changed.
 	Dropped bool
+	// Existed: the edge was live just before the mutation applied, in the
+	// order the edge's mutations applied (a delete with Existed false
+	// deleted nothing; an insert with Existed true updated the edge).
+	// False when Dropped.
+	Existed bool
 }
 
 // Mutate applies m to its edge, by its label's consistency (doc.go).
@@ -119,7 +124,7 @@ func (g *Graph) mutateStrong(ctx context.Context, l *Label, m *Mutation) (Result
 			continue
 		}
 		if r, done := s.settled(m.ID); done {
-			return Result{Dropped: r.Dropped}, nil // a re-sent mutation: settled before
+			return Result{Dropped: r.Dropped, Existed: r.Existed}, nil // a re-sent mutation: settled before
 		}
 		if s.holds(m.ID) {
 			// Our lock (a lock call whose reply was lost): go on from it.
@@ -192,7 +197,7 @@ func (g *Graph) finish(ctx context.Context, l *Label, m *Mutation, row []byte, s
 		return Result{}, err
 	}
 	if r, ok := done.settled(m.ID); ok {
-		return Result{Dropped: r.Dropped}, nil
+		return Result{Dropped: r.Dropped, Existed: r.Existed}, nil
 	}
 	return Result{}, fmt.Errorf("graph: mutation %x not settled by its own lock", m.ID)
 }
@@ -216,8 +221,8 @@ func (g *Graph) drive(ctx context.Context, l *Label, src, tgt string, row []byte
 		if err := g.fire(ctx, em); err != nil {
 			return snapshot{}, err // Locked stays: a later mutation takes it over
 		}
+		rec = append(rec, recent{ID: p.M.ID, Existed: state.live()})
 		state = after
-		rec = append(rec, recent{ID: p.M.ID})
 	}
 	if len(rec) > maxRecent {
 		rec = rec[len(rec)-maxRecent:]

@@ -101,6 +101,8 @@ type pending struct {
 type recent struct {
 	ID      uint64 `json:"id"`
 	Dropped bool   `json:"dropped,omitempty"`
+	// Existed: the edge was live when the mutation applied (Result).
+	Existed bool `json:"existed,omitempty"`
 }
 
 // maxRecent bounds the settled mutation IDs a snapshot remembers.

@@ -51,7 +51,7 @@ func (g *Graph) mutateTxn(ctx context.Context, l *Label, m *Mutation) (Result, e
 			}
 		}
 		if r, ok := s.settled(m.ID); ok {
-			res.Dropped = r.Dropped
+			res.Dropped, res.Existed = r.Dropped, r.Existed
 			return nil
 		}
 		if s.Edge.dropped(m) {
@@ -90,7 +90,8 @@ func (g *Graph) mutateTxn(ctx context.Context, l *Label, m *Mutation) (Result, e
 			}
 		}
 		s.Edge = after
-		s.Recent = appendRecent(s.Recent, recent{ID: m.ID})
+		res.Existed = before.live()
+		s.Recent = appendRecent(s.Recent, recent{ID: m.ID, Existed: res.Existed})
 		return tx.Set(row, colSnapshot, encodeSnapshot(&s))
 	})
 	return res, err

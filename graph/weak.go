@@ -57,7 +57,7 @@ func (g *Graph) mutateWeak(ctx context.Context, l *Label, m *Mutation) (Result, 
 			return Result{}, err
 		}
 	}
-	return Result{}, nil
+	return Result{Existed: before.live()}, nil
 }
 
 func (g *Graph) mutateRows(ctx context.Context, batch []storage.RowMutation) error {

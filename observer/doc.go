@@ -173,11 +173,14 @@
 // still found by the full passes, at worst a few passes later.
 //
 // Each worker publishes its range (FamilyPartitions, in the row
-// partitionsRow: owner, bounds, view version) at every re-sample and
-// withdraws it when it stops; Status shows the ranges of the members the
-// newest entry lists, the notified rows in each (backlog), and the rows
-// in none (Unowned). A worker drops the entries of dead workers that did
-// not withdraw theirs.
+// partitionsRow: owner, bounds, view version, and when the entry expires:
+// three re-sample periods on) at every re-sample, and withdraws it when it
+// stops or finds itself no longer a member; Status shows the ranges of the
+// members the newest unexpired entry lists, the notified rows in each
+// (backlog), and the rows in none (Unowned). A worker that dies without
+// withdrawing its entry (killed) drops out of Status when the entry
+// expires, whether or not a live worker remains; live workers also delete
+// such entries.
 //
 // A clear is written without waiting for its sync (storage.Deferred): lost
 // in a crash, it leaves a notification whose run finds the cell clean,

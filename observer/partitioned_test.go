@@ -35,6 +35,13 @@ type cluster struct {
 
 func newCluster(t *testing.T, st storage.Store, n int) *cluster {
 	t.Helper()
+	return newClusterWrapped(t, st, n, nil)
+}
+
+// newClusterWrapped is newCluster with worker i's store wrap(i, st), if
+// wrap is set (the client's is st).
+func newClusterWrapped(t *testing.T, st storage.Store, n int, wrap func(i int, st storage.Store) storage.Store) *cluster {
+	t.Helper()
 	ctx := context.Background()
 	alloc, err := oracle.OpenAllocator("", oracle.AllocatorOptions{})
 	if err != nil {
@@ -47,6 +54,9 @@ func newCluster(t *testing.T, st storage.Store, n int) *cluster {
 	var clients []*txn.Client
 	for i := range n + 1 {
 		view := storagetest.SharedStore{Store: st}
+		if wrap != nil && i < n {
+			view.Store = wrap(i, st)
+		}
 		tc, err := txn.NewClient(ctx, view, orc, coord.TTLOnly{}, txn.Options{})
 		if err != nil {
 			t.Fatal(err)

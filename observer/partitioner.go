@@ -28,7 +28,8 @@ const partitionsRow = txn.ReservedPrefix + "partitions"
 const DefaultGroup = "observer-workers"
 
 // staleAfter is how many Resample periods without a refresh make the
-// published entry of a worker that is not a member a dead one's.
+// published entry of a worker that is not a member a dead one's, and how
+// many an entry states it is good for (publishedPartition.Expires).
 const staleAfter = 3
 
 // rewatchWait is how long a worker whose membership watch ended waits
@@ -51,8 +52,9 @@ type partitioner struct {
 	members []coord.Member // nil while no list is known
 	epoch   uint64         // Partition.epoch of the next view
 	version uint64         // Partition.Version of the next view
-	owner   string         // this worker's Owner once listed: its published entry
+	owner   string         // this worker's Owner while it has a published entry
 	listed  bool           // it was listed once (warn when it no longer is)
+	took    time.Duration  // how long the last re-sample took
 }
 
 // startPartitioner registers this worker in its group (until ctx ends)
@@ -84,11 +86,20 @@ func (p *partitioner) current() *Partition {
 func (p *partitioner) stop(ctx context.Context) {
 	<-p.done
 	p.f.part.CompareAndSwap(p, nil)
-	if p.owner != "" {
-		if err := p.f.store.Mutate(ctx, []byte(partitionsRow), storage.DeleteCell(FamilyPartitions, p.owner, 0)); err != nil {
-			p.f.opts.Logger.Warn("observer: withdrawing the published partition", "err", err)
-		}
+	p.withdraw(ctx)
+}
+
+// withdraw deletes this worker's published entry, if it has one. A
+// failure is logged: the entry expires on its own (publishedPartition).
+func (p *partitioner) withdraw(ctx context.Context) {
+	if p.owner == "" {
+		return
 	}
+	if err := p.f.store.Mutate(ctx, []byte(partitionsRow), storage.DeleteCell(FamilyPartitions, p.owner, 0)); err != nil {
+		p.f.opts.Logger.Warn("observer: withdrawing the published partition", "err", err)
+		return
+	}
+	p.owner = ""
 }
 
 func (p *partitioner) loop(ctx context.Context) {
@@ -135,7 +146,9 @@ func untilNext(now time.Time, period time.Duration) time.Duration {
 // update re-samples the notify keyspace, makes the next view and
 // publishes it.
 func (p *partitioner) update(ctx context.Context) {
+	began := time.Now()
 	sample, err := p.f.sampleNotify(ctx)
+	p.took = time.Since(began)
 	if err != nil {
 		if ctx.Err() != nil {
 			return
@@ -153,6 +166,8 @@ func (p *partitioner) update(ctx context.Context) {
 		p.listed = false
 		p.f.opts.Logger.Warn("observer: this worker is no longer a member of its group (its liveness lapsed?); scanning the whole keyspace",
 			"group", p.opts.Group, "worker", p.value)
+		// Its range is no longer its own: Status must not list it.
+		p.withdraw(ctx)
 	}
 }
 
@@ -202,6 +217,16 @@ func (f *Framework) sampleNotify(ctx context.Context) ([][]byte, error) {
 }
 
 // publishedPartition is a worker's published view of its own range.
+//
+// Invariant: an entry is a lease. It states when it expires, staleAfter
+// re-sample periods (and twice the last re-sample's time) after it was
+// written; its worker writes it again at every re-sample while it is a
+// member, and withdraws it when it stops or is no longer listed. A worker
+// that dies without withdrawing it (killed; its store connection gone)
+// leaves an entry that expires: Status ignores expired entries, so the
+// dead worker drops out of the listing even when no live worker is left
+// to delete it. Expiry is judged by the reader's wall clock against the
+// writer's, which must agree to well within the lease.
 type publishedPartition struct {
 	Worker  string   `json:"worker"`  // the worker's registered value
 	Index   int      `json:"index"`   // its place among Members
@@ -210,19 +235,29 @@ type publishedPartition struct {
 	End     []byte   `json:"end,omitempty"`
 	Version uint64   `json:"version"`
 	Updated int64    `json:"updated_ms"` // wall time
+	// Expires is when the entry lapses unless written again (wall time,
+	// ms). An entry without one (an older worker's) counts as expired.
+	Expires int64 `json:"expires_ms"`
 }
+
+// live reports whether the entry has not expired at now (Unix ms).
+func (e *publishedPartition) live(now int64) bool { return now < e.Expires }
 
 var partitionsFilter = storage.Filter{{Family: FamilyPartitions, AllQualifiers: true, Limit: 1}}
 
 // publish stores this worker's range for Status, and drops the entries of
-// workers that died without withdrawing theirs: not in the member list,
-// and not refreshed for staleAfter Resample periods (a live worker
-// publishes at every re-sample; one that joined since this list arrived
-// is not in it, but its entry is fresh). A failure is logged: Status only.
+// workers that died without withdrawing theirs: expired, or not in the
+// member list and not refreshed for staleAfter Resample periods (a live
+// worker publishes at every re-sample; one that joined since this list
+// arrived is not in it, but its entry is fresh). A failure is logged:
+// Status only.
 func (p *partitioner) publish(ctx context.Context, part *Partition) {
 	me := part.Members[part.Self].Owner
 	start, end := part.Range(part.Self)
-	e := publishedPartition{Worker: p.value, Index: part.Self, Start: start, End: end, Version: part.Version, Updated: time.Now().UnixMilli()}
+	now := time.Now()
+	lease := staleAfter*p.opts.Resample + 2*p.took
+	e := publishedPartition{Worker: p.value, Index: part.Self, Start: start, End: end, Version: part.Version,
+		Updated: now.UnixMilli(), Expires: now.Add(lease).UnixMilli()}
 	for _, m := range part.Members {
 		e.Members = append(e.Members, m.Owner)
 	}
@@ -234,8 +269,11 @@ func (p *partitioner) publish(ctx context.Context, part *Partition) {
 	row, err := p.f.store.ReadRow(ctx, []byte(partitionsRow), partitionsFilter)
 	stale := e.Updated - (staleAfter * p.opts.Resample).Milliseconds()
 	for _, c := range row.Cells {
+		if c.Qualifier == me {
+			continue
+		}
 		old, ok := decodePartition(c.Value)
-		if !slices.Contains(e.Members, c.Qualifier) && (!ok || old.Updated < stale) {
+		if !ok || !old.live(e.Updated) || !slices.Contains(e.Members, c.Qualifier) && old.Updated < stale {
 			muts = append(muts, storage.DeleteCell(FamilyPartitions, c.Qualifier, 0))
 		}
 	}

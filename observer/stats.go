@@ -216,17 +216,19 @@ func countInRanges(parts []PartitionStatus, key []byte) bool {
 }
 
 // partitions reads the ranges the partitioned workers published: those of
-// the members listed by the newest entry (an entry of a worker that died
-// is left until a live one drops it).
+// the members listed by the newest entry, of the entries that have not
+// expired (a worker that died without withdrawing its entry drops out
+// when the entry expires, publishedPartition).
 func (f *Framework) partitions(ctx context.Context) ([]PartitionStatus, error) {
 	r, err := f.store.ReadRow(ctx, []byte(partitionsRow), partitionsFilter)
 	if err != nil {
 		return nil, err
 	}
+	now := time.Now().UnixMilli()
 	entries := map[string]publishedPartition{}
 	var newest publishedPartition
 	for _, c := range r.Cells {
-		if e, ok := decodePartition(c.Value); ok {
+		if e, ok := decodePartition(c.Value); ok && e.live(now) {
 			entries[c.Qualifier] = e
 			if e.Updated >= newest.Updated {
 				newest = e

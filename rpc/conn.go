@@ -34,7 +34,17 @@ var (
 	// ErrOutcomeUnknown: a non-idempotent call may or may not have been
 	// applied, and the server can no longer tell.
 	ErrOutcomeUnknown = errors.New("rpc: outcome unknown")
+	// ErrLimit: the server refused the call, applying nothing, because it
+	// would pass a limit on what clients hold open (sessions, advisory
+	// locks, nonce groups or calls); the message names the limit and the
+	// serve flag that raises it. Closing what is held makes room.
+	ErrLimit = errors.New("rpc: server limit reached")
 )
+
+// MsgLimit begins the message of a ResourceExhausted status that a server
+// limit caused (ErrLimit), telling it from gRPC's own for a message over
+// the size limit.
+const MsgLimit = "server limit reached"
 
 // DialOptions configures Dial.
 type DialOptions struct {
@@ -217,6 +227,9 @@ func (c *Conn) Error(err error) error {
 	case codes.InvalidArgument:
 		return fmt.Errorf("%w: %s", storage.ErrInvalidArgument, st.Message())
 	case codes.ResourceExhausted:
+		if strings.HasPrefix(st.Message(), MsgLimit) {
+			return fmt.Errorf("%w: server %s: %s", ErrLimit, c.Addr, strings.TrimPrefix(strings.TrimPrefix(st.Message(), MsgLimit), ": "))
+		}
 		return fmt.Errorf("%w: message over the size limit (server %s): %s", storage.ErrInvalidArgument, c.Addr, st.Message())
 	case codes.PermissionDenied:
 		return storage.ReservedError("server %s: %s", c.Addr, st.Message())

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"sync"
 	"time"
 
@@ -52,8 +53,12 @@ type coordService struct {
 	mu struct {
 		sync.Mutex
 		sessions map[string]*session
-		owners   map[string]int    // owner → live sessions
+		owners   map[string]int    // owner → sessions (live, or expired and not yet ended)
 		locks    map[string]string // key → session id
+		// opening counts the sessions being opened (their lease being
+		// recorded), per owner and in all: they count against the limits.
+		opening      map[string]int
+		openingTotal int
 	}
 }
 
@@ -85,6 +90,7 @@ func openCoord(ctx context.Context, s *Server) (*coordService, error) {
 	c.mu.sessions = map[string]*session{}
 	c.mu.owners = map[string]int{}
 	c.mu.locks = map[string]string{}
+	c.mu.opening = map[string]int{}
 	return c, nil
 }
 
@@ -138,12 +144,75 @@ func (c *coordService) sweep() {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.sweepLocked(now)
+}
+
+func (c *coordService) sweepLocked(now time.Time) {
 	for _, s := range c.mu.sessions {
 		if !now.Before(s.expires) {
 			c.srv.log.Info("session expired", "owner", s.owner)
 			c.endLocked(s)
 		}
 	}
+}
+
+// Limits (Options.MaxSessions, MaxSessionsPerOwner, MaxLocks,
+// MaxLocksPerSession; doc.go, "Limits"). A client here is a session's
+// owner (each process opens one session under its own owner ID, and a new
+// one only when the server forgot the old) for sessions, and a session
+// for its locks: the token is shared by every client and a peer's address
+// changes with every reconnection, so neither tells clients apart. The
+// global limits bound what many owners together hold. Sessions that
+// expired but were not swept yet are ended before a limit refuses.
+
+// What makes room, as the refusals say.
+const (
+	freeSessions = "closing a session, or its lease running out, makes room"
+	freeLocks    = "unlocking, or the end of the holding session, makes room"
+)
+
+// reserveSessionLocked counts a session of owner about to be opened, or
+// refuses it (*limitError).
+func (c *coordService) reserveSessionLocked(owner string, now time.Time) error {
+	o := c.srv.opts
+	if over(c.mu.owners[owner]+c.mu.opening[owner], o.MaxSessionsPerOwner) || over(len(c.mu.sessions)+c.mu.openingTotal, o.MaxSessions) {
+		c.sweepLocked(now)
+	}
+	if n := c.mu.owners[owner] + c.mu.opening[owner]; over(n, o.MaxSessionsPerOwner) {
+		return &limitError{what: fmt.Sprintf("owner %.64q has %d live sessions", owner, n),
+			limit: o.MaxSessionsPerOwner, option: "MaxSessionsPerOwner", flag: "--max-sessions-per-owner", frees: freeSessions}
+	}
+	if n := len(c.mu.sessions) + c.mu.openingTotal; over(n, o.MaxSessions) {
+		return &limitError{what: fmt.Sprintf("%d live sessions", n),
+			limit: o.MaxSessions, option: "MaxSessions", flag: "--max-sessions", frees: freeSessions}
+	}
+	c.mu.opening[owner]++
+	c.mu.openingTotal++
+	return nil
+}
+
+func (c *coordService) unreserveSessionLocked(owner string) {
+	if c.mu.opening[owner]--; c.mu.opening[owner] <= 0 {
+		delete(c.mu.opening, owner)
+	}
+	c.mu.openingTotal--
+}
+
+// roomForLockLocked refuses (*limitError) a new lock of s.
+func (c *coordService) roomForLockLocked(s *session, now time.Time) error {
+	o := c.srv.opts
+	if n := len(s.locks); over(n, o.MaxLocksPerSession) {
+		return &limitError{what: fmt.Sprintf("the session of owner %.64q holds %d advisory locks", s.owner, n),
+			limit: o.MaxLocksPerSession, option: "MaxLocksPerSession", flag: "--max-locks-per-session", frees: freeLocks}
+	}
+	if over(len(c.mu.locks), o.MaxLocks) {
+		c.sweepLocked(now)
+	}
+	if n := len(c.mu.locks); over(n, o.MaxLocks) {
+		return &limitError{what: fmt.Sprintf("%d advisory locks held", n),
+			limit: o.MaxLocks, option: "MaxLocks", flag: "--max-locks", frees: freeLocks}
+	}
+	return nil
 }
 
 // checkTTL bounds the lease asked for, in milliseconds before converting:
@@ -164,16 +233,24 @@ func (c *coordService) OpenSession(ctx context.Context, req *rpcpb.OpenSessionRe
 	if err != nil {
 		return nil, err
 	}
-	if err := c.recordLease(ctx, ttl); err != nil {
+	c.mu.Lock()
+	err = c.reserveSessionLocked(req.Owner, time.Now())
+	c.mu.Unlock()
+	if err != nil {
+		return nil, c.srv.status(err) // before the lease is recorded: nothing changed
+	}
+	err = c.recordLease(ctx, ttl)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unreserveSessionLocked(req.Owner)
+	if err != nil {
 		return nil, c.srv.status(err)
 	}
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	s := &session{id: hex.EncodeToString(b[:]), owner: req.Owner, ttl: ttl, expires: time.Now().Add(ttl), locks: map[string]struct{}{}}
-	c.mu.Lock()
 	c.mu.sessions[s.id] = s
 	c.mu.owners[s.owner]++
-	c.mu.Unlock()
 	return &rpcpb.OpenSessionResponse{Session: s.id, TtlMs: ttl.Milliseconds()}, nil
 }
 
@@ -234,6 +311,11 @@ func (c *coordService) TryLock(_ context.Context, req *rpcpb.TryLockRequest) (*r
 	}
 	if holder, ok := c.mu.locks[req.Key]; ok && c.liveLocked(holder, now) != nil {
 		return &rpcpb.TryLockResponse{Held: holder != s.id}, nil
+	}
+	// A new lock of s (its holder, if any, ended): nothing is taken if it
+	// would pass a limit.
+	if err := c.roomForLockLocked(s, now); err != nil {
+		return nil, c.srv.status(err)
 	}
 	c.mu.locks[req.Key] = s.id
 	s.locks[req.Key] = struct{}{}

@@ -109,10 +109,41 @@
 // hashes both sides and compares the hashes in constant time. A call
 // without it or with a wrong one gets Unauthenticated and changes nothing.
 // TLS is served with --tls-cert/--tls-key. serve listens on loopback by
-// default and refuses any other address without a token. Messages are
+// default and refuses any other address without a token, and without TLS
+// unless --insecure says the token may cross the network in clear (its
+// log then warns so at startup). Messages are
 // bounded (MaxMessageSize, default 64 MiB), as are selectors and
 // mutations per call; a malformed request gets InvalidArgument naming what
 // is wrong, and changes nothing.
+//
+// # Limits
+//
+// What one client can hold open on the server is bounded, so that a
+// buggy or hostile client (they share the token) cannot exhaust its
+// memory or fill its store with nonce records (Options.Max*, serve's
+// --max-* flags; negative: no limit). A call past a limit gets
+// ResourceExhausted whose message begins "server limit reached" and names
+// the limit, the option and the flag that raise it, and what makes room
+// (the client's rpc.ErrLimit); it changes nothing, and what is held keeps
+// working. A "client" is what the request identifies, since the token is
+// shared and a peer's address changes with each reconnection:
+//
+//   - sessions: per owner (each process opens one, under its own owner
+//     ID, and another only when the server forgot the first), default 64,
+//     and 10000 in all;
+//   - advisory locks: per session (an observer scanner holds one at a
+//     time), default 10000, and 100000 in all;
+//   - nonce groups: in all only (the request names nothing but the group;
+//     each client process opens one per database it opens), default
+//     100000; a group is forgotten NonceGrace after its last call;
+//   - nonce calls held (those at or above the group's low-water mark):
+//     per group, default 100000, and 1000000 in all.
+//
+// The defaults are far above what the workloads hold (bank with many
+// workers: one session and one group per process, no advisory lock; index
+// with workers: one session and one group per process, a lock per
+// scanner at a time) and bound what a leaking client can take. Sessions
+// that expired but were not swept yet are ended before a limit refuses.
 //
 // # Lifecycle
 //

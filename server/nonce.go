@@ -56,6 +56,8 @@ type nonceTable struct {
 	st    recordStore
 	grace time.Duration
 	now   func() time.Time
+	// limits are set before the table is used.
+	limits nonceLimits
 
 	// flushMu serializes flushes, so that marks reach the store in the
 	// order they rose.
@@ -64,11 +66,22 @@ type nonceTable struct {
 	mu struct {
 		sync.Mutex
 		groups map[[GroupLen]byte]*nonceGroup
-		size   int // calls held, across groups
+		// opening counts the groups being registered (their record being
+		// written): they count against limits.groups.
+		opening int
+		size    int // calls held, across groups
 		// gc collects the record deletions and marks to persist.
 		gc []pebble.Record
 	}
 }
+
+// nonceLimits bound the table (Options.MaxNonceGroups, MaxNonceCalls,
+// MaxNonceCallsPerGroup; 0 or negative: no limit). A group is a client's
+// identity here: a client opens one per store it opens (remote.New), and
+// the request names nothing else that could tell clients apart (the token
+// is shared, a peer's address changes with every reconnection). So the
+// calls are bounded per group and in all, the groups in all only.
+type nonceLimits struct{ groups, calls, perGroup int }
 
 type nonceGroup struct {
 	// mark: calls below it are refused. Only grows.
@@ -136,25 +149,34 @@ func (t *nonceTable) load(ctx context.Context) error {
 	})
 }
 
-// open registers group durably; registering it again is harmless.
+// open registers group durably; registering it again is harmless. A new
+// group past limits.groups is refused (*limitError), writing nothing.
 func (t *nonceTable) open(ctx context.Context, g [GroupLen]byte) error {
 	t.mu.Lock()
 	grp, ok := t.mu.groups[g]
 	if ok {
 		grp.last = t.now()
-	}
-	t.mu.Unlock()
-	if ok {
+		t.mu.Unlock()
 		return nil
 	}
-	if err := t.st.WriteRecords(ctx, []pebble.Record{{Key: groupKey(g), Value: make([]byte, 8)}}, true); err != nil {
+	if n := len(t.mu.groups) + t.mu.opening; over(n, t.limits.groups) {
+		t.mu.Unlock()
+		return &limitError{what: fmt.Sprintf("%d nonce groups open (each kept %v after its last call)", n, t.grace),
+			limit: t.limits.groups, option: "MaxNonceGroups", flag: "--max-nonce-groups",
+			frees: "a group is forgotten once it has had no call for its grace period"}
+	}
+	t.mu.opening++
+	t.mu.Unlock()
+	err := t.st.WriteRecords(ctx, []pebble.Record{{Key: groupKey(g), Value: make([]byte, 8)}}, true)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.mu.opening--
+	if err != nil {
 		return err
 	}
-	t.mu.Lock()
 	if _, ok := t.mu.groups[g]; !ok {
 		t.mu.groups[g] = &nonceGroup{last: t.now(), calls: map[uint64]*nonceCall{}}
 	}
-	t.mu.Unlock()
 	return nil
 }
 
@@ -210,13 +232,20 @@ func (t *nonceTable) begin(g [GroupLen]byte, seq, low uint64, hash [hashLen]byte
 		return nil, nil, errUnknownGroup
 	}
 	grp.last = t.now()
-	if low > grp.mark {
-		t.raiseMarkLocked(g, grp, low)
-	}
+	// low <= seq: the call is below the raised mark iff below the old.
 	if seq < grp.mark {
 		return nil, nil, errBelowMark
 	}
-	if old := grp.calls[seq]; old != nil {
+	old := grp.calls[seq]
+	if old == nil {
+		if err := t.roomLocked(g, grp, low); err != nil {
+			return nil, nil, err // refused before the mark moves: nothing changed
+		}
+	}
+	if low > grp.mark {
+		t.raiseMarkLocked(g, grp, low)
+	}
+	if old != nil {
 		if old.hash != hash {
 			return nil, nil, errNonceReused
 		}
@@ -227,6 +256,39 @@ func (t *nonceTable) begin(g [GroupLen]byte, seq, low uint64, hash [hashLen]byte
 	grp.running++
 	t.mu.size++
 	return c, nil, nil
+}
+
+// freeCalls is what makes room for calls, as the refusals say.
+const freeCalls = "a client frees its calls by raising its low-water mark as their replies arrive"
+
+// roomLocked refuses (*limitError) a new call of grp that would pass the
+// limits, counting the calls it holds once a mark raised to low has
+// dropped the finished ones below it.
+func (t *nonceTable) roomLocked(g [GroupLen]byte, grp *nonceGroup, low uint64) error {
+	if !over(len(grp.calls), t.limits.perGroup) && !over(t.mu.size, t.limits.calls) {
+		return nil // room even if the mark drops nothing
+	}
+	dropped := 0
+	if low > grp.mark {
+		for seq, c := range grp.calls {
+			select {
+			case <-c.done:
+				if seq < low {
+					dropped++
+				}
+			default:
+			}
+		}
+	}
+	if n := len(grp.calls) - dropped; over(n, t.limits.perGroup) {
+		return &limitError{what: fmt.Sprintf("nonce group %x… holds %d calls (at or above its client's low-water mark %d)", g[:4], n, max(low, grp.mark)),
+			limit: t.limits.perGroup, option: "MaxNonceCallsPerGroup", flag: "--max-nonce-calls-per-group", frees: freeCalls}
+	}
+	if n := t.mu.size - dropped; over(n, t.limits.calls) {
+		return &limitError{what: fmt.Sprintf("the nonce table holds %d calls", n),
+			limit: t.limits.calls, option: "MaxNonceCalls", flag: "--max-nonce-calls", frees: freeCalls}
+	}
+	return nil
 }
 
 // finish ends a run: a success keeps its result, a failure frees the

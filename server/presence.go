@@ -17,7 +17,8 @@ import (
 // but on Pebble a column whose locks were all erased still costs the read
 // a walk over their deletion markers until a compaction drops them. A
 // ReadRow selector on the lock family that the index says selects nothing
-// is dropped before the store is read.
+// is dropped before the store is read; a malformed read is never pruned,
+// so the store validates every read alike (invariant 3).
 //
 // Invariants:
 //
@@ -34,6 +35,9 @@ import (
 //     commit timestamp yet, so none below T: the read may order itself
 //     before that prewrite, as a read that reached the store a moment
 //     earlier would have.
+//  3. A read the store would refuse is passed to it whole: bad input gets
+//     InvalidArgument from the store, whatever family it names, and never
+//     an empty answer from the index.
 //
 // Concurrency: shards of the (row, qualifier) → timestamps map, each
 // under its own lock.
@@ -137,8 +141,16 @@ func anyIn(ts []uint64, tr storage.TimeRange) bool {
 }
 
 // prune returns filter without its selectors of the indexed family that
-// select nothing in row (filter itself when it drops none).
+// select nothing in row (filter itself when it drops none). A read the
+// store would refuse (storage.ValidateRow, storage.ValidateFilter: what
+// storage.CheckRead checks beside the context) is returned whole, so that
+// the store refuses it: dropping a malformed selector, or answering a
+// read of malformed selectors alone with no cells, would turn bad input
+// into OK.
 func (p *presence) prune(row []byte, filter storage.Filter) storage.Filter {
+	if storage.ValidateRow(row) != nil || storage.ValidateFilter(filter) != nil {
+		return filter
+	}
 	drop := -1
 	for i := range filter {
 		if filter[i].Family == p.family && !p.selects(row, &filter[i]) {

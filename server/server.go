@@ -60,7 +60,44 @@ type Options struct {
 	// FlushInterval: how often the nonce table's garbage is persisted and
 	// expired sessions swept. Default 100ms.
 	FlushInterval time.Duration
+
+	// Limits on what clients hold open on the server (doc.go, "Limits").
+	// A call that would pass one is refused with ResourceExhausted naming
+	// the limit, the option and the serve flag that raise it, and changes
+	// nothing; what is held keeps working, and closing it makes room.
+	// 0 means the default (the Default* constants); negative means no
+	// limit.
+	//
+	// MaxSessions bounds the live sessions of all clients,
+	// MaxSessionsPerOwner those of one owner.
+	MaxSessions, MaxSessionsPerOwner int
+	// MaxLocks bounds the advisory locks held by all sessions,
+	// MaxLocksPerSession those one session holds.
+	MaxLocks, MaxLocksPerSession int
+	// MaxNonceGroups bounds the nonce groups known; each is a synced write
+	// kept NonceGrace after its last call.
+	MaxNonceGroups int
+	// MaxNonceCalls bounds the calls the nonce table holds for all groups,
+	// MaxNonceCallsPerGroup those of one group: a group holds its calls at
+	// or above its client's low-water mark, about the calls the client has
+	// in flight.
+	MaxNonceCalls, MaxNonceCallsPerGroup int
 }
+
+// The default limits: far above what a client process holds (one session,
+// one nonce group and a few calls in flight, and an advisory lock per
+// observer scanner at a time, for bank with many workers and index with
+// workers alike), and low enough to bound the server's memory and its
+// nonce records against a client that leaks them.
+const (
+	DefaultMaxSessions           = 10_000
+	DefaultMaxSessionsPerOwner   = 64
+	DefaultMaxLocks              = 100_000
+	DefaultMaxLocksPerSession    = 10_000
+	DefaultMaxNonceGroups        = 100_000
+	DefaultMaxNonceCalls         = 1_000_000
+	DefaultMaxNonceCallsPerGroup = 100_000
+)
 
 func (o *Options) ensureDefaults() {
 	if o.Logger == nil {
@@ -78,7 +115,39 @@ func (o *Options) ensureDefaults() {
 	if o.FlushInterval == 0 {
 		o.FlushInterval = 100 * time.Millisecond
 	}
+	for _, l := range []struct {
+		v   *int
+		def int
+	}{
+		{&o.MaxSessions, DefaultMaxSessions}, {&o.MaxSessionsPerOwner, DefaultMaxSessionsPerOwner},
+		{&o.MaxLocks, DefaultMaxLocks}, {&o.MaxLocksPerSession, DefaultMaxLocksPerSession},
+		{&o.MaxNonceGroups, DefaultMaxNonceGroups}, {&o.MaxNonceCalls, DefaultMaxNonceCalls},
+		{&o.MaxNonceCallsPerGroup, DefaultMaxNonceCallsPerGroup},
+	} {
+		if *l.v == 0 {
+			*l.v = l.def
+		}
+	}
 }
+
+// limitError is a call refused by a limit of Options: ResourceExhausted,
+// its message beginning with rpc.MsgLimit (the client's rpc.ErrLimit).
+type limitError struct {
+	what   string // what would pass the limit
+	limit  int
+	option string // the Options field
+	flag   string // serve's flag
+	frees  string // what makes room
+}
+
+func (e *limitError) Error() string {
+	return fmt.Sprintf("%s: %s, at most %d (server.Options.%s; serve %s raises it); %s",
+		rpc.MsgLimit, e.what, e.limit, e.option, e.flag, e.frees)
+}
+
+// over reports whether one more beside the n held would pass limit (0 or
+// negative: no limit).
+func over(n, limit int) bool { return limit > 0 && n >= limit }
 
 // Server is an open percolator server: the store, the oracle, the lock
 // service and the nonce table, ready to Serve.
@@ -141,6 +210,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: oracle: %w", err)
 	}
 	s.nonces = newNonceTable(st, opts.NonceGrace, time.Now)
+	s.nonces.limits = nonceLimits{groups: opts.MaxNonceGroups, calls: opts.MaxNonceCalls, perGroup: opts.MaxNonceCallsPerGroup}
 	if err := s.nonces.load(ctx); err != nil {
 		_ = s.alloc.Close()
 		_ = st.Close()
@@ -279,7 +349,10 @@ func (s *Server) status(err error) error {
 		return err
 	}
 	s.fail(err)
+	var limit *limitError
 	switch {
+	case errors.As(err, &limit):
+		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, storage.ErrInvalidArgument), errors.Is(err, errNonceReused), errors.Is(err, errInvalidNonce):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, errUnknownGroup):

@@ -14,31 +14,6 @@ import (
 // devTable is the table devcluster creates.
 const devTable = "dev/dev/percolator"
 
-// percolator init --bigtable PROJECT/INSTANCE/TABLE: create the table and
-// its family (idempotent).
-func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("init", stderr)
-	table := fs.String("bigtable", "", "the Bigtable table to create, PROJECT/INSTANCE/TABLE (BIGTABLE_EMULATOR_HOST is honoured; credentials: the client library's defaults)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
-	}
-	if *table == "" {
-		return usagef("--bigtable PROJECT/INSTANCE/TABLE is required")
-	}
-	var opts bigtable.Options
-	if err := opts.ParseTable(*table); err != nil {
-		return usagef("--bigtable: %v", err)
-	}
-	if err := bigtable.Init(ctx, opts); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "table %s ready (family %q, no garbage-collection rule)\n", *table, bigtable.Family)
-	return nil
-}
-
 // percolator devcluster --dir D: the Bigtable emulator and one etcd member
 // on local ports, for trying the distributed commands on one machine.
 func runDevcluster(ctx context.Context, args []string, stdout, stderr io.Writer) error {

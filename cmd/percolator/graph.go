@@ -216,12 +216,27 @@ func graphMutate(ctx context.Context, g *graph.Graph, cmd, label string, args []
 	if err != nil {
 		return err
 	}
-	if r.Dropped {
-		fmt.Fprintln(w, "dropped: the edge holds a newer version")
-		return nil
-	}
-	fmt.Fprintf(w, "%sd %s -%s-> %s\n", strings.TrimSuffix(cmd, "e"), m.Src, label, m.Tgt)
+	fmt.Fprintln(w, mutateOutcome(m, r))
 	return nil
+}
+
+// mutateOutcome says what a mutation did, from what it found
+// (graph.Result): a delete of an edge that is not there deleted nothing,
+// which is not an error (the delete is still recorded at its version, so
+// an older insert arriving later is dropped).
+func mutateOutcome(m graph.Mutation, r graph.Result) string {
+	edge := fmt.Sprintf("%s -%s-> %s", m.Src, m.Label, m.Tgt)
+	switch {
+	case r.Dropped:
+		return "dropped: the edge holds a newer version"
+	case m.Op == graph.Delete && !r.Existed:
+		return "no edge " + edge + ": nothing deleted"
+	case m.Op == graph.Delete:
+		return "deleted " + edge
+	case r.Existed:
+		return "updated " + edge
+	}
+	return "inserted " + edge
 }
 
 // findTestdata finds testdata/name from the working directory up, or next

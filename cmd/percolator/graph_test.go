@@ -153,3 +153,32 @@ func bigtableTarget(t *testing.T, table string) []string {
 	waitLeader(t, etcdtest.Client(t, m), 20*time.Second, o)
 	return []string{"--bigtable", table, "--etcd", strings.Join(m.Endpoints(), ",")}
 }
+
+// TestGraphMutateMessages: insert and delete say what they did, in words:
+// "inserted" a new edge, "updated" an existing one, "deleted" a live edge;
+// a delete of an edge that is not there says so and exits 0 (deleting
+// nothing is not an error), for every consistency.
+func TestGraphMutateMessages(t *testing.T) {
+	db := t.TempDir() + "/db"
+	for _, c := range []string{"strong", "weak", "txn"} {
+		l := "l" + c
+		mustRun(t, 0, "graph", "load", "--dir", db, "--label", l, "--consistency", c, "--limit", "1")
+		for _, step := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"insert", "a", "b", "kind=Depends"}, "inserted a -" + l + "-> b"},
+			{[]string{"insert", "a", "b", "kind=Recommends"}, "updated a -" + l + "-> b"},
+			{[]string{"delete", "a", "b"}, "deleted a -" + l + "-> b"},
+			{[]string{"delete", "a", "b"}, "no edge a -" + l + "-> b: nothing deleted"},
+			{[]string{"delete", "x", "y"}, "no edge x -" + l + "-> y: nothing deleted"},
+			{[]string{"insert", "a", "b"}, "inserted a -" + l + "-> b"},
+		} {
+			args := append([]string{"graph", step.args[0], "--dir", db, "--label", l}, step.args[1:]...)
+			out, _ := mustRun(t, 0, args...)
+			if strings.TrimSpace(out) != step.want {
+				t.Errorf("%s: percolator %q printed %q, want %q", c, args, out, step.want)
+			}
+		}
+	}
+}

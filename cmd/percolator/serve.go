@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,7 +23,9 @@ var errDrained = errors.New("stopped cleanly")
 const drainTimeout = 30 * time.Second
 
 // percolator serve: one process hosting the store, the timestamp oracle
-// and the lock service over gRPC (server package).
+// and the lock service over gRPC (server package). Beyond loopback it
+// needs a token, and TLS (or --insecure, which its log warns about):
+// without TLS the token crosses the network in clear.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
 	dir := fs.String("dir", "", "database directory (created if needed; the embedded layout, so a --dir database can be served)")
@@ -31,6 +34,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tokenFile := fs.String("token-file", "", "file holding the token every call must carry (default: $PERCOLATOR_TOKEN; none: no token required)")
 	certFile := fs.String("tls-cert", "", "TLS certificate (PEM); with --tls-key, serve TLS")
 	keyFile := fs.String("tls-key", "", "TLS private key (PEM)")
+	insecure := fs.Bool("insecure", false, "allow a --listen address beyond loopback without TLS: the token and every request and reply then cross the network in clear, so anyone who can see the traffic can take the token and read and write the whole store (use --tls-cert/--tls-key instead)")
+	var opts server.Options
+	checkLimits := limitFlags(fs, &opts)
 	logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
 	verbose := fs.Bool("v", false, "log debug messages")
 	if err := parseFlags(fs, args); err != nil {
@@ -43,17 +49,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("--dir is required")
 	case (*certFile == "") != (*keyFile == ""):
 		return usagef("--tls-cert and --tls-key go together")
+	case *insecure && *certFile != "":
+		return usagef("--insecure and --tls-cert contradict each other: with TLS nothing crosses the network in clear")
 	case *logFormat != "text" && *logFormat != "json":
 		return usagef("--log-format is text or json")
+	}
+	if err := checkLimits(); err != nil {
+		return err
 	}
 	token, err := readToken(*tokenFile)
 	if err != nil {
 		return err
 	}
-	if token == "" {
-		if err := requireLoopback(*listen); err != nil {
-			return err
-		}
+	beyond, err := checkListen(*listen, token, *certFile != "", *insecure)
+	if err != nil {
+		return err
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -65,7 +75,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		handler = slog.NewJSONHandler(stderr, hopts)
 	}
 	log := slog.New(handler)
-	opts := server.Options{Dir: *dir, Token: token, Logger: log}
+	opts.Dir, opts.Token, opts.Logger = *dir, token, log
 	if *certFile != "" {
 		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
 		if err != nil {
@@ -96,6 +106,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer hs.Close()
 		log.Info("serving metrics", "addr", mlis.Addr().String())
 	}
+	if beyond && opts.TLS == nil {
+		log.Warn("serving beyond loopback without TLS (--insecure): the token and every request and reply cross the network in clear; "+
+			"anyone who can see the traffic can take the token and read and write the whole store", "addr", lis.Addr().String())
+	}
 	log.Info("serving", "addr", lis.Addr().String(), "dir", *dir, "tls", opts.TLS != nil, "token", token != "")
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()
@@ -116,18 +130,74 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return errDrained
 }
 
+// limitFlags registers serve's --max-* flags, which set opts's limits
+// (their defaults the server's), and returns the check of their values.
+func limitFlags(fs *flag.FlagSet, opts *server.Options) (check func() error) {
+	limits := []struct {
+		field *int
+		name  string
+		def   int
+		help  string
+	}{
+		{&opts.MaxSessions, "max-sessions", server.DefaultMaxSessions, "live liveness sessions of all clients (each client process holds one)"},
+		{&opts.MaxSessionsPerOwner, "max-sessions-per-owner", server.DefaultMaxSessionsPerOwner, "live sessions of one owner (one client process)"},
+		{&opts.MaxLocks, "max-locks", server.DefaultMaxLocks, "advisory locks held by all sessions"},
+		{&opts.MaxLocksPerSession, "max-locks-per-session", server.DefaultMaxLocksPerSession, "advisory locks one session holds (an observer scanner holds one at a time)"},
+		{&opts.MaxNonceGroups, "max-nonce-groups", server.DefaultMaxNonceGroups, "nonce groups known (one per database a client process opens, each kept 30 minutes after its last call)"},
+		{&opts.MaxNonceCalls, "max-nonce-calls", server.DefaultMaxNonceCalls, "calls the nonce table holds for all clients"},
+		{&opts.MaxNonceCallsPerGroup, "max-nonce-calls-per-group", server.DefaultMaxNonceCallsPerGroup, "calls the nonce table holds for one client (about its calls in flight)"},
+	}
+	for _, l := range limits {
+		fs.IntVar(l.field, l.name, l.def, "at most this many "+l.help+"; a client past it is refused, what is held goes on; negative: no limit")
+	}
+	return func() error {
+		for _, l := range limits {
+			if *l.field == 0 {
+				return usagef("--%s must be at least 1 (negative: no limit)", l.name)
+			}
+		}
+		return nil
+	}
+}
+
+// checkListen refuses a listen address beyond loopback without a token,
+// and without TLS unless insecure: the token would cross the network in
+// clear. It reports whether the address is beyond loopback.
+func checkListen(listen, token string, hasTLS, insecure bool) (beyond bool, err error) {
+	if beyond, err = beyondLoopback(listen); err != nil {
+		return false, err
+	}
+	switch {
+	case beyond && token == "":
+		return true, usagef("--listen %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", listen)
+	case beyond && !hasTLS && !insecure:
+		return true, usagef("--listen %s is not a loopback address: without TLS the token would cross the network in clear; "+
+			"serve TLS with --tls-cert and --tls-key, or pass --insecure to accept the risk", listen)
+	}
+	return beyond, nil
+}
+
 // requireLoopback refuses a listen address other than loopback: without a
 // token, anyone who can reach the port could read and write everything.
 func requireLoopback(addr string) error {
+	beyond, err := beyondLoopback(addr)
+	if err == nil && beyond {
+		err = usagef("--listen %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", addr)
+	}
+	return err
+}
+
+// beyondLoopback reports whether a listen address may be reached from
+// other machines: anything but localhost and a loopback IP (an empty host
+// listens on every interface).
+func beyondLoopback(addr string) (bool, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return usagef("--listen %s: %v", addr, err)
+		return false, usagef("--listen %s: %v", addr, err)
 	}
 	if host == "localhost" {
-		return nil
+		return false, nil
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return usagef("--listen %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", addr)
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback(), nil
 }

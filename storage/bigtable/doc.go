@@ -22,8 +22,13 @@
 //     exact; MaxTimestamp ((2^63−1)/1000) is above the oracle's largest
 //     (oracle.MaxTimestamp), and the backend declares it (storage.Limited).
 //     A time range maps to [start×1000, end×1000) exactly.
-//  3. No garbage-collection rule: cell times are not wall-clock times, so
-//     an age rule would delete live data.
+//  3. No garbage-collection rule: cell times are not wall-clock times
+//     (ts×1000 µs is an instant in 1970), so an age rule would delete
+//     every cell, and a version rule would delete versions the protocol
+//     still reads. Init creates the family without one; Open and Init
+//     refuse a family that has one (ErrGCRule, naming the rule), changing
+//     nothing; RemoveGCRule (`percolator init --fix`) removes it, which is
+//     safe to automate: it only stops deletions.
 //
 // # Calls
 //

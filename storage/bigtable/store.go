@@ -31,6 +31,35 @@ const MaxTimestamp = (1<<63 - 1) / 1000
 // exist (run `percolator init --bigtable ...`, or Init).
 var ErrNoTable = errors.New("bigtable: no such table (create it with percolator init --bigtable)")
 
+// ErrGCRule is returned by Open and Init when Family has a
+// garbage-collection rule (a *GCRuleError names it): see GCRuleError.
+var ErrGCRule = errors.New("bigtable: the column family has a garbage-collection rule")
+
+// GCRuleError: Family of the table has a garbage-collection rule. Cell
+// times here are protocol timestamps ×1000 µs (the package doc,
+// "Layout"), instants in 1970: an age rule deletes every cell at the next
+// garbage collection, and a version rule deletes versions still needed (a
+// snapshot's data, a rollback record, a lock under a newer write). Any
+// rule built of them deletes one or the other. errors.Is(err, ErrGCRule).
+type GCRuleError struct {
+	Project, Instance, Table string
+	// Rule is the rule as Bigtable prints it: "age() > 7d",
+	// "versions() > 3", "(age() > 1d || versions() > 1)".
+	Rule string
+}
+
+func (e *GCRuleError) Error() string {
+	return fmt.Sprintf("bigtable: family %q of table %s/%s/%s has the garbage-collection rule %s, "+
+		"which deletes live data here (cell times are protocol timestamps, instants in 1970: "+
+		"an age rule deletes every cell, a version rule versions that snapshots and the protocol still read); "+
+		"remove it with `percolator init --bigtable %s/%s/%s --fix`, or `cbt -project %s -instance %s setgcpolicy %s %s never`",
+		Family, e.Project, e.Instance, e.Table, e.Rule,
+		e.Project, e.Instance, e.Table, e.Project, e.Instance, e.Table, Family)
+}
+
+// Is makes a *GCRuleError match ErrGCRule.
+func (e *GCRuleError) Is(target error) bool { return target == ErrGCRule }
+
 // Options configures Open and Init.
 type Options struct {
 	// Project, Instance and Table name the table. All required.
@@ -124,9 +153,12 @@ func (o *Options) admin(ctx context.Context) (*bt.AdminClient, error) {
 }
 
 // Init creates the table and its family if they do not exist. It is
-// idempotent. It sets no garbage-collection rule: cell times are protocol
-// timestamps, not wall-clock times, so an age rule would delete live data
-// (and a version rule would delete the history snapshots read).
+// idempotent. It sets no garbage-collection rule, and refuses a family
+// that has one (*GCRuleError, errors.Is ErrGCRule), changing nothing:
+// cell times are protocol timestamps, not wall-clock times, so an age
+// rule would delete live data, and a version rule the history snapshots
+// read (RemoveGCRule removes it). It returns nil only once it has read
+// the family back without a rule.
 func Init(ctx context.Context, opts Options) error {
 	if err := opts.validate(); err != nil {
 		return err
@@ -146,15 +178,54 @@ func Init(ctx context.Context, opts Options) error {
 		}
 		info = &bt.TableInfo{}
 	}
-	for _, f := range info.Families {
-		if f == Family {
-			return nil
+	if _, found := familyRule(info); !found {
+		if err := admin.CreateColumnFamily(ctx, opts.Table, Family); err != nil && !isAlreadyExists(err) {
+			return fmt.Errorf("bigtable: create family %s: %w", Family, err)
 		}
 	}
-	if err := admin.CreateColumnFamily(ctx, opts.Table, Family); err != nil && !isAlreadyExists(err) {
-		return fmt.Errorf("bigtable: create family %s: %w", Family, err)
+	return checkFamily(ctx, admin, opts)
+}
+
+// RemoveGCRule removes the garbage-collection rule of the table's Family,
+// returning the rule it removed ("" if it had none): Bigtable then keeps
+// every cell. Removing a rule only stops deletions; the cells it already
+// deleted are gone. ErrNoTable if the table or its family does not exist.
+func RemoveGCRule(ctx context.Context, opts Options) (removed string, err error) {
+	if err := opts.validate(); err != nil {
+		return "", err
 	}
-	return nil
+	admin, err := opts.admin(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer admin.Close()
+	err = checkFamily(ctx, admin, opts)
+	var ruleErr *GCRuleError
+	if !errors.As(err, &ruleErr) {
+		return "", err
+	}
+	if err := admin.SetGCPolicy(ctx, opts.Table, Family, bt.NoGcPolicy()); err != nil {
+		return "", fmt.Errorf("bigtable: removing the garbage-collection rule of family %s: %w", Family, err)
+	}
+	if err := checkFamily(ctx, admin, opts); err != nil {
+		return "", fmt.Errorf("bigtable: after removing the garbage-collection rule %s: %w", ruleErr.Rule, err)
+	}
+	return ruleErr.Rule, nil
+}
+
+// familyRule returns Family's garbage-collection rule as Bigtable prints
+// it ("" for none), and whether the table has the family.
+func familyRule(info *bt.TableInfo) (rule string, found bool) {
+	for _, f := range info.FamilyInfos {
+		if f.Name != Family {
+			continue
+		}
+		if f.FullGCPolicy == nil || bt.GetPolicyType(f.FullGCPolicy) == bt.PolicyUnspecified {
+			return "", true
+		}
+		return f.GCPolicy, true
+	}
+	return "", false
 }
 
 // Store is a storage.Store on one Bigtable table. Safe for concurrent use.
@@ -196,13 +267,18 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	return &Store{opts: opts, client: client, table: client.Open(opts.Table)}, nil
 }
 
-// checkTable fails with ErrNoTable unless the table has Family.
+// checkTable fails with ErrNoTable unless the table has Family, and with
+// a *GCRuleError if the family has a garbage-collection rule.
 func checkTable(ctx context.Context, opts Options) error {
 	admin, err := opts.admin(ctx)
 	if err != nil {
 		return err
 	}
 	defer admin.Close()
+	return checkFamily(ctx, admin, opts)
+}
+
+func checkFamily(ctx context.Context, admin *bt.AdminClient, opts Options) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	info, err := admin.TableInfo(ctx, opts.Table)
@@ -212,12 +288,14 @@ func checkTable(ctx context.Context, opts Options) error {
 		}
 		return fmt.Errorf("bigtable: table %s: %w", opts.Table, err)
 	}
-	for _, f := range info.Families {
-		if f == Family {
-			return nil
-		}
+	rule, found := familyRule(info)
+	switch {
+	case !found:
+		return fmt.Errorf("%w: table %s has no family %q", ErrNoTable, opts.Table, Family)
+	case rule != "":
+		return &GCRuleError{Project: opts.Project, Instance: opts.Instance, Table: opts.Table, Rule: rule}
 	}
-	return fmt.Errorf("%w: table %s has no family %q", ErrNoTable, opts.Table, Family)
+	return nil
 }
 
 // MaxTimestamp implements storage.Limited.

@@ -21,8 +21,14 @@
 //     Deferred variants) holds the latch of each row it writes from before
 //     its first read to after its apply hook returns: read predicate,
 //     build one batch, commit it, call the hook, unlatch. Latches are
-//     striped mutexes keyed by a hash of the row; MutateRows takes its
-//     stripes in ascending order, so latching cannot deadlock.
+//     striped one-slot channels keyed by a hash of the row; MutateRows
+//     takes its stripes in ascending order, so latching cannot deadlock.
+//     Every wait for a latch (a write queued behind another of its row, a
+//     read settling behind a durable write in flight, invariant 4) honours
+//     the caller's context: when it ends, the call returns its error,
+//     holding no latch and having written nothing. Only a commit already
+//     handed to pebble runs to its end (its batch is published; its
+//     outcome must not be guessed).
 //  2. A durable call that returns nil is in the synced WAL (pebble.Sync;
 //     concurrent syncs are grouped by pebble's commit pipeline). A Deferred
 //     call (CheckAndMutateDeferred, MutateRowsDeferred, CheckAndMutateCond

@@ -1,9 +1,9 @@
 package pebble
 
 import (
+	"context"
 	"hash/maphash"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/seed-992972ee/percolator/storage"
@@ -22,9 +22,20 @@ const latchStripes = 4096
 // pebble commit: pebble publishes a batch to readers before its log sync
 // returns, so a reader that returns a row first waits out a durable write
 // in flight on the row's stripe (Store.settle).
+//
+// Every wait honours the caller's context: a latch is a one-slot channel,
+// not a mutex, so that a write queued behind a commit whose log sync
+// hangs (a stalled disk) and a read settling behind it return the
+// context's error when it ends, holding nothing and having changed
+// nothing. (A sync.Mutex cannot be given up on: a Get with a 200ms
+// deadline waited as long as the sync did.) The commit holding the latch
+// cannot be abandoned: its batch is already published; it returns when
+// pebble does.
 type latches struct {
 	seed maphash.Seed
-	mu   [latchStripes]sync.Mutex
+	// mu are the stripes' latches: a stripe is held while its channel
+	// holds a token. Waiters queue in FIFO order on the send.
+	mu [latchStripes]chan struct{}
 	// syncing counts the durable commits in flight per stripe. Invariant:
 	// raised under the stripe's latch before the batch is committed, and
 	// lowered after the commit returned (and after a failure was recorded).
@@ -35,52 +46,83 @@ type latches struct {
 	anySyncing atomic.Int32
 }
 
-func newLatches() *latches { return &latches{seed: maphash.MakeSeed()} }
+func newLatches() *latches {
+	l := &latches{seed: maphash.MakeSeed()}
+	for i := range l.mu {
+		l.mu[i] = make(chan struct{}, 1)
+	}
+	return l
+}
 
 func (l *latches) stripe(row []byte) int {
 	return int(maphash.Bytes(l.seed, row) % latchStripes)
 }
 
-// lockRow latches one row and returns the stripe to unlock.
-func (l *latches) lockRow(row []byte) int {
+// acquire takes stripe i's latch, or returns ctx's error if ctx ends
+// first (the latch not taken).
+func (l *latches) acquire(ctx context.Context, i int) error {
+	select {
+	case l.mu[i] <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case l.mu[i] <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// lockRow latches one row and returns the stripe to unlock; or ctx's
+// error, holding nothing.
+func (l *latches) lockRow(ctx context.Context, row []byte) (int, error) {
 	i := l.stripe(row)
-	l.mu[i].Lock()
-	return i
+	return i, l.acquire(ctx, i)
 }
 
 // lockRows latches every row in ascending stripe order (so two callers can
-// never wait on each other in a cycle) and returns the stripes to unlock.
-func (l *latches) lockRows(rows []storage.RowMutation) []int {
+// never wait on each other in a cycle) and returns the stripes to unlock;
+// or ctx's error, having released the stripes it took.
+func (l *latches) lockRows(ctx context.Context, rows []storage.RowMutation) ([]int, error) {
 	stripes := make([]int, 0, len(rows))
 	for i := range rows {
 		stripes = append(stripes, l.stripe(rows[i].Row))
 	}
 	slices.Sort(stripes)
 	stripes = slices.Compact(stripes)
-	for _, i := range stripes {
-		l.mu[i].Lock()
+	for n, i := range stripes {
+		if err := l.acquire(ctx, i); err != nil {
+			l.unlock(stripes[:n]...)
+			return nil, err
+		}
 	}
-	return stripes
+	return stripes, nil
 }
 
 func (l *latches) unlock(stripes ...int) {
 	for _, i := range stripes {
-		l.mu[i].Unlock()
+		<-l.mu[i]
 	}
 }
 
 // wait returns once no durable write that was in flight on row's stripe
 // when it was called is still in flight: it takes and drops the latch,
-// which the writer holds until its commit returned.
-func (l *latches) wait(row []byte) {
+// which the writer holds until its commit returned. It returns ctx's
+// error if ctx ends first.
+func (l *latches) wait(ctx context.Context, row []byte) error {
 	if l.anySyncing.Load() == 0 {
-		return
+		return nil
 	}
 	i := l.stripe(row)
-	if l.syncing[i].Load() > 0 {
-		l.mu[i].Lock()
-		l.mu[i].Unlock() //nolint:staticcheck // an empty critical section is the point
+	if l.syncing[i].Load() == 0 {
+		return nil
 	}
+	if err := l.acquire(ctx, i); err != nil {
+		return err
+	}
+	l.unlock(i)
+	return nil
 }
 
 // markSyncing raises (delta 1) or lowers (delta -1) the in-flight marks of

@@ -24,7 +24,7 @@ func (s *Store) ReadRow(ctx context.Context, row []byte, filter storage.Filter) 
 	}
 	cells, err := s.readRow(row, filter, false)
 	if err == nil {
-		err = s.settle(row)
+		err = s.settle(ctx, row)
 	}
 	if err != nil {
 		return storage.Row{}, err
@@ -39,9 +39,12 @@ func (s *Store) ReadRow(ctx context.Context, row []byte, filter storage.Filter) 
 // stripe, and returns the store's failure if a sync failed, so a read
 // never returns a write a power loss could take back. Reads under a latch
 // (predicates) do not settle: the latch already orders them after every
-// earlier write of the row.
-func (s *Store) settle(row []byte) error {
-	s.latches.wait(row)
+// earlier write of the row. A read whose ctx ends while it waits returns
+// ctx's error.
+func (s *Store) settle(ctx context.Context, row []byte) error {
+	if err := s.latches.wait(ctx, row); err != nil {
+		return err
+	}
 	return s.guard.failure()
 }
 

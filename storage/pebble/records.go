@@ -71,7 +71,11 @@ func (s *Store) MutateRecorded(ctx context.Context, row []byte, mutations []stor
 	if err := storage.CheckWrite(ctx, row, mutations); err != nil {
 		return err
 	}
-	defer s.latches.unlock(s.latches.lockRow(row))
+	stripe, err := s.latches.lockRow(ctx, row)
+	if err != nil {
+		return err
+	}
+	defer s.latches.unlock(stripe)
 	if err := s.latched(ctx); err != nil {
 		return err
 	}

@@ -19,7 +19,11 @@ func (s *Store) Mutate(ctx context.Context, row []byte, mutations ...storage.Mut
 	if err := storage.CheckWrite(ctx, row, mutations); err != nil || len(mutations) == 0 {
 		return err
 	}
-	defer s.latches.unlock(s.latches.lockRow(row))
+	stripe, err := s.latches.lockRow(ctx, row)
+	if err != nil {
+		return err
+	}
+	defer s.latches.unlock(stripe)
 	if err := s.latched(ctx); err != nil {
 		return err
 	}
@@ -58,7 +62,11 @@ func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Con
 	if err := checkCheckAndMutate(ctx, row, predicate, ifTrue, ifFalse); err != nil {
 		return false, err
 	}
-	defer s.latches.unlock(s.latches.lockRow(row))
+	stripe, err := s.latches.lockRow(ctx, row)
+	if err != nil {
+		return false, err
+	}
+	defer s.latches.unlock(stripe)
 	if err := s.latched(ctx); err != nil {
 		return false, err
 	}
@@ -108,7 +116,11 @@ func (s *Store) increment(ctx context.Context, row []byte, family, qualifier str
 	if err := storage.CheckWrite(ctx, row, []storage.Mutation{storage.SetCell(family, qualifier, 0, nil)}); err != nil {
 		return 0, err
 	}
-	defer s.latches.unlock(s.latches.lockRow(row))
+	stripe, err := s.latches.lockRow(ctx, row)
+	if err != nil {
+		return 0, err
+	}
+	defer s.latches.unlock(stripe)
 	if err := s.latched(ctx); err != nil {
 		return 0, err
 	}
@@ -165,7 +177,11 @@ func (s *Store) mutateRows(ctx context.Context, rows []storage.RowMutation, sync
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	defer s.latches.unlock(s.latches.lockRows(rows)...)
+	stripes, err := s.latches.lockRows(ctx, rows)
+	if err != nil {
+		return nil, err
+	}
+	defer s.latches.unlock(stripes...)
 	if err := s.latched(ctx); err != nil {
 		return nil, err
 	}

@@ -45,6 +45,7 @@ func runOracle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	tokenFile := fs.String("token-file", "", "file holding the token every call must carry (default: $PERCOLATOR_TOKEN; none: no token required)")
 	certFile := fs.String("tls-cert", "", "TLS certificate (PEM); with --tls-key, serve TLS")
 	keyFile := fs.String("tls-key", "", "TLS private key (PEM)")
+	insecure := fs.Bool("insecure", false, "allow a --listen address beyond loopback without TLS: the token and every request and reply then cross the network in clear, so anyone who can see the traffic can take the token and ask for timestamps (use --tls-cert/--tls-key instead)")
 	logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
 	verbose := fs.Bool("v", false, "log debug messages")
 	if err := parseFlags(fs, args); err != nil {
@@ -65,12 +66,17 @@ func runOracle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if token == "" {
-		if err := requireLoopback(*listen); err != nil {
-			return err
-		}
+	if *insecure && *certFile != "" {
+		return usagef("--insecure and --tls-cert contradict each other: with TLS nothing crosses the network in clear")
+	}
+	beyond, err := checkListen(*listen, token, *certFile != "", *insecure)
+	if err != nil {
+		return err
 	}
 	log := newLogger(stderr, *logFormat, *verbose)
+	if beyond && *certFile == "" {
+		log.Warn("serving beyond loopback without TLS (--insecure): the token and every request and reply cross the network in clear", "listen", *listen)
+	}
 	opts := server.OracleOptions{Token: token, Logger: log}
 	if *certFile != "" {
 		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)

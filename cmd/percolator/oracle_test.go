@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -442,6 +443,10 @@ func TestOracleCmdSIGTERM(t *testing.T) {
 // TestOracleCmdBadInput: oracle's refusals are usage errors (exit 2 and a
 // message); an etcd that does not answer is a run-time error naming it.
 func TestOracleCmdBadInput(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
 		{"oracle"},
 		{"oracle", "--etcd", ""},
@@ -454,6 +459,8 @@ func TestOracleCmdBadInput(t *testing.T) {
 		{"oracle", "--etcd", "127.0.0.1:1", "--lease", "soon"},
 		{"oracle", "--etcd", "127.0.0.1:1", "--etcd-prefix", ""},
 		{"oracle", "--etcd", "127.0.0.1:1", "--listen", "0.0.0.0:0", "--bigtable", "p/i/t"},
+		{"oracle", "--etcd", "127.0.0.1:1", "--listen", "0.0.0.0:0", "--bigtable", "p/i/t", "--token-file", tokenFile},
+		{"oracle", "--etcd", "127.0.0.1:1", "--bigtable", "p/i/t", "--insecure", "--tls-cert", "c", "--tls-key", "k"},
 		{"oracle", "--etcd", "127.0.0.1:1", "--listen", "127.0.0.1:0"}, // no --bigtable
 		{"oracle", "--etcd", "127.0.0.1:1", "--tls-cert", "x"},
 		{"oracle", "--etcd", "127.0.0.1:1", "--log-format", "xml"},

@@ -121,7 +121,13 @@ func queueCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 func queuePush(ctx context.Context, q *queue.Queue, name string, items []string, stdin io.Reader, stdout io.Writer) error {
 	n := 0
 	push := func(body string) error {
-		if _, err := q.Push(ctx, name, []byte(body)); err != nil {
+		id, err := q.Push(ctx, name, []byte(body))
+		// An outcome it could not learn: sent again under its ID, which
+		// never pushes it twice (a plain Push would).
+		for tries := 0; errors.Is(err, queue.ErrUnknown) && tries < 5 && ctx.Err() == nil; tries++ {
+			id, err = q.PushAgain(ctx, name, id, []byte(body))
+		}
+		if err != nil {
 			return err
 		}
 		n++

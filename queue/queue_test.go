@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -301,17 +302,22 @@ func TestHistory(t *testing.T) {
 		kill: 0.02, nack: 0.02, overrun: 0.01, poison: 200, maxDeliveries: 3})
 }
 
-// TestHundredThousand: 100,000 items through 8 workers that die at
-// random (each death a new process: a new Queue and cursor), nack and
-// overrun, with poison items dead-lettered after 5 deliveries.
-func TestHundredThousand(t *testing.T) {
+// TestManyItems: 10,000 items (100,000 with PERCOLATOR_FAULT_SUITE=1,
+// the soak) through 8 workers that die at random (each death a new
+// process: a new Queue and cursor), nack and overrun, with poison items
+// dead-lettered after 5 deliveries.
+func TestManyItems(t *testing.T) {
 	if testing.Short() {
-		t.Skip("100,000 items")
+		t.Skip("10,000 items")
+	}
+	items, poison := 10000, 500
+	if os.Getenv("PERCOLATOR_FAULT_SUITE") == "1" {
+		items, poison = 100000, 5000
 	}
 	st := memory.New()
 	defer st.Close()
-	runHistory(t, st, history{items: 100000, pushers: 4, workers: 8, ttl: 150 * time.Millisecond,
-		kill: 0.001, nack: 0.001, overrun: 0.0002, poison: 5000, maxDeliveries: 5})
+	runHistory(t, st, history{items: items, pushers: 4, workers: 8, ttl: 150 * time.Millisecond,
+		kill: 0.001, nack: 0.001, overrun: 0.0002, poison: poison, maxDeliveries: 5})
 }
 
 // TestPopCostFlat: what a Pop reads does not grow with the items under

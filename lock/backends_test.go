@@ -41,9 +41,9 @@ func TestBackends(t *testing.T) {
 	}
 }
 
-// TestFaultSoak: longer contention, on stores with every fault, with
+// TestFaultSuiteSoak: longer contention, on stores with every fault, with
 // deaths, overruns and renewals. Set PERCOLATOR_FAULT_SUITE=1 to run it.
-func TestFaultSoak(t *testing.T) {
+func TestFaultSuiteSoak(t *testing.T) {
 	if os.Getenv("PERCOLATOR_FAULT_SUITE") != "1" {
 		t.Skip("a fault soak: set PERCOLATOR_FAULT_SUITE=1 to run it")
 	}

@@ -74,10 +74,10 @@ func TestBackends(t *testing.T) {
 	}
 }
 
-// TestFaultSoak: longer histories on every backend with a clock behind
+// TestFaultSuiteSoak: longer histories on every backend with a clock behind
 // storagetest.Lossy, with more faults. Set PERCOLATOR_FAULT_SUITE=1 to
 // run it.
-func TestFaultSoak(t *testing.T) {
+func TestFaultSuiteSoak(t *testing.T) {
 	if os.Getenv("PERCOLATOR_FAULT_SUITE") != "1" {
 		t.Skip("a fault soak: set PERCOLATOR_FAULT_SUITE=1 to run it")
 	}

@@ -302,22 +302,30 @@ func TestHistory(t *testing.T) {
 		kill: 0.02, nack: 0.02, overrun: 0.01, poison: 200, maxDeliveries: 3})
 }
 
-// TestManyItems: 10,000 items (100,000 with PERCOLATOR_FAULT_SUITE=1,
-// the soak) through 8 workers that die at random (each death a new
-// process: a new Queue and cursor), nack and overrun, with poison items
-// dead-lettered after 5 deliveries.
+// TestManyItems: 10,000 items through 8 workers that die at random (each
+// death a new process: a new Queue and cursor), nack and overrun, with
+// poison items dead-lettered after 5 deliveries.
 func TestManyItems(t *testing.T) {
 	if testing.Short() {
 		t.Skip("10,000 items")
 	}
-	items, poison := 10000, 500
-	if os.Getenv("PERCOLATOR_FAULT_SUITE") == "1" {
-		items, poison = 100000, 5000
+	manyItems(t, 10000)
+}
+
+// TestFaultSuiteHundredThousand is TestManyItems with 100,000 items, in
+// the fault suite (PERCOLATOR_FAULT_SUITE=1).
+func TestFaultSuiteHundredThousand(t *testing.T) {
+	if os.Getenv("PERCOLATOR_FAULT_SUITE") != "1" {
+		t.Skip("the fault suite's soak: set PERCOLATOR_FAULT_SUITE=1")
 	}
+	manyItems(t, 100000)
+}
+
+func manyItems(t *testing.T, items int) {
 	st := memory.New()
 	defer st.Close()
 	runHistory(t, st, history{items: items, pushers: 4, workers: 8, ttl: 150 * time.Millisecond,
-		kill: 0.001, nack: 0.001, overrun: 0.0002, poison: poison, maxDeliveries: 5})
+		kill: 0.001, nack: 0.001, overrun: 0.0002, poison: items / 20, maxDeliveries: 5})
 }
 
 // TestPopCostFlat: what a Pop reads does not grow with the items under

@@ -151,7 +151,7 @@ const faultSuiteEnv = "PERCOLATOR_FAULT_SUITE"
 // connection: gRPC's client pings no more often than every 10s, and when
 // the ping goes unanswered it closes the transport; etcd's client then
 // retries the call on a new connection. The blackholed one stays open.
-func TestEtcdKeepaliveNoticesBlackhole(t *testing.T) {
+func TestFaultSuiteEtcdKeepaliveNoticesBlackhole(t *testing.T) {
 	if os.Getenv(faultSuiteEnv) == "" {
 		t.Skipf("waits out a 10s keepalive; set %s=1 to run it", faultSuiteEnv)
 	}

@@ -115,3 +115,43 @@ func TestOracleResumesAboveLostMark(t *testing.T) {
 		})
 	}
 }
+
+// TestOracleLostMarkUnderLoad: clients ask for timestamps throughout
+// while the mark in etcd is deleted, or replaced by an older one, under a
+// running leader that is then killed: every client sees timestamps
+// strictly increasing in real time across the failover.
+func TestOracleLostMarkUnderLoad(t *testing.T) {
+	for _, lose := range []string{"delete", "older"} {
+		t.Run(lose, func(t *testing.T) {
+			m := etcdtest.Start(t)
+			a := startNode(t, m, etcd.CandidateOptions{Window: 1000})
+			waitLeading(t, 10*time.Second, a)
+			resp, err := a.cli.Get(bg, etcd.MarkKey(etcd.DefaultOraclePrefix))
+			if err != nil || len(resp.Kvs) != 1 {
+				t.Fatalf("the mark: %v %v", resp, err)
+			}
+			backup := string(resp.Kvs[0].Value)
+			b := startNode(t, m, etcd.CandidateOptions{Window: 1000})
+			stop := make(chan struct{})
+			calls := load(t, m, 2, stop)
+			time.Sleep(300 * time.Millisecond)
+			if lose == "delete" {
+				_, err = a.cli.Delete(bg, etcd.MarkKey(etcd.DefaultOraclePrefix))
+			} else {
+				_, err = a.cli.Put(bg, etcd.MarkKey(etcd.DefaultOraclePrefix), backup)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.cand.Crash()
+			waitLeading(t, 15*time.Second, b)
+			time.Sleep(300 * time.Millisecond)
+			close(stop)
+			cs := calls()
+			if len(cs) == 0 {
+				t.Fatal("no timestamps")
+			}
+			checkIncreasing(t, cs)
+		})
+	}
+}

@@ -58,9 +58,9 @@ func bytesCorpus() map[string][]byte {
 }
 
 // TestBytesStayBytes: titles, paths and link targets with any bytes are
-// indexed exactly as the batch build indexes them (issue 7 C1: JSON turned
+// indexed exactly as the batch build indexes them (JSON used to turn
 // invalid UTF-8 into U+FFFD), and targets with NUL are counted as
-// themselves (C2: the link key joined target and source with NUL).
+// themselves (the link key used to join target and source with NUL).
 func TestBytesStayBytes(t *testing.T) {
 	db := openIndex(t, t.TempDir())
 	defer db.Close()
@@ -103,7 +103,7 @@ func longLinks(lengths ...int) []byte {
 // TestLongLinksAndPaths: link targets around the longest kept whole in a
 // key and far past the row key limit, from sources at the longest path the
 // index takes, are indexed like the batch build and quarantine nothing
-// (issue 7 C2: a link over about 4 KiB made a row key over the limit, and
+// (a link over about 4 KiB used to make a row key over the limit, and
 // the terms observer's failures quarantined the whole document).
 func TestLongLinksAndPaths(t *testing.T) {
 	db := openIndex(t, t.TempDir())

@@ -67,7 +67,7 @@ func syncDir(t *testing.T, db *percolator.DB, dir string, opts SyncOptions) (Syn
 }
 
 // TestSyncSkipsByStat: a rerun reads only the files whose size,
-// modification time or inode changed (issue 7 C4), a file edited to the
+// modification time or inode changed, a file edited to the
 // same size is still found, Rehash reads everything, and a file modified
 // just before a sync is read again by the next (racy).
 func TestSyncSkipsByStat(t *testing.T) {
@@ -114,7 +114,7 @@ func TestSyncSkipsByStat(t *testing.T) {
 // skipped and reported
 // with a reason, the rest indexed; a bad file that was indexed before
 // keeps its indexed content, and the index equals a batch build of the
-// Reference (issue 7 C3: one bad file stopped the whole run).
+// Reference (one bad file used to stop the whole run).
 func TestSyncBadFiles(t *testing.T) {
 	src := t.TempDir()
 	good := map[string]string{"a.html": "<title>a</title> alpha", "b.txt": "beta\n", "sub/c.md": "gamma", "big.html": "small at first"}
@@ -179,7 +179,7 @@ func TestSyncBadDirKeepsItsDocs(t *testing.T) {
 
 // TestSyncRefusesMassDelete: a sync that would delete more than half of
 // the indexed documents (an empty or wrong source directory) changes
-// nothing and fails with ErrTooManyDeletes, unless allowed (issue 7 C5);
+// nothing and fails with ErrTooManyDeletes, unless allowed;
 // deleting half is allowed.
 func TestSyncRefusesMassDelete(t *testing.T) {
 	db := openIndex(t, t.TempDir())

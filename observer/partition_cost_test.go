@@ -144,7 +144,7 @@ func trickleCost(t *testing.T, partitioned bool, table, rounds, batch, idlePasse
 // visit fewer keys per change they process than three scanning it at
 // random, on a store that counts keys as Bigtable does (every cell of
 // every row a scan passes). Counted in keys, not timed; the figures are
-// logged (README, issue 9). With FallbackEvery 8, a partitioned worker's
+// logged (README). With FallbackEvery 8, a partitioned worker's
 // passes cost about 7/8 × 1/3 + 1/8 ≈ 0.42 of a random scanner's; the
 // check asks for less than 0.8, which scanning the whole keyspace on
 // every pass does not meet.

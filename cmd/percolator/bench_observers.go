@@ -48,7 +48,7 @@ func benchNotify(ctx context.Context, cfg benchConfig, w io.Writer) error {
 	}
 	sm, bg := median(smalls), median(bigs)
 	timeRatio, keysRatio := bg.scan.Seconds()/sm.scan.Seconds(), float64(bg.keys)/float64(max(sm.keys, 1))
-	// The target is in time (issue 3: "at most 2x the time"); keys are
+	// The target is in time ("at most 2x the time"); keys are
 	// printed beside it. The keys of a round depend on whether the notify
 	// keyspace was compacted before its idle pass, which a round of 1,000
 	// clears crosses or not (CompactAfter 1,024).

@@ -15,7 +15,7 @@ import (
 	"github.com/seed-992972ee/percolator/docindex"
 )
 
-// Targets of the rerun figure (issue 7, C4): a rerun after editing 1% of
+// Targets of the rerun figure: a rerun after editing 1% of
 // the files costs at most 0.03x the first run, and one with no change at
 // most the larger of 0.01x and 300 ms.
 const (

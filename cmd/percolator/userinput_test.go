@@ -1,7 +1,7 @@
 package main
 
-// The reviewers' reproductions of issue 7 (parts C and D), as the user
-// meets them: each test drives the command line only.
+// What a user gives the commands and meets in their output, as the user
+// meets it: each test drives the command line only.
 
 import (
 	"encoding/json"
@@ -55,7 +55,7 @@ func mustRun(t *testing.T, wantCode int, args ...string) (string, string) {
 
 // C1: a Latin-1 title, a caf%E9.html link and a Latin-1 file name are
 // indexed as the batch build indexes them.
-func TestIssue7IndexNonUTF8(t *testing.T) {
+func TestCLIIndexNonUTF8(t *testing.T) {
 	src := writeCorpus(t, map[string]string{
 		"menu.html": "<title>Caf\xe9 menu</title><p>cr\xe8me br\xfbl\xe9e</p><a href=\"caf%E9.html\">caf\xe9</a>",
 		"notes.txt": "Gr\xfc\xdfe\nnotes espresso\n",
@@ -78,7 +78,7 @@ func TestIssue7IndexNonUTF8(t *testing.T) {
 
 // C2: a link target with %00 and links of 4 KiB and more neither break
 // the link rows nor quarantine the document.
-func TestIssue7IndexHostileLinks(t *testing.T) {
+func TestCLIIndexHostileLinks(t *testing.T) {
 	long := strings.Repeat("x", 5000) + ".html"
 	src := writeCorpus(t, map[string]string{
 		"a.html": "<title>a</title><a href=\"x.html%00y.html\">nul</a><a href=\"" + long + "\">long</a><a href=\"b.html\">b</a><p>alpha</p>",
@@ -98,7 +98,7 @@ func TestIssue7IndexHostileLinks(t *testing.T) {
 // C3: a file over the value limit and a non-UTF-8 file name do not stop
 // the run: the rest is indexed, the bad file reported (path, reason) in
 // the summary and in status, and --strict makes it exit 1.
-func TestIssue7IndexBadFiles(t *testing.T) {
+func TestCLIIndexBadFiles(t *testing.T) {
 	src := writeCorpus(t, map[string]string{
 		"a.html":      "<title>a</title><p>alpha</p>",
 		"caf\xe9.txt": "latin-1 name\nalpha\n",
@@ -122,7 +122,7 @@ func TestIssue7IndexBadFiles(t *testing.T) {
 
 // C4: a rerun reads only the files whose stat changed, and --rehash reads
 // them all; the summary counts are kept without exporting the index.
-func TestIssue7IndexRerunReadsChanges(t *testing.T) {
+func TestCLIIndexRerunReadsChanges(t *testing.T) {
 	files := map[string]string{}
 	for i := range 20 {
 		files[fmt.Sprintf("f%02d.html", i)] = fmt.Sprintf("<title>f%d</title> word%d common", i, i)
@@ -148,7 +148,7 @@ func TestIssue7IndexRerunReadsChanges(t *testing.T) {
 }
 
 // C5: an empty (or wrong) SRC_DIR does not wipe the index.
-func TestIssue7IndexEmptySrcKeepsIndex(t *testing.T) {
+func TestCLIIndexEmptySrcKeepsIndex(t *testing.T) {
 	dir := t.TempDir()
 	if out, _ := mustRun(t, 0, "index", "--dir", dir, "--quiet", t.TempDir()); !strings.Contains(out, "0 files") || !strings.Contains(out, "0 documents") {
 		t.Fatalf("an empty SRC_DIR into a new store:\n%s", out)
@@ -169,7 +169,7 @@ func TestIssue7IndexEmptySrcKeepsIndex(t *testing.T) {
 }
 
 // D1: bench never deletes a directory it did not make.
-func TestIssue7BenchKeepsForeignDir(t *testing.T) {
+func TestCLIBenchKeepsForeignDir(t *testing.T) {
 	dir := t.TempDir()
 	mine := filepath.Join(dir, "thesis.tex")
 	if err := os.WriteFile(mine, []byte("precious"), 0o644); err != nil {
@@ -202,7 +202,7 @@ func TestIssue7BenchKeepsForeignDir(t *testing.T) {
 
 // D2: read commands on a directory without a store fail and create
 // nothing.
-func TestIssue7ReadCommandsDoNotCreate(t *testing.T) {
+func TestCLIReadCommandsDoNotCreate(t *testing.T) {
 	for _, empty := range []bool{true, false} {
 		dir := t.TempDir()
 		if !empty {
@@ -226,7 +226,7 @@ func TestIssue7ReadCommandsDoNotCreate(t *testing.T) {
 }
 
 // D3: status works while index runs, from what index publishes.
-func TestIssue7StatusWhileIndexRuns(t *testing.T) {
+func TestCLIStatusWhileIndexRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("subprocess")
 	}
@@ -274,7 +274,7 @@ func waitPublished(t *testing.T, dir string, pid int) bool {
 }
 
 // D4: help, version and the exit codes.
-func TestIssue7HelpVersionExitCodes(t *testing.T) {
+func TestCLIHelpVersionExitCodes(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
 		out, _ := mustRun(t, 0, args...)
 		if !strings.Contains(out, "usage: percolator <command>") || !strings.Contains(out, "index") {
@@ -292,7 +292,7 @@ func TestIssue7HelpVersionExitCodes(t *testing.T) {
 }
 
 // D4: SIGINT exits 130, and the index it interrupted is consistent.
-func TestIssue7Interrupt(t *testing.T) {
+func TestCLIInterrupt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("subprocess")
 	}
@@ -309,7 +309,7 @@ func TestIssue7Interrupt(t *testing.T) {
 
 // D6: dump takes a prefix, cuts long values, decodes the index's columns;
 // numeric flags are checked; lists print as JSON.
-func TestIssue7DumpAndJSON(t *testing.T) {
+func TestCLIDumpAndJSON(t *testing.T) {
 	dir := t.TempDir()
 	mustRun(t, 0, "index", "--dir", dir, "--quiet", corpus)
 	out, _ := mustRun(t, 0, "dump", "--dir", dir, "--prefix", "doc/", "--limit", "2")
@@ -338,7 +338,7 @@ func TestIssue7DumpAndJSON(t *testing.T) {
 }
 
 // D6: bench finds its corpus from any working directory.
-func TestIssue7BenchFindsCorpus(t *testing.T) {
+func TestCLIBenchFindsCorpus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("subprocess")
 	}

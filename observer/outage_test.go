@@ -127,3 +127,56 @@ type failingLocker struct{ err error }
 func (l failingLocker) TryLock(context.Context, string, string) (func(), bool, error) {
 	return nil, false, l.err
 }
+
+// TestOutageQuarantinesNothing: a store that cannot be reached for the
+// data rows' writes for a while (storage.ErrUnavailable) fails observer
+// runs at their commit, again and again; that is the store's failure, not
+// the observer's, so nothing is quarantined (MaxFailures 2 would, had they
+// been counted: the quarantine's own writes still land) and every change
+// is processed once the store is back.
+func TestOutageQuarantinesNothing(t *testing.T) {
+	ctx := context.Background()
+	st := &rowsDown{Store: memory.New()}
+	e := newEnvOn(t, st, Options{MaxFailures: 2})
+	var runs atomic.Int64
+	if err := e.f.Register(ctx, Observer{Name: "copy", Column: "in", Fn: copyTo("out", &runs)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		e.set(fmt.Sprintf("r%d", i), "in", fmt.Sprint("v", i))
+	}
+	st.down.Store(true)
+	go func() {
+		for runs.Load() < 20 { // runs that failed at their commit
+			time.Sleep(time.Millisecond)
+		}
+		st.down.Store(false)
+	}()
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute) // only a hang reaches it
+	defer cancel()
+	if _, err := e.f.Run(rctx, WorkerOptions{Scanners: 2, Drain: true, MaxIdle: 5 * time.Millisecond}); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	if q, err := e.f.Quarantine(ctx); err != nil || len(q) != 0 {
+		t.Fatalf("quarantined after an outage: %v %v (runs %d, counts %v)", q, err, runs.Load(), e.counts("copy"))
+	}
+	for i := range 5 {
+		if got, want := e.get(fmt.Sprintf("r%d", i), "out"), fmt.Sprint("v", i); got != want {
+			t.Errorf("r%d out = %q, want %q", i, got, want)
+		}
+	}
+}
+
+// rowsDown fails the conditional writes of the data rows ("r…") while
+// down, as a store that cannot be reached does.
+type rowsDown struct {
+	storage.Store
+	down atomic.Bool
+}
+
+func (s *rowsDown) CheckAndMutate(ctx context.Context, row []byte, p storage.Filter, a, b []storage.Mutation) (bool, error) {
+	if s.down.Load() && len(row) > 0 && row[0] == 'r' {
+		return false, fmt.Errorf("store unreachable (injected): %w", storage.ErrUnavailable)
+	}
+	return s.Store.CheckAndMutate(ctx, row, p, a, b)
+}

@@ -568,6 +568,9 @@ func (f *Framework) runOne(ctx context.Context, row, col string, g *registration
 			f.stats.add(g.name, statConflicts, 1)
 			return start, false, true, false, nil
 		}
+		if unreachable(err) { // the store's failure, not the observer's
+			return start, false, true, false, err
+		}
 		q, err := f.failed(ctx, row, col, g, err)
 		return start, q, true, q, err
 	}
@@ -631,12 +634,25 @@ func (f *Framework) stopLoop(ctx context.Context, row, col string, g *registrati
 		fmt.Errorf("observer %q wrote the cell it observes (%q/%s) in %d runs in a row: a self-trigger loop", g.name, row, col, selfTriggerLimit))
 }
 
-// transient turns errors a later run may not hit into a retry (nil).
+// transient returns the errors that are not the observer's failure —
+// the run's context ended, the store closed or could not be reached, a
+// commit whose outcome could not be learned — and nil for the others,
+// which count against the observer (MaxFailures quarantines). The errors
+// it returns end the scanner's pass, which backs off and scans again
+// (outage.go): the notification stays, and no failure is counted.
 func transient(err error) error {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, storage.ErrClosed) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, storage.ErrClosed) || unreachable(err) {
 		return err
 	}
 	return nil
+}
+
+// unreachable reports whether err says the store, the oracle or the
+// coordination service could not be reached, or a commit's outcome could
+// not be learned.
+func unreachable(err error) bool {
+	return errors.Is(err, storage.ErrUnavailable) || errors.Is(err, txn.ErrCommitUnknown)
 }
 
 // dirty reports whether (row, col)'s newest commit in tx's snapshot is

@@ -25,6 +25,12 @@ var (
 	// to own: the apply hook of an exclusive store (one client keeps the
 	// in-memory index), or a store directory another process has open.
 	ErrInUse = errors.New("storage: in use by another client")
+	// ErrUnavailable is wrapped by the errors of a backend reached over a
+	// network that could not be reached, or kept failing, until its retry
+	// budget ran out (the server restarting or down, a cut connection,
+	// Bigtable answering Unavailable). It passes: a later call may
+	// succeed. A write that met it has an unknown outcome.
+	ErrUnavailable = errors.New("storage: unavailable")
 )
 
 // MaxTimestamp is the largest timestamp a cell may carry in any backend

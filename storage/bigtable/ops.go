@@ -327,6 +327,9 @@ func (s *Store) wrap(op string, err error) error {
 	if st, ok := status.FromError(err); ok && st.Code() == codes.InvalidArgument {
 		return fmt.Errorf("bigtable: %s: %w: %v", op, storage.ErrInvalidArgument, err)
 	}
+	if retryable(err) {
+		return fmt.Errorf("bigtable: %s: %w: %w", op, storage.ErrUnavailable, err)
+	}
 	return fmt.Errorf("bigtable: %s: %w", op, err)
 }
 

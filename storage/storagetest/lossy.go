@@ -2,7 +2,7 @@ package storagetest
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -13,8 +13,9 @@ import (
 
 // ErrInjected is what a Lossy store returns for a call it failed: the
 // caller cannot tell whether the call was applied (a fault before the
-// call, or a reply lost after it).
-var ErrInjected = errors.New("storagetest: injected fault: the call's outcome is unknown")
+// call, or a reply lost after it). It wraps storage.ErrUnavailable, as a
+// network backend's error after its retries does.
+var ErrInjected = fmt.Errorf("storagetest: injected fault: the call's outcome is unknown: %w", storage.ErrUnavailable)
 
 // LossyOptions sets how often each fault strikes a Lossy store's calls
 // (probabilities in [0, 1]).

@@ -27,10 +27,14 @@ type LossyOptions struct {
 	// LoseReply: a write is applied and its reply is lost.
 	LoseReply float64
 	// Duplicate: a write sent without a nonce (CheckAndMutateIdempotent,
-	// MutateRows, MutateRowsDeferred) is delivered once more, later, after
-	// calls that followed it — a retry whose first copy was delayed in the
-	// network. Calls that carry a nonce over RPC (Mutate, CheckAndMutate,
-	// Increment) are never duplicated: the server runs them once.
+	// MutateRowsIdempotent, MutateRows, MutateRowsDeferred) is delivered
+	// once more, later, after calls that followed it — a retry whose first
+	// copy was delayed in the network. MutateRows carries a nonce over RPC
+	// but is duplicated still, as Bigtable's client re-sends it without
+	// one. CheckAndMutate and Increment (a nonce over RPC; never re-sent
+	// by Bigtable's client) are never duplicated, and neither is Mutate
+	// (a nonce over RPC; Bigtable's client re-sends it, which this wrapper
+	// does not model).
 	Duplicate float64
 	// ReadFail: a read (ReadRow, Scan) fails.
 	ReadFail float64
@@ -45,10 +49,11 @@ type LossyOptions struct {
 // without a nonce arrive again later, out of order; reads fail. It
 // forwards every optional capability of the store it wraps (Clock,
 // Deferred, Exclusive with ApplyHooker and Conditioned, Batcher, Counted,
-// Idempotent, Compacter, Limited, SharedRows), so the fast paths the
-// wrapped store offers are the ones under test. The store NewLossy returns
-// offers the capabilities that can be emulated (Batcher, Counted,
-// Idempotent, Compacter, Limited, SharedRows) always, and the others
+// Idempotent, IdempotentBatcher, Compacter, Limited, SharedRows), so the
+// fast paths the wrapped store offers are the ones under test. The store
+// NewLossy returns offers the capabilities that can be emulated (Batcher,
+// Counted, Idempotent, IdempotentBatcher, Compacter, Limited, SharedRows)
+// always, and the others
 // (Clock, Deferred, Exclusive with ApplyHooker and Conditioned) exactly
 // when the wrapped store has them. Safe for concurrent use.
 //
@@ -245,6 +250,22 @@ func (l *Lossy) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]e
 	var errs []error
 	err := l.write(ctx, true, func(ctx context.Context) (err error) {
 		errs, err = SharedStore{l.inner}.MutateRows(ctx, rows)
+		return err
+	})
+	return errs, err
+}
+
+// MutateRowsIdempotent implements storage.IdempotentBatcher (as
+// MutateRows if the wrapped store has no such variant): sent without a
+// nonce, it may arrive again later.
+func (l *Lossy) MutateRowsIdempotent(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	var errs []error
+	err := l.write(ctx, true, func(ctx context.Context) (err error) {
+		if b, ok := l.inner.(storage.IdempotentBatcher); ok {
+			errs, err = b.MutateRowsIdempotent(ctx, rows)
+		} else {
+			errs, err = SharedStore{l.inner}.MutateRows(ctx, rows)
+		}
 		return err
 	})
 	return errs, err

@@ -189,7 +189,11 @@ func (c *Client) commitBatch(ctx context.Context, t *Txn, rows []*rowWrites, com
 	switch {
 	case c.deferred != nil:
 		send = c.deferred.MutateRowsDeferred
-	case c.batch != nil && len(rows) > 1:
+	case c.batch != nil && (len(rows) > 1 || c.batchIdem):
+		// A late copy re-puts the same commit records at commit_ts and
+		// erases each lock only at its exact start_ts: safe in any order,
+		// so over a server it goes without a nonce (batchIdem), one row
+		// too.
 		send = c.batch.MutateRows
 	default:
 		for _, rw := range rows {

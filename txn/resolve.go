@@ -61,7 +61,7 @@ func (c *Client) resolveCell(ctx context.Context, row []byte, col string, lockTS
 			if c.alive(ctx, &st.lock) {
 				return errLocked
 			}
-			if err := c.rollBack(ctx, lock.PrimaryRow, lock.PrimaryCol, lockTS); err != nil {
+			if err := c.rollBackPrimary(ctx, lock.PrimaryRow, lock.PrimaryCol, lockTS); err != nil {
 				return err
 			}
 		case stAbsent:
@@ -80,6 +80,7 @@ func (c *Client) resolveCell(ctx context.Context, row []byte, col string, lockTS
 // its primary cell.
 func (c *Client) status(ctx context.Context, prow []byte, pcol string, startTS uint64) (txnStatus, error) {
 	r, err := c.read(ctx, prow, storage.Filter{
+		beatSelector(pcol, startTS),
 		{Family: FamilyLock, Qualifier: pcol, Time: storage.At(startTS)},
 		{Family: FamilyWrite, Qualifier: pcol, Time: storage.From(startTS)},
 	})
@@ -89,12 +90,18 @@ func (c *Client) status(ctx context.Context, prow []byte, pcol string, startTS u
 	return statusOf(r.Cells, startTS)
 }
 
+// statusOf decides a status from the cells status reads: the lock's wall
+// time there is the newest of its own and its heartbeats'.
 func statusOf(cells []storage.Cell, startTS uint64) (txnStatus, error) {
 	others := false
 	for i := range cells {
 		cell := &cells[i]
+		if cell.Family == FamilyBeat {
+			continue
+		}
 		if cell.Family == FamilyLock {
 			l, err := DecodeLock(cell.Value)
+			l.WallMS = lockWall(&l, cells)
 			return txnStatus{kind: stLocked, lock: l}, err
 		}
 		w, err := DecodeWrite(cell.Value)
@@ -146,6 +153,20 @@ func (c *Client) rollForward(ctx context.Context, row []byte, col string, lockTS
 func (c *Client) rollBack(ctx context.Context, row []byte, col string, lockTS uint64) error {
 	matched, err := c.cas(ctx, row, storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.At(lockTS)}},
 		rollbackMutations(col, lockTS), nil)
+	if matched {
+		c.stats.rolledBack.Add(1)
+	}
+	return err
+}
+
+// rollBackPrimary is rollBack of a primary lock, which also removes its
+// heartbeats (its owner's stop removes them only when it ends the
+// transaction itself).
+func (c *Client) rollBackPrimary(ctx context.Context, row []byte, col string, lockTS uint64) error {
+	// A late copy finds no lock at lockTS and applies nothing; a beat
+	// needs that lock, so none can follow the removal.
+	matched, err := c.cas(ctx, row, storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.At(lockTS)}},
+		append(rollbackMutations(col, lockTS), beatRemoval(col, lockTS)), nil)
 	if matched {
 		c.stats.rolledBack.Add(1)
 	}

@@ -150,20 +150,22 @@ func (l *Lossy) hold(again func()) {
 	l.mu.Unlock()
 }
 
-// write runs one write call under the faults; dup says it carries no
-// nonce (its copy may arrive again later).
-func (l *Lossy) write(ctx context.Context, dup bool, call func(ctx context.Context) error) error {
+// write runs one write call under the faults. again, if not nil, sends
+// the call once more, for a call that carries no nonce (its copy may
+// arrive again later); it must not touch the caller's results, which the
+// caller may be reading by then.
+func (l *Lossy) write(ctx context.Context, call func(ctx context.Context) error, again func(ctx context.Context)) error {
 	l.deliverLate()
 	if l.roll(l.opts.FailBefore) {
 		l.failed.Add(1)
 		return ErrInjected
 	}
 	err := call(ctx)
-	if dup {
+	if again != nil {
 		// The copy is delivered whatever the caller does next, so it must
 		// not end with the caller's context.
 		late := context.WithoutCancel(ctx)
-		l.hold(func() { _ = call(late) })
+		l.hold(func() { again(late) })
 	}
 	if err == nil && l.roll(l.opts.LoseReply) {
 		l.lost.Add(1)
@@ -199,26 +201,26 @@ func (l *Lossy) Scan(ctx context.Context, start, end []byte, filter storage.Filt
 
 // Mutate implements storage.Store.
 func (l *Lossy) Mutate(ctx context.Context, row []byte, mutations ...storage.Mutation) error {
-	return l.write(ctx, false, func(ctx context.Context) error { return l.inner.Mutate(ctx, row, mutations...) })
+	return l.write(ctx, func(ctx context.Context) error { return l.inner.Mutate(ctx, row, mutations...) }, nil)
 }
 
 // CheckAndMutate implements storage.Store.
 func (l *Lossy) CheckAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
 	var matched bool
-	err := l.write(ctx, false, func(ctx context.Context) (err error) {
+	err := l.write(ctx, func(ctx context.Context) (err error) {
 		matched, err = l.inner.CheckAndMutate(ctx, row, predicate, ifTrue, ifFalse)
 		return err
-	})
+	}, nil)
 	return matched, err
 }
 
 // Increment implements storage.Store.
 func (l *Lossy) Increment(ctx context.Context, row []byte, family, qualifier string, delta int64) (int64, error) {
 	var sum int64
-	err := l.write(ctx, false, func(ctx context.Context) (err error) {
+	err := l.write(ctx, func(ctx context.Context) (err error) {
 		sum, err = l.inner.Increment(ctx, row, family, qualifier, delta)
 		return err
-	})
+	}, nil)
 	return sum, err
 }
 
@@ -232,26 +234,29 @@ func (l *Lossy) Close() error {
 // CheckAndMutateIdempotent implements storage.Idempotent: sent without a
 // nonce, it may arrive again later.
 func (l *Lossy) CheckAndMutateIdempotent(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
-	var matched bool
-	err := l.write(ctx, true, func(ctx context.Context) (err error) {
+	send := func(ctx context.Context) (bool, error) {
 		if i, ok := l.inner.(storage.Idempotent); ok {
-			matched, err = i.CheckAndMutateIdempotent(ctx, row, predicate, ifTrue, ifFalse)
-		} else {
-			matched, err = l.inner.CheckAndMutate(ctx, row, predicate, ifTrue, ifFalse)
+			return i.CheckAndMutateIdempotent(ctx, row, predicate, ifTrue, ifFalse)
 		}
+		return l.inner.CheckAndMutate(ctx, row, predicate, ifTrue, ifFalse)
+	}
+	var matched bool
+	err := l.write(ctx, func(ctx context.Context) (err error) {
+		matched, err = send(ctx)
 		return err
-	})
+	}, func(ctx context.Context) { _, _ = send(ctx) })
 	return matched, err
 }
 
 // MutateRows implements storage.Batcher (row by row if the wrapped store
 // cannot batch): sent without a nonce, it may arrive again later.
 func (l *Lossy) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	send := func(ctx context.Context) ([]error, error) { return SharedStore{l.inner}.MutateRows(ctx, rows) }
 	var errs []error
-	err := l.write(ctx, true, func(ctx context.Context) (err error) {
-		errs, err = SharedStore{l.inner}.MutateRows(ctx, rows)
+	err := l.write(ctx, func(ctx context.Context) (err error) {
+		errs, err = send(ctx)
 		return err
-	})
+	}, func(ctx context.Context) { _, _ = send(ctx) })
 	return errs, err
 }
 
@@ -259,15 +264,17 @@ func (l *Lossy) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]e
 // MutateRows if the wrapped store has no such variant): sent without a
 // nonce, it may arrive again later.
 func (l *Lossy) MutateRowsIdempotent(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
-	var errs []error
-	err := l.write(ctx, true, func(ctx context.Context) (err error) {
+	send := func(ctx context.Context) ([]error, error) {
 		if b, ok := l.inner.(storage.IdempotentBatcher); ok {
-			errs, err = b.MutateRowsIdempotent(ctx, rows)
-		} else {
-			errs, err = SharedStore{l.inner}.MutateRows(ctx, rows)
+			return b.MutateRowsIdempotent(ctx, rows)
 		}
+		return SharedStore{l.inner}.MutateRows(ctx, rows)
+	}
+	var errs []error
+	err := l.write(ctx, func(ctx context.Context) (err error) {
+		errs, err = send(ctx)
 		return err
-	})
+	}, func(ctx context.Context) { _, _ = send(ctx) })
 	return errs, err
 }
 
@@ -314,20 +321,20 @@ type lossyDeferred struct{ l *Lossy }
 // duplicate; it may still fail or lose its reply.
 func (d lossyDeferred) CheckAndMutateDeferred(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
 	var matched bool
-	err := d.l.write(ctx, false, func(ctx context.Context) (err error) {
+	err := d.l.write(ctx, func(ctx context.Context) (err error) {
 		matched, err = d.l.inner.(storage.Deferred).CheckAndMutateDeferred(ctx, row, predicate, ifTrue, ifFalse)
 		return err
-	})
+	}, nil)
 	return matched, err
 }
 
 // MutateRowsDeferred implements storage.Deferred.
 func (d lossyDeferred) MutateRowsDeferred(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
 	var errs []error
-	err := d.l.write(ctx, false, func(ctx context.Context) (err error) {
+	err := d.l.write(ctx, func(ctx context.Context) (err error) {
 		errs, err = d.l.inner.(storage.Deferred).MutateRowsDeferred(ctx, rows)
 		return err
-	})
+	}, nil)
 	return errs, err
 }
 
@@ -345,10 +352,10 @@ func (o lossyOwned) SetApplyHook(hook storage.ApplyHook) (func(), error) {
 // CheckAndMutateCond implements storage.Conditioned.
 func (o lossyOwned) CheckAndMutateCond(ctx context.Context, row []byte, cond storage.Cond, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation, deferred bool) (bool, error) {
 	var matched bool
-	err := o.l.write(ctx, false, func(ctx context.Context) (err error) {
+	err := o.l.write(ctx, func(ctx context.Context) (err error) {
 		matched, err = o.l.inner.(storage.Conditioned).CheckAndMutateCond(ctx, row, cond, predicate, ifTrue, ifFalse, deferred)
 		return err
-	})
+	}, nil)
 	return matched, err
 }
 

@@ -97,6 +97,9 @@ func (g *Graph) casSnapshot(ctx context.Context, row []byte, ver uint64, s *snap
 		storage.SetCell(Family, qualSnapshot, ver+1, encodeSnapshot(s)),
 		{Kind: storage.DeleteCells, Family: Family, Qualifier: qualSnapshot, Time: storage.Before(ver + 1)},
 	}
+	// A nonce over a server, so a re-sent call learns its own outcome;
+	// safe in any order anyway: a late copy finds version ver+1 or newer
+	// and applies nothing.
 	matched, err := g.store.CheckAndMutate(ctx, row, pred, nil, muts)
 	return !matched && err == nil, err
 }
@@ -463,6 +466,8 @@ func (g *Graph) flipDegree(ctx context.Context, op degreeOp) error {
 				storage.SetCell(Family, qualCount, cTS+1, encodeCount(count)),
 				storage.Mutation{Kind: storage.DeleteCells, Family: Family, Qualifier: qualCount, Time: storage.Before(cTS + 1)})
 		}
+		// A nonce over a server; safe in any order anyway: a late copy
+		// finds the presence cell (or the count) newer than it read.
 		changed, err := g.store.CheckAndMutate(ctx, op.row, pred, nil, muts)
 		if err != nil || !changed {
 			return err

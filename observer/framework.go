@@ -129,6 +129,9 @@ func (f *Framework) Register(ctx context.Context, o Observer) error {
 // storeRegistration makes o's registration durable, then raises the
 // registry's version.
 func (f *Framework) storeRegistration(ctx context.Context, o Observer) error {
+	// A nonce over a server. Not safe in any order on Bigtable, whose
+	// client may re-send it: a copy landing after an Unregister would
+	// bring the registration back (a cell at version 0).
 	err := f.store.Mutate(ctx, []byte(o.Column), storage.SetCell(FamilyObservers, o.Name, 0, regValue(o.Weak, !o.Weak)))
 	if err == nil {
 		_, err = f.reg.bumpLocked(ctx)
@@ -156,6 +159,9 @@ func (f *Framework) Unregister(ctx context.Context, name string) error {
 	if g == nil {
 		return fmt.Errorf("%w: no observer named %q", ErrInvalidArgument, name)
 	}
+	// A nonce over a server. Not safe in any order on Bigtable: a copy
+	// landing after the name is registered again would erase that
+	// registration, or its backfill cursor.
 	err = f.store.Mutate(ctx, []byte(g.column), storage.DeleteCell(FamilyObservers, name, 0))
 	if err == nil {
 		err = f.store.Mutate(ctx, []byte(g.column), storage.DeleteCell(FamilyBackfill, name, 0))
@@ -198,6 +204,10 @@ func (f *Framework) backfill(ctx context.Context, g *registration) error {
 			return fmt.Errorf("observer: backfill of %q: %w", g.name, err)
 		}
 		last := rows[len(rows)-1]
+		// A nonce over a server. On Bigtable a copy landing late moves
+		// the cursor back (a chunk notified again: harmless), or, after
+		// the backfill ended, leaves a cursor that a backfill of the same
+		// name registered again would resume from, skipping rows.
 		if err := f.store.Mutate(ctx, []byte(g.column), storage.SetCell(FamilyBackfill, g.name, 0, last)); err != nil {
 			return fmt.Errorf("observer: backfill of %q: %w", g.name, err)
 		}
@@ -228,14 +238,19 @@ func (f *Framework) cellsFrom(ctx context.Context, column string, from []byte) (
 }
 
 // notifyRows durably sets a notification of column at ts on every row.
+// Safe to apply twice in any order, so sent without a nonce where the
+// store offers that: each is a version at the backfill's own timestamp,
+// and a late copy after a scanner cleared it brings back a notification
+// whose run finds the cell clean.
 func (f *Framework) notifyRows(ctx context.Context, rows [][]byte, column string, ts uint64) error {
 	wall := txn.EncodeNotify(uint64(time.Now().UnixMilli()))
-	if b, ok := f.store.(storage.Batcher); ok {
+	send := batchOf(f.store)
+	if send != nil {
 		batch := make([]storage.RowMutation, len(rows))
 		for i, row := range rows {
 			batch[i] = storage.RowMutation{Row: f.notifyRow(row), Mutations: []storage.Mutation{storage.SetCell(txn.FamilyNotify, column, ts, wall)}}
 		}
-		errs, err := b.MutateRows(ctx, batch)
+		errs, err := send(ctx, batch)
 		if err == nil {
 			err = joinErrs(errs)
 		}
@@ -249,9 +264,23 @@ func (f *Framework) notifyRows(ctx context.Context, rows [][]byte, column string
 	return nil
 }
 
+// batchOf returns st's MutateRows for batches that are safe in any order:
+// the variant without a nonce where st offers it; nil if st cannot batch.
+func batchOf(st storage.Store) func(context.Context, []storage.RowMutation) ([]error, error) {
+	if b, ok := st.(storage.IdempotentBatcher); ok {
+		return b.MutateRowsIdempotent
+	}
+	if b, ok := st.(storage.Batcher); ok {
+		return b.MutateRows
+	}
+	return nil
+}
+
 // backfillDone marks g's registration complete and drops its progress.
 // f.reg.mu is held.
 func (f *Framework) backfillDone(ctx context.Context, g *registration) error {
+	// A nonce over a server. Not safe in any order on Bigtable: a copy
+	// landing after an Unregister brings the registration back.
 	if err := f.store.Mutate(ctx, []byte(g.column),
 		storage.SetCell(FamilyObservers, g.name, 0, regValue(g.weak, false)),
 		storage.DeleteCell(FamilyBackfill, g.name, 0)); err != nil {
@@ -303,5 +332,8 @@ func (f *Framework) Notify(ctx context.Context, row, column string) error {
 	if err != nil {
 		return err
 	}
+	// Safe in any order: a version at a fresh timestamp; a late copy after
+	// its run brings back a notification, and weak observers may run more
+	// than once.
 	return f.store.Mutate(ctx, f.notifyRow([]byte(row)), storage.SetCell(txn.FamilyNotify, column, ts, txn.EncodeNotify(uint64(time.Now().UnixMilli()))))
 }

@@ -57,7 +57,10 @@ func TestObserverLossy(t *testing.T) {
 		// again.
 		for {
 			_, err := e.f.Run(wctx, WorkerOptions{Scanners: 2, MaxIdle: 5 * time.Millisecond})
-			if !errors.Is(err, storagetest.ErrInjected) || wctx.Err() != nil {
+			if errors.Is(err, storagetest.ErrInjected) {
+				err = nil
+			}
+			if err != nil || wctx.Err() != nil {
 				worker <- err
 				return
 			}

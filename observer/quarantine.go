@@ -86,6 +86,8 @@ func (f *Framework) failed(ctx context.Context, row, col string, g *registration
 // why.
 func (f *Framework) quarantine(ctx context.Context, row, col string, g *registration, failures int, why error) error {
 	rec, _ := json.Marshal(quarantineRecord{Failures: failures, Error: why.Error(), WallMS: time.Now().UnixMilli()})
+	// A nonce over a server. On Bigtable a copy landing after a Retry
+	// lists the cell again (a second Retry runs it once more).
 	if err := f.store.Mutate(ctx, []byte(row), storage.SetCell(FamilyQuarantine, col+":"+g.name, 0, rec)); err != nil {
 		return transient(err)
 	}
@@ -154,6 +156,9 @@ func (f *Framework) Retry(ctx context.Context) (int, error) {
 		if err != nil {
 			return i, err
 		}
+		// A nonce over a server. Not safe in any order on Bigtable: a
+		// copy of the removal landing after the cell was quarantined
+		// again would erase that record.
 		unq := storage.DeleteCell(FamilyQuarantine, q.Column+":"+q.Observer, 0)
 		notify := storage.SetCell(txn.FamilyNotify, q.Column, ts, txn.EncodeNotify(uint64(time.Now().UnixMilli())))
 		if f.sepNotify {

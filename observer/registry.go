@@ -184,8 +184,8 @@ func (r *registry) RefreshTo(ctx context.Context, v uint64) (txn.Observed, uint6
 }
 
 // bumpLocked raises the stored version (a durable write) and returns it.
-// A re-sent increment raises it twice, which is harmless: only a change
-// matters.
+// The Increment carries a nonce over a server; elsewhere a re-sent one
+// raises it twice, which is harmless: only a change matters.
 func (r *registry) bumpLocked(ctx context.Context) (uint64, error) {
 	v, err := r.store.Increment(ctx, []byte(versionRow), FamilyObservers, "v", 1)
 	return uint64(v), err

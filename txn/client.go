@@ -203,7 +203,9 @@ func retryable(err error) bool {
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// cas sends an idempotent CheckAndMutate, re-sending it on error.
+// cas sends a CheckAndMutate that the protocol makes safe to apply twice
+// in any order (each caller says why), re-sending it on error: through
+// storage.Idempotent, without a nonce, where the store offers it.
 func (c *Client) cas(ctx context.Context, row []byte, pred storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
 	if c.idem != nil {
 		return c.resendCAS(func() (bool, error) { return c.idem.CheckAndMutateIdempotent(ctx, row, pred, ifTrue, ifFalse) })
@@ -248,7 +250,9 @@ func (c *Client) resendCAS(send func() (bool, error)) (bool, error) {
 	return false, err
 }
 
-// mutate sends an idempotent Mutate, re-sending it on error.
+// mutate sends a Mutate that is safe to apply twice in any order (each
+// caller says why), re-sending it on error. Over a server it carries a
+// nonce anyway (a Mutate always does); Bigtable's client may re-send it.
 func (c *Client) mutate(ctx context.Context, row []byte, muts ...storage.Mutation) error {
 	var err error
 	for i := 0; i <= c.opts.StoreRetries; i++ {

@@ -140,6 +140,9 @@ func (c *Client) alive(ctx context.Context, l *Lock) bool {
 // rollForward commits the secondary lock at (row, col, lockTS) at
 // commitTS, the primary having committed there. Idempotent.
 func (c *Client) rollForward(ctx context.Context, row []byte, col string, lockTS, commitTS uint64, l *Lock) error {
+	// Safe in any order: conditional on the lock at lockTS, so a late copy
+	// applies nothing once it is gone, and re-puts the same commit record
+	// while it is there.
 	matched, err := c.cas(ctx, row, storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.At(lockTS)}},
 		rollForwardMutations(col, lockTS, commitTS, l), nil)
 	if matched {
@@ -151,6 +154,9 @@ func (c *Client) rollForward(ctx context.Context, row []byte, col string, lockTS
 // rollBack replaces the lock at (row, col, lockTS) with a rollback record
 // (invariant 5). Conditional on the lock, so it can never undo a commit.
 func (c *Client) rollBack(ctx context.Context, row []byte, col string, lockTS uint64) error {
+	// Safe in any order: conditional on the lock at lockTS (gone after the
+	// first copy), and the record it leaves is at start_ts, where no commit
+	// can be written.
 	matched, err := c.cas(ctx, row, storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.At(lockTS)}},
 		rollbackMutations(col, lockTS), nil)
 	if matched {
@@ -199,6 +205,9 @@ func rollbackMutations(col string, startTS uint64) []storage.Mutation {
 // and no write at or after it; otherwise the caller reads the status again.
 func (c *Client) fencePrimary(ctx context.Context, prow []byte, pcol string, startTS uint64) error {
 	rec := EncodeWrite(&Write{Op: OpRollback, StartTS: startTS})
+	// Safe in any order: a late copy applies nothing once the prewrite
+	// landed (its lock) or anything was decided (a write at or after
+	// startTS), and otherwise re-puts the same record.
 	_, err := c.cas(ctx, prow, storage.Filter{
 		{Family: FamilyLock, Qualifier: pcol, Time: storage.At(startTS)},
 		{Family: FamilyWrite, Qualifier: pcol, Time: storage.From(startTS)},

@@ -88,6 +88,19 @@
 // given timestamps and deletes apply twice harmlessly only in order, and a
 // late copy of a batch that deletes a cell would erase a later write of it.
 //
+// What a nonce costs a MutateRows: the request hashed, a record in its
+// batch, and the record's deletion once the client's mark passes it.
+// Measured on batches shaped as secondary commits (16 rows) on a 2-core
+// machine with the store's disk in memory, so that no sync hides the CPU:
+// in process (BenchmarkMutateRowsNonce, alternating the two call by call)
+// a call with a nonce took 1.07 to 1.39 times as long (about 70 against
+// 55 µs, 18 more allocations); over gRPC with 16 callers
+// (storage/remote's BenchmarkSecondaryCommitBatch) about 20% fewer rows
+// per second (e.g. 81k against 100k), in runs whose noise reached the
+// same size. On a real disk the syncs dominate and the two were within
+// noise. The protocol's secondary commits, the bulk of MutateRows
+// traffic, declare themselves and pay nothing.
+//
 // Why sessions, not HBase's nonces by time. HBase's ServerNonceManager
 // (seed 003) keys a call by (group, random nonce) and forgets it a fixed
 // time after the call ended; a client names no mark. The server then

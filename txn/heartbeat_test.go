@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed-992972ee/percolator/storage/memory"
 	"github.com/seed-992972ee/percolator/storage/storagetest"
 )
 
@@ -60,14 +59,19 @@ func TestHeartbeatKeepsLongCommitAlive(t *testing.T) {
 // the first beat's expiry but not the second's must still find the lock
 // alive.
 func TestLateHeartbeatKeepsNewerTime(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) { testLateHeartbeat(t, backend) })
+	}
+}
+
+func testLateHeartbeat(t *testing.T, backend string) {
 	ctx := context.Background()
-	mem := memory.New()
-	t.Cleanup(func() { _ = mem.Close() })
+	base := newEnvBackend(t, backend)
 	// Every call without a nonce sent while faults are on is delivered
 	// again when Flush says, never before.
-	st, lossy := storagetest.NewLossy(storagetest.SharedStore{Store: mem}, storagetest.LossyOptions{Seed: 1, Duplicate: 1, FlushOdds: math.MaxInt})
+	st, lossy := storagetest.NewLossy(base.store, storagetest.LossyOptions{Seed: 1, Duplicate: 1, FlushOdds: math.MaxInt})
 	lossy.SetEnabled(false)
-	e := newEnvOn(t, st, false)
+	e := newEnvOn(t, st, base.indexed)
 	w := e.client("writer")
 	r := e.client("reader")
 	tx, _ := w.Begin(ctx)

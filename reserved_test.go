@@ -28,7 +28,7 @@ import (
 // libraryFamilies are the families each package declares for its own
 // cells.
 var libraryFamilies = []string{
-	txn.FamilyData, txn.FamilyLock, txn.FamilyWrite, txn.FamilyNotify,
+	txn.FamilyData, txn.FamilyLock, txn.FamilyWrite, txn.FamilyNotify, txn.FamilyBeat,
 	oracle.FamilyOracle,
 	observer.FamilyObservers, observer.FamilyBackfill, observer.FamilyQuarantine, observer.FamilyStats, observer.FamilyPartitions,
 	lock.Family, queue.Family, graph.Family,

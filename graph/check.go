@@ -131,7 +131,10 @@ func (g *Graph) Check(ctx context.Context, label string) (Report, error) {
 	ip := appendPart([]byte(rowPrefix+"i/"), l.Name)
 	index := map[string]edgeKey{}
 	var corrupt []string
-	err = g.store.Scan(ctx, ip, prefixEnd(ip), storage.Filter{{Family: Family, Qualifier: qualEdge, Limit: 1}}, 0, func(r storage.Row) bool {
+	err = g.store.Scan(ctx, ip, prefixEnd(ip), indexFilter(l), 0, func(r storage.Row) bool {
+		if _, present := indexPresent(r.Cells); !present {
+			return true
+		}
 		k, ok := indexRowEdge(r.Key, l)
 		if !ok {
 			corrupt = append(corrupt, fmt.Sprintf("corrupt index row %q", r.Key))

@@ -74,12 +74,27 @@
 // # Weak consistency
 //
 // A weak label's mutation fetches the snapshot and writes the new
-// snapshot, the index edges and the degree in one batch, without a lock,
-// as S2Graph does. What can go wrong (TestWeakGoesWrong shows each): two
-// writers that fetched the same snapshot both delete the old index edge
-// and insert their own, so an index keeps an edge the snapshot no longer
-// has; the later snapshot write silently wins over the other's merge; and
-// the degree is a plain Increment, counted twice when re-sent.
+// snapshot and the index edges in one batch (MutateRows), then the degree
+// (Increment), without a lock, as S2Graph does. What can go wrong
+// (TestWeakGoesWrong shows each): two writers that fetched the same
+// snapshot both delete the old index edge and insert their own, so an
+// index keeps an edge the snapshot no longer has; the later snapshot write
+// silently wins over the other's merge; and the degree is a plain
+// Increment, counted twice when the caller sends it twice, and not at all
+// when the batch applied but the call failed before the Increment (the
+// mutation re-sent then changes no liveness, so moves no degree).
+//
+// What cannot go wrong: a late copy of a batch never erases an
+// acknowledged write (DESIGN invariant 10; Bigtable's client re-sends a
+// failed MutateRows without a nonce, and the batch goes without one over
+// a server too). The snapshot is put at its own version, so a late copy
+// adds an older version under the newest; an index write removes only
+// versions up to its own, and a delete leaves a marker at its version
+// (qualGone), as strong labels' do. Queries and Check of a weak label read
+// the newest edge and marker of each index row, and count the edge only
+// when it is the newer (TestWeakLateDeleteKeepsReinsert). So, with one
+// writer per edge at a time, the index edges match the snapshots whatever
+// the faults (TestWeakLossyHistory); only the degree may be off.
 //
 // # Txn consistency
 //

@@ -97,6 +97,8 @@ func (g *Graph) CreateLabel(ctx context.Context, l Label) error {
 	}
 	row := labelRow(l.Name)
 	pred := storage.Filter{{Family: Family, Qualifier: qualLabel}}
+	// A nonce over a server; safe in any order anyway: it writes only
+	// where no definition exists, and a definition is never removed.
 	matched, err := g.store.CheckAndMutate(ctx, row, pred, nil, []storage.Mutation{storage.SetCell(Family, qualLabel, 1, b)})
 	if err != nil {
 		return err

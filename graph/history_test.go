@@ -42,30 +42,59 @@ func TestRandomHistory(t *testing.T) {
 	if err := New(mem, opts).CreateLabel(ctx, rates); err != nil {
 		t.Fatal(err)
 	}
-	const edges, workers = 3, 8
 	per := 60
 	if testing.Short() {
 		per = 20
 	}
+	h := graphHistory{edges: 3, workers: 8, per: per, increments: true}
+	applied := h.run(t, g, s)
+	t.Logf("%d store calls, %d injected failures", fs.calls.Load(), fs.errs.Load())
+	clean := New(mem, Options{})
+	rep := checkClean(t, clean, "rates")
+	if rep.Locked != 0 {
+		t.Fatalf("%d edges still locked after every mutation returned", rep.Locked)
+	}
+	checkFold(t, clean, applied)
+}
+
+// graphHistory is a random history of mutations of the edges u -> p<i>
+// of the rates label, each re-sent with its ID until it returns.
+type graphHistory struct {
+	edges, workers, per int
+	// increments adds Increment operations, which only a strong label
+	// applies once when re-sent (it recognises the ID).
+	increments bool
+	// own gives each worker edges of its own (edges per worker): one
+	// writer per edge at a time, as weak labels need.
+	own bool
+}
+
+// run runs h on g and returns, per target, the mutations that were
+// applied (not dropped).
+func (h graphHistory) run(t *testing.T, g *Graph, s uint64) map[string][]Mutation {
+	t.Helper()
 	var ts atomic.Int64
 	var mu sync.Mutex
 	applied := map[string][]Mutation{}
 	var wg sync.WaitGroup
-	for w := range workers {
+	for w := range h.workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(s, uint64(w)))
-			for range per {
-				e := rng.IntN(edges)
+			for range h.per {
+				e := rng.IntN(h.edges)
+				if h.own {
+					e += w * h.edges
+				}
 				m := Mutation{Label: "rates", Src: "u", Tgt: fmt.Sprint("p", e), TS: ts.Add(1), ID: rng.Uint64() | 1}
-				switch rng.IntN(10) {
-				case 0, 1:
+				switch r := rng.IntN(10); {
+				case r < 2:
 					m.Op = Delete
-				case 2, 3:
+				case r < 4 && h.increments:
 					m.Op = Increment
 					m.Props = Props{"visits": IntValue(int64(rng.IntN(5) + 1))}
-				case 4, 5, 6:
+				case r < 7:
 					m.Op = Update
 					m.Props = rating(float64(rng.IntN(4)))
 				default:
@@ -92,21 +121,20 @@ func TestRandomHistory(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d store calls, %d injected failures", fs.calls.Load(), fs.errs.Load())
-	clean := New(mem, Options{})
-	rep := checkClean(t, clean, "rates")
-	if rep.Locked != 0 {
-		t.Fatalf("%d edges still locked after every mutation returned", rep.Locked)
-	}
-	for e := range edges {
-		tgt := fmt.Sprint("p", e)
-		ms := applied[tgt]
+	return applied
+}
+
+// checkFold checks that each edge's snapshot is the fold of the mutations
+// applied to it, in version order.
+func checkFold(t *testing.T, g *Graph, applied map[string][]Mutation) {
+	t.Helper()
+	for tgt, ms := range applied {
 		sort.Slice(ms, func(i, j int) bool { return ms[i].TS < ms[j].TS })
 		var want edgeState
 		for i := range ms {
 			want = want.apply(&ms[i])
 		}
-		got, live, err := clean.GetEdge(ctx, "rates", "u", tgt)
+		got, live, err := g.GetEdge(ctx, "rates", "u", tgt)
 		if err != nil {
 			t.Fatal(err)
 		}

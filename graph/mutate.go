@@ -102,6 +102,9 @@ func (g *Graph) casSnapshot(ctx context.Context, row []byte, ver uint64, s *snap
 		storage.SetCell(Family, qualSnapshot, ver+1, encodeSnapshot(s)),
 		{Kind: storage.DeleteCells, Family: Family, Qualifier: qualSnapshot, Time: storage.Before(ver + 1)},
 	}
+	// A nonce over a server, so a re-sent call learns its own outcome;
+	// safe in any order anyway: a late copy finds version ver+1 or newer
+	// and applies nothing.
 	matched, err := g.store.CheckAndMutate(ctx, row, pred, nil, muts)
 	return !matched && err == nil, err
 }
@@ -366,22 +369,61 @@ func (g *Graph) writeIndex(ctx context.Context, op indexOp) error {
 		{Family: Family, Qualifier: qualEdge, Time: storage.From(op.ver + 1), Limit: 1},
 		{Family: Family, Qualifier: qualGone, Time: storage.From(op.ver + 1), Limit: 1},
 	}
-	var muts []storage.Mutation
+	// With a nonce over a server; safe in any order anyway (above).
+	_, err := g.store.CheckAndMutate(ctx, op.row, pred, nil, op.mutations())
+	return err
+}
+
+// mutations are op's writes to its index row: an insert puts the edge at
+// op.ver and removes the older edge versions and every marker up to
+// op.ver; a delete puts the marker at op.ver and removes the edge versions
+// up to op.ver and the older markers. Each removal stops at op.ver, so
+// applied after a write of a newer version it leaves that write, and the
+// row's newest cell (edge or marker) says whether the edge is present
+// (indexPresent), in whatever order the writes landed.
+func (op indexOp) mutations() []storage.Mutation {
 	if op.insert {
-		muts = []storage.Mutation{
+		return []storage.Mutation{
 			storage.SetCell(Family, qualEdge, op.ver, op.value),
 			{Kind: storage.DeleteCells, Family: Family, Qualifier: qualEdge, Time: storage.Before(op.ver)},
 			{Kind: storage.DeleteCells, Family: Family, Qualifier: qualGone, Time: storage.Before(op.ver + 1)},
 		}
-	} else {
-		muts = []storage.Mutation{
-			storage.SetCell(Family, qualGone, op.ver, nil),
-			{Kind: storage.DeleteCells, Family: Family, Qualifier: qualEdge, Time: storage.Before(op.ver + 1)},
-			{Kind: storage.DeleteCells, Family: Family, Qualifier: qualGone, Time: storage.Before(op.ver)},
+	}
+	return []storage.Mutation{
+		storage.SetCell(Family, qualGone, op.ver, nil),
+		{Kind: storage.DeleteCells, Family: Family, Qualifier: qualEdge, Time: storage.Before(op.ver + 1)},
+		{Kind: storage.DeleteCells, Family: Family, Qualifier: qualGone, Time: storage.Before(op.ver)},
+	}
+}
+
+// indexFilter selects what decides whether an index row of l holds an
+// edge: its newest edge cell and, for a weak label, its newest marker. A
+// strong label's index writes are CheckAndMutates that refuse an older
+// version, so its rows never hold both; a weak label's are blind, and a
+// late one can leave an older edge under a newer marker.
+func indexFilter(l *Label) storage.Filter {
+	f := storage.Filter{{Family: Family, Qualifier: qualEdge, Limit: 1}}
+	if l.Consistency == Weak {
+		f = append(f, storage.Selector{Family: Family, Qualifier: qualGone, Limit: 1})
+	}
+	return f
+}
+
+// indexPresent returns the edge cell of an index row read with
+// indexFilter, if the edge is present: an edge cell newer than any marker.
+func indexPresent(cells []storage.Cell) (storage.Cell, bool) {
+	var edge storage.Cell
+	var found bool
+	var gone uint64
+	for _, c := range cells {
+		switch c.Qualifier {
+		case qualEdge:
+			edge, found = c, true
+		case qualGone:
+			gone = max(gone, c.TS)
 		}
 	}
-	_, err := g.store.CheckAndMutate(ctx, op.row, pred, nil, muts)
-	return err
+	return edge, found && edge.TS > gone
 }
 
 // flipDegree sets one edge's presence cell in a degree row to op.present
@@ -429,6 +471,8 @@ func (g *Graph) flipDegree(ctx context.Context, op degreeOp) error {
 				storage.SetCell(Family, qualCount, cTS+1, encodeCount(count)),
 				storage.Mutation{Kind: storage.DeleteCells, Family: Family, Qualifier: qualCount, Time: storage.Before(cTS + 1)})
 		}
+		// A nonce over a server; safe in any order anyway: a late copy
+		// finds the presence cell (or the count) newer than it read.
 		changed, err := g.store.CheckAndMutate(ctx, op.row, pred, nil, muts)
 		if err != nil || !changed {
 			return err

@@ -74,12 +74,16 @@ func (g *Graph) Neighbors(ctx context.Context, q Query) ([]Edge, error) {
 	var out []Edge
 	skip := q.Offset
 	var derr error
-	err = g.store.Scan(ctx, start, end, storage.Filter{{Family: Family, Qualifier: qualEdge, Limit: 1}}, 0, func(r storage.Row) bool {
+	err = g.store.Scan(ctx, start, end, indexFilter(l), 0, func(r storage.Row) bool {
+		cell, ok := indexPresent(r.Cells)
+		if !ok {
+			return true
+		}
 		if skip > 0 {
 			skip--
 			return true
 		}
-		e, err := decodeIndexEdge(l, ix, q, r.Key, r.Cells[0].Value)
+		e, err := decodeIndexEdge(l, ix, q, r.Key, cell.Value)
 		if err != nil {
 			derr = err
 			return false

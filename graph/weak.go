@@ -36,14 +36,9 @@ func (g *Graph) mutateWeak(ctx context.Context, l *Label, m *Mutation) (Result, 
 		{Kind: storage.DeleteCells, Family: Family, Qualifier: qualSnapshot, Time: storage.Before(ver + 1)},
 	}}}
 	for _, op := range em.index {
-		var muts []storage.Mutation
-		if op.insert {
-			muts = []storage.Mutation{storage.SetCell(Family, qualEdge, op.ver, op.value),
-				{Kind: storage.DeleteCells, Family: Family, Qualifier: qualEdge, Time: storage.Before(op.ver)}}
-		} else {
-			muts = []storage.Mutation{{Kind: storage.DeleteCells, Family: Family, Qualifier: qualEdge}}
-		}
-		batch = append(batch, storage.RowMutation{Row: op.row, Mutations: muts})
+		// Versioned: a delete leaves a marker at its version and removes
+		// the edge only up to it (indexOp.mutations), as strong labels do.
+		batch = append(batch, storage.RowMutation{Row: op.row, Mutations: op.mutations()})
 	}
 	if err := g.mutateRows(ctx, batch); err != nil {
 		return Result{}, err
@@ -53,6 +48,8 @@ func (g *Graph) mutateWeak(ctx context.Context, l *Label, m *Mutation) (Result, 
 		if op.present {
 			delta = 1
 		}
+		// Not idempotent: a nonce over a server; on Bigtable a failure
+		// is an unknown outcome. Counted twice or not at all then (doc.go).
 		if _, err := g.store.Increment(ctx, op.row, Family, qualWeakCount, delta); err != nil {
 			return Result{}, err
 		}
@@ -60,22 +57,37 @@ func (g *Graph) mutateWeak(ctx context.Context, l *Label, m *Mutation) (Result, 
 	return Result{Existed: before.live()}, nil
 }
 
+// mutateRows sends a weak mutation's batch. It is safe to apply twice in
+// any order, as Bigtable's client may (it re-sends a failed MutateRows):
+// the snapshot is put at its own version and older ones removed, so a
+// late copy adds an older version under the newest; each index write
+// removes only versions up to its own (indexOp.mutations). So it goes
+// without a nonce where the store offers that.
 func (g *Graph) mutateRows(ctx context.Context, batch []storage.RowMutation) error {
+	if b, ok := g.store.(storage.IdempotentBatcher); ok {
+		errs, err := b.MutateRowsIdempotent(ctx, batch)
+		return firstErr(errs, err)
+	}
 	if b, ok := g.store.(storage.Batcher); ok {
 		errs, err := b.MutateRows(ctx, batch)
-		if err != nil {
-			return err
-		}
-		for _, e := range errs {
-			if e != nil {
-				return e
-			}
-		}
-		return nil
+		return firstErr(errs, err)
 	}
 	for _, r := range batch {
 		if err := g.store.Mutate(ctx, r.Row, r.Mutations...); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// firstErr is err, or the first of errs.
+func firstErr(errs []error, err error) error {
+	if err != nil {
+		return err
+	}
+	for _, e := range errs {
+		if e != nil {
+			return e
 		}
 	}
 	return nil

@@ -131,7 +131,13 @@ func (f *Framework) Register(ctx context.Context, o Observer) error {
 // storeRegistration makes o's registration durable, then raises the
 // registry's version.
 func (f *Framework) storeRegistration(ctx context.Context, o Observer) error {
-	err := f.store.Mutate(ctx, []byte(o.Column), storage.SetCell(FamilyObservers, o.Name, 0, regValue(o.Weak, !o.Weak)))
+	ts, err := f.oracle.Timestamp(ctx)
+	if err == nil {
+		// A nonce over a server; safe in any order anyway (Bigtable's
+		// client may re-send it): a late copy lands under any newer
+		// version (a later Unregister's).
+		err = f.store.Mutate(ctx, []byte(o.Column), versioned(FamilyObservers, o.Name, ts, regValue(o.Weak, !o.Weak))...)
+	}
 	if err == nil {
 		_, err = f.reg.bumpLocked(ctx)
 	}
@@ -158,9 +164,13 @@ func (f *Framework) Unregister(ctx context.Context, name string) error {
 	if g == nil {
 		return fmt.Errorf("%w: no observer named %q", ErrInvalidArgument, name)
 	}
-	err = f.store.Mutate(ctx, []byte(g.column), storage.DeleteCell(FamilyObservers, name, 0))
+	ts, err := f.oracle.Timestamp(ctx)
 	if err == nil {
-		err = f.store.Mutate(ctx, []byte(g.column), storage.DeleteCell(FamilyBackfill, name, 0))
+		// A nonce over a server; safe in any order anyway: a late copy
+		// lands under a newer registration of the name, and removes only
+		// this registration's backfill progress.
+		err = f.store.Mutate(ctx, []byte(g.column), append(versioned(FamilyObservers, name, ts, []byte(unregistered)),
+			storage.DeleteCell(FamilyBackfill, name, g.version))...)
 	}
 	if err == nil {
 		_, err = f.reg.bumpLocked(ctx)
@@ -200,7 +210,10 @@ func (f *Framework) backfill(ctx context.Context, g *registration) error {
 			return fmt.Errorf("observer: backfill of %q: %w", g.name, err)
 		}
 		last := rows[len(rows)-1]
-		if err := f.store.Mutate(ctx, []byte(g.column), storage.SetCell(FamilyBackfill, g.name, 0, last)); err != nil {
+		// A nonce over a server. A late copy moves this backfill's
+		// progress back (a chunk notified again: harmless), or leaves it
+		// after the backfill ended, where no other registration reads it.
+		if err := f.store.Mutate(ctx, []byte(g.column), storage.SetCell(FamilyBackfill, g.name, g.version, last)); err != nil {
 			return fmt.Errorf("observer: backfill of %q: %w", g.name, err)
 		}
 		from = append(last, 0)
@@ -210,7 +223,7 @@ func (f *Framework) backfill(ctx context.Context, g *registration) error {
 // backfillCursor is where g's backfill resumes: after the last row an
 // earlier run notified, or at the start.
 func (f *Framework) backfillCursor(ctx context.Context, g *registration) ([]byte, error) {
-	r, err := f.store.ReadRow(ctx, []byte(g.column), storage.Filter{{Family: FamilyBackfill, Qualifier: g.name}})
+	r, err := f.store.ReadRow(ctx, []byte(g.column), storage.Filter{{Family: FamilyBackfill, Qualifier: g.name, Time: storage.At(g.version)}})
 	if err != nil || len(r.Cells) == 0 {
 		return nil, err
 	}
@@ -230,14 +243,19 @@ func (f *Framework) cellsFrom(ctx context.Context, column string, from []byte) (
 }
 
 // notifyRows durably sets a notification of column at ts on every row.
+// Safe to apply twice in any order, so sent without a nonce where the
+// store offers that: each is a version at the backfill's own timestamp,
+// and a late copy after a scanner cleared it brings back a notification
+// whose run finds the cell clean.
 func (f *Framework) notifyRows(ctx context.Context, rows [][]byte, column string, ts uint64) error {
 	wall := txn.EncodeNotify(uint64(time.Now().UnixMilli()))
-	if b, ok := f.store.(storage.Batcher); ok {
+	send := batchOf(f.store)
+	if send != nil {
 		batch := make([]storage.RowMutation, len(rows))
 		for i, row := range rows {
 			batch[i] = storage.RowMutation{Row: f.notifyRow(row), Mutations: []storage.Mutation{storage.SetCell(txn.FamilyNotify, column, ts, wall)}}
 		}
-		errs, err := b.MutateRows(ctx, batch)
+		errs, err := send(ctx, batch)
 		if err == nil {
 			err = joinErrs(errs)
 		}
@@ -251,12 +269,35 @@ func (f *Framework) notifyRows(ctx context.Context, rows [][]byte, column string
 	return nil
 }
 
+// versioned puts value at ts in (family, qualifier) and removes the older
+// versions: a late copy of it lands under any newer write.
+func versioned(family, qualifier string, ts uint64, value []byte) []storage.Mutation {
+	return []storage.Mutation{
+		storage.SetCell(family, qualifier, ts, value),
+		{Kind: storage.DeleteCells, Family: family, Qualifier: qualifier, Time: storage.Before(ts)},
+	}
+}
+
+// batchOf returns st's MutateRows for batches that are safe in any order:
+// the variant without a nonce where st offers it; nil if st cannot batch.
+func batchOf(st storage.Store) func(context.Context, []storage.RowMutation) ([]error, error) {
+	if b, ok := st.(storage.IdempotentBatcher); ok {
+		return b.MutateRowsIdempotent
+	}
+	if b, ok := st.(storage.Batcher); ok {
+		return b.MutateRows
+	}
+	return nil
+}
+
 // backfillDone marks g's registration complete and drops its progress.
 // f.reg.mu is held.
 func (f *Framework) backfillDone(ctx context.Context, g *registration) error {
+	// A nonce over a server; safe in any order anyway: it rewrites the
+	// registration's own version, under any newer one (an Unregister's).
 	if err := f.store.Mutate(ctx, []byte(g.column),
-		storage.SetCell(FamilyObservers, g.name, 0, regValue(g.weak, false)),
-		storage.DeleteCell(FamilyBackfill, g.name, 0)); err != nil {
+		storage.SetCell(FamilyObservers, g.name, g.version, regValue(g.weak, false)),
+		storage.DeleteCell(FamilyBackfill, g.name, g.version)); err != nil {
 		return fmt.Errorf("observer: backfill of %q: %w", g.name, err)
 	}
 	_, err := f.reg.loadLocked(ctx)
@@ -305,5 +346,8 @@ func (f *Framework) Notify(ctx context.Context, row, column string) error {
 	if err != nil {
 		return err
 	}
+	// Safe in any order: a version at a fresh timestamp; a late copy after
+	// its run brings back a notification, and weak observers may run more
+	// than once.
 	return f.store.Mutate(ctx, f.notifyRow([]byte(row)), storage.SetCell(txn.FamilyNotify, column, ts, txn.EncodeNotify(uint64(time.Now().UnixMilli()))))
 }

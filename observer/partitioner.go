@@ -95,6 +95,10 @@ func (p *partitioner) withdraw(ctx context.Context) {
 	if p.owner == "" {
 		return
 	}
+	// A nonce over a server. On Bigtable a late copy of a publish or
+	// withdrawal only misstates the ranges Status shows, until the next
+	// re-sample or the stale-entry sweep: correctness does not depend on
+	// them.
 	if err := p.f.store.Mutate(ctx, []byte(partitionsRow), storage.DeleteCell(FamilyPartitions, p.owner, 0)); err != nil {
 		p.f.opts.Logger.Warn("observer: withdrawing the published partition", "err", err)
 		return
@@ -278,6 +282,8 @@ func (p *partitioner) publish(ctx context.Context, part *Partition) {
 		}
 	}
 	if err == nil {
+		// A nonce over a server; on Bigtable a late copy misstates the
+		// ranges Status shows for a while (see stop).
 		err = p.f.store.Mutate(ctx, []byte(partitionsRow), muts...)
 	}
 	if err != nil && ctx.Err() == nil {

@@ -86,7 +86,13 @@ func (f *Framework) failed(ctx context.Context, row, col string, g *registration
 // why.
 func (f *Framework) quarantine(ctx context.Context, row, col string, g *registration, failures int, why error) error {
 	rec, _ := json.Marshal(quarantineRecord{Failures: failures, Error: why.Error(), WallMS: time.Now().UnixMilli()})
-	if err := f.store.Mutate(ctx, []byte(row), storage.SetCell(FamilyQuarantine, col+":"+g.name, 0, rec)); err != nil {
+	ts, err := f.oracle.Timestamp(ctx)
+	if err != nil {
+		return transient(err)
+	}
+	// A nonce over a server. A late copy lands under a newer record; after
+	// a Retry it lists the cell again (a second Retry runs it once more).
+	if err := f.store.Mutate(ctx, []byte(row), versioned(FamilyQuarantine, col+":"+g.name, ts, rec)...); err != nil {
 		return transient(err)
 	}
 	f.stats.add(g.name, statQuarantined, 1)
@@ -119,12 +125,13 @@ type Quarantined struct {
 	Failures int    `json:"failures"`
 	Error    string `json:"error"`
 	WallMS   int64  `json:"wall_ms"`
+	version  uint64 // the record's, which Retry removes
 }
 
 // Quarantine lists the quarantined notifications, in row order.
 func (f *Framework) Quarantine(ctx context.Context) ([]Quarantined, error) {
 	var out []Quarantined
-	err := f.store.Scan(ctx, nil, nil, storage.Filter{{Family: FamilyQuarantine, AllQualifiers: true}}, 0, func(r storage.Row) bool {
+	err := f.store.Scan(ctx, nil, nil, storage.Filter{{Family: FamilyQuarantine, AllQualifiers: true, Limit: 1}}, 0, func(r storage.Row) bool {
 		for _, c := range r.Cells {
 			col, name, ok := strings.Cut(c.Qualifier, ":")
 			if !ok {
@@ -133,7 +140,7 @@ func (f *Framework) Quarantine(ctx context.Context) ([]Quarantined, error) {
 			var rec quarantineRecord
 			_ = json.Unmarshal(c.Value, &rec)
 			out = append(out, Quarantined{Row: string(r.Key), Column: col, Observer: name,
-				Failures: rec.Failures, Error: rec.Error, WallMS: rec.WallMS})
+				Failures: rec.Failures, Error: rec.Error, WallMS: rec.WallMS, version: c.TS})
 		}
 		return true
 	})
@@ -154,7 +161,9 @@ func (f *Framework) Retry(ctx context.Context) (int, error) {
 		if err != nil {
 			return i, err
 		}
-		unq := storage.DeleteCell(FamilyQuarantine, q.Column+":"+q.Observer, 0)
+		// A nonce over a server; safe in any order anyway: it removes
+		// exactly the record listed, never a newer one of the cell.
+		unq := storage.DeleteCell(FamilyQuarantine, q.Column+":"+q.Observer, q.version)
 		notify := storage.SetCell(txn.FamilyNotify, q.Column, ts, txn.EncodeNotify(uint64(time.Now().UnixMilli())))
 		if f.sepNotify {
 			// Two rows: the notification first, so that a crash between

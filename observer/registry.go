@@ -17,13 +17,23 @@ const (
 	// FamilyObservers records registrations: row = observed column,
 	// qualifier = observer name, value = "strong" or "weak", followed by
 	// " backfill" while the backfill of existing cells is unfinished
-	// (invariant 1). The row versionRow holds the registry's version.
+	// (invariant 1), or "unregistered". The newest version of the cell
+	// is the registration: Register and Unregister write at a fresh
+	// timestamp and remove only older versions, so a late copy of either
+	// (Bigtable's client re-sends a failed write without a nonce) lands
+	// under the newer one. The row versionRow holds the registry's
+	// version.
 	FamilyObservers = "observers"
 	// FamilyBackfill holds each unfinished backfill's progress: row =
-	// column, qualifier = observer name, value = the last row notified.
+	// column, qualifier = observer name, version = the registration's,
+	// value = the last row notified. A backfill reads only its own
+	// registration's version, so a late copy of an older registration's
+	// record is never resumed from.
 	FamilyBackfill = "observer_backfill"
 	// FamilyQuarantine holds notifications whose observer kept failing:
-	// row = the cell's row, qualifier = column ":" observer.
+	// row = the cell's row, qualifier = column ":" observer, at the
+	// timestamp of the quarantine (the newest version is listed); Retry
+	// removes exactly the version it listed.
 	FamilyQuarantine = "quarantine"
 	// FamilyStats holds per-observer counters: row = observer name.
 	FamilyStats = "observer_stats"
@@ -66,7 +76,8 @@ func AckColumn(name, column string) string { return txn.ReservedPrefix + "ack:" 
 type registration struct {
 	name, column string
 	weak         bool
-	backfill     bool // its backfill is unfinished
+	backfill     bool   // its backfill is unfinished
+	version      uint64 // the registration cell's version
 	fn           Func
 }
 
@@ -184,8 +195,8 @@ func (r *registry) RefreshTo(ctx context.Context, v uint64) (txn.Observed, uint6
 }
 
 // bumpLocked raises the stored version (a durable write) and returns it.
-// A re-sent increment raises it twice, which is harmless: only a change
-// matters.
+// The Increment carries a nonce over a server; elsewhere a re-sent one
+// raises it twice, which is harmless: only a change matters.
 func (r *registry) bumpLocked(ctx context.Context) (uint64, error) {
 	v, err := r.store.Increment(ctx, []byte(versionRow), FamilyObservers, "v", 1)
 	return uint64(v), err
@@ -209,13 +220,16 @@ func (r *registry) loadLocked(ctx context.Context) (*regSet, error) {
 		return nil, fmt.Errorf("observer: loading registrations: %w", err)
 	}
 	m := map[string][]*registration{}
-	err = r.store.Scan(ctx, nil, nil, storage.Filter{{Family: FamilyObservers, AllQualifiers: true}}, 0, func(row storage.Row) bool {
+	err = r.store.Scan(ctx, nil, nil, storage.Filter{{Family: FamilyObservers, AllQualifiers: true, Limit: 1}}, 0, func(row storage.Row) bool {
 		if strings.HasPrefix(string(row.Key), txn.ReservedPrefix) {
 			return true
 		}
 		for _, c := range row.Cells {
+			if string(c.Value) == unregistered {
+				continue
+			}
 			kind, state, _ := strings.Cut(string(c.Value), " ")
-			g := &registration{name: c.Qualifier, column: string(row.Key), weak: kind == "weak", backfill: state == "backfill", fn: r.code[c.Qualifier]}
+			g := &registration{name: c.Qualifier, column: string(row.Key), weak: kind == "weak", backfill: state == "backfill", version: c.TS, fn: r.code[c.Qualifier]}
 			m[g.column] = append(m[g.column], g)
 		}
 		return true
@@ -257,6 +271,10 @@ func kind(weak bool) string {
 	}
 	return "strong"
 }
+
+// unregistered is the value of a registration cell that an Unregister
+// wrote: no registration.
+const unregistered = "unregistered"
 
 // regValue is a registration cell's value.
 func regValue(weak, backfill bool) []byte {

@@ -78,6 +78,8 @@ func (f *Framework) flushStats(ctx context.Context) {
 			row = scannersRow
 		}
 		for stat, n := range stats {
+			// A nonce over a server; on Bigtable an unknown outcome may
+			// count twice (informational counters).
 			if _, err := f.store.Increment(ctx, []byte(row), FamilyStats, stat, n); err != nil {
 				f.opts.Logger.Warn("observer: storing counters", "err", err)
 			}

@@ -718,6 +718,9 @@ func (f *Framework) clear(ctx context.Context, row []byte, col string, seen, ahe
 	// The delete need not be durable on return: lost in a crash, it leaves
 	// a notification whose run finds the cell clean (the ack is durable)
 	// and clears it again. So it rides on the next durable write.
+	// A nonce over a server; Bigtable never re-sends it. Safe in any
+	// order anyway: it deletes only the versions seen, which no later
+	// write re-creates but a late copy of the same notification.
 	cam := f.store.CheckAndMutate
 	if d, ok := f.store.(storage.Deferred); ok && !durable {
 		cam = d.CheckAndMutateDeferred
@@ -762,6 +765,8 @@ func (f *Framework) clearApart(ctx context.Context, row []byte, col string, pred
 		}
 		pred[1].Time = storage.From(low)
 	}
+	// A nonce over a server. Safe in any order anyway: a fence lands only
+	// where its prewrite has neither landed nor been decided.
 	matched, err := f.store.CheckAndMutate(ctx, row, pred, nil, fences)
 	if err != nil {
 		return false, transient(err)
@@ -769,6 +774,7 @@ func (f *Framework) clearApart(ctx context.Context, row []byte, col string, pred
 	if matched {
 		return false, nil
 	}
+	// Exact versions: safe in any order, as clear's.
 	if err := f.store.Mutate(ctx, f.notifyRow(row), dels...); err != nil {
 		return false, transient(err)
 	}
@@ -785,6 +791,7 @@ func (f *Framework) clearOrphans(ctx context.Context, row []byte, col string, se
 	for i, ts := range seen {
 		dels[i] = storage.DeleteCell(txn.FamilyNotify, col, ts)
 	}
+	// Exact versions: safe in any order, as clear's.
 	if err := f.store.Mutate(ctx, f.notifyRow(row), dels...); err != nil {
 		return false, true, transient(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"google.golang.org/grpc"
@@ -265,17 +264,16 @@ func (s *storageService) MutateRows(ctx context.Context, req *rpcpb.MutateRowsRe
 		}
 		rows[i] = storage.RowMutation{Row: r.Row, Mutations: rpc.MutationsFromPB(r.Mutations)}
 	}
-	errs, err := s.st().MutateRows(ctx, rows)
+	// The server's store commits the rows in one batch, all or none: a
+	// call either fails whole or succeeds for every row, so a nonce's
+	// record holds no result, and a replay answers success.
+	_, replayed, err := s.once(ctx, "MutateRows", req, &req.Nonce, func(rec recorder) ([]byte, error) {
+		return nil, s.st().MutateRowsRecorded(ctx, rows, records(rec, nil))
+	})
 	if err != nil {
-		return nil, s.srv.status(err)
+		return nil, err
 	}
-	resp := &rpcpb.MutateRowsResponse{}
-	for i, e := range errs {
-		if e != nil {
-			resp.Errors = append(resp.Errors, &rpcpb.RowError{Index: int32(i), Message: e.Error(), InvalidArgument: errors.Is(e, storage.ErrInvalidArgument)})
-		}
-	}
-	return resp, nil
+	return &rpcpb.MutateRowsResponse{Replayed: replayed}, nil
 }
 
 // Increment implements rpcpb.StorageServer.

@@ -219,6 +219,15 @@ type Store interface {
 // not atomic together (as Bigtable's MutateRows). The returned slice has one
 // error per RowMutation (nil for success), or is nil when all succeeded; err
 // is set when the call failed as a whole.
+//
+// A batch is not assumed safe to apply twice: puts at given timestamps and
+// deletes are idempotent, but a late copy of a batch that deletes (or
+// re-puts) a cell undoes a later write of it. Over a server (Idempotent)
+// MutateRows carries a nonce, so the server applies it once; a caller
+// whose batch is safe under any reordering declares it with
+// IdempotentBatcher instead. A store without nonces (Bigtable, whose
+// client re-sends a failed MutateRows) may still apply it again, late:
+// there, every caller's batch must be safe under reordering.
 type Batcher interface {
 	MutateRows(ctx context.Context, rows []RowMutation) (errs []error, err error)
 }
@@ -327,10 +336,24 @@ type Compacter interface {
 // Idempotent is an optional capability of a store reached over a network,
 // whose client resends a call whose outcome it did not learn, with a nonce
 // for calls that are not safe to apply twice (storage/remote). A caller
-// whose CheckAndMutate is safe to apply twice — a late duplicate changes
-// nothing once the first has applied (DESIGN invariant 6: the protocol's
-// prewrites, commits and rollbacks) — sends it through this variant, which
-// carries no nonce and so keeps the server's nonce table small.
+// whose CheckAndMutate is safe to apply twice, in any order — a late
+// duplicate changes nothing once the first has applied, whatever was
+// written since (DESIGN invariant 6: the protocol's prewrites, commits and
+// rollbacks) — sends it through this variant, which carries no nonce and
+// so keeps the server's nonce table small. The call site says why it is
+// safe.
 type Idempotent interface {
 	CheckAndMutateIdempotent(ctx context.Context, row []byte, predicate Filter, ifTrue, ifFalse []Mutation) (matched bool, err error)
+}
+
+// IdempotentBatcher is the Batcher counterpart of Idempotent: a caller
+// whose batch is safe to apply twice under any reordering — a late copy,
+// landing after any later write, changes nothing that write made (the
+// protocol's secondary commits: a commit record at commit_ts, and a lock
+// erased only at its exact start_ts) — sends it through this variant,
+// without the nonce plain MutateRows carries over a server. The call site
+// says why it is safe. A store implements it where plain MutateRows
+// carries a nonce (storage/remote); elsewhere the caller uses MutateRows.
+type IdempotentBatcher interface {
+	MutateRowsIdempotent(ctx context.Context, rows []RowMutation) (errs []error, err error)
 }

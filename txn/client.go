@@ -23,7 +23,12 @@ type Oracle interface {
 // (storage.ErrInUse) until the first is closed.
 type Client struct {
 	store storage.Store
-	batch storage.Batcher // nil when the store cannot batch
+	// batch is nil when the store cannot batch. Every batch txn sends is
+	// safe to apply twice under any reordering (secondary commits,
+	// notifications written ahead), so on a store that offers it (a
+	// server) it is the variant without a nonce, and batchIdem is set.
+	batch     storage.Batcher
+	batchIdem bool
 	// sepNotify: notifications live in their own rows (SeparateNotify).
 	sepNotify bool
 	// unversioned counts down the commits that skip the oracle's registry
@@ -68,6 +73,9 @@ func NewClient(ctx context.Context, store storage.Store, oracle Oracle, live coo
 	}
 	c := &Client{store: store, oracle: oracle, live: live, opts: opts, sleep: SleepContext, secondaryBatch: 256}
 	c.batch, _ = store.(storage.Batcher)
+	if ib, ok := store.(storage.IdempotentBatcher); ok {
+		c.batch, c.batchIdem = idempotentBatcher{ib}, true
+	}
 	c.deferred, _ = store.(storage.Deferred)
 	c.idem, _ = store.(storage.Idempotent)
 	c.sepNotify = SeparateNotify(store)
@@ -75,6 +83,13 @@ func NewClient(ctx context.Context, store storage.Store, oracle Oracle, live coo
 		return nil, err
 	}
 	return c, nil
+}
+
+// idempotentBatcher sends MutateRows through the variant without a nonce.
+type idempotentBatcher struct{ b storage.IdempotentBatcher }
+
+func (i idempotentBatcher) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	return i.b.MutateRowsIdempotent(ctx, rows)
 }
 
 // Owns reports whether a client of store owns it: an exclusive store (an
@@ -188,7 +203,9 @@ func retryable(err error) bool {
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// cas sends an idempotent CheckAndMutate, re-sending it on error.
+// cas sends a CheckAndMutate that the protocol makes safe to apply twice
+// in any order (each caller says why), re-sending it on error: through
+// storage.Idempotent, without a nonce, where the store offers it.
 func (c *Client) cas(ctx context.Context, row []byte, pred storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
 	if c.idem != nil {
 		return c.resendCAS(func() (bool, error) { return c.idem.CheckAndMutateIdempotent(ctx, row, pred, ifTrue, ifFalse) })
@@ -233,7 +250,9 @@ func (c *Client) resendCAS(send func() (bool, error)) (bool, error) {
 	return false, err
 }
 
-// mutate sends an idempotent Mutate, re-sending it on error.
+// mutate sends a Mutate that is safe to apply twice in any order (each
+// caller says why), re-sending it on error. Over a server it carries a
+// nonce anyway (a Mutate always does); Bigtable's client may re-send it.
 func (c *Client) mutate(ctx context.Context, row []byte, muts ...storage.Mutation) error {
 	var err error
 	for i := 0; i <= c.opts.StoreRetries; i++ {

@@ -108,6 +108,9 @@ func (c *Client) commitPrimary(ctx context.Context, t *Txn, rw *rowWrites, commi
 	primary := rw.muts[0]
 	pred := storage.Filter{{Family: FamilyLock, Qualifier: primary.col, Time: storage.At(t.startTS)}}
 	locked := func() (bool, bool) { return c.index.hasLock(rw.row, primary.col, t.startTS), true }
+	// Safe in any order: a late copy re-puts the same commit records at
+	// commit_ts where the lock at start_ts still is, and applies nothing
+	// once it is gone (committed, or rolled back: a rollback record).
 	matched, err := c.casIndexed(ctx, rw.row, locked, nil, pred, c.commitMutations(t, rw, commitTS), nil, false)
 	if err == nil && matched {
 		return nil
@@ -189,7 +192,11 @@ func (c *Client) commitBatch(ctx context.Context, t *Txn, rows []*rowWrites, com
 	switch {
 	case c.deferred != nil:
 		send = c.deferred.MutateRowsDeferred
-	case c.batch != nil && len(rows) > 1:
+	case c.batch != nil && (len(rows) > 1 || c.batchIdem):
+		// A late copy re-puts the same commit records at commit_ts and
+		// erases each lock only at its exact start_ts: safe in any order,
+		// so over a server it goes without a nonce (batchIdem), one row
+		// too.
 		send = c.batch.MutateRows
 	default:
 		for _, rw := range rows {
@@ -232,6 +239,10 @@ func (c *Client) abort(ctx context.Context, t *Txn, rows []*rowWrites, cause err
 		for _, m := range rw.muts {
 			muts = append(muts, rollbackMutations(m.col, t.startTS)...)
 		}
+		// Blind, and safe in any order: a late copy re-puts the same
+		// rollback records and erases only this transaction's lock and
+		// data at its start_ts, which no later write re-creates (a late
+		// prewrite meets the rollback record).
 		if err := c.mutate(context.WithoutCancel(ctx), rw.row, muts...); err != nil {
 			c.opts.Logger.Warn("txn: rollback failed; readers will roll it back", "start_ts", t.startTS, "err", err)
 			break // the primary's lock stays; resolution handles the rest

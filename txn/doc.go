@@ -9,7 +9,10 @@
 // (write, c) holds commit records at commit_ts (pointing at start_ts) and
 // rollback records at start_ts, and (data, c) holds values too large to
 // inline (InlineSize) at start_ts. Small values travel inline in the lock
-// and then the commit record, so a read of a small value is one read.
+// and then the commit record, so a read of a small value is one read. A
+// primary lock's heartbeats are versions of a fourth family (FamilyBeat,
+// heartbeat.go), kept apart from the lock so that a late beat cannot move
+// its time back.
 // record.go has the encodings; the files are the phases: prewrite.go,
 // commit.go, get.go, scan.go, resolve.go, heartbeat.go.
 //
@@ -58,7 +61,10 @@
 //     only on finding its own commit record at its commit_ts; locks are
 //     erased only at their exact start_ts.
 //  7. The heartbeat refreshes the primary lock's wall time with a
-//     CheckAndMutate on that lock, never blind.
+//     CheckAndMutate on that lock, never blind. It adds a beat whose
+//     version is the wall time rather than rewriting the lock, so a late
+//     copy of an older beat (or of the prewrite) cannot move the lock's
+//     time back: readers take the newest.
 //  8. No one-phase commit, async commit or store-computed commit_ts.
 //
 // # The single owner's index

@@ -266,6 +266,50 @@ func testHistoryFaulty(t *testing.T, indexed bool) {
 	t.Logf("faults injected: %v", fs.faults)
 }
 
+// TestHistoryLossy runs the history over storagetest.Lossy: writes fail
+// before they apply or lose their reply, calls without a nonce (the
+// protocol's CheckAndMutateIdempotent and secondary-commit batches) arrive
+// again late, reads fail. On a shared store (no index, as on Bigtable or a
+// server) every protocol call goes through those variants; on an
+// exclusive one through the index's Conditioned and Deferred calls.
+// PERCOLATOR_FAULT_SUITE=1 runs longer histories.
+func TestHistoryLossy(t *testing.T) {
+	per := 60
+	if getenv("PERCOLATOR_FAULT_SUITE") == "1" {
+		per = 400
+	}
+	for _, indexed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("indexed=%v", indexed), func(t *testing.T) {
+			seed := historySeed(t)
+			mem := memory.New()
+			defer mem.Close()
+			var inner storage.Store = mem
+			if !indexed {
+				inner = storagetest.SharedStore{Store: mem}
+			}
+			st, lossy := storagetest.NewLossy(inner, storagetest.LossyOptions{
+				Seed: seed, FailBefore: 0.03, LoseReply: 0.03, Duplicate: 0.1, ReadFail: 0.03})
+			c, err := NewClient(context.Background(), st, &counterOracle{}, coord.NewLocal(),
+				Options{Owner: "A", LockTTL: 200 * time.Millisecond, InlineSize: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Indexed() != indexed {
+				t.Fatalf("client indexed %v, want %v", c.Indexed(), indexed)
+			}
+			h := runHistory(t, c, seed, 6, per)
+			lossy.SetEnabled(false)
+			lossy.Flush()
+			h.check(t, finalState(t, c))
+			stats := lossy.Stats()
+			t.Logf("faults: %+v", stats)
+			if !indexed && stats.Duplicated == 0 {
+				t.Error("no call was duplicated: the history tests less than it says")
+			}
+		})
+	}
+}
+
 func countLocks(t *testing.T, st storage.Store) int {
 	n := 0
 	err := st.Scan(context.Background(), nil, nil, storage.Filter{{Family: FamilyLock, AllQualifiers: true}}, 0,

@@ -234,7 +234,7 @@ func (ix *cellIndex) applyLock(row []byte, m *storage.Mutation) {
 	if m.Kind == storage.Put {
 		for _, t := range ts {
 			if t == m.TS {
-				return // a heartbeat or a retried prewrite
+				return // a retried or late prewrite
 			}
 		}
 		s.locks[key] = append(ts, m.TS)

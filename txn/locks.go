@@ -13,14 +13,43 @@ type LockInfo struct {
 	Row     []byte
 	Column  string
 	StartTS uint64
-	Lock    Lock
-	// Expires is when the lock's TTL runs out without a heartbeat.
+	// Lock is the lock record; its WallMS is the newest of the record's
+	// own and its heartbeats' (FamilyBeat).
+	Lock Lock
+	// Expires is when the lock's TTL runs out without a further heartbeat.
 	Expires time.Time
 }
 
 // Locks lists every lock in the store, in row order (the lock family is
-// its own keyspace, so this reads no data).
+// its own keyspace, so this reads no data), with the wall time of its
+// newest heartbeat.
 func (c *Client) Locks(ctx context.Context) ([]LockInfo, error) {
+	locks, err := c.lockRecords(ctx)
+	if err != nil || len(locks) == 0 {
+		return locks, err
+	}
+	beats := map[[2]string]uint64{} // (row, qualifier) → newest beat
+	err = c.store.Scan(ctx, nil, nil, storage.Filter{{Family: FamilyBeat, AllQualifiers: true, Limit: 1}}, 0, func(r storage.Row) bool {
+		for _, cell := range r.Cells {
+			beats[[2]string{string(r.Key), cell.Qualifier}] = cell.TS
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range locks {
+		l := &locks[i]
+		if b, ok := beats[[2]string{string(l.Row), BeatQualifier(l.Column, l.StartTS)}]; ok && b > l.Lock.WallMS {
+			l.Lock.WallMS = b
+			l.Expires = time.UnixMilli(int64(b + l.Lock.TTLMS))
+		}
+	}
+	return locks, nil
+}
+
+// lockRecords lists every lock record, with the wall time it holds.
+func (c *Client) lockRecords(ctx context.Context) ([]LockInfo, error) {
 	var (
 		out  []LockInfo
 		derr error

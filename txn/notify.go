@@ -146,6 +146,11 @@ func (c *Client) notifyAhead(ctx context.Context, t *Txn, rows []*rowWrites, obs
 			batch = append(batch, storage.RowMutation{Row: NotifyRow(rw.row), Mutations: muts})
 		}
 	}
+	// Safe in any order, so without a nonce where the store offers that
+	// (Client.batch): each is a notification at this transaction's
+	// start_ts, and a late copy after a scanner cleared it brings back a
+	// notification whose run finds the cell clean (or, if ahead of a
+	// prewrite that never landed, is fenced and cleared again).
 	var err error
 	switch {
 	case len(batch) == 0:
@@ -216,6 +221,7 @@ func (c *Client) notifyNewlyObserved(ctx context.Context, t *Txn, rows []*rowWri
 			}
 		}
 		if len(muts) > 0 {
+			// Safe in any order, as notifyAhead's.
 			if err := c.mutate(ctx, c.notifyRow(rw.row), muts...); err != nil {
 				return fmt.Errorf("txn: notifying a newly observed column: %w", err)
 			}

@@ -53,6 +53,11 @@ func (c *Client) prewrite(ctx context.Context, t *Txn, rw *rowWrites, primary *m
 		return c.index.writtenSince(rw, t.startTS)
 	}
 	for try := 0; ; try++ {
+		// Safe in any order: a copy before the commit point finds only its
+		// own lock and rewrites the same cells (the lock's wall time moves
+		// back to the prewrite's, which heartbeats do not rely on: they are
+		// versions of their own); a copy after a commit or rollback finds
+		// a write record at or after start_ts and applies nothing.
 		matched, err := c.casIndexed(ctx, rw.row, cond, writes, pred, nil, ifFalse, true)
 		if err != nil || !matched {
 			return err

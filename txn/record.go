@@ -46,8 +46,9 @@ type Lock struct {
 	PrimaryRow []byte
 	PrimaryCol string
 	Owner      string
-	// WallMS is the owner's wall time in milliseconds when it wrote or last
-	// refreshed the lock; the lock expires at WallMS+TTLMS.
+	// WallMS is the owner's wall time in milliseconds when it wrote the
+	// lock. The lock expires TTLMS after the newest of WallMS and its
+	// heartbeats (FamilyBeat), which never rewrite the record.
 	WallMS uint64
 	TTLMS  uint64
 	// Inline holds a small value; when false and Op is OpPut the value is

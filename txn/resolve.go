@@ -61,7 +61,7 @@ func (c *Client) resolveCell(ctx context.Context, row []byte, col string, lockTS
 			if c.alive(ctx, &st.lock) {
 				return errLocked
 			}
-			if err := c.rollBack(ctx, lock.PrimaryRow, lock.PrimaryCol, lockTS); err != nil {
+			if err := c.rollBackPrimary(ctx, lock.PrimaryRow, lock.PrimaryCol, lockTS); err != nil {
 				return err
 			}
 		case stAbsent:
@@ -80,6 +80,7 @@ func (c *Client) resolveCell(ctx context.Context, row []byte, col string, lockTS
 // its primary cell.
 func (c *Client) status(ctx context.Context, prow []byte, pcol string, startTS uint64) (txnStatus, error) {
 	r, err := c.read(ctx, prow, storage.Filter{
+		beatSelector(pcol, startTS),
 		{Family: FamilyLock, Qualifier: pcol, Time: storage.At(startTS)},
 		{Family: FamilyWrite, Qualifier: pcol, Time: storage.From(startTS)},
 	})
@@ -89,12 +90,18 @@ func (c *Client) status(ctx context.Context, prow []byte, pcol string, startTS u
 	return statusOf(r.Cells, startTS)
 }
 
+// statusOf decides a status from the cells status reads: the lock's wall
+// time there is the newest of its own and its heartbeats'.
 func statusOf(cells []storage.Cell, startTS uint64) (txnStatus, error) {
 	others := false
 	for i := range cells {
 		cell := &cells[i]
+		if cell.Family == FamilyBeat {
+			continue
+		}
 		if cell.Family == FamilyLock {
 			l, err := DecodeLock(cell.Value)
+			l.WallMS = lockWall(&l, cells)
 			return txnStatus{kind: stLocked, lock: l}, err
 		}
 		w, err := DecodeWrite(cell.Value)
@@ -133,6 +140,9 @@ func (c *Client) alive(ctx context.Context, l *Lock) bool {
 // rollForward commits the secondary lock at (row, col, lockTS) at
 // commitTS, the primary having committed there. Idempotent.
 func (c *Client) rollForward(ctx context.Context, row []byte, col string, lockTS, commitTS uint64, l *Lock) error {
+	// Safe in any order: conditional on the lock at lockTS, so a late copy
+	// applies nothing once it is gone, and re-puts the same commit record
+	// while it is there.
 	matched, err := c.cas(ctx, row, storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.At(lockTS)}},
 		rollForwardMutations(col, lockTS, commitTS, l), nil)
 	if matched {
@@ -144,8 +154,25 @@ func (c *Client) rollForward(ctx context.Context, row []byte, col string, lockTS
 // rollBack replaces the lock at (row, col, lockTS) with a rollback record
 // (invariant 5). Conditional on the lock, so it can never undo a commit.
 func (c *Client) rollBack(ctx context.Context, row []byte, col string, lockTS uint64) error {
+	// Safe in any order: conditional on the lock at lockTS (gone after the
+	// first copy), and the record it leaves is at start_ts, where no commit
+	// can be written.
 	matched, err := c.cas(ctx, row, storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.At(lockTS)}},
 		rollbackMutations(col, lockTS), nil)
+	if matched {
+		c.stats.rolledBack.Add(1)
+	}
+	return err
+}
+
+// rollBackPrimary is rollBack of a primary lock, which also removes its
+// heartbeats (its owner's stop removes them only when it ends the
+// transaction itself).
+func (c *Client) rollBackPrimary(ctx context.Context, row []byte, col string, lockTS uint64) error {
+	// A late copy finds no lock at lockTS and applies nothing; a beat
+	// needs that lock, so none can follow the removal.
+	matched, err := c.cas(ctx, row, storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.At(lockTS)}},
+		append(rollbackMutations(col, lockTS), beatRemoval(col, lockTS)), nil)
 	if matched {
 		c.stats.rolledBack.Add(1)
 	}
@@ -178,6 +205,9 @@ func rollbackMutations(col string, startTS uint64) []storage.Mutation {
 // and no write at or after it; otherwise the caller reads the status again.
 func (c *Client) fencePrimary(ctx context.Context, prow []byte, pcol string, startTS uint64) error {
 	rec := EncodeWrite(&Write{Op: OpRollback, StartTS: startTS})
+	// Safe in any order: a late copy applies nothing once the prewrite
+	// landed (its lock) or anything was decided (a write at or after
+	// startTS), and otherwise re-puts the same record.
 	_, err := c.cas(ctx, prow, storage.Filter{
 		{Family: FamilyLock, Qualifier: pcol, Time: storage.At(startTS)},
 		{Family: FamilyWrite, Qualifier: pcol, Time: storage.From(startTS)},

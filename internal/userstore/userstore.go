@@ -38,7 +38,7 @@ import (
 // every family the packages declare is listed).
 func LibraryFamily(family string) bool {
 	switch family {
-	case "data", "lock", "write", "notify", // txn
+	case "data", "lock", "write", "notify", "beat", // txn
 		"oracle",                                                                                // oracle
 		"observers", "observer_backfill", "quarantine", "observer_stats", "observer_partitions", // observer
 		"mutex", // lock

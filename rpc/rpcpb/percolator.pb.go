@@ -990,9 +990,14 @@ func (x *CheckAndMutateResponse) GetReplayed() bool {
 	return false
 }
 
+// MutateRowsRequest: a batch the caller has not declared safe to apply
+// twice in any order carries a nonce (one for the whole call); a batch of
+// the protocol's reorder-safe writes (storage.IdempotentBatcher) carries
+// none.
 type MutateRowsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Rows          []*RowMutation         `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
+	Nonce         *Nonce                 `protobuf:"bytes,2,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1030,6 +1035,13 @@ func (*MutateRowsRequest) Descriptor() ([]byte, []int) {
 func (x *MutateRowsRequest) GetRows() []*RowMutation {
 	if x != nil {
 		return x.Rows
+	}
+	return nil
+}
+
+func (x *MutateRowsRequest) GetNonce() *Nonce {
+	if x != nil {
+		return x.Nonce
 	}
 	return nil
 }
@@ -1098,6 +1110,7 @@ func (x *RowError) GetInvalidArgument() bool {
 type MutateRowsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Errors        []*RowError            `protobuf:"bytes,1,rep,name=errors,proto3" json:"errors,omitempty"`
+	Replayed      bool                   `protobuf:"varint,2,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1137,6 +1150,13 @@ func (x *MutateRowsResponse) GetErrors() []*RowError {
 		return x.Errors
 	}
 	return nil
+}
+
+func (x *MutateRowsResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
 }
 
 type IncrementRequest struct {
@@ -2308,15 +2328,17 @@ const file_percolator_proto_rawDesc = "" +
 	"\x05nonce\x18\x05 \x01(\v2\x14.percolator.v1.NonceR\x05nonce\"N\n" +
 	"\x16CheckAndMutateResponse\x12\x18\n" +
 	"\amatched\x18\x01 \x01(\bR\amatched\x12\x1a\n" +
-	"\breplayed\x18\x02 \x01(\bR\breplayed\"C\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\"o\n" +
 	"\x11MutateRowsRequest\x12.\n" +
-	"\x04rows\x18\x01 \x03(\v2\x1a.percolator.v1.RowMutationR\x04rows\"e\n" +
+	"\x04rows\x18\x01 \x03(\v2\x1a.percolator.v1.RowMutationR\x04rows\x12*\n" +
+	"\x05nonce\x18\x02 \x01(\v2\x14.percolator.v1.NonceR\x05nonce\"e\n" +
 	"\bRowError\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12)\n" +
-	"\x10invalid_argument\x18\x03 \x01(\bR\x0finvalidArgument\"E\n" +
+	"\x10invalid_argument\x18\x03 \x01(\bR\x0finvalidArgument\"a\n" +
 	"\x12MutateRowsResponse\x12/\n" +
-	"\x06errors\x18\x01 \x03(\v2\x17.percolator.v1.RowErrorR\x06errors\"\x9c\x01\n" +
+	"\x06errors\x18\x01 \x03(\v2\x17.percolator.v1.RowErrorR\x06errors\x12\x1a\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\"\x9c\x01\n" +
 	"\x10IncrementRequest\x12\x10\n" +
 	"\x03row\x18\x01 \x01(\fR\x03row\x12\x16\n" +
 	"\x06family\x18\x02 \x01(\fR\x06family\x12\x1c\n" +
@@ -2477,49 +2499,50 @@ var file_percolator_proto_depIdxs = []int32{
 	4,  // 13: percolator.v1.CheckAndMutateRequest.if_false:type_name -> percolator.v1.Mutation
 	6,  // 14: percolator.v1.CheckAndMutateRequest.nonce:type_name -> percolator.v1.Nonce
 	5,  // 15: percolator.v1.MutateRowsRequest.rows:type_name -> percolator.v1.RowMutation
-	17, // 16: percolator.v1.MutateRowsResponse.errors:type_name -> percolator.v1.RowError
-	6,  // 17: percolator.v1.IncrementRequest.nonce:type_name -> percolator.v1.Nonce
-	7,  // 18: percolator.v1.Storage.ReadRow:input_type -> percolator.v1.ReadRowRequest
-	9,  // 19: percolator.v1.Storage.Scan:input_type -> percolator.v1.ScanRequest
-	12, // 20: percolator.v1.Storage.Mutate:input_type -> percolator.v1.MutateRequest
-	14, // 21: percolator.v1.Storage.CheckAndMutate:input_type -> percolator.v1.CheckAndMutateRequest
-	16, // 22: percolator.v1.Storage.MutateRows:input_type -> percolator.v1.MutateRowsRequest
-	19, // 23: percolator.v1.Storage.Increment:input_type -> percolator.v1.IncrementRequest
-	23, // 24: percolator.v1.Storage.CompactFamily:input_type -> percolator.v1.CompactFamilyRequest
-	21, // 25: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
-	25, // 26: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
-	27, // 27: percolator.v1.Storage.Now:input_type -> percolator.v1.NowRequest
-	29, // 28: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
-	29, // 29: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
-	31, // 30: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
-	33, // 31: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
-	35, // 32: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
-	37, // 33: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
-	39, // 34: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
-	41, // 35: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
-	8,  // 36: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
-	11, // 37: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
-	13, // 38: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
-	15, // 39: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
-	18, // 40: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
-	20, // 41: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
-	24, // 42: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
-	22, // 43: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
-	26, // 44: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
-	28, // 45: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
-	30, // 46: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
-	30, // 47: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
-	32, // 48: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
-	34, // 49: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
-	36, // 50: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
-	38, // 51: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
-	40, // 52: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
-	42, // 53: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
-	36, // [36:54] is the sub-list for method output_type
-	18, // [18:36] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	6,  // 16: percolator.v1.MutateRowsRequest.nonce:type_name -> percolator.v1.Nonce
+	17, // 17: percolator.v1.MutateRowsResponse.errors:type_name -> percolator.v1.RowError
+	6,  // 18: percolator.v1.IncrementRequest.nonce:type_name -> percolator.v1.Nonce
+	7,  // 19: percolator.v1.Storage.ReadRow:input_type -> percolator.v1.ReadRowRequest
+	9,  // 20: percolator.v1.Storage.Scan:input_type -> percolator.v1.ScanRequest
+	12, // 21: percolator.v1.Storage.Mutate:input_type -> percolator.v1.MutateRequest
+	14, // 22: percolator.v1.Storage.CheckAndMutate:input_type -> percolator.v1.CheckAndMutateRequest
+	16, // 23: percolator.v1.Storage.MutateRows:input_type -> percolator.v1.MutateRowsRequest
+	19, // 24: percolator.v1.Storage.Increment:input_type -> percolator.v1.IncrementRequest
+	23, // 25: percolator.v1.Storage.CompactFamily:input_type -> percolator.v1.CompactFamilyRequest
+	21, // 26: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
+	25, // 27: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
+	27, // 28: percolator.v1.Storage.Now:input_type -> percolator.v1.NowRequest
+	29, // 29: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
+	29, // 30: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
+	31, // 31: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
+	33, // 32: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
+	35, // 33: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
+	37, // 34: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
+	39, // 35: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
+	41, // 36: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
+	8,  // 37: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
+	11, // 38: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
+	13, // 39: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
+	15, // 40: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
+	18, // 41: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
+	20, // 42: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
+	24, // 43: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
+	22, // 44: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
+	26, // 45: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
+	28, // 46: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
+	30, // 47: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
+	30, // 48: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
+	32, // 49: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
+	34, // 50: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
+	36, // 51: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
+	38, // 52: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
+	40, // 53: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
+	42, // 54: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
+	37, // [37:55] is the sub-list for method output_type
+	19, // [19:37] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_percolator_proto_init() }

@@ -40,13 +40,23 @@
 // value (time and value), not ReadModifyWriteRow, which writes at the
 // server's time.
 //
-// Retries. The client library re-sends MutateRow and MutateRows on a
-// transient error (their puts carry explicit times, so a duplicate is
-// harmless); it never re-sends CheckAndMutateRow. CheckAndMutate returns
-// the error: its outcome is unknown. CheckAndMutateIdempotent
+// Retries. The client library (cloud.google.com/go/bigtable) re-sends
+// MutateRow, and the failed entries of MutateRows, on DeadlineExceeded,
+// Unavailable or Aborted, whenever every put carries an explicit time
+// (ours all do); it never re-sends CheckAndMutateRow. CheckAndMutate
+// returns the error: its outcome is unknown. CheckAndMutateIdempotent
 // (storage.Idempotent), which the protocol uses for the conditional
 // writes that are safe to apply twice (DESIGN invariant 6), re-sends it.
 // Bigtable has no nonces, so nothing else is re-sent.
+//
+// A re-sent Mutate or MutateRows is idempotent but not safe in any order:
+// its first copy may still be applied after the copy that answered, and
+// after a later write of the same cell, which a delete (or a put) in it
+// then undoes. So every Mutate and MutateRows the library sends is one
+// that a late copy cannot harm (DESIGN invariant 10; each call site says
+// why): a versioned write, or a put or delete at a version no later write
+// re-uses. Over a server the same calls carry a nonce instead, unless the
+// caller declares them safe (storage.IdempotentBatcher).
 //
 // Durability: Bigtable acknowledges a write once it is replicated
 // durably, so every write is durable on return; there is no Deferred

@@ -95,7 +95,7 @@ func (s *Store) ScanCounted(ctx context.Context, start, end []byte, filter stora
 
 // Mutate implements storage.Store: one MutateRow call. The client
 // re-sends it on a retryable error: a Put at an explicit time and a
-// delete are idempotent.
+// delete are idempotent, though not safe in any order (doc.go, Retries).
 func (s *Store) Mutate(ctx context.Context, row []byte, mutations ...storage.Mutation) error {
 	if err := s.checkWrite(ctx, row, mutations); err != nil {
 		return err

@@ -82,6 +82,14 @@ func (s *Store) MutateRecorded(ctx context.Context, row []byte, mutations []stor
 	return s.commitLocked([]storage.RowMutation{{Row: row, Mutations: mutations}}, pebble.Sync, recs)
 }
 
+// MutateRowsRecorded is MutateRows that also writes recs in the same
+// atomic, durable batch as the rows (which MutateRows commits as one
+// batch anyway).
+func (s *Store) MutateRowsRecorded(ctx context.Context, rows []storage.RowMutation, recs []Record) error {
+	_, err := s.mutateRows(ctx, rows, pebble.Sync, recs)
+	return err
+}
+
 // WriteRecords writes recs alone in one atomic batch, durably when durable
 // is set (else a later durable write covers it, as Deferred).
 func (s *Store) WriteRecords(ctx context.Context, recs []Record, durable bool) error {

@@ -155,16 +155,16 @@ func (s *Store) counter(row []byte, family, qualifier string) (int64, error) {
 // MutateRows implements storage.Batcher: every row is validated, all rows
 // are latched (in stripe order), and one pebble batch commits them all.
 func (s *Store) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
-	return s.mutateRows(ctx, rows, pebble.Sync)
+	return s.mutateRows(ctx, rows, pebble.Sync, nil)
 }
 
 // MutateRowsDeferred implements storage.Deferred: MutateRows without
 // waiting for the WAL sync (see CheckAndMutateDeferred).
 func (s *Store) MutateRowsDeferred(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
-	return s.mutateRows(ctx, rows, pebble.NoSync)
+	return s.mutateRows(ctx, rows, pebble.NoSync, nil)
 }
 
-func (s *Store) mutateRows(ctx context.Context, rows []storage.RowMutation, sync *pebble.WriteOptions) ([]error, error) {
+func (s *Store) mutateRows(ctx context.Context, rows []storage.RowMutation, sync *pebble.WriteOptions, recs []Record) ([]error, error) {
 	if err := s.guard.enter(); err != nil {
 		return nil, err
 	}
@@ -174,7 +174,7 @@ func (s *Store) mutateRows(ctx context.Context, rows []storage.RowMutation, sync
 			return nil, fmt.Errorf("row %d: %w", i, err)
 		}
 	}
-	if len(rows) == 0 {
+	if len(rows) == 0 && len(recs) == 0 {
 		return nil, nil
 	}
 	stripes, err := s.latches.lockRows(ctx, rows)
@@ -185,7 +185,7 @@ func (s *Store) mutateRows(ctx context.Context, rows []storage.RowMutation, sync
 	if err := s.latched(ctx); err != nil {
 		return nil, err
 	}
-	return nil, s.commitLocked(rows, sync, nil)
+	return nil, s.commitLocked(rows, sync, recs)
 }
 
 // commitLocked applies rows and recs in one batch, commits it, registers

@@ -9,13 +9,17 @@
 //     server may recover from (unreachable, restarting, shutting down, an
 //     attempt's deadline) is retried with jittered exponential back-off;
 //     gRPC reconnects underneath. Anything else is returned at once.
-//  2. A call that is not safe to apply twice (Increment, CheckAndMutate,
-//     Mutate) carries a nonce (server/doc.go, "Nonces"): it is resent with
-//     the same nonce until the server answers, and the server runs it once
-//     and answers every copy with the first run's result. Its number stays
-//     below the low-water mark the store reports only until its answer
-//     arrives (or it is given up). A CheckAndMutate the caller knows is
-//     idempotent (storage.Idempotent: the protocol's) carries none.
+//  2. A call that is not safe to apply twice in any order (Increment,
+//     CheckAndMutate, Mutate, MutateRows) carries a nonce (server/doc.go,
+//     "Nonces"): it is resent with the same nonce until the server
+//     answers, and the server runs it once and answers every copy with the
+//     first run's result. Its number stays below the low-water mark the
+//     store reports only until its answer arrives (or it is given up). A
+//     CheckAndMutate or MutateRows the caller declares safe under any
+//     reordering (storage.Idempotent, storage.IdempotentBatcher: the
+//     protocol's prewrites, commits, rollbacks and secondary commits)
+//     carries none, and is resent as it is: a copy may then be applied
+//     again, late, which the caller has said is harmless.
 //  3. The store registers its nonce group before its first call. If the
 //     server no longer knows the group (unused past its grace period), a
 //     call refused on its first attempt is sent again in a new group; one

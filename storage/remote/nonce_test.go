@@ -3,6 +3,7 @@ package remote_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"strconv"
@@ -197,6 +198,27 @@ var lostReplies = []lostReply{{
 	},
 	state:     func(t *testing.T, srv *servertest.Server) string { return cells(t, srv, mutRow) },
 	onceState: "x@7=later x@5=first", twiceState: "x@5=first",
+}, {
+	// A batch that deletes a cell (as a weak graph label's edge delete
+	// did): its late copy would erase a later write of the cell.
+	name: "MutateRows",
+	call: func(ctx context.Context, st *remote.Store) (string, error) {
+		errs, err := st.MutateRows(ctx, []storage.RowMutation{
+			{Row: mutRow, Mutations: []storage.Mutation{{Kind: storage.DeleteCells, Family: "c", Qualifier: "x"}}},
+			{Row: []byte("mut2"), Mutations: []storage.Mutation{storage.SetCell("c", "y", 1, []byte("other"))}},
+		})
+		if err == nil {
+			err = errors.Join(errs...)
+		}
+		return "", err
+	},
+	between: func(t *testing.T, srv *servertest.Server) {
+		if err := srv.Store().Mutate(context.Background(), mutRow, storage.SetCell("c", "x", 7, []byte("re-inserted"))); err != nil {
+			t.Fatal(err)
+		}
+	},
+	state:     func(t *testing.T, srv *servertest.Server) string { return cells(t, srv, mutRow) },
+	onceState: "x@7=re-inserted", twiceState: "",
 }}
 
 // runLostReply arms the proxy, sends the call, lets the retry through

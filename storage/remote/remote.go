@@ -46,11 +46,12 @@ type Store struct {
 }
 
 var (
-	_ storage.Store      = (*Store)(nil)
-	_ storage.Batcher    = (*Store)(nil)
-	_ storage.Counted    = (*Store)(nil)
-	_ storage.Idempotent = (*Store)(nil)
-	_ storage.Compacter  = (*Store)(nil)
+	_ storage.Store             = (*Store)(nil)
+	_ storage.Batcher           = (*Store)(nil)
+	_ storage.Counted           = (*Store)(nil)
+	_ storage.Idempotent        = (*Store)(nil)
+	_ storage.IdempotentBatcher = (*Store)(nil)
+	_ storage.Compacter         = (*Store)(nil)
 )
 
 // New returns a store over conn, registering a fresh nonce group with the
@@ -327,8 +328,20 @@ func (s *Store) checkAndMutate(ctx context.Context, row []byte, predicate storag
 	return resp.Matched, nil
 }
 
-// MutateRows implements storage.Batcher (idempotent: no nonce).
+// MutateRows implements storage.Batcher, with a nonce: the server applies
+// the batch once however often it is sent, so a late copy cannot undo a
+// later write of its cells (storage.Batcher).
 func (s *Store) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	return s.mutateRows(ctx, rows, true)
+}
+
+// MutateRowsIdempotent implements storage.IdempotentBatcher: no nonce. The
+// caller vouches that the batch is safe to apply twice in any order.
+func (s *Store) MutateRowsIdempotent(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	return s.mutateRows(ctx, rows, false)
+}
+
+func (s *Store) mutateRows(ctx context.Context, rows []storage.RowMutation, withNonce bool) ([]error, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -343,10 +356,17 @@ func (s *Store) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]e
 		return nil, nil
 	}
 	var resp *rpcpb.MutateRowsResponse
-	err := s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
+	send := func(ctx context.Context, n *rpcpb.Nonce) (err error) {
+		req.Nonce = n
 		resp, err = s.conn.Storage.MutateRows(ctx, req)
 		return err
-	})
+	}
+	var err error
+	if withNonce {
+		err = s.once(ctx, send)
+	} else {
+		err = s.conn.Do(ctx, func(ctx context.Context, _ int) error { return send(ctx, nil) })
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -28,10 +28,14 @@ type LossyOptions struct {
 	// LoseReply: a write is applied and its reply is lost.
 	LoseReply float64
 	// Duplicate: a write sent without a nonce (CheckAndMutateIdempotent,
-	// MutateRows, MutateRowsDeferred) is delivered once more, later, after
-	// calls that followed it — a retry whose first copy was delayed in the
-	// network. Calls that carry a nonce over RPC (Mutate, CheckAndMutate,
-	// Increment) are never duplicated: the server runs them once.
+	// MutateRowsIdempotent, MutateRows, MutateRowsDeferred) is delivered
+	// once more, later, after calls that followed it — a retry whose first
+	// copy was delayed in the network. MutateRows carries a nonce over RPC
+	// but is duplicated still, as Bigtable's client re-sends it without
+	// one. CheckAndMutate and Increment (a nonce over RPC; never re-sent
+	// by Bigtable's client) are never duplicated, and neither is Mutate
+	// (a nonce over RPC; Bigtable's client re-sends it, which this wrapper
+	// does not model).
 	Duplicate float64
 	// ReadFail: a read (ReadRow, Scan) fails.
 	ReadFail float64
@@ -46,10 +50,11 @@ type LossyOptions struct {
 // without a nonce arrive again later, out of order; reads fail. It
 // forwards every optional capability of the store it wraps (Clock,
 // Deferred, Exclusive with ApplyHooker and Conditioned, Batcher, Counted,
-// Idempotent, Compacter, Limited, SharedRows), so the fast paths the
-// wrapped store offers are the ones under test. The store NewLossy returns
-// offers the capabilities that can be emulated (Batcher, Counted,
-// Idempotent, Compacter, Limited, SharedRows) always, and the others
+// Idempotent, IdempotentBatcher, Compacter, Limited, SharedRows), so the
+// fast paths the wrapped store offers are the ones under test. The store
+// NewLossy returns offers the capabilities that can be emulated (Batcher,
+// Counted, Idempotent, IdempotentBatcher, Compacter, Limited, SharedRows)
+// always, and the others
 // (Clock, Deferred, Exclusive with ApplyHooker and Conditioned) exactly
 // when the wrapped store has them. Safe for concurrent use.
 //
@@ -146,20 +151,22 @@ func (l *Lossy) hold(again func()) {
 	l.mu.Unlock()
 }
 
-// write runs one write call under the faults; dup says it carries no
-// nonce (its copy may arrive again later).
-func (l *Lossy) write(ctx context.Context, dup bool, call func(ctx context.Context) error) error {
+// write runs one write call under the faults. again, if not nil, sends
+// the call once more, for a call that carries no nonce (its copy may
+// arrive again later); it must not touch the caller's results, which the
+// caller may be reading by then.
+func (l *Lossy) write(ctx context.Context, call func(ctx context.Context) error, again func(ctx context.Context)) error {
 	l.deliverLate()
 	if l.roll(l.opts.FailBefore) {
 		l.failed.Add(1)
 		return ErrInjected
 	}
 	err := call(ctx)
-	if dup {
+	if again != nil {
 		// The copy is delivered whatever the caller does next, so it must
 		// not end with the caller's context.
 		late := context.WithoutCancel(ctx)
-		l.hold(func() { _ = call(late) })
+		l.hold(func() { again(late) })
 	}
 	if err == nil && l.roll(l.opts.LoseReply) {
 		l.lost.Add(1)
@@ -195,26 +202,26 @@ func (l *Lossy) Scan(ctx context.Context, start, end []byte, filter storage.Filt
 
 // Mutate implements storage.Store.
 func (l *Lossy) Mutate(ctx context.Context, row []byte, mutations ...storage.Mutation) error {
-	return l.write(ctx, false, func(ctx context.Context) error { return l.inner.Mutate(ctx, row, mutations...) })
+	return l.write(ctx, func(ctx context.Context) error { return l.inner.Mutate(ctx, row, mutations...) }, nil)
 }
 
 // CheckAndMutate implements storage.Store.
 func (l *Lossy) CheckAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
 	var matched bool
-	err := l.write(ctx, false, func(ctx context.Context) (err error) {
+	err := l.write(ctx, func(ctx context.Context) (err error) {
 		matched, err = l.inner.CheckAndMutate(ctx, row, predicate, ifTrue, ifFalse)
 		return err
-	})
+	}, nil)
 	return matched, err
 }
 
 // Increment implements storage.Store.
 func (l *Lossy) Increment(ctx context.Context, row []byte, family, qualifier string, delta int64) (int64, error) {
 	var sum int64
-	err := l.write(ctx, false, func(ctx context.Context) (err error) {
+	err := l.write(ctx, func(ctx context.Context) (err error) {
 		sum, err = l.inner.Increment(ctx, row, family, qualifier, delta)
 		return err
-	})
+	}, nil)
 	return sum, err
 }
 
@@ -228,26 +235,47 @@ func (l *Lossy) Close() error {
 // CheckAndMutateIdempotent implements storage.Idempotent: sent without a
 // nonce, it may arrive again later.
 func (l *Lossy) CheckAndMutateIdempotent(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
-	var matched bool
-	err := l.write(ctx, true, func(ctx context.Context) (err error) {
+	send := func(ctx context.Context) (bool, error) {
 		if i, ok := l.inner.(storage.Idempotent); ok {
-			matched, err = i.CheckAndMutateIdempotent(ctx, row, predicate, ifTrue, ifFalse)
-		} else {
-			matched, err = l.inner.CheckAndMutate(ctx, row, predicate, ifTrue, ifFalse)
+			return i.CheckAndMutateIdempotent(ctx, row, predicate, ifTrue, ifFalse)
 		}
+		return l.inner.CheckAndMutate(ctx, row, predicate, ifTrue, ifFalse)
+	}
+	var matched bool
+	err := l.write(ctx, func(ctx context.Context) (err error) {
+		matched, err = send(ctx)
 		return err
-	})
+	}, func(ctx context.Context) { _, _ = send(ctx) })
 	return matched, err
 }
 
 // MutateRows implements storage.Batcher (row by row if the wrapped store
 // cannot batch): sent without a nonce, it may arrive again later.
 func (l *Lossy) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	send := func(ctx context.Context) ([]error, error) { return SharedStore{l.inner}.MutateRows(ctx, rows) }
 	var errs []error
-	err := l.write(ctx, true, func(ctx context.Context) (err error) {
-		errs, err = SharedStore{l.inner}.MutateRows(ctx, rows)
+	err := l.write(ctx, func(ctx context.Context) (err error) {
+		errs, err = send(ctx)
 		return err
-	})
+	}, func(ctx context.Context) { _, _ = send(ctx) })
+	return errs, err
+}
+
+// MutateRowsIdempotent implements storage.IdempotentBatcher (as
+// MutateRows if the wrapped store has no such variant): sent without a
+// nonce, it may arrive again later.
+func (l *Lossy) MutateRowsIdempotent(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	send := func(ctx context.Context) ([]error, error) {
+		if b, ok := l.inner.(storage.IdempotentBatcher); ok {
+			return b.MutateRowsIdempotent(ctx, rows)
+		}
+		return SharedStore{l.inner}.MutateRows(ctx, rows)
+	}
+	var errs []error
+	err := l.write(ctx, func(ctx context.Context) (err error) {
+		errs, err = send(ctx)
+		return err
+	}, func(ctx context.Context) { _, _ = send(ctx) })
 	return errs, err
 }
 
@@ -294,20 +322,20 @@ type lossyDeferred struct{ l *Lossy }
 // duplicate; it may still fail or lose its reply.
 func (d lossyDeferred) CheckAndMutateDeferred(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
 	var matched bool
-	err := d.l.write(ctx, false, func(ctx context.Context) (err error) {
+	err := d.l.write(ctx, func(ctx context.Context) (err error) {
 		matched, err = d.l.inner.(storage.Deferred).CheckAndMutateDeferred(ctx, row, predicate, ifTrue, ifFalse)
 		return err
-	})
+	}, nil)
 	return matched, err
 }
 
 // MutateRowsDeferred implements storage.Deferred.
 func (d lossyDeferred) MutateRowsDeferred(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
 	var errs []error
-	err := d.l.write(ctx, false, func(ctx context.Context) (err error) {
+	err := d.l.write(ctx, func(ctx context.Context) (err error) {
 		errs, err = d.l.inner.(storage.Deferred).MutateRowsDeferred(ctx, rows)
 		return err
-	})
+	}, nil)
 	return errs, err
 }
 
@@ -325,10 +353,10 @@ func (o lossyOwned) SetApplyHook(hook storage.ApplyHook) (func(), error) {
 // CheckAndMutateCond implements storage.Conditioned.
 func (o lossyOwned) CheckAndMutateCond(ctx context.Context, row []byte, cond storage.Cond, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation, deferred bool) (bool, error) {
 	var matched bool
-	err := o.l.write(ctx, false, func(ctx context.Context) (err error) {
+	err := o.l.write(ctx, func(ctx context.Context) (err error) {
 		matched, err = o.l.inner.(storage.Conditioned).CheckAndMutateCond(ctx, row, cond, predicate, ifTrue, ifFalse, deferred)
 		return err
-	})
+	}, nil)
 	return matched, err
 }
 

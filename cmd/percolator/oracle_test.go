@@ -66,28 +66,26 @@ type oracleProc struct {
 	stderr *lockedBuffer
 }
 
-// oracleTables holds the table each test's oracles share when the test
-// names none.
-var oracleTables sync.Map // *testing.T → string
+// oracleEmulators holds the emulator each test's oracles share when the
+// test names no table.
+var oracleEmulators sync.Map // *testing.T → emulator address
 
-// oracleTable is the deployment table of t's oracles: a table of a
-// Bigtable emulator started for the test (BIGTABLE_EMULATOR_HOST is set
-// for the children).
-func oracleTable(t *testing.T) string {
-	if table, ok := oracleTables.Load(t); ok {
-		return table.(string)
+// oracleTable is the table ("test/test/oracles") of a Bigtable emulator
+// started for t's oracles when the test names none, and the emulator's
+// address, which only the oracle processes are given: the test's own
+// BIGTABLE_EMULATOR_HOST, if it runs an emulator too, stays as it is.
+func oracleTable(t *testing.T) (table, emulator string) {
+	const name = "test/test/oracles"
+	if addr, ok := oracleEmulators.Load(t); ok {
+		return name, addr.(string)
 	}
 	emu := bttesting.Start(t)
-	t.Setenv("BIGTABLE_EMULATOR_HOST", emu.Addr())
-	const table = "test/test/oracles"
-	var bopts bigtable.Options
-	_ = bopts.ParseTable(table)
-	if err := bigtable.Init(context.Background(), bopts); err != nil {
+	if err := bigtable.Init(context.Background(), bttesting.Options(t, emu, "oracles")); err != nil {
 		t.Fatal(err)
 	}
-	oracleTables.Store(t, table)
-	t.Cleanup(func() { oracleTables.Delete(t) })
-	return table
+	oracleEmulators.Store(t, emu.Addr())
+	t.Cleanup(func() { oracleEmulators.Delete(t) })
+	return name, emu.Addr()
 }
 
 // startOracleProc starts `percolator oracle` on etcd member m, listening
@@ -101,12 +99,18 @@ func startOracleProc(t *testing.T, m *etcd.Embedded, lease time.Duration, extra 
 // startOracleProcOn is startOracleProc on the etcd endpoints given.
 func startOracleProcOn(t *testing.T, endpoints string, lease time.Duration, extra ...string) *oracleProc {
 	t.Helper()
+	var emulator string
 	if !slices.Contains(extra, "--bigtable") {
-		extra = append(extra, "--bigtable", oracleTable(t))
+		var table string
+		table, emulator = oracleTable(t)
+		extra = append(extra, "--bigtable", table)
 	}
 	p := &oracleProc{addr: freeAddr(t), stderr: &lockedBuffer{}}
 	args := append([]string{"oracle", "--etcd", endpoints, "--listen", p.addr, "--lease", lease.String()}, extra...)
 	p.cmd = command(args...)
+	if emulator != "" { // the last of duplicate keys counts
+		p.cmd.Env = append(p.cmd.Env, "BIGTABLE_EMULATOR_HOST="+emulator)
+	}
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -54,6 +54,11 @@ type coordService struct {
 		sessions map[string]*session
 		owners   map[string]int    // owner → live sessions
 		locks    map[string]string // key → session id
+		// ended holds, during the grace only, the owners a session of
+		// this server ended for (expired or closed): the grace covers
+		// sessions lost with an earlier server's memory, not these.
+		// Cleared once the grace is over.
+		ended map[string]struct{}
 	}
 }
 
@@ -85,6 +90,7 @@ func openCoord(ctx context.Context, s *Server) (*coordService, error) {
 	c.mu.sessions = map[string]*session{}
 	c.mu.owners = map[string]int{}
 	c.mu.locks = map[string]string{}
+	c.mu.ended = map[string]struct{}{}
 	return c, nil
 }
 
@@ -125,6 +131,9 @@ func (c *coordService) endLocked(s *session) {
 	if c.mu.owners[s.owner]--; c.mu.owners[s.owner] <= 0 {
 		delete(c.mu.owners, s.owner)
 	}
+	if c.mu.ended != nil {
+		c.mu.ended[s.owner] = struct{}{}
+	}
 	for k := range s.locks {
 		if c.mu.locks[k] == s.id {
 			delete(c.mu.locks, k)
@@ -138,6 +147,9 @@ func (c *coordService) sweep() {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if now.Sub(c.start) >= c.grace {
+		c.mu.ended = nil
+	}
 	for _, s := range c.mu.sessions {
 		if !now.Before(s.expires) {
 			c.srv.log.Info("session expired", "owner", s.owner)
@@ -204,7 +216,9 @@ func (c *coordService) CloseSession(_ context.Context, req *rpcpb.CloseSessionRe
 
 // Alive implements rpcpb.CoordServer: an owner is alive while it has a
 // live session, and, during the restart grace (see coordService), when it
-// has none (its session may have been lost with the server's memory).
+// has none (its session may have been lost with the server's memory)
+// unless a session of this server ended for it: that owner's session was
+// not lost, it expired (or was closed) here.
 func (c *coordService) Alive(_ context.Context, req *rpcpb.AliveRequest) (*rpcpb.AliveResponse, error) {
 	now := time.Now()
 	c.mu.Lock()
@@ -215,6 +229,9 @@ func (c *coordService) Alive(_ context.Context, req *rpcpb.AliveRequest) (*rpcpb
 				return &rpcpb.AliveResponse{Alive: true}, nil
 			}
 		}
+	}
+	if _, ended := c.mu.ended[req.Owner]; ended {
+		return &rpcpb.AliveResponse{Alive: false}, nil
 	}
 	return &rpcpb.AliveResponse{Alive: now.Sub(c.start) < c.grace}, nil
 }

@@ -46,7 +46,9 @@
 //     any server of the store granted if that is longer (recorded durably
 //     before it is granted): every lease granted before the restart has
 //     run out by then, and every live client has opened a new session at
-//     its next renewal.
+//     its next renewal. An owner whose session ended on this server
+//     (expired or closed) is dead at once, grace or not: its session was
+//     not lost with a restart.
 //
 // # Nonces
 //

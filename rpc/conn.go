@@ -352,6 +352,10 @@ func (c *Conn) attempt(ctx context.Context, b *budget, n int, limit time.Duratio
 		return err
 	}
 	switch why.v.Load() {
+	case cutNone:
+		if !stream && errors.Is(actx.Err(), context.DeadlineExceeded) && Retryable(err) {
+			return status.Errorf(codes.DeadlineExceeded, "no answer within %v", limit.Round(time.Millisecond))
+		}
 	case cutCleanup:
 		return errCleanupCut
 	case cutIdle:

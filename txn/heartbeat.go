@@ -20,7 +20,12 @@ type heartbeat struct {
 	startTS uint64
 	primary *mutation
 	period  time.Duration
-	mu      struct {
+	// ctx is the beats' context, cancelled by stop: a beat in flight
+	// must not hold the commit past its end (a store that does not
+	// answer would have it retry for its whole budget).
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     struct {
 		sync.Mutex
 		timer   *time.Timer
 		stopped bool
@@ -30,6 +35,7 @@ type heartbeat struct {
 
 func (c *Client) startHeartbeat(t *Txn, primary *mutation) *heartbeat {
 	hb := &heartbeat{c: c, startTS: t.startTS, primary: primary, period: c.opts.LockTTL / 3}
+	hb.ctx, hb.cancel = context.WithCancel(context.Background())
 	hb.mu.Lock()
 	hb.mu.timer = time.AfterFunc(hb.period, hb.beat)
 	hb.mu.Unlock()
@@ -45,7 +51,7 @@ func (hb *heartbeat) beat() {
 	hb.beating.Add(1)
 	hb.mu.Unlock()
 	defer hb.beating.Done()
-	_, _ = hb.c.refreshLock(context.Background(), hb.startTS, hb.primary)
+	_, _ = hb.c.refreshLock(hb.ctx, hb.startTS, hb.primary)
 	hb.mu.Lock()
 	if !hb.mu.stopped {
 		hb.mu.timer.Reset(hb.period)
@@ -60,6 +66,7 @@ func (hb *heartbeat) stop() {
 	hb.mu.stopped = true
 	hb.mu.timer.Stop()
 	hb.mu.Unlock()
+	hb.cancel()
 	hb.beating.Wait()
 }
 

@@ -21,6 +21,7 @@ type LockInfo struct {
 // Locks lists every lock in the store, in row order (the lock family is
 // its own keyspace, so this reads no data).
 func (c *Client) Locks(ctx context.Context) ([]LockInfo, error) {
+	ctx = c.operation(ctx)
 	var (
 		out  []LockInfo
 		derr error
@@ -48,6 +49,7 @@ func (c *Client) Locks(ctx context.Context) ([]LockInfo, error) {
 // back, or owned by a dead or expired owner, and leaves the locks of live
 // transactions. It returns how many locks it settled.
 func (c *Client) ResolveLocks(ctx context.Context) (int, error) {
+	ctx = c.operation(ctx)
 	locks, err := c.Locks(ctx)
 	if err != nil {
 		return 0, err

@@ -225,6 +225,10 @@ func (c *Conn) Close() error { return c.cc.Close() }
 // CallTimeout is the per-attempt deadline.
 func (c *Conn) CallTimeout() time.Duration { return c.opts.CallTimeout }
 
+// CleanupBudget is how long cleanup may take after its operation ended
+// (DialOptions.CleanupBudget): what a closing client spends on a last call.
+func (c *Conn) CleanupBudget() time.Duration { return c.opts.CleanupBudget }
+
 // Retryable reports whether a call's failure may pass if the call is sent
 // again: the server was unreachable, restarting or shutting down, or the
 // attempt's own deadline passed. ResourceExhausted is not: gRPC returns it
@@ -277,7 +281,11 @@ func (c *Conn) retry(ctx context.Context, stream bool, call func(context.Context
 		}
 		deadline, kind, which := b.deadline(time.Now())
 		left := time.Until(deadline)
-		if left <= 0 {
+		switch {
+		case attempt == 0 && kind == limitCall:
+			// A call makes one attempt, however small its own budget.
+			left = max(left, c.opts.CallTimeout)
+		case left <= 0:
 			return b.spent(kind, which)
 		}
 		err := c.attempt(ctx, b, attempt, min(left, c.opts.CallTimeout), stream, call)

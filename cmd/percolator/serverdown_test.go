@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/internal/faultproxy"
 )
 
 // TestDeadClientLocksResolvedAtSessionExpiry: a `bank --server
@@ -91,4 +93,184 @@ func (p *bankProc) stopHoldingPid(ctx context.Context, t *testing.T, db *percola
 	}
 	t.Fatalf("bank %s held no lock at any of 100 stops", p.name)
 	return nil
+}
+
+// downProc is a client process (bank, worker) of a server that the test
+// takes away.
+type downProc struct {
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	stdout *lockedBuffer
+}
+
+func startDownProc(t *testing.T, args ...string) *downProc {
+	t.Helper()
+	p := &downProc{cmd: command(args...), stderr: &lockedBuffer{}, stdout: &lockedBuffer{}}
+	p.cmd.Stderr, p.cmd.Stdout = p.stderr, p.stdout
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			killProc(p.cmd)
+		}
+		if t.Failed() {
+			t.Logf("%v stderr:\n%s", args[0], p.stderr)
+		}
+	})
+	return p
+}
+
+// waitFor waits until the process's stderr or stdout holds s.
+func (p *downProc) waitFor(t *testing.T, s string) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(p.stderr.String()+p.stdout.String(), s); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) || p.cmd.ProcessState != nil {
+			t.Fatalf("%v never printed %q:\n%s%s", p.cmd.Args[1:], s, p.stdout, p.stderr)
+		}
+	}
+}
+
+// checkGaveUp waits for the process to exit on its own (within bound,
+// which only detects a hang) and checks it failed (exit 1) with an error
+// naming addr as unavailable.
+func (p *downProc) checkGaveUp(t *testing.T, addr string, bound time.Duration) {
+	t.Helper()
+	start := time.Now()
+	code := waitExit(t, p.cmd, bound)
+	errOut := p.stderr.String()
+	if code != 1 || !strings.Contains(errOut, addr) || !strings.Contains(errOut, "unavailable") {
+		t.Fatalf("%v with its server gone: exit %d; want 1 and an error naming %s as unavailable:\n%s", p.cmd.Args[1:], code, addr, errOut)
+	}
+	t.Logf("%v gave up %v after the server went: %s", p.cmd.Args[1], time.Since(start).Round(time.Millisecond), lastLine(errOut))
+}
+
+// checkSignal sends sig and checks the process exits with want within 10s
+// (a hang bound: the cleanup budget is 1s, the retry budget 30s).
+func (p *downProc) checkSignal(t *testing.T, sig syscall.Signal, want int) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if code := waitExit(t, p.cmd, 10*time.Second); code != want {
+		t.Fatalf("%v after %v with its server down: exit %d, want %d", p.cmd.Args[1:], sig, code, want)
+	}
+	t.Logf("%v exited %v after %v with its server down", p.cmd.Args[1], time.Since(start).Round(time.Millisecond), sig)
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// serverDownCase is one way a server goes away for good: its process
+// killed (connections refused), or a proxy in front of it blackholing
+// every connection (TCP stays open, nothing comes back).
+type serverDownCase struct {
+	name string
+	// start serves a fresh directory and returns the address the clients
+	// use and the function that takes the server away.
+	start func(t *testing.T) (addr string, down func())
+}
+
+var serverDownCases = []serverDownCase{
+	{"killed", func(t *testing.T) (string, func()) {
+		addr := freeAddr(t)
+		srv := serveProc(t, t.TempDir(), addr)
+		return addr, func() { killProc(srv) }
+	}},
+	{"blackholed", func(t *testing.T) (string, func()) {
+		addr := freeAddr(t)
+		serveProc(t, t.TempDir(), addr)
+		p, err := faultproxy.New(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return p.Addr(), func() { p.SetBlackhole(true) }
+	}},
+}
+
+// TestBankServerStaysDown: `bank --server` whose server goes away and
+// stays away fails (exit 1) within its retry budget (3s here) with an
+// error naming the server; it used to retry each call, and each abort's
+// cleanup call, for a budget of its own.
+func TestBankServerStaysDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocesses")
+	}
+	for _, c := range serverDownCases {
+		t.Run(c.name, func(t *testing.T) {
+			addr, down := c.start(t)
+			p := startDownProc(t, "bank", "--server", addr, "--retry-budget", "3s", "--accounts", "10", "--workers", "4",
+				"--readers", "1", "--duration", "10m", "--ack", "--quiet")
+			p.waitFor(t, "ack ")
+			down()
+			p.checkGaveUp(t, addr, time.Minute)
+		})
+	}
+}
+
+// TestBankSignalWhileServerDown: `bank --server` stops on SIGINT (130)
+// and SIGTERM (143) while its server is down and its calls are being
+// retried (default budget, 30s): at once, after a bounded cleanup. It
+// used to finish each abort's rollback for the whole budget first.
+func TestBankSignalWhileServerDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocesses")
+	}
+	for i, c := range serverDownCases {
+		sig := []syscall.Signal{syscall.SIGINT, syscall.SIGTERM}[i%2]
+		t.Run(c.name, func(t *testing.T) {
+			addr, down := c.start(t)
+			p := startDownProc(t, "bank", "--server", addr, "--accounts", "10", "--workers", "4",
+				"--readers", "1", "--duration", "10m", "--ack", "--quiet")
+			p.waitFor(t, "ack ")
+			down()
+			time.Sleep(time.Second) // mid-retry
+			p.checkSignal(t, sig, 128+int(sig))
+		})
+	}
+}
+
+// TestWorkerServerStaysDown: `worker --server` whose server goes away and
+// stays away fails (exit 1) within its retry budget with an error naming
+// the server.
+func TestWorkerServerStaysDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocesses")
+	}
+	for _, c := range serverDownCases {
+		t.Run(c.name, func(t *testing.T) {
+			addr, down := c.start(t)
+			p := startDownProc(t, "worker", "--server", addr, "--retry-budget", "3s", "--scanners", "2")
+			p.waitFor(t, "running the index observers")
+			time.Sleep(500 * time.Millisecond) // scanning
+			down()
+			p.checkGaveUp(t, addr, time.Minute)
+		})
+	}
+}
+
+// TestWorkerSignalWhileServerDown: `worker --server` stops on SIGTERM and
+// SIGINT while its server is down, exiting 0 as a worker stopped by a
+// signal does (main.go), after a bounded cleanup: it used to flush its
+// counters for a retry budget per counter first.
+func TestWorkerSignalWhileServerDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocesses")
+	}
+	for i, c := range serverDownCases {
+		sig := []syscall.Signal{syscall.SIGTERM, syscall.SIGINT}[i%2]
+		t.Run(c.name, func(t *testing.T) {
+			addr, down := c.start(t)
+			p := startDownProc(t, "worker", "--server", addr, "--scanners", "2")
+			p.waitFor(t, "running the index observers")
+			time.Sleep(500 * time.Millisecond) // scanning
+			down()
+			time.Sleep(time.Second) // mid-retry
+			p.checkSignal(t, sig, 0)
+		})
+	}
 }

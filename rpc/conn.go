@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -326,8 +327,10 @@ func (c *Conn) attempt(ctx context.Context, b *budget, n int, limit time.Duratio
 		why    cut
 	)
 	progress := func() func() { return func() {} }
+	var idleFor atomic.Int64 // the stream's current wait limit
 	if stream {
 		actx, cancel = context.WithCancel(ctx)
+		idleFor.Store(int64(limit))
 		idle := time.AfterFunc(limit, func() { why.set(cutIdle); cancel() })
 		defer idle.Stop()
 		progress = func() func() {
@@ -337,7 +340,9 @@ func (c *Conn) attempt(ctx context.Context, b *budget, n int, limit time.Duratio
 				now := time.Now()
 				b.progress(now) // the caller's time is not the server's
 				d, _, _ := b.deadline(now)
-				idle.Reset(min(c.opts.CallTimeout, d.Sub(now)))
+				wait := min(c.opts.CallTimeout, d.Sub(now))
+				idleFor.Store(int64(wait))
+				idle.Reset(wait)
 			}
 		}
 	} else {
@@ -367,7 +372,7 @@ func (c *Conn) attempt(ctx context.Context, b *budget, n int, limit time.Duratio
 	case cutCleanup:
 		return errCleanupCut
 	case cutIdle:
-		return status.Errorf(codes.DeadlineExceeded, "the stream sent nothing for %v", limit.Round(time.Millisecond))
+		return status.Errorf(codes.DeadlineExceeded, "the stream sent nothing for %v", time.Duration(idleFor.Load()).Round(time.Millisecond))
 	}
 	return err
 }

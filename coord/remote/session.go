@@ -19,6 +19,12 @@
 //  4. Advisory locks are held by the session and released when it ends;
 //     in this process a local lock table keeps two scanners of one
 //     process from sharing a server lock.
+//  5. Nothing waits long on a server that does not answer: a renewal ends
+//     with the session's Close, and Close's last call (and an Unlock's)
+//     is one try bounded by the connection's cleanup budget
+//     (rpc.DialOptions.CleanupBudget; Close half of it). A session not
+//     closed expires with its lease, a lock not released with the
+//     session.
 package remote
 
 import (

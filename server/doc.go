@@ -11,7 +11,9 @@
 //   - Coord: liveness sessions with a lease, and advisory row locks held
 //     by a session;
 //   - grpc.health.v1.Health, and Prometheus metrics (percolator_*) on a
-//     separate HTTP listener.
+//     separate HTTP listener. When the server drains (Shutdown), a health
+//     Watch is sent NOT_SERVING and ends (Unavailable): an idle watcher
+//     does not hold the drain.
 //
 // NewOracleServer is the distributed deployment's oracle role
 // (`percolator oracle`): the same Oracle service over an elected allocator

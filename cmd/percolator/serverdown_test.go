@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -273,4 +274,54 @@ func TestWorkerSignalWhileServerDown(t *testing.T) {
 			p.checkSignal(t, sig, 0)
 		})
 	}
+}
+
+// TestBankNemesisThenServerGone (PERCOLATOR_FAULT_SUITE=1): `bank
+// --server` runs through a proxy that cuts, blackholes (up to 1s) and
+// delays its connections at random for 20s, with a retry budget of 10s:
+// it rides out every fault (no operation goes 10s without an answer), and
+// when the server is then killed and left down it fails within the budget
+// naming the server. The bank's totals are conserved and every transfer
+// it acknowledged is there, read from the restarted server.
+func TestBankNemesisThenServerGone(t *testing.T) {
+	if os.Getenv("PERCOLATOR_FAULT_SUITE") == "" {
+		t.Skip("a 20s fault soak; set PERCOLATOR_FAULT_SUITE=1 to run it")
+	}
+	dir, addr := t.TempDir(), freeAddr(t)
+	srv := serveProc(t, dir, addr)
+	p, err := faultproxy.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	const accounts = 20
+	b := startBankProc(t, "A", []string{"--server", p.Addr(), "--retry-budget", "10s"}, accounts)
+	b.waitAcks(t, 1, time.Minute)
+	n, err := faultproxy.StartNemesis(faultproxy.NemesisOptions{
+		Duration: 20 * time.Second, CutRate: 1, BlackholeRate: 0.5, DelayRate: 1, Logf: t.Logf,
+	}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Stop() })
+	<-n.Done()
+	before := len(b.ackedRows())
+	b.waitAcks(t, before+1, time.Minute) // it rode the faults out
+	if b.cmd.ProcessState != nil {
+		t.Fatalf("bank exited during the faults:\n%s", b.stderr)
+	}
+	start := time.Now()
+	killProc(srv)
+	select { // its stdout read to the end before Wait
+	case <-b.done:
+	case <-time.After(time.Minute):
+		t.Fatal("bank did not exit within a minute of its server's kill (retry budget 10s)")
+	}
+	code := waitExit(t, b.cmd, time.Minute)
+	if code != 1 || !strings.Contains(b.stderr.String(), p.Addr()) || !strings.Contains(b.stderr.String(), "unavailable") {
+		t.Fatalf("bank with its server gone: exit %d, want 1 naming %s as unavailable:\n%s", code, p.Addr(), b.stderr)
+	}
+	t.Logf("%d transfers acknowledged; bank gave up %v after the kill", len(b.ackedRows()), time.Since(start).Round(time.Millisecond))
+	serveProc(t, dir, addr)
+	checkServerBank(t, addr, accounts, b.ackedRows())
 }

@@ -102,19 +102,20 @@ type downProc struct {
 	cmd    *exec.Cmd
 	stderr *lockedBuffer
 	stdout *lockedBuffer
+	exited chan struct{} // closed when Wait returned
 }
 
 func startDownProc(t *testing.T, args ...string) *downProc {
 	t.Helper()
-	p := &downProc{cmd: command(args...), stderr: &lockedBuffer{}, stdout: &lockedBuffer{}}
+	p := &downProc{cmd: command(args...), stderr: &lockedBuffer{}, stdout: &lockedBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stderr, p.cmd.Stdout = p.stderr, p.stdout
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			killProc(p.cmd)
-		}
+		_ = p.cmd.Process.Kill()
+		<-p.exited
 		if t.Failed() {
 			t.Logf("%v stderr:\n%s", args[0], p.stderr)
 		}
@@ -122,11 +123,34 @@ func startDownProc(t *testing.T, args ...string) *downProc {
 	return p
 }
 
+// running reports whether the process has not exited yet.
+func (p *downProc) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// wait waits for the process to exit and returns its status; within
+// only detects a hang.
+func (p *downProc) wait(t *testing.T, within time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(within):
+		t.Fatalf("%v did not exit within %v", p.cmd.Args[1:], within)
+		return -1
+	}
+}
+
 // waitFor waits until the process's stderr or stdout holds s.
 func (p *downProc) waitFor(t *testing.T, s string) {
 	t.Helper()
 	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(p.stderr.String()+p.stdout.String(), s); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) || p.cmd.ProcessState != nil {
+		if time.Now().After(deadline) || !p.running() {
 			t.Fatalf("%v never printed %q:\n%s%s", p.cmd.Args[1:], s, p.stdout, p.stderr)
 		}
 	}
@@ -138,7 +162,7 @@ func (p *downProc) waitFor(t *testing.T, s string) {
 func (p *downProc) checkGaveUp(t *testing.T, addr string, bound time.Duration) {
 	t.Helper()
 	start := time.Now()
-	code := waitExit(t, p.cmd, bound)
+	code := p.wait(t, bound)
 	errOut := p.stderr.String()
 	if code != 1 || !strings.Contains(errOut, addr) || !strings.Contains(errOut, "unavailable") {
 		t.Fatalf("%v with its server gone: exit %d; want 1 and an error naming %s as unavailable:\n%s", p.cmd.Args[1:], code, addr, errOut)
@@ -154,7 +178,7 @@ func (p *downProc) checkSignal(t *testing.T, sig syscall.Signal, want int) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if code := waitExit(t, p.cmd, 10*time.Second); code != want {
+	if code := p.wait(t, 10*time.Second); code != want {
 		t.Fatalf("%v after %v with its server down: exit %d, want %d", p.cmd.Args[1:], sig, code, want)
 	}
 	t.Logf("%v exited %v after %v with its server down", p.cmd.Args[1], time.Since(start).Round(time.Millisecond), sig)
@@ -307,8 +331,10 @@ func TestBankNemesisThenServerGone(t *testing.T) {
 	<-n.Done()
 	before := len(b.ackedRows())
 	b.waitAcks(t, before+1, time.Minute) // it rode the faults out
-	if b.cmd.ProcessState != nil {
+	select {
+	case <-b.done:
 		t.Fatalf("bank exited during the faults:\n%s", b.stderr)
+	default:
 	}
 	start := time.Now()
 	killProc(srv)
@@ -324,4 +350,28 @@ func TestBankNemesisThenServerGone(t *testing.T) {
 	t.Logf("%d transfers acknowledged; bank gave up %v after the kill", len(b.ackedRows()), time.Since(start).Round(time.Millisecond))
 	serveProc(t, dir, addr)
 	checkServerBank(t, addr, accounts, b.ackedRows())
+}
+
+// TestOpenWaitsForRestartingServer: a client started while its server is
+// down (restarting) waits for it within the retry budget, instead of
+// failing at once; one whose server does not come back within the budget
+// fails naming it.
+func TestOpenWaitsForRestartingServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocesses")
+	}
+	dir, addr := t.TempDir(), freeAddr(t)
+	p := startDownProc(t, "bank", "--server", addr, "--accounts", "10", "--workers", "2", "--duration", "500ms", "--quiet")
+	time.Sleep(time.Second) // the bank is dialing a port nothing listens on
+	if !p.running() {
+		t.Fatalf("bank gave up on a server that is restarting:\n%s", p.stderr)
+	}
+	serveProc(t, dir, addr)
+	if code := p.wait(t, time.Minute); code != 0 || !strings.Contains(p.stdout.String(), "wrong totals: 0") {
+		t.Fatalf("bank once its server came up: exit %d\n%s%s", code, p.stdout, p.stderr)
+	}
+
+	gone := freeAddr(t)
+	q := startDownProc(t, "bank", "--server", gone, "--retry-budget", "1s", "--quiet")
+	q.checkGaveUp(t, gone, time.Minute)
 }

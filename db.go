@@ -98,10 +98,14 @@ func (db *DB) open(ctx context.Context) error {
 // openRemote opens the DB on a server: its store, its oracle (batched in
 // this process, one request in flight), and a liveness session that is
 // this DB's liveness, its scanners' lock service, and its commits' proof
-// of life.
+// of life. Opening is one operation (rpc.WithOperation): a server that is
+// restarting is waited for, within the retry budget; and so is each of
+// the client's transactions and reads (txn.Options.Operation).
 func (db *DB) openRemote(ctx context.Context) error {
 	o := &db.opts
-	conn, err := rpc.Dial(ctx, o.Server, rpc.DialOptions{Token: o.Token, CAFile: o.TLSCAFile})
+	ctx = rpc.WithOperation(ctx)
+	dial := rpc.DialOptions{Token: o.Token, CAFile: o.TLSCAFile, RetryBudget: o.RetryBudget}
+	conn, err := rpc.Dial(ctx, o.Server, dial)
 	if err != nil {
 		return err
 	}
@@ -121,7 +125,7 @@ func (db *DB) openRemote(ctx context.Context) error {
 	// The oracle's stream gets a connection of its own: its one request
 	// in flight, which every transaction waits for twice, does not queue
 	// behind other calls' frames.
-	oconn, err := rpc.Dial(ctx, o.Server, rpc.DialOptions{Token: o.Token, CAFile: o.TLSCAFile})
+	oconn, err := rpc.Dial(ctx, o.Server, dial)
 	if err != nil {
 		return err
 	}
@@ -129,6 +133,7 @@ func (db *DB) openRemote(ctx context.Context) error {
 	orc := oracleremote.NewClient(oconn)
 	db.client, err = txn.NewClient(ctx, db.store, orc, sess, txn.Options{
 		Owner: owner, LockTTL: o.LockTTL, MaxValueSize: o.MaxValueSize, Logger: o.Logger, Session: sess.Check,
+		Operation: rpc.WithOperation,
 	})
 	if err != nil {
 		return err

@@ -29,6 +29,12 @@ type Options struct {
 	// SessionTTL is the lease of this DB's liveness session with the
 	// server, renewed every third of it. Default 10s.
 	SessionTTL time.Duration
+	// RetryBudget, with Server: how long an operation (a transaction's
+	// commit with its abort and cleanup, a read with its lock waits, Open
+	// itself) goes on retrying while the server does not answer (down,
+	// restarting, unreachable) before it fails with ErrUnavailable naming
+	// the server. Default 30s (rpc.DefaultRetryBudget).
+	RetryBudget time.Duration
 	// Store, if set, is used instead of Dir's store (a server's or
 	// Bigtable's). The DB does not close it. An exclusive store (an
 	// embedded one: storage.Exclusive) takes one DB at a time; a second
@@ -112,6 +118,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: Owner needs the Liveness that keeps it alive", ErrInvalidArgument)
 	case o.SessionTTL < 0:
 		return fmt.Errorf("%w: negative SessionTTL", ErrInvalidArgument)
+	case o.RetryBudget < 0:
+		return fmt.Errorf("%w: negative RetryBudget", ErrInvalidArgument)
 	case o.MustExist && o.Dir == "":
 		return fmt.Errorf("%w: MustExist needs Dir", ErrInvalidArgument)
 	}

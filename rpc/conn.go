@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -46,6 +48,12 @@ var (
 // the size limit.
 const MsgLimit = "server limit reached"
 
+// Default budgets (DialOptions).
+const (
+	DefaultRetryBudget   = 30 * time.Second
+	DefaultCleanupBudget = time.Second
+)
+
 // DialOptions configures Dial.
 type DialOptions struct {
 	// Token is sent on every call (rpc.TokenHeader).
@@ -53,15 +61,30 @@ type DialOptions struct {
 	// TLS, if set, connects with TLS; CAFile builds one trusting that CA.
 	TLS    *tls.Config
 	CAFile string
-	// DialTimeout bounds the first connection check. Default 5s.
+	// DialTimeout bounds each attempt of Dial's connection check. Default
+	// 5s.
 	DialTimeout time.Duration
-	// CallTimeout bounds each attempt of a call. Default 10s.
+	// CallTimeout bounds each attempt of a call (for a stream: the wait
+	// for its next message). Default 10s.
 	CallTimeout time.Duration
-	// RetryBudget bounds how long a call is retried after failures the
-	// server may recover from (a restart). Default 30s.
+	// RetryBudget bounds how long Dial, a call, and an operation
+	// (WithOperation) go on retrying while the server does not answer
+	// (down, restarting, unreachable), before they fail with
+	// ErrUnavailable. Default 30s.
 	RetryBudget time.Duration
+	// CleanupBudget bounds the calls an operation makes after its context
+	// ended (cleanup under context.WithoutCancel; see WithOperation).
+	// Default 1s.
+	CleanupBudget time.Duration
 	// MaxMessageSize bounds a message either way. Default 64 MiB.
 	MaxMessageSize int
+}
+
+func (o *DialOptions) validate() error {
+	if o.DialTimeout < 0 || o.CallTimeout < 0 || o.RetryBudget < 0 || o.CleanupBudget < 0 || o.MaxMessageSize < 0 {
+		return fmt.Errorf("%w: negative dial option", storage.ErrInvalidArgument)
+	}
+	return nil
 }
 
 func (o *DialOptions) ensureDefaults() {
@@ -72,7 +95,10 @@ func (o *DialOptions) ensureDefaults() {
 		o.CallTimeout = 10 * time.Second
 	}
 	if o.RetryBudget == 0 {
-		o.RetryBudget = 30 * time.Second
+		o.RetryBudget = DefaultRetryBudget
+	}
+	if o.CleanupBudget == 0 {
+		o.CleanupBudget = DefaultCleanupBudget
 	}
 	if o.MaxMessageSize == 0 {
 		o.MaxMessageSize = 64 << 20
@@ -102,11 +128,16 @@ func (t tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]s
 
 func (t tokenCreds) RequireTransportSecurity() bool { return false }
 
-// Dial connects to the server at addr and checks that it answers (a Ping
-// bounded by DialTimeout): a server that is down is a clear error naming
-// the address, not a hang.
+// Dial connects to the server at addr and checks that it answers (a
+// Ping): a server that is down is a clear error naming the address, not
+// a hang. A server that does not answer (down, restarting) is tried again
+// until RetryBudget is spent or ctx ends; a refusal (the token, the
+// certificate, a TLS server dialed in plaintext) fails at once.
 func Dial(ctx context.Context, addr string, opts DialOptions) (*Conn, error) {
 	opts.ensureDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
 	creds := insecure.NewCredentials()
 	tlsConf := opts.TLS
 	if tlsConf == nil && opts.CAFile != "" {
@@ -144,24 +175,59 @@ func Dial(ctx context.Context, addr string, opts DialOptions) (*Conn, error) {
 	}
 	c := &Conn{Addr: addr, opts: opts, cc: cc,
 		Storage: rpcpb.NewStorageClient(cc), Oracle: rpcpb.NewOracleClient(cc), Coord: rpcpb.NewCoordClient(cc)}
-	pctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
-	defer cancel()
-	if _, err := c.Storage.Ping(pctx, &rpcpb.PingRequest{}); err != nil {
+	if err := c.ping(ctx, tlsConf != nil); err != nil {
 		_ = cc.Close()
-		if status.Code(err) == codes.Unauthenticated {
-			return nil, fmt.Errorf("%w: server %s refused the token", ErrUnauthenticated, addr)
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		msg := status.Convert(err).Message()
-		if tlsConf == nil && strings.Contains(msg, "server preface") {
-			// A TLS server closes a plaintext connection without a word.
-			msg += " (if the server serves TLS, dial it with its CA: DialOptions.CAFile)"
-		}
-		return nil, fmt.Errorf("%w: server %s unreachable: %s", ErrUnavailable, addr, msg)
+		return nil, err
 	}
 	return c, nil
+}
+
+// ping checks that the server answers, retrying within the retry budget
+// what a restarting server gives, each attempt bounded by DialTimeout.
+func (c *Conn) ping(ctx context.Context, secure bool) error {
+	po := *c
+	po.opts.CallTimeout = c.opts.DialTimeout
+	err := po.Do(ctx, func(actx context.Context, _ int) error {
+		_, err := c.Storage.Ping(actx, &rpcpb.PingRequest{})
+		if err == nil || !Retryable(err) {
+			return err
+		}
+		msg := status.Convert(err).Message()
+		// A refusal that fails the same way every time ends the retries:
+		// Do returns an error that is not a gRPC status as it is.
+		switch {
+		case strings.Contains(msg, "authentication handshake failed"):
+			return fmt.Errorf("%w: server %s: %s", ErrUnavailable, c.Addr, msg)
+		case !secure && strings.Contains(msg, "server preface") && servesTLS(actx, c.Addr):
+			// The connection closed before the server's HTTP/2 preface,
+			// and the server completes a TLS handshake: it serves TLS.
+			return fmt.Errorf("%w: server %s serves TLS, and this client dialed it in plaintext (%s): dial it with its CA (DialOptions.CAFile)", ErrUnavailable, c.Addr, msg)
+		}
+		return err
+	})
+	if errors.Is(err, ErrUnauthenticated) {
+		return fmt.Errorf("%w: server %s refused the token", ErrUnauthenticated, c.Addr)
+	}
+	return err
+}
+
+// servesTLS reports whether addr completes a TLS handshake. It tells a TLS
+// server (which closes a plaintext connection without a word) from a
+// connection cut for another reason (a restart, the network), which a
+// failed Ping alone cannot.
+func servesTLS(ctx context.Context, addr string) bool {
+	d := tls.Dialer{
+		NetDialer: &net.Dialer{},
+		// Only whether the server speaks TLS is asked; nothing is sent on
+		// the connection, so its certificate need not be trusted.
+		Config: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, //nolint:gosec // a probe, no data
+	}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
 }
 
 // Close closes the connection.
@@ -169,6 +235,10 @@ func (c *Conn) Close() error { return c.cc.Close() }
 
 // CallTimeout is the per-attempt deadline.
 func (c *Conn) CallTimeout() time.Duration { return c.opts.CallTimeout }
+
+// CleanupBudget is how long cleanup may take after its operation ended
+// (DialOptions.CleanupBudget): what a closing client spends on a last call.
+func (c *Conn) CleanupBudget() time.Duration { return c.opts.CleanupBudget }
 
 // Retryable reports whether a call's failure may pass if the call is sent
 // again: the server was unreachable, restarting or shutting down, or the
@@ -182,35 +252,153 @@ func Retryable(err error) bool {
 	return false
 }
 
-// Do runs call with a per-attempt deadline, retrying retryable failures
-// with jittered exponential back-off (10ms doubling to 1s) until it
-// succeeds, fails otherwise, the caller's context ends, or the retry
-// budget is spent. attempt counts from 0. The error is the last one,
-// converted (Error).
+// Do runs call, retrying retryable failures with jittered exponential
+// back-off (10ms doubling to 1s) until it succeeds, fails otherwise, the
+// caller's context ends (returning its error), or a budget is spent
+// (doc.go, "Budgets"): the call's own retry budget from its start, the
+// retry budget of each operation it is part of (WithOperation), the
+// cleanup budget of an operation that has ended. Each attempt has
+// CallTimeout, or what is left of the budgets if less. attempt counts
+// from 0; an operation whose budget was spent before the call fails it
+// with no attempt. The error is the last one, converted (Error); a spent
+// budget's matches ErrUnavailable and says which.
 func (c *Conn) Do(ctx context.Context, call func(ctx context.Context, attempt int) error) error {
-	deadline := time.Now().Add(c.opts.RetryBudget)
+	return c.retry(ctx, false, func(actx context.Context, attempt int, _ progressFunc) error { return call(actx, attempt) })
+}
+
+// Stream is Do for a call that streams replies: it calls progress for
+// each message received, and the function progress returns once it has
+// handled the message, before it waits for the next. A message is an
+// answer: the call's own retry budget starts again from it, and its
+// operations' stop counting. The attempt's limit (CallTimeout, or what is
+// left of the budgets) bounds each wait for a message, not the attempt,
+// nor the time the caller takes to handle one: a stream that keeps
+// sending runs as long as it needs, and one that goes quiet (a
+// blackholed connection) is cut and retried.
+func (c *Conn) Stream(ctx context.Context, call func(ctx context.Context, attempt int, progress func() (waitNext func())) error) error {
+	return c.retry(ctx, true, call)
+}
+
+// progressFunc marks a stream's message received; the function it
+// returns marks the wait for the next begun.
+type progressFunc = func() (waitNext func())
+
+func (c *Conn) retry(ctx context.Context, stream bool, call func(context.Context, int, progressFunc) error) error {
+	op, _ := ctx.Value(operationKey{}).(*operation)
+	b := &budget{c: c, op: op, since: time.Now()}
 	for attempt := 0; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
-		err := call(actx, attempt)
-		cancel()
-		if err == nil {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		deadline, kind, which := b.deadline(time.Now())
+		left := time.Until(deadline)
+		switch {
+		case attempt == 0 && kind == limitCall:
+			// A call makes one attempt, however small its own budget.
+			left = max(left, c.opts.CallTimeout)
+		case left <= 0:
+			return b.spent(kind, which)
+		}
+		err := c.attempt(ctx, b, attempt, min(left, c.opts.CallTimeout), stream, call)
+		switch {
+		case err == nil:
+			b.op.answered(time.Now())
 			return nil
-		}
-		if ctx.Err() != nil {
+		case ctx.Err() != nil:
 			return ctx.Err()
-		}
-		if !Retryable(err) || time.Now().After(deadline) {
+		case err == errCleanupCut:
+			deadline, kind, which = b.deadline(time.Now())
+			return b.spent(kind, which)
+		case !Retryable(err):
+			b.op.answered(time.Now()) // the server answered, with a refusal
 			return c.Error(err)
 		}
-		d := 10 * time.Millisecond << min(attempt, 7)
-		d = d/2 + time.Duration(rand.Int64N(int64(d)))
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+		now := time.Now()
+		b.failed(c.Error(err))
+		if deadline, kind, which = b.deadline(now); !now.Before(deadline) {
+			return b.spent(kind, which)
 		}
+		d := 10 * time.Millisecond << min(b.failures(), 7)
+		d = d/2 + time.Duration(rand.Int64N(int64(d)))
+		if err := sleep(ctx, min(d, time.Until(deadline))); err != nil {
+			return err
+		}
+	}
+}
+
+// attempt runs one attempt of call with limit: a deadline for a unary
+// call, an idle limit (re-armed by each message) for a stream. An
+// operation of b whose context ends meanwhile leaves the attempt its
+// cleanup budget; an attempt it cuts returns errCleanupCut.
+func (c *Conn) attempt(ctx context.Context, b *budget, n int, limit time.Duration, stream bool, call func(context.Context, int, progressFunc) error) error {
+	var (
+		actx   context.Context
+		cancel context.CancelFunc
+		why    cut
+	)
+	progress := func() func() { return func() {} }
+	var idleFor atomic.Int64 // the stream's current wait limit
+	if stream {
+		actx, cancel = context.WithCancel(ctx)
+		idleFor.Store(int64(limit))
+		idle := time.AfterFunc(limit, func() { why.set(cutIdle); cancel() })
+		defer idle.Stop()
+		progress = func() func() {
+			idle.Stop()
+			b.progress(time.Now())
+			return func() {
+				now := time.Now()
+				b.progress(now) // the caller's time is not the server's
+				d, _, _ := b.deadline(now)
+				wait := min(c.opts.CallTimeout, d.Sub(now))
+				idleFor.Store(int64(wait))
+				idle.Reset(wait)
+			}
+		}
+	} else {
+		actx, cancel = context.WithTimeout(ctx, limit)
+	}
+	defer cancel()
+	for o := b.op; o != nil; o = o.parent {
+		if o.ctx.Err() != nil {
+			continue // already in limit
+		}
+		o := o
+		stop := context.AfterFunc(o.ctx, func() {
+			o.markEnded(time.Now())
+			time.AfterFunc(c.opts.CleanupBudget, func() { why.set(cutCleanup); cancel() })
+		})
+		defer stop()
+	}
+	err := call(actx, n, progress)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	switch why.v.Load() {
+	case cutNone:
+		if !stream && errors.Is(actx.Err(), context.DeadlineExceeded) && Retryable(err) {
+			return status.Errorf(codes.DeadlineExceeded, "no answer within %v", limit.Round(time.Millisecond))
+		}
+	case cutCleanup:
+		return errCleanupCut
+	case cutIdle:
+		return status.Errorf(codes.DeadlineExceeded, "the stream sent nothing for %v", time.Duration(idleFor.Load()).Round(time.Millisecond))
+	}
+	return err
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

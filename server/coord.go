@@ -59,6 +59,11 @@ type coordService struct {
 		// recorded), per owner and in all: they count against the limits.
 		opening      map[string]int
 		openingTotal int
+		// ended holds, during the grace only, the owners a session of
+		// this server ended for (expired or closed): the grace covers
+		// sessions lost with an earlier server's memory, not these.
+		// Cleared once the grace is over.
+		ended map[string]struct{}
 	}
 }
 
@@ -91,6 +96,7 @@ func openCoord(ctx context.Context, s *Server) (*coordService, error) {
 	c.mu.owners = map[string]int{}
 	c.mu.locks = map[string]string{}
 	c.mu.opening = map[string]int{}
+	c.mu.ended = map[string]struct{}{}
 	return c, nil
 }
 
@@ -131,6 +137,9 @@ func (c *coordService) endLocked(s *session) {
 	if c.mu.owners[s.owner]--; c.mu.owners[s.owner] <= 0 {
 		delete(c.mu.owners, s.owner)
 	}
+	if c.mu.ended != nil {
+		c.mu.ended[s.owner] = struct{}{}
+	}
 	for k := range s.locks {
 		if c.mu.locks[k] == s.id {
 			delete(c.mu.locks, k)
@@ -148,6 +157,9 @@ func (c *coordService) sweep() {
 }
 
 func (c *coordService) sweepLocked(now time.Time) {
+	if now.Sub(c.start) >= c.grace {
+		c.mu.ended = nil
+	}
 	for _, s := range c.mu.sessions {
 		if !now.Before(s.expires) {
 			c.srv.log.Info("session expired", "owner", s.owner)
@@ -281,7 +293,9 @@ func (c *coordService) CloseSession(_ context.Context, req *rpcpb.CloseSessionRe
 
 // Alive implements rpcpb.CoordServer: an owner is alive while it has a
 // live session, and, during the restart grace (see coordService), when it
-// has none (its session may have been lost with the server's memory).
+// has none (its session may have been lost with the server's memory)
+// unless a session of this server ended for it: that owner's session was
+// not lost, it expired (or was closed) here.
 func (c *coordService) Alive(_ context.Context, req *rpcpb.AliveRequest) (*rpcpb.AliveResponse, error) {
 	now := time.Now()
 	c.mu.Lock()
@@ -292,6 +306,9 @@ func (c *coordService) Alive(_ context.Context, req *rpcpb.AliveRequest) (*rpcpb
 				return &rpcpb.AliveResponse{Alive: true}, nil
 			}
 		}
+	}
+	if _, ended := c.mu.ended[req.Owner]; ended {
+		return &rpcpb.AliveResponse{Alive: false}, nil
 	}
 	return &rpcpb.AliveResponse{Alive: now.Sub(c.start) < c.grace}, nil
 }

@@ -11,7 +11,9 @@
 //   - Coord: liveness sessions with a lease, and advisory row locks held
 //     by a session;
 //   - grpc.health.v1.Health, and Prometheus metrics (percolator_*) on a
-//     separate HTTP listener.
+//     separate HTTP listener. When the server drains (Shutdown), a health
+//     Watch is sent NOT_SERVING and ends (Unavailable): an idle watcher
+//     does not hold the drain.
 //
 // NewOracleServer is the distributed deployment's oracle role
 // (`percolator oracle`): the same Oracle service over an elected allocator
@@ -46,7 +48,9 @@
 //     any server of the store granted if that is longer (recorded durably
 //     before it is granted): every lease granted before the restart has
 //     run out by then, and every live client has opened a new session at
-//     its next renewal.
+//     its next renewal. An owner whose session ended on this server
+//     (expired or closed) is dead at once, grace or not: its session was
+//     not lost with a restart.
 //
 // # Nonces
 //

@@ -87,7 +87,7 @@ func NewOracleServer(alloc oracle.Backend, opts OracleOptions) *OracleServer {
 	}
 	rpcpb.RegisterOracleServer(s.grpc, svc)
 	rpcpb.RegisterStorageServer(s.grpc, pingOnly{})
-	healthpb.RegisterHealthServer(s.grpc, s.health)
+	healthpb.RegisterHealthServer(s.grpc, drainingHealth{s.health, s.draining})
 	return s
 }
 

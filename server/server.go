@@ -239,7 +239,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 		version: storedVersion(s.store),
 	})
 	rpcpb.RegisterCoordServer(s.grpc, s.coord)
-	healthpb.RegisterHealthServer(s.grpc, s.health)
+	healthpb.RegisterHealthServer(s.grpc, drainingHealth{s.health, s.draining})
 	s.bg.Add(1)
 	go s.background()
 	return s, nil
@@ -273,9 +273,9 @@ func (s *Server) MetricsHandler() http.Handler {
 // recovers exactly what reached the disk).
 func (s *Server) Failed() <-chan struct{} { return s.failed }
 
-// Shutdown stops accepting calls, waits for those in flight (or for ctx,
-// then cancels them), and closes the oracle, the nonce table and the
-// store.
+// Shutdown stops accepting calls, tells health watchers NOT_SERVING and
+// ends their streams, waits for the calls in flight (or for ctx, then
+// cancels them), and closes the oracle, the nonce table and the store.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.health.Shutdown()
 	s.drainOnce.Do(func() { close(s.draining) })
@@ -367,4 +367,58 @@ func (s *Server) status(err error) error {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
+}
+
+// drainingHealth is the health service, whose Watch streams end when the
+// server drains. A Watch lasts until its client hangs up, and a graceful
+// stop waits for every stream: an idle watcher (a load balancer, a
+// probe) would hold the drain for its whole timeout.
+type drainingHealth struct {
+	*health.Server
+	draining <-chan struct{}
+}
+
+// Watch implements healthpb.HealthServer: health.Server's Watch until
+// the server drains; then NOT_SERVING is the stream's last status (sent
+// here unless health.Server's Shutdown got it out first), and the stream
+// ends Unavailable, so the client looks for a server elsewhere.
+func (h drainingHealth) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-h.draining:
+			cancel()
+		case <-stop:
+		}
+	}()
+	ws := &watchStream{Health_WatchServer: stream, ctx: ctx}
+	err := h.Server.Watch(req, ws)
+	select {
+	case <-h.draining:
+	default:
+		return err
+	}
+	// The inner Watch has returned: no other Send runs now.
+	if stream.Context().Err() == nil && ws.last != healthpb.HealthCheckResponse_NOT_SERVING {
+		_ = stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING})
+	}
+	return status.Error(codes.Unavailable, "server shutting down")
+}
+
+// watchStream is a Watch stream with a context that ends on drain, and
+// the last status sent on it.
+type watchStream struct {
+	healthpb.Health_WatchServer
+	ctx  context.Context
+	last healthpb.HealthCheckResponse_ServingStatus
+}
+
+func (w *watchStream) Context() context.Context { return w.ctx }
+
+func (w *watchStream) Send(r *healthpb.HealthCheckResponse) error {
+	w.last = r.Status
+	return w.Health_WatchServer.Send(r)
 }

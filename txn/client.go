@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -188,6 +189,42 @@ func Backoff(n int) time.Duration {
 
 func (c *Client) backoff(ctx context.Context, attempt int) error {
 	return c.sleep(ctx, Backoff(attempt))
+}
+
+// operation marks ctx as one operation of the client (Options.Operation).
+func (c *Client) operation(ctx context.Context) context.Context {
+	if c.opts.Operation == nil {
+		return ctx
+	}
+	return c.opts.Operation(ctx)
+}
+
+// detach returns a context for work that must go on after ctx ends (a
+// rollback, a commit point): not ended by ctx's end, but CleanupTimeout
+// after it, so that a cancelled caller waits a bounded time whatever the
+// store does. It keeps ctx's values. Call the CancelFunc when done.
+func (c *Client) detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	dctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	var (
+		mu    sync.Mutex
+		timer *time.Timer
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		timer = time.AfterFunc(c.opts.CleanupTimeout, func() {
+			cancel(fmt.Errorf("txn: cleanup cut short %v after its caller's context ended (%w)", c.opts.CleanupTimeout, context.Cause(ctx)))
+		})
+	})
+	return dctx, func() {
+		stop()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel(nil)
+	}
 }
 
 func (c *Client) crashed(point string) bool {

@@ -28,8 +28,11 @@ const unversionedSkip = 64
 // prewriteParallel bounds concurrent secondary prewrites of one commit.
 const prewriteParallel = 16
 
-// commit runs the two phases (doc.go, "Commit"). t is marked done.
+// commit runs the two phases (doc.go, "Commit"). t is marked done. The
+// commit is one operation (Options.Operation), its abort and cleanup
+// included.
 func (c *Client) commit(ctx context.Context, t *Txn) error {
+	ctx = c.operation(ctx)
 	rows := groupByRow(t.writes)
 	primary := &t.writes[0]
 	obs, obsVer := c.observedSnapshot()
@@ -67,9 +70,12 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 		return errCrashed
 	}
 	// From here the outcome is decided by the primary's commit: the calls
-	// finish even if the caller's context ends, so that a commit is never
-	// left half-rolled-forward by a cancellation.
-	ctx = context.WithoutCancel(ctx)
+	// go on if the caller's context ends, for CleanupTimeout more, so that
+	// a cancellation does not leave a commit half-rolled-forward; past it
+	// an outcome not learned is ErrCommitUnknown, and a secondary not
+	// committed is rolled forward by its readers (invariant 4).
+	ctx, cancel := c.detach(ctx)
+	defer cancel()
 	if err := c.commitPrimary(ctx, t, rows[0], commitTS); err != nil {
 		return err
 	}
@@ -227,13 +233,18 @@ func (c *Client) commitBatch(ctx context.Context, t *Txn, rows []*rowWrites, com
 // never sent the primary's commit, so no one can have committed it, and
 // the rollback may be blind: primary row first, then the others
 // (invariant 4). Rows whose prewrite may be in flight get a rollback record
-// too, so a late delivery can never apply (invariant 5).
+// too, so a late delivery can never apply (invariant 5). The rollback goes
+// on after ctx ends, for CleanupTimeout; what it leaves undone (the store
+// unreachable, the time up) readers roll back once the owner is dead or
+// the locks expired.
 func (c *Client) abort(ctx context.Context, t *Txn, rows []*rowWrites, cause error) error {
 	if errors.Is(cause, ErrConflict) {
 		c.stats.conflicts.Add(1)
 	} else {
 		c.stats.aborts.Add(1)
 	}
+	ctx, cancel := c.detach(ctx)
+	defer cancel()
 	for _, rw := range rows {
 		muts := make([]storage.Mutation, 0, 3*len(rw.muts))
 		for _, m := range rw.muts {
@@ -243,7 +254,7 @@ func (c *Client) abort(ctx context.Context, t *Txn, rows []*rowWrites, cause err
 		// rollback records and erases only this transaction's lock and
 		// data at its start_ts, which no later write re-creates (a late
 		// prewrite meets the rollback record).
-		if err := c.mutate(context.WithoutCancel(ctx), rw.row, muts...); err != nil {
+		if err := c.mutate(ctx, rw.row, muts...); err != nil {
 			c.opts.Logger.Warn("txn: rollback failed; readers will roll it back", "start_ts", t.startTS, "err", err)
 			break // the primary's lock stays; resolution handles the rest
 		}

@@ -67,6 +67,29 @@
 //     time back: readers take the newest.
 //  8. No one-phase commit, async commit or store-computed commit_ts.
 //
+// # Budgets and cancellation
+//
+// A commit is one operation of the store (Options.Operation; over a
+// server, rpc.WithOperation), its abort and cleanup included, and so is a
+// read with its lock waits and resolutions: a store that retries on its
+// own (storage/remote) bounds the operation's retries as a whole, so the
+// client's own re-sends (StoreRetries) and the calls of an abort do not
+// each get a budget of their own. A commit whose server stays away fails
+// within that budget: with the store's error (rpc.ErrUnavailable) before
+// its commit point, with ErrCommitUnknown at it.
+//
+// Cleanup goes on after the caller's context ends, for CleanupTimeout
+// (default 1s) and not longer: a rollback of what was prewritten, and the
+// commit point once reached (commitPrimary, the reading of its outcome,
+// the secondaries), so that a cancellation does not leave a commit
+// half-rolled-forward while the store answers. When it does not answer in
+// time, a commit point's outcome is ErrCommitUnknown, and what is left is
+// settled by readers from the primary, as after a crash: rolled forward
+// if the primary committed, rolled back once the owner is dead or the
+// lock expired (invariant 4). The heartbeat's beat in flight ends with
+// the commit. A cancelled commit therefore returns within CleanupTimeout
+// whatever the store does.
+//
 // # The single owner's index
 //
 // When the store is Exclusive (one process owns it, as the embedded Pebble

@@ -17,8 +17,9 @@ var errRetryNow = errors.New("txn: retry read")
 const writePage = 8
 
 // get reads (row, col) at snapshot ts, waiting on or resolving every lock
-// with start_ts < ts (invariant 2).
+// with start_ts < ts (invariant 2): one operation (Options.Operation).
 func (c *Client) get(ctx context.Context, ts uint64, row []byte, col string) ([]byte, error) {
+	ctx = c.operation(ctx)
 	var v []byte
 	err := c.untilSettled(ctx, func() (err error) {
 		v, err = c.getOnce(ctx, ts, row, col)

@@ -64,7 +64,12 @@ type heartbeat struct {
 	startTS uint64
 	primary *mutation
 	period  time.Duration
-	mu      struct {
+	// ctx is the beats' context, cancelled by stop: a beat in flight
+	// must not hold the commit past its end (a store that does not
+	// answer would have it retry for its whole budget).
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     struct {
 		sync.Mutex
 		timer   *time.Timer
 		stopped bool
@@ -79,6 +84,7 @@ type heartbeat struct {
 
 func (c *Client) startHeartbeat(t *Txn, primary *mutation) *heartbeat {
 	hb := &heartbeat{c: c, startTS: t.startTS, primary: primary, period: c.opts.LockTTL / 3}
+	hb.ctx, hb.cancel = context.WithCancel(context.Background())
 	hb.mu.Lock()
 	hb.mu.timer = time.AfterFunc(hb.period, hb.beat)
 	hb.mu.Unlock()
@@ -97,7 +103,7 @@ func (hb *heartbeat) beat() {
 	hb.mu.last = wall
 	hb.mu.Unlock()
 	defer hb.beating.Done()
-	_, _ = hb.c.beatLock(context.Background(), hb.startTS, hb.primary, wall, prev)
+	_, _ = hb.c.beatLock(hb.ctx, hb.startTS, hb.primary, wall, prev)
 	hb.mu.Lock()
 	if !hb.mu.stopped {
 		hb.mu.timer.Reset(hb.period)
@@ -116,13 +122,18 @@ func (hb *heartbeat) stop() {
 	hb.mu.stopped = true
 	hb.mu.timer.Stop()
 	hb.mu.Unlock()
+	hb.cancel()
 	hb.beating.Wait()
 	hb.mu.Lock()
 	beat, reaped := hb.mu.last != 0, hb.mu.reaped
 	hb.mu.reaped = true
 	hb.mu.Unlock()
 	if beat && !reaped {
-		hb.c.reapBeats(context.Background(), hb.primary.row, hb.primary.col, hb.startTS)
+		// Bounded like any cleanup: a store that does not answer must
+		// not hold the commit's return (the beats left are harmless).
+		ctx, cancel := context.WithTimeout(context.Background(), hb.c.opts.CleanupTimeout)
+		defer cancel()
+		hb.c.reapBeats(ctx, hb.primary.row, hb.primary.col, hb.startTS)
 	}
 }
 

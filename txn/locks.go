@@ -24,6 +24,7 @@ type LockInfo struct {
 // its own keyspace, so this reads no data), with the wall time of its
 // newest heartbeat.
 func (c *Client) Locks(ctx context.Context) ([]LockInfo, error) {
+	ctx = c.operation(ctx)
 	locks, err := c.lockRecords(ctx)
 	if err != nil || len(locks) == 0 {
 		return locks, err
@@ -77,6 +78,7 @@ func (c *Client) lockRecords(ctx context.Context) ([]LockInfo, error) {
 // back, or owned by a dead or expired owner, and leaves the locks of live
 // transactions. It returns how many locks it settled.
 func (c *Client) ResolveLocks(ctx context.Context) (int, error) {
+	ctx = c.operation(ctx)
 	locks, err := c.Locks(ctx)
 	if err != nil {
 		return 0, err

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -36,6 +37,17 @@ type Options struct {
 	// IndexShards is the number of shards of the in-memory lock index.
 	// Default 256.
 	IndexShards int
+	// Operation, if set, wraps the context of each of the client's
+	// operations: a commit with its abort and cleanup, a read (Get, Scan)
+	// with its lock waits and resolutions, a listing or resolution of the
+	// locks. A store that retries on its own can then bound the operation
+	// as a whole rather than each call (over a server: rpc.WithOperation,
+	// whose retry budget covers the operation). Default: none.
+	Operation func(context.Context) context.Context
+	// CleanupTimeout bounds what a commit does after its context ended:
+	// rolling back what it prewrote, or finishing its commit point (an
+	// outcome not learned by then is ErrCommitUnknown). Default 1s.
+	CleanupTimeout time.Duration
 
 	// indexCap bounds each index shard's latest-commit and write-record
 	// maps (test knob: small, so tests drop full maps often). 0: default.
@@ -68,6 +80,9 @@ func (o *Options) EnsureDefaults() {
 	if o.IndexShards == 0 {
 		o.IndexShards = 256
 	}
+	if o.CleanupTimeout == 0 {
+		o.CleanupTimeout = time.Second
+	}
 }
 
 // Validate checks the options after EnsureDefaults.
@@ -77,7 +92,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: empty owner", ErrInvalidArgument)
 	case o.LockTTL < time.Millisecond:
 		return fmt.Errorf("%w: lock TTL %v below 1ms", ErrInvalidArgument, o.LockTTL)
-	case o.MaxValueSize < 0 || o.StoreRetries < 0 || o.IndexShards < 0:
+	case o.MaxValueSize < 0 || o.StoreRetries < 0 || o.IndexShards < 0 || o.CleanupTimeout < 0:
 		return fmt.Errorf("%w: negative size or count", ErrInvalidArgument)
 	}
 	return nil

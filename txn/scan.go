@@ -46,7 +46,9 @@ func (t *Txn) Scan(ctx context.Context, start, end, column string, limit int) ([
 	return kvs, nil
 }
 
+// scan is one operation (Options.Operation), its lock waits included.
 func (c *Client) scan(ctx context.Context, ts uint64, start, end []byte, col string, limit int) ([]KV, error) {
+	ctx = c.operation(ctx)
 	for attempt := 0; ; {
 		err := c.resolveRange(ctx, ts, start, end, col)
 		if err == errLocked {

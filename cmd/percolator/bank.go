@@ -28,6 +28,8 @@ type bankConfig struct {
 	ack               bool // print "ack <row>" for each committed transfer and record it
 	quiet             bool
 	pub               *publisher // if set, the run's progress is published here
+	// fail ends the run when err says the server is gone (set by bank).
+	fail func(err error)
 }
 
 type bankStats struct {
@@ -91,13 +93,23 @@ func (r bankResult) String() string {
 
 func (r bankResult) print(w io.Writer) { fmt.Fprintln(w, r.String()) }
 
-// bank runs the workload on db and returns its figures.
+// bank runs the workload on db and returns its figures. A server that
+// does not answer ends the run: the first transfer or snapshot that fails
+// with ErrUnavailable (its operation's retry budget spent) stops the
+// others and is the run's error.
 func bank(ctx context.Context, db *percolator.DB, cfg bankConfig, acks, progress io.Writer) (bankResult, error) {
 	if err := ensureAccounts(ctx, db, cfg); err != nil {
 		return bankResult{}, err
 	}
 	runCtx, cancel := context.WithTimeout(ctx, cfg.duration)
 	defer cancel()
+	runCtx, stop := context.WithCancelCause(runCtx)
+	defer stop(nil)
+	cfg.fail = func(err error) {
+		if errors.Is(err, percolator.ErrUnavailable) {
+			stop(err)
+		}
+	}
 	var st bankStats
 	var wg sync.WaitGroup
 	var out sync.Mutex
@@ -115,12 +127,16 @@ func bank(ctx context.Context, db *percolator.DB, cfg bankConfig, acks, progress
 	}
 	wg.Wait()
 	s := db.Stats()
+	var err error
+	if cause := context.Cause(runCtx); errors.Is(cause, percolator.ErrUnavailable) {
+		err = cause
+	}
 	return bankResult{
 		commits: st.commits.Load(), failures: st.failures.Load(),
 		snapshots: st.snapshots.Load(), bad: st.bad.Load(),
 		conflicts: s.Conflicts, resolved: s.RolledForward + s.RolledBack,
 		elapsed: time.Since(start),
-	}, nil
+	}, err
 }
 
 // ensureAccounts creates the accounts in one transaction unless they
@@ -161,6 +177,7 @@ func transferLoop(ctx context.Context, db *percolator.DB, cfg bankConfig, w int,
 		if err != nil {
 			if ctx.Err() == nil {
 				st.failures.Add(1)
+				cfg.fail(err)
 			}
 			continue
 		}
@@ -208,7 +225,10 @@ func auditLoop(ctx context.Context, db *percolator.DB, cfg bankConfig, st *bankS
 	for ctx.Err() == nil {
 		total, n, err := sumBalances(ctx, db)
 		if err != nil {
-			continue // the run ended mid-snapshot
+			if ctx.Err() == nil {
+				cfg.fail(err)
+			}
+			continue // the run ended mid-snapshot, or will now
 		}
 		st.snapshots.Add(1)
 		if total != want || n != cfg.accounts {

@@ -76,5 +76,7 @@ Stop with Ctrl-C.
 		return fmt.Errorf("etcd: %w", err)
 	}
 	fmt.Fprintln(stderr, "devcluster: stopping")
-	return errDrained
+	// Stopped by a signal: main's exit status is 130 or 143 (devcluster
+	// is not a command that drains and exits 0).
+	return context.Cause(ctx)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -83,4 +84,50 @@ func readDevcluster(t *testing.T, r io.Reader) (env string, oracleArgs []string)
 		t.Fatalf("devcluster's environment %q: %v", env, err)
 	}
 	return env, oracleArgs
+}
+
+// TestDevclusterSignalExitCodes: devcluster stops on SIGINT and SIGTERM
+// with main's documented statuses, 130 and 143 (it is not one of the
+// commands that drain and exit 0).
+func TestDevclusterSignalExitCodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		dc := command("devcluster", "--dir", t.TempDir())
+		stdout, err := dc.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dcErr lockedBuffer
+		dc.Stderr = &dcErr
+		if err := dc.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { killProc(dc) })
+		readDevcluster(t, stdout)
+		go func() { _, _ = io.Copy(io.Discard, stdout) }()
+		_ = dc.Process.Signal(sig)
+		code := waitExit(t, dc, 30*time.Second)
+		if want := 128 + int(sig); code != want {
+			t.Errorf("devcluster after %v: exit %d, want %d\n%s", sig, code, want, dcErr.String())
+		}
+	}
+}
+
+// waitExit waits for cmd to exit and returns its status; within only
+// detects a hang.
+func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) int {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+		return cmd.ProcessState.ExitCode()
+	case <-time.After(within):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("%v did not exit within %v", cmd.Args[1:], within)
+		return -1
+	}
 }

@@ -19,11 +19,19 @@
 //	percolator version | help [COMMAND]
 //
 // With --server, --token-file F (or $PERCOLATOR_TOKEN) gives the token and
-// --tls-ca the CA of a TLS server.
+// --tls-ca the CA of a TLS server. A server that does not answer (down,
+// restarting, unreachable) is retried for --retry-budget (default 30s) per
+// operation (a transaction, a read, opening; a worker's whole run); then
+// the command fails, naming the server.
 //
 // Exit status: 0 on success (serve, worker and oracle: also when stopped by
 // SIGTERM or SIGINT, after draining), 1 when a check fails or the command
-// fails at run time, 2 on a usage error, 130 on SIGINT (143 on SIGTERM).
+// fails at run time (a server unavailable past the retry budget included),
+// 2 on a usage error, 130 on SIGINT (143 on SIGTERM). A signal ends a
+// command within about a second whatever its server does: the cleanup it
+// runs after the signal (a rollback, counters flushed, a lock released)
+// gets the connection's cleanup budget (1s), and closing its session half
+// that.
 // Only index, bank, serve and bench create a store; the other commands
 // fail on a directory that holds none.
 package main
@@ -39,6 +47,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/seed-992972ee/percolator/rpc"
 )
 
 type subcommand struct {
@@ -102,7 +112,11 @@ func main() {
 		cancel(interrupted{sig.(syscall.Signal)})
 		signal.Stop(sigs) // a second signal kills at once
 	}()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	// Whatever cleanup a command runs after the signal (under
+	// context.WithoutCancel: a rollback, counters flushed, a lock
+	// released) gets the server connection's cleanup budget (1s), so that
+	// a signal ends the command within it whatever the server does.
+	os.Exit(run(rpc.WithCleanup(ctx), os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -193,6 +193,8 @@ func TestBadInput(t *testing.T) {
 		{"bank", "--bogus"},
 		{"bank", "--dir", t.TempDir(), "--session-ttl", "5s"},
 		{"bank", "--server", "127.0.0.1:1", "--session-ttl", "-1s"},
+		{"bank", "--dir", t.TempDir(), "--retry-budget", "5s"},
+		{"bank", "--server", "127.0.0.1:1", "--retry-budget", "-1s"},
 		{"bank", "--bigtable", "p/i/t", "--etcd", "127.0.0.1:1", "--session-ttl", "1s"},
 		{"bank", "--bigtable", "p/i/t", "--etcd", "127.0.0.1:1", "--session-ttl", "2500ms"},
 		{"worker", "--bigtable", "p/i/t", "--etcd", "127.0.0.1:1", "--session-ttl", "soon"},

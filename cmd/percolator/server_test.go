@@ -109,7 +109,7 @@ func TestServeBadInput(t *testing.T) {
 	}
 	addr := freeAddr(t)
 	start := time.Now()
-	_, errOut, code := runCLI(t, "locks", "--server", addr)
+	_, errOut, code := runCLI(t, "locks", "--server", addr, "--retry-budget", "1s")
 	if code != 1 || !strings.Contains(errOut, addr) || !strings.Contains(errOut, "unavailable") || time.Since(start) > 10*time.Second {
 		t.Fatalf("locks on a server that is down: exit %d after %v: %s", code, time.Since(start), errOut)
 	}

@@ -25,6 +25,9 @@ type target struct {
 	// sessionTTL is the lease of the process's liveness session with the
 	// server or etcd; 0 for the default.
 	sessionTTL time.Duration
+	// retryBudget is how long an operation retries a server that does
+	// not answer (percolator.Options.RetryBudget); 0 for the default.
+	retryBudget time.Duration
 
 	cluster *cluster.DB // the last database open opened on Bigtable
 }
@@ -36,6 +39,7 @@ func (t *target) register(fs *flag.FlagSet, dirUsage string) {
 	fs.StringVar(&t.server, "server", "", "address of a percolator server (percolator serve), instead of --dir")
 	fs.StringVar(&t.tokenFile, "token-file", "", "file holding the server's token (default: $PERCOLATOR_TOKEN)")
 	fs.StringVar(&t.tlsCA, "tls-ca", "", "CA certificate (PEM) to verify the server's TLS certificate with")
+	fs.DurationVar(&t.retryBudget, "retry-budget", 0, "with --server: how long an operation (a transaction, a read, opening) goes on retrying a server that does not answer before the command fails naming it (default 30s)")
 	t.registerCluster(fs)
 }
 
@@ -64,6 +68,10 @@ func (t *target) validate() error {
 		return usagef("--dir, --server or --bigtable is required")
 	case t.dir != "" && (t.tokenFile != "" || t.tlsCA != ""):
 		return usagef("--token-file and --tls-ca need --server or --bigtable")
+	case t.retryBudget < 0:
+		return usagef("--retry-budget must be positive")
+	case t.retryBudget != 0 && t.server == "":
+		return usagef("--retry-budget needs --server")
 	case (t.bigtable == "") != (t.etcd == ""):
 		return usagef("--bigtable and --etcd go together")
 	case t.etcdPrefix != "" && t.etcd == "":
@@ -155,7 +163,7 @@ func (t *target) open(ctx context.Context, create bool) (*percolator.DB, error) 
 		if err != nil {
 			return nil, err
 		}
-		return percolator.Open(ctx, percolator.Options{Server: t.server, Token: tok, TLSCAFile: t.tlsCA, SessionTTL: t.sessionTTL})
+		return percolator.Open(ctx, percolator.Options{Server: t.server, Token: tok, TLSCAFile: t.tlsCA, SessionTTL: t.sessionTTL, RetryBudget: t.retryBudget})
 	}
 	db, err := percolator.Open(ctx, percolator.Options{Dir: t.dir, MustExist: !create})
 	if errors.Is(err, pebble.ErrLocked) {

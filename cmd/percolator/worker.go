@@ -8,6 +8,7 @@ import (
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/docindex"
+	"github.com/seed-992972ee/percolator/rpc"
 )
 
 // percolator worker: the index job's observers in an extra process, on a
@@ -47,7 +48,17 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		how = "splitting the notify keyspace with the other workers (etcd membership)"
 	}
 	fmt.Fprintf(stderr, "percolator worker: running the index observers with %d scanners on %s, %s\n", *scanners, tg.String(), how)
-	rep, err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: *scanners, Drain: *drain, Unpartitioned: *random})
+	rctx := ctx
+	if tg.server != "" {
+		// The run is one operation of the server connection: its scanners
+		// call the server at least every 200ms (WorkerOptions.MaxIdle), so
+		// a server that answers none of them for the retry budget is gone,
+		// and every call then fails at once, counters flushed at the end
+		// included: the worker stops with the error naming the server,
+		// instead of retrying each remaining call for a budget of its own.
+		rctx = rpc.WithOperation(ctx)
+	}
+	rep, err := db.RunWorkers(rctx, percolator.WorkerOptions{Scanners: *scanners, Drain: *drain, Unpartitioned: *random})
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
 		return errDrained
 	}

@@ -19,6 +19,12 @@
 //  4. Advisory locks are held by the session and released when it ends;
 //     in this process a local lock table keeps two scanners of one
 //     process from sharing a server lock.
+//  5. Nothing waits long on a server that does not answer: a renewal ends
+//     with the session's Close, and Close's last call (and an Unlock's)
+//     is one try bounded by the connection's cleanup budget
+//     (rpc.DialOptions.CleanupBudget; Close half of it). A session not
+//     closed expires with its lease, a lock not released with the
+//     session.
 package remote
 
 import (
@@ -114,6 +120,14 @@ func (s *Session) margin(ttl time.Duration) time.Duration { return ttl - ttl/10 
 
 func (s *Session) renewLoop() {
 	defer s.wg.Done()
+	// A renewal in flight ends with the loop: Close must not wait for one
+	// to a server that does not answer.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.stop
+		cancel()
+	}()
 	every := s.ttl / 3
 	t := time.NewTimer(every)
 	defer t.Stop()
@@ -125,7 +139,10 @@ func (s *Session) renewLoop() {
 		case <-t.C:
 		}
 		next := every
-		if err := s.renew(); err != nil {
+		if err := s.renew(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
 			// One warning per outage, not one per attempt.
 			if failing == 0 {
 				s.log.Warn("coord: session renewal failing; retrying", "owner", s.owner, "err", err)
@@ -142,11 +159,11 @@ func (s *Session) renewLoop() {
 
 // renew extends the lease once; a session the server no longer knows is
 // replaced.
-func (s *Session) renew() error {
+func (s *Session) renew(ctx context.Context) error {
 	s.mu.Lock()
 	id := s.mu.id
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), s.ttl/3)
+	ctx, cancel := context.WithTimeout(ctx, s.ttl/3)
 	defer cancel()
 	sent := time.Now()
 	resp, err := s.conn.Coord.KeepAlive(ctx, &rpcpb.KeepAliveRequest{Session: id})
@@ -218,7 +235,9 @@ func (s *Session) TryLock(ctx context.Context, key, owner string) (func(), bool,
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), s.conn.CallTimeout())
+			// One try, briefly: a lock not released here is with the
+			// session's end.
+			ctx, cancel := context.WithTimeout(context.Background(), s.conn.CleanupBudget())
 			defer cancel()
 			_, _ = s.conn.Coord.Unlock(ctx, &rpcpb.UnlockRequest{Session: id, Key: key})
 			unlockLocal()
@@ -227,7 +246,11 @@ func (s *Session) TryLock(ctx context.Context, key, owner string) (func(), bool,
 }
 
 // Close ends the session at once (its locks resolvable by others) and
-// stops renewing it.
+// stops renewing it. It tries once, for half the connection's cleanup
+// budget (rpc.DialOptions.CleanupBudget): a session whose server does not
+// answer then expires with its lease, and a process that stops on a
+// signal, its cleanup done within that budget, does not wait longer for
+// a server that is down.
 func (s *Session) Close() error {
 	s.mu.Lock()
 	if s.mu.closed {
@@ -239,7 +262,7 @@ func (s *Session) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	s.wg.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), s.conn.CallTimeout())
+	ctx, cancel := context.WithTimeout(context.Background(), s.conn.CleanupBudget()/2)
 	defer cancel()
 	_, err := s.conn.Coord.CloseSession(ctx, &rpcpb.CloseSessionRequest{Session: id})
 	return s.conn.Error(err)

@@ -3,12 +3,14 @@
 //
 // Invariants:
 //
-//  1. Every call is bounded: each attempt by the connection's per-call
-//     deadline (rpc.DialOptions.CallTimeout), and a call's retries by its
-//     retry budget (RetryBudget) and the caller's context. A failure the
-//     server may recover from (unreachable, restarting, shutting down, an
-//     attempt's deadline) is retried with jittered exponential back-off;
-//     gRPC reconnects underneath. Anything else is returned at once.
+//  1. Every call is bounded (rpc/doc.go, "Budgets"): each attempt by the
+//     connection's per-call deadline (rpc.DialOptions.CallTimeout), and a
+//     call's retries by its retry budget (RetryBudget), the budget of the
+//     operation it is part of (rpc.WithOperation), the cleanup budget of
+//     one that ended, and the caller's context. A failure the server may
+//     recover from (unreachable, restarting, shutting down, an attempt's
+//     deadline) is retried with jittered exponential back-off; gRPC
+//     reconnects underneath. Anything else is returned at once.
 //  2. A call that is not safe to apply twice in any order (Increment,
 //     CheckAndMutate, Mutate, MutateRows) carries a nonce (server/doc.go,
 //     "Nonces"): it is resent with the same nonce until the server
@@ -26,7 +28,12 @@
 //     refused after an earlier attempt may have been applied, and returns
 //     rpc.ErrOutcomeUnknown rather than guess.
 //  4. A Scan is a stream of batches of rows; a stream broken by a
-//     retryable failure resumes after the last row delivered.
+//     retryable failure resumes after the last row delivered. Its retry
+//     budget counts from the last batch received, not from the call's
+//     start: a scan that keeps receiving is resumed after any number of
+//     breaks, however long it streams, and one that receives nothing
+//     (a blackholed connection: CallTimeout bounds each wait for a batch,
+//     not counting the time fn takes) fails within the budget.
 //  5. Writes are durable when acknowledged (the server syncs each); the
 //     store offers no storage.Deferred variant, since a server can restart
 //     under a live client (txn/doc.go, "Durability"). It is not

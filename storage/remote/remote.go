@@ -209,7 +209,11 @@ func (s *Store) Scan(ctx context.Context, start, end []byte, filter storage.Filt
 }
 
 // ScanCounted implements storage.Counted. A stream broken by a failure
-// the server may recover from is resumed after the last row delivered.
+// the server may recover from is resumed after the last row delivered;
+// every message received is progress, from which the retry budget counts
+// again (rpc.Conn.Stream), so a scan that keeps receiving is resumed after
+// any number of breaks, and one that receives nothing fails within the
+// budget.
 func (s *Store) ScanCounted(ctx context.Context, start, end []byte, filter storage.Filter, limit int, fn func(storage.Row) bool) (uint64, error) {
 	if err := s.check(); err != nil {
 		return 0, err
@@ -223,51 +227,61 @@ func (s *Store) ScanCounted(ctx context.Context, start, end []byte, filter stora
 	if len(filter) == 0 {
 		return 0, nil
 	}
-	var (
-		visited   uint64
-		delivered int
-		from      = start
-	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	err := s.conn.Do(ctx, func(actx context.Context, _ int) error {
-		// A scan may outlast one call's deadline: only the caller's
-		// context bounds it once rows flow.
-		sctx, scancel := context.WithCancel(ctx)
-		defer scancel()
-		req := &rpcpb.ScanRequest{Start: from, End: end, Filter: rpc.FilterToPB(filter)}
-		if limit > 0 {
-			if delivered >= limit {
-				return nil
-			}
-			req.Limit = int64(limit - delivered)
+	sc := scan{end: end, filter: rpc.FilterToPB(filter), limit: limit, from: start, fn: fn}
+	err := s.conn.Stream(ctx, func(actx context.Context, _ int, progress func() func()) error {
+		return sc.attempt(actx, s.conn.Storage, progress)
+	})
+	return sc.visited, err
+}
+
+// scan is the state of a Scan across its attempts.
+type scan struct {
+	end       []byte
+	filter    []*rpcpb.Selector
+	limit     int
+	fn        func(storage.Row) bool
+	from      []byte // where the next attempt starts
+	delivered int
+	visited   uint64
+}
+
+// attempt streams from sc.from until the end, the limit, fn's stop or a
+// failure. The stream lives as long as actx: Stream bounds the wait for
+// each message, not the whole scan.
+func (sc *scan) attempt(actx context.Context, cl rpcpb.StorageClient, progress func() func()) error {
+	req := &rpcpb.ScanRequest{Start: sc.from, End: sc.end, Filter: sc.filter}
+	if sc.limit > 0 {
+		if sc.delivered >= sc.limit {
+			return nil
 		}
-		stream, err := s.conn.Storage.Scan(sctx, req)
+		req.Limit = int64(sc.limit - sc.delivered)
+	}
+	stream, err := cl.Scan(actx, req)
+	if err != nil {
+		return err
+	}
+	for {
+		msg, err := stream.Recv()
+		if err == io.EOF {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
-		for {
-			msg, err := stream.Recv()
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			for _, r := range msg.Rows {
-				delivered++
-				from = append(append(make([]byte, 0, len(r.Key)+1), r.Key...), 0)
-				if !fn(storage.Row{Key: r.Key, Cells: rpc.CellsFromPB(r.Cells)}) {
-					return nil
-				}
-			}
-			if msg.Done {
-				visited += msg.Visited
+		waitNext := progress() // fn's time is not the server's
+		for _, r := range msg.Rows {
+			sc.delivered++
+			sc.from = append(append(make([]byte, 0, len(r.Key)+1), r.Key...), 0)
+			if !sc.fn(storage.Row{Key: r.Key, Cells: rpc.CellsFromPB(r.Cells)}) {
 				return nil
 			}
 		}
-	})
-	return visited, err
+		if msg.Done {
+			sc.visited += msg.Visited
+			return nil
+		}
+		waitNext()
+	}
 }
 
 // Mutate implements storage.Store. Mutate is idempotent (puts at given

@@ -66,8 +66,8 @@ var (
 	// reached the disk before the failure): treat its outcome as unknown.
 	// A Commit reports such a write as ErrCommitUnknown.
 	ErrStoreFailed = errors.New("percolator: store failed")
-	// ErrUnavailable: the server (Options.Server) could not be reached, or
-	// kept failing until the call's retry budget ran out.
+	// ErrUnavailable: the server (Options.Server), Bigtable or etcd could
+	// not be reached, or kept failing until the retry budget ran out.
 	ErrUnavailable = errors.New("percolator: server unavailable")
 	// ErrUnauthenticated: the server refused the token (Options.Token).
 	ErrUnauthenticated = errors.New("percolator: unauthenticated")
@@ -101,6 +101,7 @@ var kinds = []struct {
 	{oracle.ErrLeaseLost, []error{ErrInUse}},
 	{pebble.ErrNotExist, []error{ErrNoStore}},
 	{rpc.ErrUnavailable, []error{ErrUnavailable}},
+	{storage.ErrUnavailable, []error{ErrUnavailable}},
 	{rpc.ErrOutcomeUnknown, []error{ErrCommitUnknown}},
 	{rpc.ErrUnauthenticated, []error{ErrUnauthenticated}},
 }

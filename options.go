@@ -33,7 +33,8 @@ type Options struct {
 	// commit with its abort and cleanup, a read with its lock waits, Open
 	// itself) goes on retrying while the server does not answer (down,
 	// restarting, unreachable) before it fails with ErrUnavailable naming
-	// the server. Default 30s (rpc.DefaultRetryBudget).
+	// the server. Through cluster.Open: how long opening waits for etcd.
+	// Default 30s (rpc.DefaultRetryBudget).
 	RetryBudget time.Duration
 	// Store, if set, is used instead of Dir's store (a server's or
 	// Bigtable's). The DB does not close it. An exclusive store (an

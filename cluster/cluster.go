@@ -14,6 +14,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -78,24 +79,71 @@ func ParseEndpoints(s string) []string {
 	return out
 }
 
-// Dial connects to etcd.
+// Dial connects to etcd, waiting up to rpc.DefaultRetryBudget for it to
+// answer (DialBudget).
 func Dial(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
+	return DialBudget(ctx, endpoints, rpc.DefaultRetryBudget)
+}
+
+// attemptTimeout bounds one call to etcd while opening: etcd's client
+// waits for a connection as long as the context allows.
+const attemptTimeout = 5 * time.Second
+
+// DialBudget connects to etcd. An etcd that does not answer (down,
+// restarting, unreachable) is tried again, with back-off, for budget; then
+// the error matches percolator.ErrUnavailable and names the endpoints.
+func DialBudget(ctx context.Context, endpoints []string, budget time.Duration) (*clientv3.Client, error) {
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("%w: no etcd endpoints", percolator.ErrInvalidArgument)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), Context: ctx})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: attemptTimeout, Logger: zap.NewNop(), Context: ctx})
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(endpoints, ","), err)
 	}
 	// The client dials lazily: fail now, naming the endpoints, rather
 	// than in the first transaction.
-	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := cli.Status(sctx, endpoints[0]); err != nil {
+	err = retryOpening(ctx, budget, func(ctx context.Context) error {
+		_, err := cli.Status(ctx, endpoints[0])
+		return err
+	})
+	if err != nil {
 		_ = cli.Close()
 		return nil, fmt.Errorf("%w: etcd %s: %v", percolator.ErrUnavailable, strings.Join(endpoints, ","), err)
 	}
 	return cli, nil
+}
+
+// retryOpening calls fn, each attempt bounded by attemptTimeout, until it
+// succeeds, fails with an invalid argument, ctx ends or budget (counted
+// from the call) has passed; it returns the last error.
+func retryOpening(ctx context.Context, budget time.Duration, fn func(context.Context) error) error {
+	deadline := time.Now().Add(budget)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		attempt := time.Now().Add(attemptTimeout)
+		if deadline.Before(attempt) {
+			attempt = deadline
+		}
+		actx, cancel := context.WithDeadline(ctx, attempt)
+		err := fn(actx)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return errors.Join(err, ctx.Err())
+		case errors.Is(err, etcd.ErrInvalidArgument), errors.Is(err, percolator.ErrInvalidArgument):
+			return err
+		case !time.Now().Add(wait).Before(deadline):
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 // Open opens the database.
@@ -116,15 +164,28 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		return fail(err)
 	}
 	closers = append(closers, st)
-	cli, err := Dial(ctx, opts.Etcd)
+	budget := o.RetryBudget
+	if budget == 0 {
+		budget = rpc.DefaultRetryBudget
+	}
+	began := time.Now()
+	cli, err := DialBudget(ctx, opts.Etcd, budget)
 	if err != nil {
 		return fail(err)
 	}
 	closers = append(closers, cli)
 	owner := coord.NewOwnerID()
-	sess, err := etcd.Open(ctx, cli, etcd.SessionOptions{Owner: owner, TTL: opts.SessionTTL, Prefix: opts.Prefix, Logger: o.Logger})
-	if err != nil {
-		return fail(err)
+	var sess *etcd.Session
+	err = retryOpening(ctx, max(budget-time.Since(began), time.Nanosecond), func(ctx context.Context) error {
+		var err error
+		sess, err = etcd.Open(ctx, cli, etcd.SessionOptions{Owner: owner, TTL: opts.SessionTTL, Prefix: opts.Prefix, Logger: o.Logger})
+		return err
+	})
+	switch {
+	case errors.Is(err, etcd.ErrInvalidArgument):
+		return fail(fmt.Errorf("%w: %w", percolator.ErrInvalidArgument, err))
+	case err != nil:
+		return fail(fmt.Errorf("%w: etcd %s: %w", percolator.ErrUnavailable, strings.Join(opts.Etcd, ","), err))
 	}
 	closers = append(closers, sess)
 	backend, err := etcd.NewOracleBackend(cli, etcd.OracleBackendOptions{

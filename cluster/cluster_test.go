@@ -18,6 +18,7 @@ import (
 	"github.com/seed-992972ee/percolator/cluster"
 	"github.com/seed-992972ee/percolator/coord/etcd"
 	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
+	"github.com/seed-992972ee/percolator/internal/faultproxy"
 	"github.com/seed-992972ee/percolator/server"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 	"github.com/seed-992972ee/percolator/storage/bigtable/bttesting"
@@ -227,7 +228,7 @@ func TestOpenBadInput(t *testing.T) {
 	}{
 		{"dir set", cluster.Options{Bigtable: e.bt, Etcd: e.etcd, DB: percolator.Options{Dir: t.TempDir()}}, percolator.ErrInvalidArgument, "sets Dir"},
 		{"no endpoints", cluster.Options{Bigtable: e.bt}, percolator.ErrInvalidArgument, "no etcd endpoints"},
-		{"etcd down", cluster.Options{Bigtable: e.bt, Etcd: []string{"127.0.0.1:1"}}, percolator.ErrUnavailable, "127.0.0.1:1"},
+		{"etcd down", cluster.Options{Bigtable: e.bt, Etcd: []string{"127.0.0.1:1"}, DB: percolator.Options{RetryBudget: time.Second}}, percolator.ErrUnavailable, "127.0.0.1:1"},
 		{"no table", cluster.Options{Bigtable: bigtable.Options{Project: e.bt.Project, Instance: e.bt.Instance, Table: "absent", Emulator: e.bt.Emulator}, Etcd: e.etcd}, bigtable.ErrNoTable, "absent"},
 	} {
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -241,6 +242,57 @@ func TestOpenBadInput(t *testing.T) {
 		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%s: %v, want %v saying %q", c.name, err, c.want, c.msg)
 		}
+	}
+}
+
+// TestOpenWaitsForEtcd: a process started while etcd is down (refusing
+// connections, as while it restarts) waits for it within its retry
+// budget, and opens once it answers; past the budget Open fails with
+// ErrUnavailable naming the endpoints, without waiting on.
+func TestOpenWaitsForEtcd(t *testing.T) {
+	e := start(t)
+	p, err := faultproxy.New(strings.TrimPrefix(e.etcd[0], "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	opts := cluster.Options{Bigtable: e.bt, Etcd: []string{"http://" + p.Addr()}, DB: percolator.Options{Logger: quiet, RetryBudget: time.Minute}}
+
+	p.SetRefuse(true)
+	opened := make(chan error, 1)
+	go func() {
+		db, err := cluster.Open(context.Background(), opts)
+		if err == nil {
+			err = db.Update(context.Background(), func(tx *percolator.Txn) error { return tx.Set("r", "c", []byte("v")) })
+			db.Close()
+		}
+		opened <- err
+	}()
+	time.Sleep(6 * time.Second) // past one attempt's bound (5s)
+	select {
+	case err := <-opened:
+		t.Fatalf("Open while etcd refused connections returned at once: %v", err)
+	default:
+	}
+	p.SetRefuse(false)
+	if err := <-opened; err != nil {
+		t.Fatalf("Open once etcd answered again: %v", err)
+	}
+
+	p.SetRefuse(true)
+	opts.DB.RetryBudget = 2 * time.Second
+	began := time.Now()
+	db, err := cluster.Open(context.Background(), opts)
+	if err == nil {
+		db.Close()
+		t.Fatal("opened while etcd refused every connection")
+	}
+	if !errors.Is(err, percolator.ErrUnavailable) || !strings.Contains(err.Error(), p.Addr()) {
+		t.Fatalf("Open past its budget: %v, want ErrUnavailable naming %s", err, p.Addr())
+	}
+	// The budget, one attempt's bound and slack for a busy machine.
+	if d := time.Since(began); d > 2*time.Second+10*time.Second {
+		t.Fatalf("Open with a 2s budget took %v", d)
 	}
 }
 

@@ -180,3 +180,71 @@ func (s *rowsDown) CheckAndMutate(ctx context.Context, row []byte, p storage.Fil
 	}
 	return s.Store.CheckAndMutate(ctx, row, p, a, b)
 }
+
+// flakyMembership fails its first fails registrations, as a coordination
+// service that is down when a worker starts.
+type flakyMembership struct {
+	coord.Membership
+	mu    sync.Mutex
+	fails int
+	tried int
+}
+
+func (m *flakyMembership) Register(ctx context.Context, group, value string) error {
+	m.mu.Lock()
+	m.tried++
+	fail := m.tried <= m.fails
+	m.mu.Unlock()
+	if fail {
+		return errors.New("etcd: registering in group: rpc error: code = Unavailable desc = error reading from server: EOF")
+	}
+	return m.Membership.Register(ctx, group, value)
+}
+
+func (m *flakyMembership) attempts() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.tried
+}
+
+// TestWorkerStartsWhileCoordinationIsDown: a partitioned worker whose
+// group registration fails at start (etcd restarting) does not end: it
+// scans the whole keyspace meanwhile, registers once the service answers,
+// and then follows the group's split. A drain started so finishes. A
+// group name the services refuse is refused before anything runs.
+func TestWorkerStartsWhileCoordinationIsDown(t *testing.T) {
+	c := newCluster(t, memory.New(), 1)
+	var rows []string
+	for i := range 40 {
+		rows = append(rows, fmt.Sprintf("r%03d", i))
+	}
+	c.write("c", rows)
+	m := &flakyMembership{Membership: c.members[0], fails: 2}
+	r := c.start(0, WorkerOptions{Scanners: 2, MaxIdle: 5 * time.Millisecond, Membership: m})
+	waitFor(t, "the worker registers after its failed attempts", func() bool {
+		_, ok := c.workers[0].f.Partition()
+		return ok
+	})
+	if n := m.attempts(); n != 3 {
+		t.Fatalf("%d registrations tried, want 3 (two failed, then one that held)", n)
+	}
+	waitFor(t, "every change is processed", func() bool { return len(c.pending("c")) == 0 })
+	if err := r.stop(); err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	c.checkProcessed(rows)
+
+	c.write("c", rows[:5])
+	m = &flakyMembership{Membership: c.members[0], fails: 1 << 30} // never back
+	if err := c.start(0, WorkerOptions{Scanners: 2, MaxIdle: 5 * time.Millisecond, Membership: m, Drain: true}).wait(); err != nil {
+		t.Fatalf("a drain while registration fails: %v", err)
+	}
+	if p := c.pending("c"); len(p) != 0 {
+		t.Fatalf("%d rows left notified by a drain that could not register", len(p))
+	}
+
+	err := c.start(0, WorkerOptions{Membership: c.members[0], Group: "a/b"}).wait()
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("group a/b: %v, want ErrInvalidArgument", err)
+	}
+}

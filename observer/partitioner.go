@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -36,6 +37,10 @@ const staleAfter = 3
 // before watching again (it scans the whole keyspace meanwhile).
 const rewatchWait = time.Second
 
+// maxRegisterWait bounds the back-off of a worker whose registration in
+// its group failed.
+const maxRegisterWait = 10 * time.Second
+
 // partitioner keeps this worker's Partition while Run runs with a
 // Membership: it registers the worker, watches the group, re-samples the
 // notify keyspace on every member-list change and every
@@ -58,18 +63,52 @@ type partitioner struct {
 }
 
 // startPartitioner registers this worker in its group (until ctx ends)
-// and keeps its partition in a goroutine that ends with ctx.
+// and keeps its partition in a goroutine that ends with ctx. A
+// registration that fails (the coordination service unreachable: a
+// restart, a cut connection) does not end the run: the loop registers
+// again with back-off, and the scanners scan the whole keyspace
+// meanwhile, as when no member list is known.
 func (f *Framework) startPartitioner(ctx context.Context, opts WorkerOptions) (*partitioner, error) {
 	p := &partitioner{
 		f: f, opts: opts, done: make(chan struct{}),
 		value: fmt.Sprintf("%s/run-%08x", f.client.Owner(), rand.Uint32()),
 	}
-	if err := opts.Membership.Register(ctx, opts.Group, p.value); err != nil {
+	err := opts.Membership.Register(ctx, opts.Group, p.value)
+	if err != nil && (ctx.Err() != nil || errors.Is(err, coord.ErrNotAlive)) {
 		return nil, fmt.Errorf("observer: joining the workers' group %q: %w", opts.Group, err)
 	}
+	if err != nil {
+		f.opts.Logger.Warn("observer: joining the workers' group failed; scanning the whole keyspace and trying again",
+			"group", opts.Group, "err", err)
+	}
 	f.part.Store(p)
-	go p.loop(ctx)
+	go p.loop(ctx, err == nil)
 	return p, nil
+}
+
+// register registers this worker in its group until it succeeds or ctx
+// ends, backing off between attempts; it reports whether it registered.
+// A worker whose liveness ended stops trying (its scanners' transactions
+// fail alike: the DB must be opened again).
+func (p *partitioner) register(ctx context.Context) bool {
+	for wait := rewatchWait; ; wait = min(2*wait, maxRegisterWait) {
+		if txn.SleepContext(ctx, wait) != nil {
+			return false
+		}
+		err := p.opts.Membership.Register(ctx, p.opts.Group, p.value)
+		if err == nil {
+			p.f.opts.Logger.Info("observer: joined the workers' group", "group", p.opts.Group)
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if errors.Is(err, coord.ErrNotAlive) {
+			p.f.opts.Logger.Warn("observer: this worker's liveness ended; it no longer tries to join its group", "group", p.opts.Group, "err", err)
+			return false
+		}
+		p.f.opts.Logger.Debug("observer: joining the workers' group; trying again", "group", p.opts.Group, "err", err)
+	}
 }
 
 // current is the view the scanners follow; nil (scan the whole keyspace)
@@ -106,8 +145,11 @@ func (p *partitioner) withdraw(ctx context.Context) {
 	p.owner = ""
 }
 
-func (p *partitioner) loop(ctx context.Context) {
+func (p *partitioner) loop(ctx context.Context, registered bool) {
 	defer close(p.done)
+	if !registered && !p.register(ctx) {
+		return
+	}
 	watch := p.opts.Membership.WatchMembers(ctx, p.opts.Group)
 	tick := time.NewTimer(untilNext(time.Now(), p.opts.Resample))
 	defer tick.Stop()

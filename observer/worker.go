@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,7 +48,7 @@ type WorkerOptions struct {
 	// places (the paper's scheme), as one worker alone should.
 	Membership coord.Membership
 	// Group is the membership group of the workers that split one notify
-	// keyspace. "" means DefaultGroup.
+	// keyspace. "" means DefaultGroup; a group name holds no "/".
 	Group string
 	// FallbackEvery makes every FallbackEvery-th pass of a partitioned
 	// scanner a pass over the whole keyspace from a random place, which
@@ -109,6 +110,9 @@ type Unhandled struct {
 // pending notifications this process cannot run.
 func (f *Framework) Run(ctx context.Context, opts WorkerOptions) (Report, error) {
 	opts.ensureDefaults()
+	if strings.Contains(opts.Group, "/") {
+		return Report{}, fmt.Errorf("%w: worker group %q contains /", ErrInvalidArgument, opts.Group)
+	}
 	if err := f.finishBackfills(ctx); err != nil {
 		return Report{}, err
 	}

@@ -29,8 +29,10 @@ import (
 var (
 	// ErrUnavailable: the server could not be reached, or kept failing,
 	// until the call's retry budget ran out. A write that met it has an
-	// unknown outcome unless it carried a nonce and is retried.
-	ErrUnavailable = errors.New("rpc: server unavailable")
+	// unknown outcome unless it carried a nonce and is retried. It
+	// matches storage.ErrUnavailable too: to the store's callers a server
+	// that does not answer is a store that does not.
+	ErrUnavailable error = unavailableError{}
 	// ErrUnauthenticated: the server refused the token.
 	ErrUnauthenticated = errors.New("rpc: unauthenticated")
 	// ErrOutcomeUnknown: a non-idempotent call may or may not have been
@@ -53,6 +55,13 @@ const (
 	DefaultRetryBudget   = 30 * time.Second
 	DefaultCleanupBudget = time.Second
 )
+
+// unavailableError is ErrUnavailable: a sentinel that is also
+// storage.ErrUnavailable.
+type unavailableError struct{}
+
+func (unavailableError) Error() string        { return "rpc: server unavailable" }
+func (unavailableError) Is(target error) bool { return target == storage.ErrUnavailable }
 
 // DialOptions configures Dial.
 type DialOptions struct {

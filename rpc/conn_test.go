@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -167,4 +168,17 @@ func TestTLS(t *testing.T) {
 			t.Fatalf("Dial trusting another CA: %v, want an error about the certificate", err)
 		}
 	})
+}
+
+// TestUnavailableIsStoreUnavailable: a server that does not answer is, to
+// the store's callers (the observer's outage handling), a store that does
+// not.
+func TestUnavailableIsStoreUnavailable(t *testing.T) {
+	err := fmt.Errorf("%w: server 127.0.0.1:1: connection refused", rpc.ErrUnavailable)
+	if !errors.Is(err, rpc.ErrUnavailable) || !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("%v: matches rpc.ErrUnavailable %v, storage.ErrUnavailable %v", err, errors.Is(err, rpc.ErrUnavailable), errors.Is(err, storage.ErrUnavailable))
+	}
+	if errors.Is(storage.ErrUnavailable, rpc.ErrUnavailable) {
+		t.Fatal("storage.ErrUnavailable matches rpc.ErrUnavailable: a Bigtable outage would read as a server's")
+	}
 }

@@ -132,7 +132,7 @@ func TestDistributedFailover(t *testing.T) {
 		// Stuck: have it print its goroutines (SIGQUIT) before failing.
 		_ = idx.Process.Signal(syscall.SIGQUIT)
 		<-idxDone
-		t.Fatalf("index did not finish within 3 minutes; its goroutines:\n%s", idxOut.String())
+		t.Fatalf("index did not finish within 3 minutes; its goroutines:\n%s", ourGoroutines(idxOut.String()))
 	}
 	if !strings.Contains(idxOut.String(), "equals a from-scratch batch build") {
 		t.Fatalf("index did not verify:\n%s", idxOut.String())

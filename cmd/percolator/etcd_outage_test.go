@@ -88,7 +88,7 @@ func TestIndexRidesOutEtcdOutage(t *testing.T) {
 	case <-time.After(4 * time.Minute): // only a hang reaches it
 		_ = idx.Process.Signal(syscall.SIGQUIT)
 		<-idxDone
-		t.Fatalf("index did not finish; its goroutines:\n%s", idxOut.String())
+		t.Fatalf("index did not finish; its goroutines:\n%s", ourGoroutines(idxOut.String()))
 	}
 	if !strings.Contains(idxOut.String(), "equals a from-scratch batch build") {
 		t.Fatalf("index did not verify:\n%s", idxOut.String())
@@ -99,4 +99,23 @@ func TestIndexRidesOutEtcdOutage(t *testing.T) {
 	default:
 	}
 	t.Logf("index:\n%s", idxOut.String())
+}
+
+// ourGoroutines keeps, of a Go goroutine dump, the goroutines with a frame
+// in this module (the runtime's own are noise), so that a hang's report
+// fits in a test log.
+func ourGoroutines(dump string) string {
+	head, rest, ok := strings.Cut(dump, "\ngoroutine ")
+	if !ok {
+		return dump
+	}
+	var b strings.Builder
+	b.WriteString(head)
+	for g := range strings.SplitSeq(rest, "\ngoroutine ") {
+		if strings.Contains(g, "seed-992972ee/percolator") {
+			b.WriteString("\ngoroutine ")
+			b.WriteString(g)
+		}
+	}
+	return b.String()
 }

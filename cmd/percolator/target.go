@@ -39,7 +39,7 @@ func (t *target) register(fs *flag.FlagSet, dirUsage string) {
 	fs.StringVar(&t.server, "server", "", "address of a percolator server (percolator serve), instead of --dir")
 	fs.StringVar(&t.tokenFile, "token-file", "", "file holding the server's token (default: $PERCOLATOR_TOKEN)")
 	fs.StringVar(&t.tlsCA, "tls-ca", "", "CA certificate (PEM) to verify the server's TLS certificate with")
-	fs.DurationVar(&t.retryBudget, "retry-budget", 0, "with --server: how long an operation (a transaction, a read, opening) goes on retrying a server that does not answer before the command fails naming it (default 30s)")
+	fs.DurationVar(&t.retryBudget, "retry-budget", 0, "with --server: how long an operation (a transaction, a read, opening) goes on retrying a server that does not answer before the command fails naming it; with --etcd: how long opening waits for etcd (default 30s)")
 	t.registerCluster(fs)
 }
 
@@ -70,8 +70,8 @@ func (t *target) validate() error {
 		return usagef("--token-file and --tls-ca need --server or --bigtable")
 	case t.retryBudget < 0:
 		return usagef("--retry-budget must be positive")
-	case t.retryBudget != 0 && t.server == "":
-		return usagef("--retry-budget needs --server")
+	case t.retryBudget != 0 && t.server == "" && t.etcd == "":
+		return usagef("--retry-budget needs --server or --etcd")
 	case (t.bigtable == "") != (t.etcd == ""):
 		return usagef("--bigtable and --etcd go together")
 	case t.etcdPrefix != "" && t.etcd == "":
@@ -80,7 +80,8 @@ func (t *target) validate() error {
 		if err := t.validateSessionTTL(); err != nil {
 			return err
 		}
-	case t.bigtable != "":
+	}
+	if t.bigtable != "" {
 		var o bigtable.Options
 		if err := o.ParseTable(t.bigtable); err != nil {
 			return usagef("--bigtable: %v", err)
@@ -147,7 +148,8 @@ func (t *target) open(ctx context.Context, create bool) (*percolator.DB, error) 
 		if err != nil {
 			return nil, err
 		}
-		opts := cluster.Options{Etcd: cluster.ParseEndpoints(t.etcd), Prefix: t.etcdPrefix, SessionTTL: t.sessionTTL, OracleToken: tok, OracleCAFile: t.tlsCA}
+		opts := cluster.Options{Etcd: cluster.ParseEndpoints(t.etcd), Prefix: t.etcdPrefix, SessionTTL: t.sessionTTL, OracleToken: tok, OracleCAFile: t.tlsCA,
+			DB: percolator.Options{RetryBudget: t.retryBudget}}
 		if err := opts.Bigtable.ParseTable(t.bigtable); err != nil {
 			return nil, usagef("--bigtable: %v", err)
 		}

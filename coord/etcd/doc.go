@@ -71,7 +71,13 @@
 //     lease never releases the lock another took since. Locks go with the
 //     lease (they are advisory: a lost one costs a duplicate, aborted
 //     observer run). In front, a process-local coord.LocalLocker keeps two
-//     scanners of one process from sharing one etcd lock.
+//     scanners of one process from sharing one etcd lock. So a lock key
+//     under the session's own lease that a TryLock finds while it holds
+//     the local lock has no holder: an attempt whose reply was lost left
+//     it (etcd applied the create; the caller saw an error), or an unlock
+//     not yet through. TryLock deletes it (if unchanged) and creates the
+//     key anew; left alone, the session's renewals would keep it, and the
+//     row from every other scanner, for the life of the process.
 //  6. Members lists a group's members sorted by owner. WatchMembers
 //     delivers the list read by a Get, then follows a Watch from the
 //     revision after that Get's, so no change falls between the two; on

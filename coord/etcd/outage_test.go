@@ -87,3 +87,45 @@ func TestSessionLeaseRevoked(t *testing.T) {
 	}
 	lock(t, s, "row")()
 }
+
+// TestLockReplyLost: a TryLock that etcd applies but whose reply comes too
+// late (the call's deadline passed: a lost reply) fails, and leaves its
+// key under the session's lease, which the session renews. The next
+// attempt on the key in this process finds that key its own and takes
+// the lock (it used to find it held, by no one, for the life of the
+// process: a drain waiting on the row never ended). Another session sees
+// it held until then, and a lock this process does hold is never taken
+// over.
+func TestLockReplyLost(t *testing.T) {
+	m := etcdtest.StartProcess(t, etcdtest.ProcessOptions{})
+	p, err := faultproxy.New(m.ClientAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	s := open(t, etcdtest.ClientAt(t, "http://"+p.Addr()), "worker")
+	other := open(t, m.Client(t), "other")
+
+	held := lock(t, s, "held") // held in this process all along
+	if err := p.SetDelay(faultproxy.ToClient, faultproxy.Fixed(ttl)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.TryLock(ctx, "row", "scanner-0"); err == nil {
+		t.Fatal("TryLock whose reply came after its deadline succeeded")
+	}
+	if err := p.SetDelay(faultproxy.ToClient, faultproxy.Delay{}); err != nil {
+		t.Fatal(err)
+	}
+	wantHeld(t, other, "row") // the attempt was applied
+	waitLong(t, "the lock whose reply was lost taken again by its process", func() bool {
+		u, held, err := s.TryLock(ctx, "row", "scanner-1")
+		if err == nil && !held {
+			u()
+			return true
+		}
+		return false
+	})
+	lock(t, other, "row")()
+	wantHeld(t, s, "held")
+	held()
+}

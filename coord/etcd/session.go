@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -381,10 +382,27 @@ func (s *Session) TryLock(ctx context.Context, key, owner string) (func(), bool,
 	k := s.lockKey(key)
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-		Then(clientv3.OpPut(k, owner, clientv3.WithLease(lease))).
-		Commit()
+	resp, err := s.takeLock(ctx, k, owner, lease)
+	if err == nil && !resp.Succeeded {
+		if kv := lockHolder(resp); kv != nil && clientv3.LeaseID(kv.Lease) == lease {
+			// The key is under this session's lease, and no one in this
+			// process holds the lock (the local lock is ours): an
+			// attempt whose reply was lost left it (or an unlock being
+			// retried in the background). Remove that key, if it is
+			// still the one seen, and take the lock anew: a new key, so
+			// that a background unlock, conditioned on its key's
+			// creation, cannot remove it.
+			var del *clientv3.TxnResponse
+			del, err = s.cli.Txn(ctx).
+				If(clientv3.Compare(clientv3.ModRevision(k), "=", kv.ModRevision)).
+				Then(clientv3.OpDelete(k)).
+				Commit()
+			if err == nil && del.Succeeded {
+				s.log.Info("etcd: advisory lock left by this process (a lost reply) taken over", "key", k)
+				resp, err = s.takeLock(ctx, k, owner, lease)
+			}
+		}
+	}
 	if err != nil || !resp.Succeeded {
 		unlockLocal()
 		if err != nil {
@@ -400,6 +418,28 @@ func (s *Session) TryLock(ctx context.Context, key, owner string) (func(), bool,
 			unlockLocal()
 		})
 	}, false, nil
+}
+
+// takeLock creates the lock key k for owner under lease if it does not
+// exist; otherwise it reads k.
+func (s *Session) takeLock(ctx context.Context, k, owner string, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
+	return s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+		Then(clientv3.OpPut(k, owner, clientv3.WithLease(lease))).
+		Else(clientv3.OpGet(k)).
+		Commit()
+}
+
+// lockHolder is the lock key a failed takeLock read; nil if it was gone.
+func lockHolder(resp *clientv3.TxnResponse) *mvccpb.KeyValue {
+	if len(resp.Responses) == 0 {
+		return nil
+	}
+	r := resp.Responses[0].GetResponseRange()
+	if r == nil || len(r.Kvs) == 0 {
+		return nil
+	}
+	return r.Kvs[0]
 }
 
 // unlock deletes the lock key k if it is still the one this session

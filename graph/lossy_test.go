@@ -20,13 +20,22 @@ func lossyOpts(seed uint64) storagetest.LossyOptions {
 	return storagetest.LossyOptions{Seed: seed, FailBefore: 0.04, LoseReply: 0.04, Duplicate: 0.1, ReadFail: 0.03}
 }
 
-// lossyPer is the mutations per worker: a few seconds by default, more
-// under PERCOLATOR_FAULT_SUITE=1.
-func lossyPer() int {
-	if os.Getenv("PERCOLATOR_FAULT_SUITE") == "1" {
-		return 400
+// Mutations per worker of the lossy histories: a few seconds each by
+// default; TestFaultSuiteGraphLossy runs them longer.
+const (
+	lossyPer      = 60
+	lossyPerFault = 400
+)
+
+// TestFaultSuiteGraphLossy (PERCOLATOR_FAULT_SUITE=1) runs the lossy
+// histories below with lossyPerFault mutations per worker.
+func TestFaultSuiteGraphLossy(t *testing.T) {
+	if os.Getenv("PERCOLATOR_FAULT_SUITE") != "1" {
+		t.Skip("a fault soak: set PERCOLATOR_FAULT_SUITE=1 to run it")
 	}
-	return 60
+	t.Run("strong", func(t *testing.T) { lossyHistoryStrong(t, lossyPerFault) })
+	t.Run("weak", func(t *testing.T) { weakLossyHistory(t, lossyPerFault) })
+	t.Run("txn", func(t *testing.T) { txnLossyHistory(t, lossyPerFault) })
 }
 
 // TestLossyHistoryStrong: the random history of a strong label over a
@@ -34,7 +43,9 @@ func lossyPer() int {
 // a nonce over a server and Bigtable never re-sends them, so they are not
 // duplicated). Check passes and every edge is the fold of the mutations
 // applied.
-func TestLossyHistoryStrong(t *testing.T) {
+func TestLossyHistoryStrong(t *testing.T) { lossyHistoryStrong(t, lossyPer) }
+
+func lossyHistoryStrong(t *testing.T, per int) {
 	s := seed(t)
 	mem := memory.New()
 	defer mem.Close()
@@ -43,7 +54,7 @@ func TestLossyHistoryStrong(t *testing.T) {
 	if err := New(mem, opts).CreateLabel(ctx, rates); err != nil {
 		t.Fatal(err)
 	}
-	applied := graphHistory{edges: 3, workers: 6, per: lossyPer(), increments: true}.run(t, New(st, opts), s)
+	applied := graphHistory{edges: 3, workers: 6, per: per, increments: true}.run(t, New(st, opts), s)
 	lossy.SetEnabled(false)
 	lossy.Flush()
 	t.Logf("faults: %+v", lossy.Stats())
@@ -59,7 +70,9 @@ func TestLossyHistoryStrong(t *testing.T) {
 // need two). What the doc promises: every index edge matches its snapshot
 // whatever the faults, and every snapshot is the fold of the mutations
 // applied; only the degrees may be off.
-func TestWeakLossyHistory(t *testing.T) {
+func TestWeakLossyHistory(t *testing.T) { weakLossyHistory(t, lossyPer) }
+
+func weakLossyHistory(t *testing.T, per int) {
 	s := seed(t)
 	mem := memory.New()
 	defer mem.Close()
@@ -69,7 +82,7 @@ func TestWeakLossyHistory(t *testing.T) {
 	if err := New(mem, Options{}).CreateLabel(ctx, l); err != nil {
 		t.Fatal(err)
 	}
-	applied := graphHistory{edges: 2, workers: 4, per: lossyPer(), own: true}.run(t, New(st, Options{}), s)
+	applied := graphHistory{edges: 2, workers: 4, per: per, own: true}.run(t, New(st, Options{}), s)
 	lossy.SetEnabled(false)
 	lossy.Flush()
 	stats := lossy.Stats()
@@ -98,7 +111,9 @@ func TestWeakLossyHistory(t *testing.T) {
 // prewrites, commits and secondary commits are sent without a nonce and
 // arrive again late). Check passes in one snapshot, and every edge is the
 // fold of the mutations applied.
-func TestTxnLossyHistory(t *testing.T) {
+func TestTxnLossyHistory(t *testing.T) { txnLossyHistory(t, lossyPer) }
+
+func txnLossyHistory(t *testing.T, per int) {
 	s := seed(t)
 	mem := memory.New()
 	defer mem.Close()
@@ -118,7 +133,7 @@ func TestTxnLossyHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	lossy.SetEnabled(true)
-	applied := graphHistory{edges: 3, workers: 4, per: lossyPer(), increments: true}.run(t, g, s)
+	applied := graphHistory{edges: 3, workers: 4, per: per, increments: true}.run(t, g, s)
 	lossy.SetEnabled(false)
 	lossy.Flush()
 	t.Logf("faults: %+v", lossy.Stats())

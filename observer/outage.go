@@ -29,7 +29,7 @@ const (
 
 // fatal reports whether err ends the worker instead of being retried.
 func fatal(err error) bool {
-	for _, e := range []error{storage.ErrFailed, storage.ErrClosed, oracle.ErrClosed, oracle.ErrLeaseLost,
+	for _, e := range []error{storage.ErrFailed, storage.ErrClosed, storage.ErrBudgetSpent, oracle.ErrClosed, oracle.ErrLeaseLost,
 		storage.ErrInvalidArgument, txn.ErrInvalidArgument, ErrInvalidArgument} {
 		if errors.Is(err, e) {
 			return true
@@ -81,4 +81,24 @@ func retryPass(ctx context.Context, wait *time.Duration) bool {
 	}
 	*wait = min(2**wait, outageMaxWait)
 	return true
+}
+
+// ridingOut runs fn until it succeeds, fails for a reason other than an
+// outage (or one that ends the worker, fatal), or ctx ends, backing off
+// between attempts: the steps of Run around its scanners (finishing
+// backfills, the drain's report) ride out what the scanners ride out.
+func (f *Framework) ridingOut(ctx context.Context, what string, fn func() error) error {
+	wait := outageFirstWait
+	for tries := 0; ; tries++ {
+		err := fn()
+		if err == nil || !unreachable(err) || fatal(err) {
+			return err
+		}
+		if tries == 0 {
+			f.opts.Logger.Warn("observer: "+what+" failed; retrying", "err", err)
+		}
+		if !retryPass(ctx, &wait) {
+			return err
+		}
+	}
 }

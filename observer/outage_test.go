@@ -114,11 +114,14 @@ func TestScannerFatalErrorsEndRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.set("r", "in", "v")
-	e.f.locker = failingLocker{fmt.Errorf("wrapped: %w", storage.ErrFailed)}
-	rctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if _, err := e.f.Run(rctx, WorkerOptions{Drain: true}); !errors.Is(err, storage.ErrFailed) {
-		t.Fatalf("Run on a failed store: %v, want ErrFailed", err)
+	for _, want := range []error{storage.ErrFailed, storage.ErrBudgetSpent} {
+		e.f.locker = failingLocker{fmt.Errorf("wrapped: %w: %w", storage.ErrUnavailable, want)}
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		_, err := e.f.Run(rctx, WorkerOptions{Drain: true})
+		cancel()
+		if !errors.Is(err, want) {
+			t.Fatalf("Run: %v, want %v", err, want)
+		}
 	}
 }
 

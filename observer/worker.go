@@ -113,14 +113,20 @@ func (f *Framework) Run(ctx context.Context, opts WorkerOptions) (Report, error)
 	if strings.Contains(opts.Group, "/") {
 		return Report{}, fmt.Errorf("%w: worker group %q contains /", ErrInvalidArgument, opts.Group)
 	}
-	if err := f.finishBackfills(ctx); err != nil {
+	if err := f.ridingOut(ctx, "finishing backfills", func() error { return f.finishBackfills(ctx) }); err != nil {
 		return Report{}, err
 	}
 	err := f.run(ctx, opts)
 	if err != nil || !opts.Drain {
 		return Report{}, err
 	}
-	return f.unhandled(ctx)
+	var rep Report
+	err = f.ridingOut(ctx, "listing what the drain left", func() error {
+		var err error
+		rep, err = f.unhandled(ctx)
+		return err
+	})
+	return rep, err
 }
 
 // unhandled lists the observers without code here whose columns have

@@ -30,8 +30,9 @@ var (
 	// ErrUnavailable: the server could not be reached, or kept failing,
 	// until the call's retry budget ran out. A write that met it has an
 	// unknown outcome unless it carried a nonce and is retried. It
-	// matches storage.ErrUnavailable too: to the store's callers a server
-	// that does not answer is a store that does not.
+	// matches storage.ErrUnavailable and storage.ErrBudgetSpent too: to the
+	// store's callers a server that does not answer is a store that does
+	// not, and one that has retried for its whole budget.
 	ErrUnavailable error = unavailableError{}
 	// ErrUnauthenticated: the server refused the token.
 	ErrUnauthenticated = errors.New("rpc: unauthenticated")
@@ -57,11 +58,13 @@ const (
 )
 
 // unavailableError is ErrUnavailable: a sentinel that is also
-// storage.ErrUnavailable.
+// storage.ErrUnavailable and storage.ErrBudgetSpent.
 type unavailableError struct{}
 
 func (unavailableError) Error() string        { return "rpc: server unavailable" }
-func (unavailableError) Is(target error) bool { return target == storage.ErrUnavailable }
+func (unavailableError) Is(target error) bool {
+	return target == storage.ErrUnavailable || target == storage.ErrBudgetSpent
+}
 
 // DialOptions configures Dial.
 type DialOptions struct {

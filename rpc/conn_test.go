@@ -172,10 +172,10 @@ func TestTLS(t *testing.T) {
 
 // TestUnavailableIsStoreUnavailable: a server that does not answer is, to
 // the store's callers (the observer's outage handling), a store that does
-// not.
+// not, and one whose retry budget is spent.
 func TestUnavailableIsStoreUnavailable(t *testing.T) {
 	err := fmt.Errorf("%w: server 127.0.0.1:1: connection refused", rpc.ErrUnavailable)
-	if !errors.Is(err, rpc.ErrUnavailable) || !errors.Is(err, storage.ErrUnavailable) {
+	if !errors.Is(err, rpc.ErrUnavailable) || !errors.Is(err, storage.ErrUnavailable) || !errors.Is(err, storage.ErrBudgetSpent) {
 		t.Fatalf("%v: matches rpc.ErrUnavailable %v, storage.ErrUnavailable %v", err, errors.Is(err, rpc.ErrUnavailable), errors.Is(err, storage.ErrUnavailable))
 	}
 	if errors.Is(storage.ErrUnavailable, rpc.ErrUnavailable) {

@@ -31,6 +31,14 @@ var (
 	// Bigtable answering Unavailable). It passes: a later call may
 	// succeed. A write that met it has an unknown outcome.
 	ErrUnavailable = errors.New("storage: unavailable")
+	// ErrBudgetSpent is wrapped, with ErrUnavailable, by the errors of a
+	// backend that already retried for its whole retry budget (a server
+	// that has not answered for that long, rpc's budgets): the outage has
+	// lasted as long as the caller said it would wait, and a long-running
+	// caller (an observer worker) ends rather than retry on. A backend
+	// without a budget of its own (Bigtable, whose client retries each call
+	// briefly) returns ErrUnavailable alone, and its callers ride it out.
+	ErrBudgetSpent = errors.New("storage: retry budget spent")
 )
 
 // MaxTimestamp is the largest timestamp a cell may carry in any backend

@@ -300,14 +300,14 @@ func TestWorkerSignalWhileServerDown(t *testing.T) {
 	}
 }
 
-// TestBankNemesisThenServerGone (PERCOLATOR_FAULT_SUITE=1): `bank
+// TestFaultSuiteBankNemesisThenServerGone (PERCOLATOR_FAULT_SUITE=1): `bank
 // --server` runs through a proxy that cuts, blackholes (up to 1s) and
 // delays its connections at random for 20s, with a retry budget of 10s:
 // it rides out every fault (no operation goes 10s without an answer), and
 // when the server is then killed and left down it fails within the budget
 // naming the server. The bank's totals are conserved and every transfer
 // it acknowledged is there, read from the restarted server.
-func TestBankNemesisThenServerGone(t *testing.T) {
+func TestFaultSuiteBankNemesisThenServerGone(t *testing.T) {
 	if os.Getenv("PERCOLATOR_FAULT_SUITE") == "" {
 		t.Skip("a 20s fault soak; set PERCOLATOR_FAULT_SUITE=1 to run it")
 	}

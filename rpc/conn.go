@@ -61,7 +61,7 @@ const (
 // storage.ErrUnavailable and storage.ErrBudgetSpent.
 type unavailableError struct{}
 
-func (unavailableError) Error() string        { return "rpc: server unavailable" }
+func (unavailableError) Error() string { return "rpc: server unavailable" }
 func (unavailableError) Is(target error) bool {
 	return target == storage.ErrUnavailable || target == storage.ErrBudgetSpent
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/internal/ctxwait"
 	"github.com/seed-992972ee/percolator/internal/userstore"
 	"github.com/seed-992972ee/percolator/storage"
 )
@@ -175,14 +176,7 @@ func (g *Graph) Labels(ctx context.Context) ([]*Label, error) {
 // to MaxBackOff).
 func (g *Graph) backoff(ctx context.Context, attempt int) error {
 	d := max(g.opts.MaxBackOff>>max(0, 6-attempt), 1) // Int64N panics on 0
-	t := time.NewTimer(time.Duration(rand.Int64N(int64(d)) + 1))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return ctxwait.Sleep(ctx, time.Duration(rand.Int64N(int64(d))+1))
 }
 
 func (g *Graph) nowMS() int64 { return g.opts.Now().UnixMilli() }

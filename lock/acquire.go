@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/seed-992972ee/percolator/internal/ctxwait"
 	"github.com/seed-992972ee/percolator/storage"
 )
 
@@ -179,12 +180,5 @@ func (lk *Locker) deadline(sent time.Time, ttl time.Duration) time.Time {
 
 func (lk *Locker) backoff(ctx context.Context, attempt int) error {
 	d := max(1, min(lk.opts.MaxBackOff>>max(0, 5-attempt), lk.opts.TicketTTL/4))
-	t := time.NewTimer(time.Duration(rand.Int64N(int64(d)) + int64(time.Millisecond)))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return ctxwait.Sleep(ctx, time.Duration(rand.Int64N(int64(d))+int64(time.Millisecond)))
 }

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/seed-992972ee/percolator/internal/ctxwait"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
 	"github.com/seed-992972ee/percolator/storage"
 )
@@ -400,19 +401,7 @@ func (c *Conn) attempt(ctx context.Context, b *budget, n int, limit time.Duratio
 }
 
 // sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func sleep(ctx context.Context, d time.Duration) error { return ctxwait.Sleep(ctx, d) }
 
 // Error converts a call's gRPC error to the storage model's errors.
 func (c *Conn) Error(err error) error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/internal/ctxwait"
 	"github.com/seed-992972ee/percolator/storage"
 )
 
@@ -169,16 +170,7 @@ func (c *Client) Stats() Stats {
 }
 
 // SleepContext waits d or until ctx ends, whichever is first.
-func SleepContext(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func SleepContext(ctx context.Context, d time.Duration) error { return ctxwait.Sleep(ctx, d) }
 
 // Backoff returns the jittered exponential delay before retry attempt n
 // (0-based): from about 1ms doubling to about 100ms, full jitter.

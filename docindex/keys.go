@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/storage"
 )
 
 // Row keys of the incremental index. Every key built from user bytes
@@ -89,4 +90,4 @@ func checkPath(path string) error {
 }
 
 // prefixEnd is the first row after every row beginning with p.
-func prefixEnd(p string) string { return p[:len(p)-1] + string(p[len(p)-1]+1) }
+func prefixEnd(p string) string { return string(storage.PrefixEnd([]byte(p))) }

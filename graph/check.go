@@ -71,7 +71,7 @@ type seenSnapshot struct {
 func (g *Graph) scanSnapshots(ctx context.Context, l *Label, rep *Report) (map[edgeKey]seenSnapshot, error) {
 	out := map[edgeKey]seenSnapshot{}
 	sp := appendPart([]byte(rowPrefix+"s/"), l.Name)
-	err := g.store.Scan(ctx, sp, prefixEnd(sp), storage.Filter{{Family: Family, Qualifier: qualSnapshot, Limit: 1}}, 0, func(r storage.Row) bool {
+	err := g.store.Scan(ctx, sp, storage.PrefixEnd(sp), storage.Filter{{Family: Family, Qualifier: qualSnapshot, Limit: 1}}, 0, func(r storage.Row) bool {
 		rest := r.Key[len(sp):]
 		src, rest, ok1 := readPart(rest)
 		tgt, _, ok2 := readPart(rest)
@@ -131,7 +131,7 @@ func (g *Graph) Check(ctx context.Context, label string) (Report, error) {
 	ip := appendPart([]byte(rowPrefix+"i/"), l.Name)
 	index := map[string]edgeKey{}
 	var corrupt []string
-	err = g.store.Scan(ctx, ip, prefixEnd(ip), indexFilter(l), 0, func(r storage.Row) bool {
+	err = g.store.Scan(ctx, ip, storage.PrefixEnd(ip), indexFilter(l), 0, func(r storage.Row) bool {
 		if _, present := indexPresent(r.Cells); !present {
 			return true
 		}
@@ -151,7 +151,7 @@ func (g *Graph) Check(ctx context.Context, label string) (Report, error) {
 		q = qualWeakCount
 	}
 	got := map[string]int64{}
-	err = g.store.Scan(ctx, dp, prefixEnd(dp), storage.Filter{{Family: Family, Qualifier: q, Limit: 1}}, 0, func(r storage.Row) bool {
+	err = g.store.Scan(ctx, dp, storage.PrefixEnd(dp), storage.Filter{{Family: Family, Qualifier: q, Limit: 1}}, 0, func(r storage.Row) bool {
 		got[string(r.Key)] = decodeCount(r.Cells[0].Value)
 		return true
 	})

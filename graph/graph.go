@@ -162,7 +162,7 @@ func (g *Graph) Label(ctx context.Context, name string) (*Label, error) {
 func (g *Graph) Labels(ctx context.Context) ([]*Label, error) {
 	var out []*Label
 	p := []byte(rowPrefix + "l/")
-	err := g.store.Scan(ctx, p, prefixEnd(p), storage.Filter{{Family: Family, Qualifier: qualLabel, Limit: 1}}, 0, func(r storage.Row) bool {
+	err := g.store.Scan(ctx, p, storage.PrefixEnd(p), storage.Filter{{Family: Family, Qualifier: qualLabel, Limit: 1}}, 0, func(r storage.Row) bool {
 		l := new(Label)
 		if json.Unmarshal(r.Cells[0].Value, l) == nil {
 			out = append(out, l)

@@ -115,15 +115,3 @@ const (
 	qualCount    = "n"   // a degree row's count, at its own increasing version
 	presencePref = "p/"  // a degree row's presence cell of one edge: p/<other vertex>
 )
-
-// prefixEnd is the first key after every key beginning with p.
-func prefixEnd(p []byte) []byte {
-	e := append([]byte(nil), p...)
-	for i := len(e) - 1; i >= 0; i-- {
-		if e[i] < 0xff {
-			e[i]++
-			return e[:i+1]
-		}
-	}
-	return nil
-}

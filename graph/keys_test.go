@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/seed-992972ee/percolator/storage"
 )
 
 // randValue draws a value of type t, favouring the edges: NUL and 0xFF
@@ -134,7 +136,7 @@ func TestRangeBounds(t *testing.T) {
 			lo, hi, v := randValue(rng, typ), randValue(rng, typ), randValue(rng, typ)
 			prefix := indexPrefix(l.Name, ix.Name, Out, "v")
 			start := appendValue(append(append([]byte(nil), prefix...), 1), lo)
-			end := prefixEnd(appendValue(append(append([]byte(nil), prefix...), 1), hi))
+			end := storage.PrefixEnd(appendValue(append(append([]byte(nil), prefix...), 1), hi))
 			row := indexRow(l.Name, ix, Out, "v", "w\x00", Props{"a": v})
 			in := bytes.Compare(row, start) >= 0 && bytes.Compare(row, end) < 0
 			want := cmpValue(&lo, &v) <= 0 && cmpValue(&v, &hi) <= 0

@@ -58,12 +58,12 @@ func (g *Graph) Neighbors(ctx context.Context, q Query) ([]Edge, error) {
 		}
 	}
 	prefix := indexPrefix(l.Name, ix.Name, q.Dir, q.Vertex)
-	start, end := prefix, prefixEnd(prefix)
+	start, end := prefix, storage.PrefixEnd(prefix)
 	if q.From != nil {
 		start = appendValue(append(append([]byte(nil), prefix...), 1), *q.From)
 	}
 	if q.To != nil {
-		end = prefixEnd(appendValue(append(append([]byte(nil), prefix...), 1), *q.To))
+		end = storage.PrefixEnd(appendValue(append(append([]byte(nil), prefix...), 1), *q.To))
 	}
 	if end != nil && bytes.Compare(start, end) >= 0 {
 		return nil, nil // From after To: an empty range (a store refuses it)

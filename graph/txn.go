@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/storage"
 )
 
 // Columns of a Txn label's cells, in percolator transactions (rows as for
@@ -206,7 +207,7 @@ func (g *Graph) checkTxn(ctx context.Context, l *Label) (Report, error) {
 		rep = Report{}
 		c := newChecker(l)
 		sp := appendPart([]byte(rowPrefix+"s/"), l.Name)
-		kvs, err := tx.Scan(ctx, string(sp), string(prefixEnd(sp)), colSnapshot, 0)
+		kvs, err := tx.Scan(ctx, string(sp), string(storage.PrefixEnd(sp)), colSnapshot, 0)
 		if err != nil {
 			return err
 		}
@@ -223,7 +224,7 @@ func (g *Graph) checkTxn(ctx context.Context, l *Label) (Report, error) {
 		}
 		rep.Edges = c.live
 		ip := appendPart([]byte(rowPrefix+"i/"), l.Name)
-		kvs, err = tx.Scan(ctx, string(ip), string(prefixEnd(ip)), colEdge, 0)
+		kvs, err = tx.Scan(ctx, string(ip), string(storage.PrefixEnd(ip)), colEdge, 0)
 		if err != nil {
 			return err
 		}
@@ -232,7 +233,7 @@ func (g *Graph) checkTxn(ctx context.Context, l *Label) (Report, error) {
 			index[string(kv.Row)] = edgeKey{} // one snapshot: nothing in flight
 		}
 		dp := appendPart([]byte(rowPrefix+"d/"), l.Name)
-		kvs, err = tx.Scan(ctx, string(dp), string(prefixEnd(dp)), colCount, 0)
+		kvs, err = tx.Scan(ctx, string(dp), string(storage.PrefixEnd(dp)), colCount, 0)
 		if err != nil {
 			return err
 		}

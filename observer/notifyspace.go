@@ -30,21 +30,9 @@ func (f *Framework) notifyRange(start, end []byte) ([]byte, []byte) {
 	}
 	s := txn.NotifyRow(start)
 	if end == nil {
-		return s, prefixEnd([]byte(txn.NotifyRowPrefix))
+		return s, storage.PrefixEnd([]byte(txn.NotifyRowPrefix))
 	}
 	return s, txn.NotifyRow(end)
-}
-
-// prefixEnd is the first key after every key that begins with p.
-func prefixEnd(p []byte) []byte {
-	e := bytes.Clone(p)
-	for i := len(e) - 1; i >= 0; i-- {
-		if e[i] < 0xff {
-			e[i]++
-			return e[:i+1]
-		}
-	}
-	return nil
 }
 
 // scanNotifyRange reads the notifications of the data rows in [start,

@@ -42,13 +42,13 @@ func (w *batchWriter) addOne(row []byte, m *storage.Mutation) error {
 	case storage.DeleteRow:
 		for f := range w.s.families.list() {
 			prefix := appendRowPrefix(nil, f, row)
-			if err := w.deleteSpan(prefix, prefixEnd(nil, prefix)); err != nil {
+			if err := w.deleteSpan(prefix, storage.AppendPrefixEnd(nil, prefix)); err != nil {
 				return err
 			}
 		}
 		for _, f := range w.newFamilies {
 			prefix := appendRowPrefix(nil, f, row)
-			if err := w.deleteSpan(prefix, prefixEnd(nil, prefix)); err != nil {
+			if err := w.deleteSpan(prefix, storage.AppendPrefixEnd(nil, prefix)); err != nil {
 				return err
 			}
 		}

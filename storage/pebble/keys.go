@@ -163,15 +163,6 @@ func appendKey(dst []byte, family string, row []byte, qualifier string, ts uint6
 	return appendTS(appendColumnPrefix(dst, family, row, qualifier), ts)
 }
 
-// prefixEnd returns the exclusive end of the keys beginning with a
-// terminated prefix (one ending in 0x00 0x01): the terminator's 0x01 becomes
-// 0x02, which sorts below every continuation of a longer escaped string.
-func prefixEnd(dst, prefix []byte) []byte {
-	dst = append(dst, prefix...)
-	dst[len(dst)-1]++
-	return dst
-}
-
 // decodeTS returns the timestamp of a cell key.
 func decodeTS(key []byte) uint64 {
 	return ^binary.BigEndian.Uint64(key[len(key)-tsLen:])

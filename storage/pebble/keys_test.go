@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/seed-992972ee/percolator/storage"
 )
 
 // tricky rows: NUL and 0xFF bytes, and rows that are prefixes of others.
@@ -113,7 +115,7 @@ func TestKeyOrdering(t *testing.T) {
 func TestRowBounds(t *testing.T) {
 	for _, a := range trickyRows {
 		pa := appendRowPrefix(nil, "f", a)
-		ea := prefixEnd(nil, pa)
+		ea := storage.AppendPrefixEnd(nil, pa)
 		for _, b := range trickyRows {
 			for _, q := range trickyQualifiers {
 				for _, ts := range []uint64{0, 1<<64 - 2} {

@@ -69,7 +69,7 @@ func (s *Store) readRow(row []byte, filter storage.Filter, first bool) ([]storag
 	groups := groupByFamily(filter)
 	for i := range groups {
 		r.prefix = appendRowPrefix(r.prefix[:0], groups[i].family, row)
-		r.end = prefixEnd(r.end[:0], r.prefix)
+		r.end = storage.AppendPrefixEnd(r.end[:0], r.prefix)
 		it.SetBounds(r.prefix, r.end) // copies the bounds
 		if r.readFamilyRow(&groups[i], r.prefix, false); r.done() {
 			break
@@ -201,7 +201,7 @@ func (r *reader) emit(family, qualifier string, ts uint64) {
 // it (a column rarely has many versions); otherwise seek.
 func (r *reader) skipColumn() {
 	if r.it.Next() && bytes.HasPrefix(r.it.Key(), r.col) {
-		r.seek = prefixEnd(r.seek[:0], r.col)
+		r.seek = storage.AppendPrefixEnd(r.seek[:0], r.col)
 		r.it.SeekGE(r.seek)
 	}
 }

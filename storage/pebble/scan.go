@@ -220,7 +220,7 @@ func (sc *scanner) readRowIn(i int) {
 	sc.r.it = it
 	sc.r.readFamilyRow(&sc.groups[i], sc.prefix, true)
 	if it.Valid() && bytes.HasPrefix(it.Key(), sc.prefix) {
-		it.SeekGE(prefixEnd(nil, sc.prefix))
+		it.SeekGE(storage.AppendPrefixEnd(nil, sc.prefix))
 	}
 }
 

@@ -128,7 +128,7 @@ func (s *Store) init() error {
 }
 
 func (s *Store) loadFamilies() error {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: familyMetaPrefix, UpperBound: prefixEnd(nil, familyMetaPrefix)})
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: familyMetaPrefix, UpperBound: storage.AppendPrefixEnd(nil, familyMetaPrefix)})
 	if err != nil {
 		return err
 	}

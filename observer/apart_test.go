@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,13 +42,13 @@ func (s apartStore) CheckAndMutate(ctx context.Context, row []byte, pred storage
 }
 
 // TestApartLayout: on a store whose families share rows, notifications
-// live under txn.NotifyRowPrefix and nowhere in the data rows, observers
+// live in rows of their own and nowhere in the data rows, observers
 // run and clear them, and status sees them.
 func TestApartLayout(t *testing.T) {
 	ctx := context.Background()
 	st := apartStore{SharedStore: storagetest.SharedStore{Store: memory.New()}}
 	e := newEnvOn(t, st, Options{})
-	if !e.f.sepNotify {
+	if !e.f.notify.Apart() {
 		t.Fatal("the store shares rows, the framework does not keep notifications apart")
 	}
 	var runs atomic.Int64
@@ -58,15 +59,23 @@ func TestApartLayout(t *testing.T) {
 	e.set("r2", "in", "b")
 	inData, apart := 0, 0
 	if err := st.Scan(ctx, nil, nil, notifyAll, 0, func(r storage.Row) bool {
-		if len(r.Key) > len(txn.NotifyRowPrefix) && string(r.Key[:len(txn.NotifyRowPrefix)]) == txn.NotifyRowPrefix {
-			apart += len(r.Cells)
-			for _, c := range r.Cells {
-				if !txn.NotifyAhead(c.Value) {
-					t.Errorf("a prewrite's notification %v not marked as written ahead", c)
-				}
-			}
-		} else {
+		switch k := string(r.Key); {
+		case k == "r1" || k == "r2":
 			inData += len(r.Cells)
+		case strings.HasSuffix(k, "r1") || strings.HasSuffix(k, "r2"):
+			apart += len(r.Cells)
+		default:
+			t.Errorf("notifications in row %q", k)
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.f.notify.Scan(ctx, nil, nil, 0, func(row []byte, ns []txn.Notification) bool {
+		for _, n := range ns {
+			if !n.Ahead {
+				t.Errorf("a prewrite's notification %+v of %q not marked as written ahead", n, row)
+			}
 		}
 		return true
 	}); err != nil {

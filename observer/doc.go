@@ -62,17 +62,18 @@
 //     On a store whose families share rows (storage.SharedRows: Cloud
 //     Bigtable, which has no locality groups, so a family filter still
 //     reads every cell of the rows it passes) notifications live in rows
-//     of their own (txn.NotifyRow, under txn.NotifyRowPrefix), so that
+//     of their own (txn.NotifySpace owns the layout), so that
 //     finding them reads only notifications. The prewrite cannot carry
 //     them there: the committer writes them before its first prewrite,
-//     marked as written ahead (txn.EncodeNotifyAhead). A notification
+//     marked as written ahead (txn.Notification.Ahead). A notification
 //     ahead of its write is harmless — its run finds the cell clean — but
 //     its clear must not let the write land afterwards, unannounced: the
 //     clear (invariant 4) first fences off every such prewrite that has
 //     not landed, with a rollback record at its start_ts on the data row,
 //     written only where the column has no lock and no write record at or
 //     after that start_ts (the condition that a landed or decided prewrite
-//     breaks), then deletes the versions seen from the notify row. A late
+//     breaks), then deletes the versions seen from the notify row
+//     (txn.NotifySpace.Clear). A late
 //     prewrite finds the record and fails; its writer retries with a new
 //     start_ts and a new notification.
 //

@@ -43,16 +43,16 @@ const backfillChunk = 256
 // Framework runs observers over one store. One per client.
 type Framework struct {
 	store storage.Store
-	// sepNotify: notifications live in their own rows (notifyspace.go).
-	sepNotify bool
-	client    *txn.Client
-	oracle    txn.Oracle
-	locker    coord.Locker
-	opts      Options
-	reg       registry
-	stats     statsTable
-	fails     failures
-	loops     failures // consecutive self-triggered commits per cell
+	// notify is the store's notify keyspace (txn owns its layout).
+	notify txn.NotifySpace
+	client *txn.Client
+	oracle txn.Oracle
+	locker coord.Locker
+	opts   Options
+	reg    registry
+	stats  statsTable
+	fails  failures
+	loops  failures // consecutive self-triggered commits per cell
 
 	// clears counts the notifications cleared since the notify keyspace
 	// was last compacted; compacting is set while one scanner compacts it.
@@ -79,7 +79,7 @@ type Framework struct {
 // whenever its stored version moves.
 func New(ctx context.Context, store storage.Store, client *txn.Client, oracle txn.Oracle, locker coord.Locker, opts Options) (*Framework, error) {
 	opts.ensureDefaults()
-	f := &Framework{store: store, client: client, oracle: oracle, locker: locker, opts: opts, backfillChunk: backfillChunk, sepNotify: txn.SeparateNotify(store)}
+	f := &Framework{store: store, client: client, oracle: oracle, locker: locker, opts: opts, backfillChunk: backfillChunk, notify: client.Notifications()}
 	f.fails.m = map[string]*failure{}
 	f.loops.m = map[string]*failure{}
 	f.reg = registry{store: store, shared: !client.Indexed(), code: map[string]Func{}}
@@ -233,40 +233,13 @@ func (f *Framework) backfillCursor(ctx context.Context, g *registration) ([]byte
 // cellsFrom returns up to f.backfillChunk rows from from that hold a commit
 // record or a lock of column.
 func (f *Framework) cellsFrom(ctx context.Context, column string, from []byte) ([][]byte, error) {
-	filter := storage.Filter{{Family: txn.FamilyWrite, Qualifier: column, Limit: 1}, {Family: txn.FamilyLock, Qualifier: column, Limit: 1}}
-	var rows [][]byte
-	err := f.store.Scan(ctx, from, nil, filter, f.backfillChunk, func(r storage.Row) bool {
-		rows = append(rows, r.Key)
-		return true
-	})
-	return rows, err
+	return f.client.ColumnRows(ctx, column, from, f.backfillChunk)
 }
 
-// notifyRows durably sets a notification of column at ts on every row.
-// Safe to apply twice in any order, so sent without a nonce where the
-// store offers that: each is a version at the backfill's own timestamp,
-// and a late copy after a scanner cleared it brings back a notification
-// whose run finds the cell clean.
+// notifyRows durably sets a notification of column at ts on every row
+// (txn.NotifySpace.Set: safe to apply twice in any order).
 func (f *Framework) notifyRows(ctx context.Context, rows [][]byte, column string, ts uint64) error {
-	wall := txn.EncodeNotify(uint64(time.Now().UnixMilli()))
-	send := batchOf(f.store)
-	if send != nil {
-		batch := make([]storage.RowMutation, len(rows))
-		for i, row := range rows {
-			batch[i] = storage.RowMutation{Row: f.notifyRow(row), Mutations: []storage.Mutation{storage.SetCell(txn.FamilyNotify, column, ts, wall)}}
-		}
-		errs, err := send(ctx, batch)
-		if err == nil {
-			err = joinErrs(errs)
-		}
-		return err
-	}
-	for _, row := range rows {
-		if err := f.store.Mutate(ctx, f.notifyRow(row), storage.SetCell(txn.FamilyNotify, column, ts, wall)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return f.notify.Set(ctx, rows, column, ts)
 }
 
 // versioned puts value at ts in (family, qualifier) and removes the older
@@ -276,18 +249,6 @@ func versioned(family, qualifier string, ts uint64, value []byte) []storage.Muta
 		storage.SetCell(family, qualifier, ts, value),
 		{Kind: storage.DeleteCells, Family: family, Qualifier: qualifier, Time: storage.Before(ts)},
 	}
-}
-
-// batchOf returns st's MutateRows for batches that are safe in any order:
-// the variant without a nonce where st offers it; nil if st cannot batch.
-func batchOf(st storage.Store) func(context.Context, []storage.RowMutation) ([]error, error) {
-	if b, ok := st.(storage.IdempotentBatcher); ok {
-		return b.MutateRowsIdempotent
-	}
-	if b, ok := st.(storage.Batcher); ok {
-		return b.MutateRows
-	}
-	return nil
 }
 
 // backfillDone marks g's registration complete and drops its progress.
@@ -349,5 +310,5 @@ func (f *Framework) Notify(ctx context.Context, row, column string) error {
 	// Safe in any order: a version at a fresh timestamp; a late copy after
 	// its run brings back a notification, and weak observers may run more
 	// than once.
-	return f.store.Mutate(ctx, f.notifyRow([]byte(row)), storage.SetCell(txn.FamilyNotify, column, ts, txn.EncodeNotify(uint64(time.Now().UnixMilli()))))
+	return f.notify.Set(ctx, [][]byte{[]byte(row)}, column, ts)
 }

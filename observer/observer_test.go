@@ -318,13 +318,13 @@ func TestClearKeepsNewerNotifications(t *testing.T) {
 
 func (e *env) versions(row string) []uint64 {
 	e.t.Helper()
-	r, err := e.store.ReadRow(context.Background(), e.f.notifyRow([]byte(row)), notifyAll)
+	ns, err := e.f.notify.Read(context.Background(), []byte(row))
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	var ts []uint64
-	for _, c := range r.Cells {
-		ts = append(ts, c.TS)
+	for _, n := range ns {
+		ts = append(ts, n.TS)
 	}
 	return ts
 }
@@ -406,3 +406,7 @@ func TestWeakNotifications(t *testing.T) {
 		t.Fatalf("Notify with an empty row: %v", err)
 	}
 }
+
+// notifyAll selects every notification of a row, where notifications share
+// the data rows (tests look at the layout directly).
+var notifyAll = storage.Filter{{Family: txn.FamilyNotify, AllQualifiers: true}}

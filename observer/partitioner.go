@@ -249,11 +249,11 @@ func (p *partitioner) next(prev *Partition, sample [][]byte) *Partition {
 // it, whose cost counts with the scanners' (scan_keys, and sample_keys).
 func (f *Framework) sampleNotify(ctx context.Context) ([][]byte, error) {
 	var s keySampler
-	add := func(r storage.Row) bool {
-		s.add(r.Key)
+	add := func(row []byte, _ []txn.Notification) bool {
+		s.add(row)
 		return true
 	}
-	visited, err := f.scanNotifyRange(ctx, nil, nil, 0, add)
+	visited, err := f.notify.Scan(ctx, nil, nil, 0, add)
 	f.stats.add("", statScanKeys, int64(visited))
 	f.stats.add("", statSampleKeys, int64(visited))
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator/storage"
-	"github.com/seed-992972ee/percolator/txn"
 )
 
 // failures tracks failed runs per (row, column, observer) in this
@@ -164,18 +163,9 @@ func (f *Framework) Retry(ctx context.Context) (int, error) {
 		// A nonce over a server; safe in any order anyway: it removes
 		// exactly the record listed, never a newer one of the cell.
 		unq := storage.DeleteCell(FamilyQuarantine, q.Column+":"+q.Observer, q.version)
-		notify := storage.SetCell(txn.FamilyNotify, q.Column, ts, txn.EncodeNotify(uint64(time.Now().UnixMilli())))
-		if f.sepNotify {
-			// Two rows: the notification first, so that a crash between
-			// the two leaves it both notified and listed, never neither.
-			err = f.store.Mutate(ctx, f.notifyRow([]byte(q.Row)), notify)
-			if err == nil {
-				err = f.store.Mutate(ctx, []byte(q.Row), unq)
-			}
-		} else {
-			err = f.store.Mutate(ctx, []byte(q.Row), unq, notify)
-		}
-		if err != nil {
+		// A crash between the notification and the record's delete
+		// leaves the cell both notified and listed, never neither.
+		if err := f.notify.Requeue(ctx, []byte(q.Row), q.Column, ts, unq); err != nil {
 			return i, fmt.Errorf("observer: re-queueing %q/%s: %w", q.Row, q.Column, err)
 		}
 	}

@@ -180,22 +180,22 @@ func (f *Framework) backlog(ctx context.Context, parts []PartitionStatus) (map[s
 	now := uint64(time.Now().UnixMilli())
 	backlog := map[string]*ColumnStatus{}
 	unowned := 0
-	_, err := f.scanNotifyRange(ctx, nil, nil, 0, func(r storage.Row) bool {
-		if len(parts) > 0 && !countInRanges(parts, r.Key) {
+	_, err := f.notify.Scan(ctx, nil, nil, 0, func(row []byte, ns []txn.Notification) bool {
+		if len(parts) > 0 && !countInRanges(parts, row) {
 			unowned++
 		}
 		seen := map[string]bool{}
-		for _, c := range r.Cells {
-			cs := backlog[c.Qualifier]
+		for _, n := range ns {
+			cs := backlog[n.Column]
 			if cs == nil {
-				cs = &ColumnStatus{Column: c.Qualifier}
-				backlog[c.Qualifier] = cs
+				cs = &ColumnStatus{Column: n.Column}
+				backlog[n.Column] = cs
 			}
-			if !seen[c.Qualifier] {
-				seen[c.Qualifier] = true
+			if !seen[n.Column] {
+				seen[n.Column] = true
 				cs.Pending++
 			}
-			if w := txn.DecodeNotify(c.Value); w > 0 && w < now {
+			if w := n.WallMS; w > 0 && w < now {
 				cs.Oldest = max(cs.Oldest, time.Duration(now-w)*time.Millisecond)
 			}
 		}
@@ -275,17 +275,17 @@ type Pending struct {
 func (f *Framework) PendingNotifications(ctx context.Context, limit int) ([]Pending, error) {
 	now := uint64(time.Now().UnixMilli())
 	var out []Pending
-	_, err := f.scanNotifyRange(ctx, nil, nil, 0, func(r storage.Row) bool {
-		for _, c := range r.Cells {
-			if n := len(out); n > 0 && out[n-1].Row == string(r.Key) && out[n-1].Column == c.Qualifier {
+	_, err := f.notify.Scan(ctx, nil, nil, 0, func(row []byte, ns []txn.Notification) bool {
+		for _, c := range ns {
+			if n := len(out); n > 0 && out[n-1].Row == string(row) && out[n-1].Column == c.Column {
 				out[n-1].Versions++
 			} else {
 				if limit > 0 && len(out) == limit {
 					return false
 				}
-				out = append(out, Pending{Row: string(r.Key), Column: c.Qualifier, Versions: 1})
+				out = append(out, Pending{Row: string(row), Column: c.Column, Versions: 1})
 			}
-			if w := txn.DecodeNotify(c.Value); w > 0 && w < now {
+			if w := c.WallMS; w > 0 && w < now {
 				p := &out[len(out)-1]
 				p.Age = max(p.Age, time.Duration(now-w)*time.Millisecond)
 			}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -86,8 +85,6 @@ func (o *WorkerOptions) ensureDefaults() {
 		o.Resample = 10 * time.Second
 	}
 }
-
-var notifyAll = storage.Filter{{Family: txn.FamilyNotify, AllQualifiers: true}}
 
 // Report is what a Run left behind.
 type Report struct {
@@ -409,16 +406,22 @@ func (s *scanner) pass(ctx context.Context, spans [][2][]byte, idle *idleTracker
 	return worked, pending, nil
 }
 
+// notified is a data row and its notifications.
+type notified struct {
+	Key []byte
+	ns  []txn.Notification
+}
+
 // scanNotify reads up to limit notified rows of [start, end), reading the
 // notify keyspace only, and counts what finding them cost.
-func (f *Framework) scanNotify(ctx context.Context, start, end []byte, limit int) ([]storage.Row, error) {
-	var rows []storage.Row
-	collect := func(r storage.Row) bool {
-		rows = append(rows, r)
+func (f *Framework) scanNotify(ctx context.Context, start, end []byte, limit int) ([]notified, error) {
+	var rows []notified
+	collect := func(row []byte, ns []txn.Notification) bool {
+		rows = append(rows, notified{row, ns})
 		return true
 	}
 	began := time.Now()
-	visited, err := f.scanNotifyRange(ctx, start, end, limit, collect)
+	visited, err := f.notify.Scan(ctx, start, end, limit, collect)
 	f.stats.add("", statScanKeys, int64(visited))
 	f.stats.add("", statScans, 1)
 	f.stats.add("", statScanRows, int64(len(rows)))
@@ -432,8 +435,7 @@ func (f *Framework) scanNotify(ctx context.Context, start, end []byte, limit int
 // the others go on scanning. A failed compaction is logged, not fatal:
 // it costs only scan time.
 func (f *Framework) maybeCompact(ctx context.Context, opts WorkerOptions) {
-	c, ok := f.store.(storage.Compacter)
-	if !ok || opts.CompactAfter < 0 {
+	if !f.notify.Compactable() || opts.CompactAfter < 0 {
 		return
 	}
 	n := f.clears.Load()
@@ -442,7 +444,7 @@ func (f *Framework) maybeCompact(ctx context.Context, opts WorkerOptions) {
 	}
 	defer f.compacting.Store(false)
 	f.clears.Add(-n)
-	if err := c.CompactFamily(ctx, txn.FamilyNotify); err != nil {
+	if _, err := f.notify.Compact(ctx); err != nil {
 		if ctx.Err() == nil {
 			f.opts.Logger.Warn("observer: compacting the notify keyspace", "err", err)
 		}
@@ -457,11 +459,11 @@ func (f *Framework) maybeCompact(ctx context.Context, opts WorkerOptions) {
 // them; columns no observer watches any more are cleared; the others are
 // left for a process that has their code. left reports runnable work left
 // behind; jump, that another scanner holds the row.
-func (s *scanner) row(ctx context.Context, r storage.Row, set *regSet) (did, left, jump bool, err error) {
+func (s *scanner) row(ctx context.Context, r notified, set *regSet) (did, left, jump bool, err error) {
 	cols := set.byCol
 	runnable := false
-	for _, c := range r.Cells {
-		if regs := cols[c.Qualifier]; len(regs) == 0 || hasCode(regs) {
+	for _, n := range r.ns {
+		if regs := cols[n.Column]; len(regs) == 0 || hasCode(regs) {
 			runnable = true
 			break
 		}
@@ -480,13 +482,13 @@ func (s *scanner) row(ctx context.Context, r storage.Row, set *regSet) (did, lef
 	byCol := map[string][]uint64{}
 	ahead := map[string][]uint64{} // versions written ahead of their prewrite
 	var order []string
-	for _, c := range r.Cells {
-		if _, ok := byCol[c.Qualifier]; !ok {
-			order = append(order, c.Qualifier)
+	for _, n := range r.ns {
+		if _, ok := byCol[n.Column]; !ok {
+			order = append(order, n.Column)
 		}
-		byCol[c.Qualifier] = append(byCol[c.Qualifier], c.TS)
-		if txn.NotifyAhead(c.Value) {
-			ahead[c.Qualifier] = append(ahead[c.Qualifier], c.TS)
+		byCol[n.Column] = append(byCol[n.Column], n.TS)
+		if n.Ahead {
+			ahead[n.Column] = append(ahead[n.Column], n.TS)
 		}
 	}
 	for _, col := range order {
@@ -694,102 +696,20 @@ func call(ctx context.Context, fn Func, tx *txn.Txn, row, col string) (err error
 	return fn(ctx, tx, row, col)
 }
 
-// clear deletes the notification versions seen, unless a write of the
-// column is locked or committed at or after minStart (a change the runs
-// may not have seen): clearing never erases a newer notification (each
-// is its own version) nor hides a newer write (invariant 4). durable
-// makes the clear wait for its sync (after a quarantine, so that a crash
-// cannot bring back a notification that is also listed as quarantined).
-//
-// Where notifications live in their own rows (txn.SeparateNotify) the
-// check and the delete are two calls, and a notification may be ahead of
-// its prewrite (ahead: the versions seen that were written so). The
-// check then also fences every such prewrite that has not landed: it
-// leaves a rollback record at the version's start_ts, in the same
-// conditional write, where the data row holds no lock of the column and
-// no write record at or after that start_ts — so a late prewrite of it
-// finds the record and fails, and cannot commit a write whose
-// notification this clear deletes. A prewrite that did land shows as a
-// lock or a write record and needs no fence. (A lock or write that
-// appears after the check belongs to a transaction whose notification is
-// not among those seen, or is fenced; the delete leaves the others.)
+// clear deletes the notification versions seen of (row, col) unless a
+// write the runs begun at minStart may not have seen exists
+// (txn.NotifySpace.Clear: never a newer notification, never hiding a
+// newer write; on a store that keeps notifications apart it fences the
+// prewrites of the versions ahead that have not landed).
 func (f *Framework) clear(ctx context.Context, row []byte, col string, seen, ahead []uint64, minStart uint64, durable bool) (bool, error) {
-	pred := storage.Filter{
-		{Family: txn.FamilyLock, Qualifier: col, Limit: 1},
-		{Family: txn.FamilyWrite, Qualifier: col, Time: storage.From(minStart), Limit: 1},
-	}
-	dels := make([]storage.Mutation, len(seen))
-	for i, ts := range seen {
-		dels[i] = storage.DeleteCell(txn.FamilyNotify, col, ts)
-	}
-	if f.sepNotify {
-		return f.clearApart(ctx, row, col, pred, dels, ahead, minStart)
-	}
-	// The delete need not be durable on return: lost in a crash, it leaves
-	// a notification whose run finds the cell clean (the ack is durable)
-	// and clears it again. So it rides on the next durable write.
-	// A nonce over a server; Bigtable never re-sends it. Safe in any
-	// order anyway: it deletes only the versions seen, which no later
-	// write re-creates but a late copy of the same notification.
-	cam := f.store.CheckAndMutate
-	if d, ok := f.store.(storage.Deferred); ok && !durable {
-		cam = d.CheckAndMutateDeferred
-	}
-	matched, err := cam(ctx, row, pred, nil, dels)
+	cleared, err := f.notify.Clear(ctx, row, col, seen, ahead, minStart, durable)
 	if err != nil {
 		return false, transient(err)
 	}
-	if !matched {
-		f.clears.Add(int64(len(dels)))
+	if cleared {
+		f.clears.Add(int64(len(seen)))
 	}
-	return !matched, nil
-}
-
-// clearApart is clear where notifications live in their own rows: fence
-// the unlanded prewrites of the versions ahead and check, on the data
-// row; then delete, on the notify row.
-func (f *Framework) clearApart(ctx context.Context, row []byte, col string, pred storage.Filter, dels []storage.Mutation, ahead []uint64, minStart uint64) (bool, error) {
-	var fences []storage.Mutation
-	if len(ahead) > 0 {
-		from := slices.Min(ahead)
-		r, err := f.store.ReadRow(ctx, row, storage.Filter{
-			{Family: txn.FamilyLock, Qualifier: col, Limit: 1},
-			{Family: txn.FamilyWrite, Qualifier: col, Time: storage.From(from)},
-		})
-		if err != nil {
-			return false, transient(err)
-		}
-		var newest uint64 // of the write records at or after from
-		for _, c := range r.Cells {
-			if c.Family == txn.FamilyLock {
-				return false, nil // a prewrite in flight: clear after it
-			}
-			newest = max(newest, c.TS)
-		}
-		low := minStart
-		for _, ts := range ahead {
-			if newest < ts { // nothing at or after ts: the prewrite may come
-				fences = append(fences, storage.SetCell(txn.FamilyWrite, col, ts, txn.EncodeWrite(&txn.Write{Op: txn.OpRollback, StartTS: ts})))
-				low = min(low, ts)
-			}
-		}
-		pred[1].Time = storage.From(low)
-	}
-	// A nonce over a server. Safe in any order anyway: a fence lands only
-	// where its prewrite has neither landed nor been decided.
-	matched, err := f.store.CheckAndMutate(ctx, row, pred, nil, fences)
-	if err != nil {
-		return false, transient(err)
-	}
-	if matched {
-		return false, nil
-	}
-	// Exact versions: safe in any order, as clear's.
-	if err := f.store.Mutate(ctx, f.notifyRow(row), dels...); err != nil {
-		return false, transient(err)
-	}
-	f.clears.Add(int64(len(dels)))
-	return true, nil
+	return cleared, nil
 }
 
 // clearOrphans deletes the notification versions seen of a column that no
@@ -797,14 +717,9 @@ func (f *Framework) clearApart(ctx context.Context, row []byte, col string, pred
 // refresh that followed the scan; a registration raised later backfills
 // with a version of its own, which this delete leaves).
 func (f *Framework) clearOrphans(ctx context.Context, row []byte, col string, seen []uint64) (did, left bool, err error) {
-	dels := make([]storage.Mutation, len(seen))
-	for i, ts := range seen {
-		dels[i] = storage.DeleteCell(txn.FamilyNotify, col, ts)
-	}
-	// Exact versions: safe in any order, as clear's.
-	if err := f.store.Mutate(ctx, f.notifyRow(row), dels...); err != nil {
+	if err := f.notify.Delete(ctx, row, col, seen); err != nil {
 		return false, true, transient(err)
 	}
-	f.clears.Add(int64(len(dels)))
+	f.clears.Add(int64(len(seen)))
 	return true, false, nil
 }

@@ -31,8 +31,8 @@ type Client struct {
 	// server) it is the variant without a nonce, and batchIdem is set.
 	batch     storage.Batcher
 	batchIdem bool
-	// sepNotify: notifications live in their own rows (SeparateNotify).
-	sepNotify bool
+	// notify is the store's notify keyspace.
+	notify NotifySpace
 	// unversioned counts down the commits that skip the oracle's registry
 	// version after a reply came without one (notifyAndTimestamp).
 	unversioned atomic.Int64
@@ -80,7 +80,7 @@ func NewClient(ctx context.Context, store storage.Store, oracle Oracle, live coo
 	}
 	c.deferred, _ = store.(storage.Deferred)
 	c.idem, _ = store.(storage.Idempotent)
-	c.sepNotify = SeparateNotify(store)
+	c.notify = NotifySpace{store: store, apart: separateNotify(store), now: c.opts.Now}
 	if err := c.buildIndex(ctx); err != nil {
 		return nil, err
 	}

@@ -103,7 +103,7 @@ func (e *env) client(name string) *Client {
 		e.base = c
 	} else {
 		opts.EnsureDefaults()
-		c = &Client{store: e.store, batch: e.base.batch, batchIdem: e.base.batchIdem, sepNotify: e.base.sepNotify, oracle: e.oracle, live: e.live, opts: opts,
+		c = &Client{store: e.store, batch: e.base.batch, batchIdem: e.base.batchIdem, notify: NotifySpace{store: e.store, apart: e.base.notify.apart, now: opts.Now}, oracle: e.oracle, live: e.live, opts: opts,
 			index: e.base.index, sleep: SleepContext, secondaryBatch: 256}
 	}
 	e.live.Register(name)

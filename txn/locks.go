@@ -131,3 +131,16 @@ func (c *Client) Rows(ctx context.Context, start []byte, limit int) ([][]byte, e
 	}
 	return rows, nil
 }
+
+// ColumnRows lists, from row from on (nil: the first), up to limit (0:
+// all) rows that hold a commit record or a lock of column, in row order:
+// the cells an observer registered on column must notify (its backfill).
+func (c *Client) ColumnRows(ctx context.Context, column string, from []byte, limit int) ([][]byte, error) {
+	filter := storage.Filter{{Family: FamilyWrite, Qualifier: column, Limit: 1}, {Family: FamilyLock, Qualifier: column, Limit: 1}}
+	var rows [][]byte
+	err := c.store.Scan(ctx, from, nil, filter, limit, func(r storage.Row) bool {
+		rows = append(rows, r.Key)
+		return true
+	})
+	return rows, err
+}

@@ -2,54 +2,11 @@ package txn
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"strings"
 
 	"github.com/seed-992972ee/percolator/storage"
 )
-
-// FamilyNotify holds notifications: a version per announced write of an
-// observed column, at the writer's start_ts, its value the writer's wall
-// time in milliseconds. It is its own keyspace (the paper's locality
-// group): scanners read it without touching data.
-//
-// On a store whose families share rows (storage.SharedRows: Cloud
-// Bigtable has no locality groups, so a family filter still reads every
-// cell of the rows it passes) the notifications of row r live in their
-// own row, NotifyRow(r), all of them under NotifyRowPrefix: finding them
-// reads only notifications. They cannot then share the prewrite's atomic
-// row write, so the prewrite's notifications are written before it
-// (EncodeNotifyAhead): a notification ahead of its write is harmless, and
-// a clear of one whose prewrite has not landed fences that prewrite off
-// (observer's doc.go, invariant 2).
-const FamilyNotify = "notify"
-
-// NotifyRowPrefix begins the rows that hold notifications on a store
-// whose families share rows (SeparateNotify). User rows are shorter than
-// storage.MaxRowKeySize by its length (MaxRowSize), on every backend.
-const NotifyRowPrefix = "\xff\xfen"
-
-// SeparateNotify reports whether store keeps notifications in their own
-// rows (NotifyRow): a store whose families share rows.
-func SeparateNotify(store storage.Store) bool {
-	sr, ok := store.(storage.SharedRows)
-	return ok && sr.SharedRows()
-}
-
-// NotifyRow is the row that holds row's notifications on a store that
-// keeps them apart (SeparateNotify).
-func NotifyRow(row []byte) []byte {
-	return append(append(make([]byte, 0, len(NotifyRowPrefix)+len(row)), NotifyRowPrefix...), row...)
-}
-
-// notifyRow is where row's notifications live on c's store.
-func (c *Client) notifyRow(row []byte) []byte {
-	if c.sepNotify {
-		return NotifyRow(row)
-	}
-	return row
-}
 
 // ReservedPrefix begins the system's own columns (observer acks); user
 // columns may not begin with it.
@@ -124,14 +81,14 @@ func (c *Client) notifyMutation(obs Observed, col string, startTS uint64) (stora
 	if obs == nil || !obs(col) {
 		return storage.Mutation{}, false
 	}
-	return storage.SetCell(FamilyNotify, col, startTS, EncodeNotify(c.nowMS())), true
+	return storage.SetCell(FamilyNotify, col, startTS, encodeNotify(c.nowMS())), true
 }
 
 // notifyAhead writes, on a store that keeps notifications apart, the
 // notifications the prewrites of rows would carry, before any of them:
 // one batch when the store batches. Elsewhere the prewrites carry them.
 func (c *Client) notifyAhead(ctx context.Context, t *Txn, rows []*rowWrites, obs Observed) error {
-	if !c.sepNotify || obs == nil {
+	if !c.notify.apart || obs == nil {
 		return nil
 	}
 	var batch []storage.RowMutation
@@ -139,11 +96,11 @@ func (c *Client) notifyAhead(ctx context.Context, t *Txn, rows []*rowWrites, obs
 		var muts []storage.Mutation
 		for _, m := range rw.muts {
 			if obs(m.col) {
-				muts = append(muts, storage.SetCell(FamilyNotify, m.col, t.startTS, EncodeNotifyAhead(c.nowMS())))
+				muts = append(muts, storage.SetCell(FamilyNotify, m.col, t.startTS, encodeNotifyAhead(c.nowMS())))
 			}
 		}
 		if len(muts) > 0 {
-			batch = append(batch, storage.RowMutation{Row: NotifyRow(rw.row), Mutations: muts})
+			batch = append(batch, storage.RowMutation{Row: c.notify.row(rw.row), Mutations: muts})
 		}
 	}
 	// Safe in any order, so without a nonce where the store offers that
@@ -222,34 +179,12 @@ func (c *Client) notifyNewlyObserved(ctx context.Context, t *Txn, rows []*rowWri
 		}
 		if len(muts) > 0 {
 			// Safe in any order, as notifyAhead's.
-			if err := c.mutate(ctx, c.notifyRow(rw.row), muts...); err != nil {
+			if err := c.mutate(ctx, c.notify.row(rw.row), muts...); err != nil {
 				return fmt.Errorf("txn: notifying a newly observed column: %w", err)
 			}
 		}
 	}
 	return nil
-}
-
-// EncodeNotify is a notification's value: the wall time it was set, in
-// Unix milliseconds.
-func EncodeNotify(wallMS uint64) []byte { return binary.BigEndian.AppendUint64(nil, wallMS) }
-
-// EncodeNotifyAhead is the value of a notification written ahead of its
-// prewrite (SeparateNotify): its clear must fence the prewrite off if it
-// has not landed (NotifyAhead).
-func EncodeNotifyAhead(wallMS uint64) []byte { return append(EncodeNotify(wallMS), 1) }
-
-// NotifyAhead reports whether a notification value was written ahead of
-// its prewrite.
-func NotifyAhead(v []byte) bool { return len(v) == 9 && v[8] == 1 }
-
-// DecodeNotify returns the wall time of a notification value (0 if the
-// value is not one).
-func DecodeNotify(v []byte) uint64 {
-	if len(v) != 8 && !NotifyAhead(v) {
-		return 0
-	}
-	return binary.BigEndian.Uint64(v)
 }
 
 // CommitTS returns the commit_ts of the newest version of (row, column)

@@ -88,7 +88,7 @@ func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation, obs Obse
 		if m.op == OpPut && !l.Inline {
 			muts = append(muts, storage.SetCell(FamilyData, m.col, t.startTS, m.value))
 		}
-		if n, ok := c.notifyMutation(obs, m.col, t.startTS); ok && !c.sepNotify {
+		if n, ok := c.notifyMutation(obs, m.col, t.startTS); ok && !c.notify.apart {
 			muts = append(muts, n)
 		}
 	}

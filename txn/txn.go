@@ -10,9 +10,9 @@ import (
 
 // Limits on user input.
 const (
-	// MaxRowSize leaves room for NotifyRowPrefix within the store's key
+	// MaxRowSize leaves room for notifyRowPrefix within the store's key
 	// limit, on every backend alike.
-	MaxRowSize    = storage.MaxRowKeySize - len(NotifyRowPrefix)
+	MaxRowSize    = storage.MaxRowKeySize - len(notifyRowPrefix)
 	MaxColumnSize = 256
 )
 

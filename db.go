@@ -9,6 +9,7 @@ import (
 
 	"github.com/seed-992972ee/percolator/coord"
 	coordremote "github.com/seed-992972ee/percolator/coord/remote"
+	"github.com/seed-992972ee/percolator/internal/ctxwait"
 	"github.com/seed-992972ee/percolator/internal/userstore"
 	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle"
@@ -269,7 +270,7 @@ func (db *DB) BeginReadOnly(ctx context.Context) (*Txn, error) {
 // Update runs fn in a read-write transaction and commits it, retrying the
 // whole of fn with jittered back-off while it fails with ErrConflict, until
 // it commits, fn returns another error (returned as it is), the context
-// ends, or MaxRetries is reached. fn may run more than once: it must not
+// ends, or MaxAttempts is reached. fn may run more than once: it must not
 // have side effects outside the transaction.
 func (db *DB) Update(ctx context.Context, fn func(tx *Txn) error) error {
 	return db.update(ctx, func(t *txn.Txn) error { return fn(&Txn{t}) })
@@ -279,10 +280,10 @@ func (db *DB) Update(ctx context.Context, fn func(tx *Txn) error) error {
 func (db *DB) update(ctx context.Context, fn func(t *txn.Txn) error) error {
 	for attempt := 0; ; attempt++ {
 		err := db.tryUpdate(ctx, fn)
-		if !errors.Is(err, ErrConflict) || (db.opts.MaxRetries > 0 && attempt+1 >= db.opts.MaxRetries) {
+		if !errors.Is(err, ErrConflict) || (db.opts.MaxAttempts > 0 && attempt+1 >= db.opts.MaxAttempts) {
 			return err
 		}
-		if werr := txn.SleepContext(ctx, txn.Backoff(attempt)); werr != nil {
+		if werr := ctxwait.Sleep(ctx, db.client.Backoff(attempt)); werr != nil {
 			return fmt.Errorf("%w (gave up: %v)", err, werr)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator/coord"
+	coordremote "github.com/seed-992972ee/percolator/coord/remote"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/txn"
 )
@@ -27,7 +28,8 @@ type Options struct {
 	// certificate in this PEM file.
 	TLSCAFile string
 	// SessionTTL is the lease of this DB's liveness session with the
-	// server, renewed every third of it. Default 10s.
+	// server, renewed every third of it. Default 10s
+	// (coord/remote.DefaultTTL).
 	SessionTTL time.Duration
 	// RetryBudget, with Server: how long an operation (a transaction's
 	// commit with its abort and cleanup, a read with its lock waits, Open
@@ -73,8 +75,13 @@ type Options struct {
 	LockTTL time.Duration
 	// MaxValueSize is the largest value a cell may hold. Default 10 MiB.
 	MaxValueSize int
-	// MaxRetries bounds Update's attempts after a conflict; 0 retries
-	// until the context ends.
+	// MaxAttempts bounds how many times Update runs its function while
+	// its commits conflict (1: once, with no retry); 0 retries until the
+	// context ends.
+	MaxAttempts int
+	// Deprecated: MaxRetries is the old name of MaxAttempts, which it
+	// sets when MaxAttempts is 0: it always counted attempts, not
+	// retries (MaxRetries 1 retried nothing).
 	MaxRetries int
 	// MustExist makes Open fail with ErrNoStore, creating nothing, when Dir
 	// holds no store (read-only tools: a typo must not create an empty
@@ -104,12 +111,21 @@ func (o *Options) EnsureDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.SessionTTL == 0 {
+		o.SessionTTL = coordremote.DefaultTTL
+	}
+	if o.MaxFailures == 0 {
+		o.MaxFailures = 5
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = o.MaxRetries
+	}
 }
 
 // Validate checks the options after EnsureDefaults.
 func (o *Options) Validate() error {
 	switch {
-	case o.LockTTL < 0 || o.MaxValueSize < 0 || o.MaxRetries < 0 || o.MaxFailures < 0:
+	case o.LockTTL < 0 || o.MaxValueSize < 0 || o.MaxAttempts < 0 || o.MaxRetries < 0 || o.MaxFailures < 0:
 		return fmt.Errorf("%w: negative option", ErrInvalidArgument)
 	case o.Store != nil && o.Dir != "":
 		return fmt.Errorf("%w: both Dir and Store set", ErrInvalidArgument)

@@ -154,21 +154,33 @@ func TestUpdateRetriesConflicts(t *testing.T) {
 	}
 }
 
-func TestUpdateMaxRetriesAndContext(t *testing.T) {
+// TestUpdateMaxAttemptsAndContext: MaxAttempts counts the runs of Update's
+// function (the deprecated MaxRetries sets it), a cancelled context ends
+// Update, and a user's error is returned as it is.
+func TestUpdateMaxAttemptsAndContext(t *testing.T) {
 	ctx := context.Background()
-	db := open(t, percolator.Options{MaxRetries: 2})
-	calls := 0
+	for _, opts := range []percolator.Options{{MaxAttempts: 2}, {MaxRetries: 2}, {MaxAttempts: 2, MaxRetries: 5}} {
+		db := open(t, opts)
+		calls := 0
+		err := db.Update(ctx, func(tx *percolator.Txn) error {
+			calls++
+			// Conflict every time: commit a newer write to the cell under it.
+			if err := db.Update(ctx, func(in *percolator.Txn) error { return in.Set("k", "c", []byte("x")) }); err != nil {
+				return err
+			}
+			return tx.Set("k", "c", []byte("mine"))
+		})
+		if !errors.Is(err, percolator.ErrConflict) || calls != 2 {
+			t.Fatalf("%+v: err %v after %d calls; want ErrConflict after 2", opts, err, calls)
+		}
+	}
+	db := open(t, percolator.Options{MaxAttempts: 2})
 	err := db.Update(ctx, func(tx *percolator.Txn) error {
-		calls++
-		// Conflict every time: commit a newer write to the cell under it.
 		if err := db.Update(ctx, func(in *percolator.Txn) error { return in.Set("k", "c", []byte("x")) }); err != nil {
 			return err
 		}
 		return tx.Set("k", "c", []byte("mine"))
 	})
-	if !errors.Is(err, percolator.ErrConflict) || calls != 2 {
-		t.Fatalf("err %v after %d calls; want ErrConflict after 2", err, calls)
-	}
 	var ce *percolator.ConflictError
 	if !errors.As(err, &ce) || string(ce.Row) != "k" {
 		t.Fatalf("conflict error lacks the cell: %v", err)

@@ -93,7 +93,7 @@ func TestLostMarkRecovered(t *testing.T) {
 	if err := st.Mutate(ctx, oracle.StoreMarkRow(), storage.Mutation{Kind: storage.DeleteRow}); err != nil {
 		t.Fatal(err)
 	}
-	db = open(t, percolator.Options{Store: st, MaxRetries: 3}) // restarting at 1 would conflict again and again
+	db = open(t, percolator.Options{Store: st, MaxAttempts: 3}) // restarting at 1 would conflict again and again
 	set(t, db, "r", "after")
 	_ = db.Close()
 	db = open(t, percolator.Options{Store: st})

@@ -22,6 +22,12 @@ type Options struct {
 	RetryBackoff time.Duration
 	// Logger receives failures and quarantines. nil means slog.Default().
 	Logger *slog.Logger
+	// Now is the wall clock: when a failed run may be retried, the time
+	// written into quarantine records and published ranges, the ages
+	// Status reports (against the times the transaction client's clock
+	// wrote into the notifications), the re-sample ticks. nil means
+	// time.Now.
+	Now func() time.Time
 }
 
 func (o *Options) ensureDefaults() {
@@ -33,6 +39,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 }
 
@@ -80,8 +89,8 @@ type Framework struct {
 func New(ctx context.Context, store storage.Store, client *txn.Client, oracle txn.Oracle, locker coord.Locker, opts Options) (*Framework, error) {
 	opts.ensureDefaults()
 	f := &Framework{store: store, client: client, oracle: oracle, locker: locker, opts: opts, backfillChunk: backfillChunk, notify: client.Notifications()}
-	f.fails.m = map[string]*failure{}
-	f.loops.m = map[string]*failure{}
+	f.fails = failures{now: opts.Now, m: map[string]*failure{}}
+	f.loops = failures{now: opts.Now, m: map[string]*failure{}}
 	f.reg = registry{store: store, shared: !client.Indexed(), code: map[string]Func{}}
 	if err := f.reg.load(ctx); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seed-992972ee/percolator/internal/ctxwait"
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/txn"
@@ -76,7 +77,7 @@ func (f *Framework) outageEnded() {
 // retryPass waits before a scanner's next pass after a failed one,
 // returning false when ctx ended.
 func retryPass(ctx context.Context, wait *time.Duration) bool {
-	if err := txn.SleepContext(ctx, *wait); err != nil {
+	if err := ctxwait.Sleep(ctx, *wait); err != nil {
 		return false
 	}
 	*wait = min(2**wait, outageMaxWait)

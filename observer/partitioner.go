@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/internal/ctxwait"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/txn"
 )
@@ -92,7 +93,7 @@ func (f *Framework) startPartitioner(ctx context.Context, opts WorkerOptions) (*
 // fail alike: the DB must be opened again).
 func (p *partitioner) register(ctx context.Context) bool {
 	for wait := rewatchWait; ; wait = min(2*wait, maxRegisterWait) {
-		if txn.SleepContext(ctx, wait) != nil {
+		if ctxwait.Sleep(ctx, wait) != nil {
 			return false
 		}
 		err := p.opts.Membership.Register(ctx, p.opts.Group, p.value)
@@ -151,7 +152,7 @@ func (p *partitioner) loop(ctx context.Context, registered bool) {
 		return
 	}
 	watch := p.opts.Membership.WatchMembers(ctx, p.opts.Group)
-	tick := time.NewTimer(untilNext(time.Now(), p.opts.Resample))
+	tick := time.NewTimer(untilNext(p.f.opts.Now(), p.opts.Resample))
 	defer tick.Stop()
 	for {
 		select {
@@ -167,7 +168,7 @@ func (p *partitioner) loop(ctx context.Context, registered bool) {
 			p.f.opts.Logger.Warn("observer: the workers' membership watch ended; scanning the whole keyspace until it is back", "group", p.opts.Group)
 			p.members = nil
 			p.cur.Store(nil)
-			if txn.SleepContext(ctx, rewatchWait) != nil {
+			if ctxwait.Sleep(ctx, rewatchWait) != nil {
 				return
 			}
 			watch = p.opts.Membership.WatchMembers(ctx, p.opts.Group)
@@ -175,7 +176,7 @@ func (p *partitioner) loop(ctx context.Context, registered bool) {
 			if p.members != nil {
 				p.update(ctx)
 			}
-			tick.Reset(untilNext(time.Now(), p.opts.Resample))
+			tick.Reset(untilNext(p.f.opts.Now(), p.opts.Resample))
 		case <-ctx.Done():
 			return
 		}
@@ -192,9 +193,9 @@ func untilNext(now time.Time, period time.Duration) time.Duration {
 // update re-samples the notify keyspace, makes the next view and
 // publishes it.
 func (p *partitioner) update(ctx context.Context) {
-	began := time.Now()
+	began := p.f.opts.Now()
 	sample, err := p.f.sampleNotify(ctx)
-	p.took = time.Since(began)
+	p.took = p.f.opts.Now().Sub(began)
 	if err != nil {
 		if ctx.Err() != nil {
 			return
@@ -300,7 +301,7 @@ var partitionsFilter = storage.Filter{{Family: FamilyPartitions, AllQualifiers: 
 func (p *partitioner) publish(ctx context.Context, part *Partition) {
 	me := part.Members[part.Self].Owner
 	start, end := part.Range(part.Self)
-	now := time.Now()
+	now := p.f.opts.Now()
 	lease := staleAfter*p.opts.Resample + 2*p.took
 	e := publishedPartition{Worker: p.value, Index: part.Self, Start: start, End: end, Version: part.Version,
 		Updated: now.UnixMilli(), Expires: now.Add(lease).UnixMilli()}

@@ -14,8 +14,9 @@ import (
 // failures tracks failed runs per (row, column, observer) in this
 // process: when each may be retried, and how many in a row failed.
 type failures struct {
-	mu sync.Mutex
-	m  map[string]*failure
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[string]*failure
 }
 
 type failure struct {
@@ -30,7 +31,7 @@ func (f *failures) waiting(row, col, name string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	x := f.m[failKey(row, col, name)]
-	return x != nil && time.Now().Before(x.next)
+	return x != nil && f.now().Before(x.next)
 }
 
 // count returns the failures in a row recorded for (row, col, name).
@@ -60,7 +61,7 @@ func (f *failures) record(row, col, name string, backoff time.Duration) int {
 		f.m[k] = x
 	}
 	x.n++
-	x.next = time.Now().Add(backoff << min(x.n-1, 10))
+	x.next = f.now().Add(backoff << min(x.n-1, 10))
 	return x.n
 }
 
@@ -84,7 +85,7 @@ func (f *Framework) failed(ctx context.Context, row, col string, g *registration
 // quarantine sets the notification of (row, col) aside for g, recording
 // why.
 func (f *Framework) quarantine(ctx context.Context, row, col string, g *registration, failures int, why error) error {
-	rec, _ := json.Marshal(quarantineRecord{Failures: failures, Error: why.Error(), WallMS: time.Now().UnixMilli()})
+	rec, _ := json.Marshal(quarantineRecord{Failures: failures, Error: why.Error(), WallMS: f.opts.Now().UnixMilli()})
 	ts, err := f.oracle.Timestamp(ctx)
 	if err != nil {
 		return transient(err)

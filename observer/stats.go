@@ -177,7 +177,7 @@ func (f *Framework) Status(ctx context.Context) (Status, error) {
 // pending and the age of the oldest notification; per partition, the
 // notified rows in its range (parts[i].Backlog), and the rows in none.
 func (f *Framework) backlog(ctx context.Context, parts []PartitionStatus) (map[string]*ColumnStatus, int, error) {
-	now := uint64(time.Now().UnixMilli())
+	now := uint64(f.opts.Now().UnixMilli())
 	backlog := map[string]*ColumnStatus{}
 	unowned := 0
 	_, err := f.notify.Scan(ctx, nil, nil, 0, func(row []byte, ns []txn.Notification) bool {
@@ -226,7 +226,7 @@ func (f *Framework) partitions(ctx context.Context) ([]PartitionStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now().UnixMilli()
+	now := f.opts.Now().UnixMilli()
 	entries := map[string]publishedPartition{}
 	var newest publishedPartition
 	for _, c := range r.Cells {
@@ -273,7 +273,7 @@ type Pending struct {
 // PendingNotifications lists up to limit (0: all) notified cells, in row
 // order, reading only the notify keyspace.
 func (f *Framework) PendingNotifications(ctx context.Context, limit int) ([]Pending, error) {
-	now := uint64(time.Now().UnixMilli())
+	now := uint64(f.opts.Now().UnixMilli())
 	var out []Pending
 	_, err := f.notify.Scan(ctx, nil, nil, 0, func(row []byte, ns []txn.Notification) bool {
 		for _, c := range ns {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,7 +72,7 @@ func NewClient(ctx context.Context, store storage.Store, oracle Oracle, live coo
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{store: store, oracle: oracle, live: live, opts: opts, sleep: SleepContext, secondaryBatch: 256}
+	c := &Client{store: store, oracle: oracle, live: live, opts: opts, sleep: ctxwait.Sleep, secondaryBatch: 256}
 	c.batch, _ = store.(storage.Batcher)
 	if ib, ok := store.(storage.IdempotentBatcher); ok {
 		c.batch, c.batchIdem = idempotentBatcher{ib}, true
@@ -169,18 +168,16 @@ func (c *Client) Stats() Stats {
 	}
 }
 
-// SleepContext waits d or until ctx ends, whichever is first.
-func SleepContext(ctx context.Context, d time.Duration) error { return ctxwait.Sleep(ctx, d) }
-
 // Backoff returns the jittered exponential delay before retry attempt n
-// (0-based): from about 1ms doubling to about 100ms, full jitter.
-func Backoff(n int) time.Duration {
+// (0-based): from about 1ms doubling to about 100ms, jittered by
+// Options.Rand.
+func (c *Client) Backoff(n int) time.Duration {
 	d := time.Millisecond << min(n, 7)
-	return d/2 + time.Duration(rand.Int64N(int64(d)))
+	return d/2 + time.Duration(c.opts.Rand(int64(d)))
 }
 
 func (c *Client) backoff(ctx context.Context, attempt int) error {
-	return c.sleep(ctx, Backoff(attempt))
+	return c.sleep(ctx, c.Backoff(attempt))
 }
 
 // operation marks ctx as one operation of the client (Options.Operation).

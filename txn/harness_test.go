@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/internal/ctxwait"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/bigtable/bttesting"
 	"github.com/seed-992972ee/percolator/storage/memory"
@@ -104,7 +105,7 @@ func (e *env) client(name string) *Client {
 	} else {
 		opts.EnsureDefaults()
 		c = &Client{store: e.store, batch: e.base.batch, batchIdem: e.base.batchIdem, notify: NotifySpace{store: e.store, apart: e.base.notify.apart, now: opts.Now}, oracle: e.oracle, live: e.live, opts: opts,
-			index: e.base.index, sleep: SleepContext, secondaryBatch: 256}
+			index: e.base.index, sleep: ctxwait.Sleep, secondaryBatch: 256}
 	}
 	e.live.Register(name)
 	e.clients[name] = c

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 )
 
@@ -25,6 +26,10 @@ type Options struct {
 	StoreRetries int
 	// Now is the wall clock. Default time.Now.
 	Now func() time.Time
+	// Rand returns a uniform random number in [0, n), for the jitter of
+	// back-offs; it must be safe for concurrent use. Default
+	// math/rand/v2's Int64N.
+	Rand func(n int64) int64
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 	// Session, if set, reports whether this process can prove it is alive
@@ -70,6 +75,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Int64N
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/internal/ctxwait"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
 )
@@ -183,7 +184,7 @@ func TestCommitMutationOrder(t *testing.T) {
 // shows) is retried a few times, then backed off, and gives up when its
 // context ends instead of spinning.
 func TestUntilSettledHonoursContext(t *testing.T) {
-	c := &Client{sleep: SleepContext}
+	c := &Client{sleep: ctxwait.Sleep, opts: Options{Rand: func(n int64) int64 { return n / 2 }}}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	steps := 0

@@ -13,11 +13,11 @@ import (
 // Crash points of a commit, for tests: an unexported hook stops the commit
 // right after the named step, as if the process died there.
 const (
-	CrashAfterPrimaryPrewrite   = "after-primary-prewrite"
-	CrashAfterSecondaryPrewrite = "after-secondary-prewrite" // after each
-	CrashAfterSessionCheck      = "after-session-check"      // just before the commit point
-	CrashAfterPrimaryCommit     = "after-primary-commit"
-	CrashAfterSecondaryCommit   = "after-secondary-commit" // after each batch
+	crashAfterPrimaryPrewrite   = "after-primary-prewrite"
+	crashAfterSecondaryPrewrite = "after-secondary-prewrite" // after each
+	crashAfterSessionCheck      = "after-session-check"      // just before the commit point
+	crashAfterPrimaryCommit     = "after-primary-commit"
+	crashAfterSecondaryCommit   = "after-secondary-commit" // after each batch
 )
 
 // unversionedSkip is how many commits after a reply without a registry
@@ -42,7 +42,7 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	if err := c.prewrite(ctx, t, rows[0], primary, obs); err != nil {
 		return c.abort(ctx, t, rows[:1], err)
 	}
-	if c.crashed(CrashAfterPrimaryPrewrite) {
+	if c.crashed(crashAfterPrimaryPrewrite) {
 		return errCrashed
 	}
 	hb := c.startHeartbeat(t, primary)
@@ -66,7 +66,7 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 			return c.abort(ctx, t, rows, fmt.Errorf("%w: %w", ErrSessionLost, err))
 		}
 	}
-	if c.crashed(CrashAfterSessionCheck) {
+	if c.crashed(crashAfterSessionCheck) {
 		return errCrashed
 	}
 	// From here the outcome is decided by the primary's commit: the calls
@@ -81,7 +81,7 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	}
 	hb.stop()
 	c.stats.commits.Add(1)
-	if c.crashed(CrashAfterPrimaryCommit) {
+	if c.crashed(crashAfterPrimaryCommit) {
 		return nil // committed: a crash here loses nothing
 	}
 	c.commitSecondaries(ctx, t, rows[1:], commitTS)
@@ -94,7 +94,7 @@ func (c *Client) prewriteSecondaries(ctx context.Context, t *Txn, rows []*rowWri
 			if err := c.prewrite(ctx, t, rw, primary, obs); err != nil {
 				return err
 			}
-			if c.crashed(CrashAfterSecondaryPrewrite) {
+			if c.crashed(crashAfterSecondaryPrewrite) {
 				return errCrashed
 			}
 		}
@@ -170,7 +170,7 @@ func (c *Client) commitMutations(t *Txn, rw *rowWrites, commitTS uint64) []stora
 			w.Inline, w.Value = true, m.value
 		}
 		muts = append(muts,
-			storage.SetCell(FamilyWrite, m.col, commitTS, EncodeWrite(&w)),
+			storage.SetCell(FamilyWrite, m.col, commitTS, encodeWrite(&w)),
 			storage.DeleteCell(FamilyLock, m.col, t.startTS))
 	}
 	return muts
@@ -187,7 +187,7 @@ func (c *Client) commitSecondaries(ctx context.Context, t *Txn, rows []*rowWrite
 				"start_ts", t.startTS, "commit_ts", commitTS, "err", err)
 		}
 		rows = rows[n:]
-		if c.crashed(CrashAfterSecondaryCommit) {
+		if c.crashed(crashAfterSecondaryCommit) {
 			return
 		}
 	}

@@ -19,13 +19,13 @@ func TestCrashPoints(t *testing.T) {
 		nth   int // stop at the nth time the point is reached
 		whole bool
 	}{
-		{CrashAfterPrimaryPrewrite, 1, false},
-		{CrashAfterSecondaryPrewrite, 1, false},
-		{CrashAfterSecondaryPrewrite, 3, false},
-		{CrashAfterSecondaryPrewrite, 4, false},
-		{CrashAfterPrimaryCommit, 1, true},
-		{CrashAfterSecondaryCommit, 1, true},
-		{CrashAfterSecondaryCommit, 3, true},
+		{crashAfterPrimaryPrewrite, 1, false},
+		{crashAfterSecondaryPrewrite, 1, false},
+		{crashAfterSecondaryPrewrite, 3, false},
+		{crashAfterSecondaryPrewrite, 4, false},
+		{crashAfterPrimaryCommit, 1, true},
+		{crashAfterSecondaryCommit, 1, true},
+		{crashAfterSecondaryCommit, 3, true},
 	}
 	for _, backend := range backends {
 		for _, p := range points {

@@ -7,3 +7,10 @@ package txn
 // before the client's first commit; with a hook set, secondary prewrites
 // run one after another in the caller's goroutine.
 func SetCrashHook(c *Client, hook func(point string) bool) { c.crash = hook }
+
+// The crash points the external tests' hooks name.
+const (
+	CrashAfterPrimaryPrewrite = crashAfterPrimaryPrewrite
+	CrashAfterSessionCheck    = crashAfterSessionCheck
+	CrashAfterPrimaryCommit   = crashAfterPrimaryCommit
+)

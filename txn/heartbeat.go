@@ -10,7 +10,7 @@ import (
 )
 
 // FamilyBeat holds the heartbeats of primary locks: a beat of the lock at
-// (row, c, start_ts) is a cell of qualifier BeatQualifier(c, start_ts)
+// (row, c, start_ts) is a cell of qualifier beatQualifier(c, start_ts)
 // whose version is the owner's wall time in milliseconds when it beat. The
 // lock's wall time is the newest of its own WallMS and its beats'
 // versions (lockWall).
@@ -26,16 +26,16 @@ import (
 // harmless for the same reason.
 const FamilyBeat = "beat"
 
-// BeatQualifier is the qualifier of the beats of the lock of column col at
+// beatQualifier is the qualifier of the beats of the lock of column col at
 // startTS: col (which holds no NUL), NUL, then startTS, so every
 // transaction's beats are its own.
-func BeatQualifier(col string, startTS uint64) string {
+func beatQualifier(col string, startTS uint64) string {
 	return string(binary.BigEndian.AppendUint64(append([]byte(col), 0), startTS))
 }
 
 // beatSelector selects the newest beat of the lock of col at startTS.
 func beatSelector(col string, startTS uint64) storage.Selector {
-	return storage.Selector{Family: FamilyBeat, Qualifier: BeatQualifier(col, startTS), Limit: 1}
+	return storage.Selector{Family: FamilyBeat, Qualifier: beatQualifier(col, startTS), Limit: 1}
 }
 
 // lockWall returns the lock's wall time given the cells read with its
@@ -149,7 +149,7 @@ func (c *Client) refreshLock(ctx context.Context, startTS uint64, primary *mutat
 // removes only a version older than its own; after the lock is gone it
 // applies nothing.
 func (c *Client) beatLock(ctx context.Context, startTS uint64, primary *mutation, wall, prev uint64) (bool, error) {
-	q := BeatQualifier(primary.col, startTS)
+	q := beatQualifier(primary.col, startTS)
 	muts := []storage.Mutation{storage.SetCell(FamilyBeat, q, wall, nil)}
 	if prev != 0 && prev != wall {
 		muts = append(muts, storage.DeleteCell(FamilyBeat, q, prev))
@@ -172,5 +172,5 @@ func (c *Client) reapBeats(ctx context.Context, row []byte, col string, startTS 
 
 // beatRemoval removes every beat of the lock of col at startTS.
 func beatRemoval(col string, startTS uint64) storage.Mutation {
-	return storage.Mutation{Kind: storage.DeleteCells, Family: FamilyBeat, Qualifier: BeatQualifier(col, startTS)}
+	return storage.Mutation{Kind: storage.DeleteCells, Family: FamilyBeat, Qualifier: beatQualifier(col, startTS)}
 }

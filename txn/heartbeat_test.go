@@ -28,7 +28,7 @@ func TestHeartbeatKeepsLongCommitAlive(t *testing.T) {
 	stalled := make(chan struct{})
 	resume := make(chan struct{})
 	w.crash = func(p string) bool {
-		if p == CrashAfterSecondaryPrewrite {
+		if p == crashAfterSecondaryPrewrite {
 			close(stalled)
 			<-resume
 		}

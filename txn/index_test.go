@@ -14,7 +14,7 @@ func TestIndexWrittenSince(t *testing.T) {
 	ix := newCellIndex(1, 0)
 	cell := func(row string) *rowWrites { return &rowWrites{row: []byte(row), muts: []*mutation{{col: "c"}}} }
 	put := func(row string, ts uint64, op Op) {
-		m := storage.SetCell(FamilyWrite, "c", ts, EncodeWrite(&Write{Op: op, StartTS: ts - 1}))
+		m := storage.SetCell(FamilyWrite, "c", ts, encodeWrite(&Write{Op: op, StartTS: ts - 1}))
 		ix.apply([]byte(row), []storage.Mutation{m})
 	}
 	check := func(what string, rw *rowWrites, ts uint64, wantWritten, wantDecided bool) {

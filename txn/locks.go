@@ -41,7 +41,7 @@ func (c *Client) Locks(ctx context.Context) ([]LockInfo, error) {
 	}
 	for i := range locks {
 		l := &locks[i]
-		if b, ok := beats[[2]string{string(l.Row), BeatQualifier(l.Column, l.StartTS)}]; ok && b > l.Lock.WallMS {
+		if b, ok := beats[[2]string{string(l.Row), beatQualifier(l.Column, l.StartTS)}]; ok && b > l.Lock.WallMS {
 			l.Lock.WallMS = b
 			l.Expires = time.UnixMilli(int64(b + l.Lock.TTLMS))
 		}
@@ -85,7 +85,7 @@ func (c *Client) ResolveLocks(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, l := range locks {
-		err := c.resolveCell(ctx, l.Row, l.Column, l.StartTS, EncodeLock(&l.Lock))
+		err := c.resolveCell(ctx, l.Row, l.Column, l.StartTS, encodeLock(&l.Lock))
 		switch {
 		case err == nil:
 			n++

@@ -300,7 +300,7 @@ func (n NotifySpace) fences(ctx context.Context, row []byte, column string, ahea
 	var fences []storage.Mutation
 	for _, ts := range ahead {
 		if newest < ts { // nothing at or after ts: the prewrite may come
-			fences = append(fences, storage.SetCell(FamilyWrite, column, ts, EncodeWrite(&Write{Op: OpRollback, StartTS: ts})))
+			fences = append(fences, storage.SetCell(FamilyWrite, column, ts, encodeWrite(&Write{Op: OpRollback, StartTS: ts})))
 		}
 	}
 	return fences, true, nil

@@ -84,7 +84,7 @@ func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation, obs Obse
 			w)
 		writes = append(writes, w)
 		l := c.lockFor(m, primary)
-		muts = append(muts, storage.SetCell(FamilyLock, m.col, t.startTS, EncodeLock(&l)))
+		muts = append(muts, storage.SetCell(FamilyLock, m.col, t.startTS, encodeLock(&l)))
 		if m.op == OpPut && !l.Inline {
 			muts = append(muts, storage.SetCell(FamilyData, m.col, t.startTS, m.value))
 		}

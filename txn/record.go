@@ -80,8 +80,8 @@ const (
 	flagInline = 1 << iota
 )
 
-// EncodeLock serializes l.
-func EncodeLock(l *Lock) []byte {
+// encodeLock serializes l.
+func encodeLock(l *Lock) []byte {
 	b := make([]byte, 0, 32+len(l.PrimaryRow)+len(l.PrimaryCol)+len(l.Owner)+len(l.Value))
 	b = append(b, recordVersion, byte(l.Op), inlineFlag(l.Inline))
 	b = appendBytes(b, l.PrimaryRow)
@@ -118,8 +118,8 @@ func DecodeLock(b []byte) (Lock, error) {
 	return l, nil
 }
 
-// EncodeWrite serializes w.
-func EncodeWrite(w *Write) []byte {
+// encodeWrite serializes w.
+func encodeWrite(w *Write) []byte {
 	b := make([]byte, 0, 16+len(w.Value))
 	b = append(b, recordVersion, byte(w.Op), inlineFlag(w.Inline))
 	b = binary.AppendUvarint(b, w.StartTS)

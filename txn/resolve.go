@@ -184,7 +184,7 @@ func (c *Client) rollBackPrimary(ctx context.Context, row []byte, col string, lo
 func rollForwardMutations(col string, lockTS, commitTS uint64, l *Lock) []storage.Mutation {
 	w := Write{Op: l.Op, StartTS: lockTS, Inline: l.Inline, Value: l.Value}
 	return []storage.Mutation{
-		storage.SetCell(FamilyWrite, col, commitTS, EncodeWrite(&w)),
+		storage.SetCell(FamilyWrite, col, commitTS, encodeWrite(&w)),
 		storage.DeleteCell(FamilyLock, col, lockTS),
 	}
 }
@@ -193,7 +193,7 @@ func rollForwardMutations(col string, lockTS, commitTS uint64, l *Lock) []storag
 // first, then the lock's and the data's removal.
 func rollbackMutations(col string, startTS uint64) []storage.Mutation {
 	return []storage.Mutation{
-		storage.SetCell(FamilyWrite, col, startTS, EncodeWrite(&Write{Op: OpRollback, StartTS: startTS})),
+		storage.SetCell(FamilyWrite, col, startTS, encodeWrite(&Write{Op: OpRollback, StartTS: startTS})),
 		storage.DeleteCell(FamilyLock, col, startTS),
 		storage.DeleteCell(FamilyData, col, startTS),
 	}
@@ -204,7 +204,7 @@ func rollbackMutations(col string, startTS uint64) []storage.Mutation {
 // succeed. It writes only while the primary still holds no lock at startTS
 // and no write at or after it; otherwise the caller reads the status again.
 func (c *Client) fencePrimary(ctx context.Context, prow []byte, pcol string, startTS uint64) error {
-	rec := EncodeWrite(&Write{Op: OpRollback, StartTS: startTS})
+	rec := encodeWrite(&Write{Op: OpRollback, StartTS: startTS})
 	// Safe in any order: a late copy applies nothing once the prewrite
 	// landed (its lock) or anything was decided (a write at or after
 	// startTS), and otherwise re-puts the same record.

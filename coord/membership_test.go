@@ -3,10 +3,11 @@ package coord
 import (
 	"context"
 	"errors"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/seed-992972ee/percolator/internal/leakcheck"
 )
 
 // next reads the next list from w, failing after a few seconds.
@@ -153,22 +154,5 @@ func eventually(t *testing.T, cond func() bool) {
 	}
 }
 
-// checkNoLeak records the goroutine count; the returned function fails the
-// test if the count does not come back down within a few seconds. Tests
-// that use it must not run in parallel.
-func checkNoLeak(t *testing.T) func() {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	return func() {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				buf = buf[:runtime.Stack(buf, true)]
-				t.Fatalf("goroutine leak: %d goroutines, %d before\n%s", runtime.NumGoroutine(), before, buf)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-}
+// checkNoLeak is leakcheck.Check.
+func checkNoLeak(t *testing.T) func() { return leakcheck.Check(t) }

@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/internal/leakcheck"
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
@@ -513,25 +513,8 @@ func TestPartitionGap(t *testing.T) {
 	}
 }
 
-// checkNoLeak records the goroutine count; the returned function fails the
-// test if the count does not come back down within a few seconds. Tests
-// that use it must not run in parallel.
-func checkNoLeak(t *testing.T) func() {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	return func() {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				buf = buf[:runtime.Stack(buf, true)]
-				t.Fatalf("goroutine leak: %d goroutines, %d before\n%s", runtime.NumGoroutine(), before, buf)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-}
+// checkNoLeak is leakcheck.Check.
+func checkNoLeak(t *testing.T) func() { return leakcheck.Check(t) }
 
 // lossyMembership is a Membership whose first watch ends (closes) after
 // its first list, as a watch on a failing service would.

@@ -3,10 +3,11 @@ package oracle
 import (
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/seed-992972ee/percolator/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
@@ -34,22 +35,5 @@ func testRand(t testing.TB) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 }
 
-// checkNoLeak records the goroutine count; the returned function fails the
-// test if the count does not come back down within a few seconds. Tests
-// that use it must not run in parallel.
-func checkNoLeak(t *testing.T) func() {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	return func() {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				buf = buf[:runtime.Stack(buf, true)]
-				t.Fatalf("goroutine leak: %d goroutines, %d before\n%s", runtime.NumGoroutine(), before, buf)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-}
+// checkNoLeak is leakcheck.Check.
+func checkNoLeak(t *testing.T) func() { return leakcheck.Check(t) }

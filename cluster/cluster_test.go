@@ -16,9 +16,9 @@ import (
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/cluster"
-	"github.com/seed-992972ee/percolator/coord/etcd"
 	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
 	"github.com/seed-992972ee/percolator/internal/faultproxy"
+	"github.com/seed-992972ee/percolator/oracle/etcd"
 	"github.com/seed-992972ee/percolator/server"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 	"github.com/seed-992972ee/percolator/storage/bigtable/bttesting"

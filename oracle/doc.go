@@ -37,7 +37,7 @@
 //  1. Open one Allocator per mark file with OpenAllocator; path "" is an
 //     in-memory allocator for tests and single-process use that need not
 //     survive a restart. The directory of path must exist. An elected
-//     oracle (coord/etcd) keeps its mark in the coordination service
+//     oracle (oracle/etcd) keeps its mark in the coordination service
 //     instead: OpenMarkAllocator runs an Allocator over that Mark,
 //     resuming at the mark the caller read, and the Mark's Usable check
 //     (under the Allocator's mutex, at every allocation) stops it the

@@ -17,7 +17,7 @@
 //
 // NewOracleServer is the distributed deployment's oracle role
 // (`percolator oracle`): the same Oracle service over an elected allocator
-// whose mark lives in etcd (coord/etcd.Candidate), health, and
+// whose mark lives in etcd (oracle/etcd.Candidate), health, and
 // Storage.Ping alone (the check rpc.Dial makes); the same token and TLS. A
 // candidate that does not lead answers Unavailable, "not the leader".
 // Given the deployment's store (OracleOptions.Store), its replies carry the

@@ -46,12 +46,12 @@ type OracleOptions struct {
 
 // OracleServer is the oracle role of the distributed deployment
 // (`percolator oracle`): the Oracle service over an allocator that keeps
-// no data in the store, typically an elected one (coord/etcd.Candidate),
+// no data in the store, typically an elected one (oracle/etcd.Candidate),
 // plus health and Storage.Ping, the no-op rpc.Dial checks a server with,
 // and nothing else of the Storage service. With OracleOptions.Store its
 // replies carry the observer registry version read after allocating;
 // without, none (the field is absent), and its clients
-// (coord/etcd.OracleBackend) re-read the registry themselves.
+// (oracle/etcd.OracleBackend) re-read the registry themselves.
 //
 // An allocation refused with oracle.ErrNotLeader (the candidate stands
 // by, or cannot prove its lease) or oracle.ErrClosed is answered

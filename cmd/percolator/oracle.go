@@ -15,7 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/seed-992972ee/percolator/coord/etcd"
+	"github.com/seed-992972ee/percolator/oracle/etcd"
 	"github.com/seed-992972ee/percolator/server"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 )

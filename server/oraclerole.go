@@ -31,26 +31,30 @@ type OracleOptions struct {
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 	// Store, if set, is the deployment's store, the one the oracle's
-	// clients write (`percolator oracle --bigtable`): each reply carries
-	// the observer registry version read from it after allocating, as
-	// `percolator serve` does, so a committer need not read the registry
-	// itself (txn.VersionedOracle). A reply whose read fails is an error,
-	// its timestamps unused. The caller owns Store and closes it after the
-	// server stops. Without it, replies carry no version.
+	// clients write (`percolator oracle --bigtable`): with
+	// RegistryVersion, each reply carries the observer registry version
+	// read from it after allocating, as `percolator serve` does, so a
+	// committer need not read the registry itself (txn.VersionedOracle).
+	// A reply whose read fails is an error, its timestamps unused. The
+	// caller owns Store and closes it after the server stops.
 	//
 	// Invariant: Store is the clients' store. A version read from another
 	// store would let a committer skip a registration it must see
 	// (observer invariant 1).
 	Store storage.Store
+	// RegistryVersion reads the version from Store: give
+	// observer.StoredVersion. Without it, or without Store, replies carry
+	// no version and the clients re-read the registry themselves.
+	RegistryVersion RegistryVersion
 }
 
 // OracleServer is the oracle role of the distributed deployment
 // (`percolator oracle`): the Oracle service over an allocator that keeps
 // no data in the store, typically an elected one (oracle/etcd.Candidate),
 // plus health and Storage.Ping, the no-op rpc.Dial checks a server with,
-// and nothing else of the Storage service. With OracleOptions.Store its
-// replies carry the observer registry version read after allocating;
-// without, none (the field is absent), and its clients
+// and nothing else of the Storage service. With OracleOptions.Store and
+// RegistryVersion its replies carry the observer registry version read
+// after allocating; without, none (the field is absent), and its clients
 // (oracle/etcd.OracleBackend) re-read the registry themselves.
 //
 // An allocation refused with oracle.ErrNotLeader (the candidate stands
@@ -81,11 +85,10 @@ func NewOracleServer(alloc oracle.Backend, opts OracleOptions) *OracleServer {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
 	s.grpc = grpc.NewServer(sopts...)
-	svc := &oracleService{alloc: alloc, status: roleStatus, draining: s.draining}
-	if opts.Store != nil {
-		svc.version = storedVersion(opts.Store)
-	}
-	rpcpb.RegisterOracleServer(s.grpc, svc)
+	rpcpb.RegisterOracleServer(s.grpc, &oracleService{
+		alloc: alloc, status: roleStatus, draining: s.draining,
+		version: versionOf(opts.RegistryVersion, opts.Store),
+	})
 	rpcpb.RegisterStorageServer(s.grpc, pingOnly{})
 	healthpb.RegisterHealthServer(s.grpc, drainingHealth{s.health, s.draining})
 	return s

@@ -40,6 +40,13 @@ type Options struct {
 	// FS, if set, holds the store instead of the OS filesystem (tests:
 	// vfs.NewCrashableMem).
 	FS vfs.FS
+	// RegistryVersion, if set, reads the observer registry's version
+	// from the store after each allocation, and every oracle reply
+	// carries it, so a committer need not read the registry itself
+	// (txn.VersionedOracle). Give observer.StoredVersion; `percolator
+	// serve` does. Nil: replies carry no version, and each committer
+	// reads the registry itself (one store read more per commit).
+	RegistryVersion RegistryVersion
 	// Token, if set, is required on every RPC (rpc.TokenHeader).
 	Token string
 	// TLS, if set, serves TLS.
@@ -236,7 +243,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	rpcpb.RegisterStorageServer(s.grpc, &storageService{srv: s})
 	rpcpb.RegisterOracleServer(s.grpc, &oracleService{
 		alloc: s.alloc, status: s.status, draining: s.draining, served: s.metrics.oracleBatch,
-		version: storedVersion(s.store),
+		version: versionOf(opts.RegistryVersion, s.store),
 	})
 	rpcpb.RegisterCoordServer(s.grpc, s.coord)
 	healthpb.RegisterHealthServer(s.grpc, drainingHealth{s.health, s.draining})

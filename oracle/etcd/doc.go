@@ -73,14 +73,15 @@
 //     leader's replies never are.
 //  7. OracleBackend is an oracle.VersionedBackend that reports, reply by
 //     reply, whether the answering oracle read the observer registry
-//     version: an oracle role given the store (server.OracleOptions.Store,
-//     `percolator oracle --bigtable`) reads it after allocating and sends
-//     it, and the committer uses it as its registry re-read
-//     (txn.VersionedOracle); one without a store sends none, and the
-//     committer re-reads the registry itself. Candidates may differ (a
-//     rolling restart): a version is only ever taken from the reply that
-//     carried it, so a leader without a store never lets a committer skip
-//     its re-read. The store an oracle reads must be its clients' store.
+//     version: an oracle role given the store and the registry's reader
+//     (server.OracleOptions Store and RegistryVersion, `percolator oracle
+//     --bigtable`) reads it after allocating and sends it, and the
+//     committer uses it as its registry re-read (txn.VersionedOracle);
+//     one without sends none, and the committer re-reads the registry
+//     itself. Candidates may differ (a rolling restart): a version is only
+//     ever taken from the reply that carried it, so a leader without a
+//     store never lets a committer skip its re-read. The store an oracle
+//     reads must be its clients' store.
 //  8. The mark has a copy in the deployment's store (CandidateOptions.Store:
 //     a reserved row, oracle.WriteMirror), written before the etcd mark by
 //     every mark write, so both are durable before a timestamp below them
@@ -108,8 +109,9 @@
 //     caller owns and closes after Close.
 //  2. Serve the Candidate, an oracle.Backend, with server.NewOracleServer
 //     (the Oracle service, health and Ping), given the deployment's store
-//     so that its replies carry the observer registry version (7); the
-//     store must be the one its clients write.
+//     and observer.StoredVersion (OracleOptions Store and
+//     RegistryVersion) so that its replies carry the observer registry
+//     version (7); the store must be the one its clients write.
 //  3. Close it to resign: it stops allocating, then revokes its lease, so
 //     a standby takes over at once rather than after the lease.
 //  4. Clients wrap NewOracleBackend in one oracle.Client per process.

@@ -536,7 +536,7 @@ func TestOracleBackendVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	a := startNodeServer(t, m, etcd.CandidateOptions{}, server.OracleOptions{Store: st})
+	a := startNodeServer(t, m, etcd.CandidateOptions{}, server.OracleOptions{Store: st, RegistryVersion: observer.StoredVersion})
 	waitLeading(t, 10*time.Second, a)
 	bare := startNode(t, m, etcd.CandidateOptions{})
 	be, err := etcd.NewOracleBackend(etcdtest.Client(t, m), etcd.OracleBackendOptions{Logger: quietLog()})

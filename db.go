@@ -170,7 +170,7 @@ type lateOracle struct{ o txn.Oracle }
 func (l *lateOracle) Timestamp(ctx context.Context) (uint64, error) { return l.o.Timestamp(ctx) }
 
 // lateVersionedOracle is the lateOracle of an Options.Oracle that is a
-// txn.VersionedOracle (an elected oracle's client, coord/etcd): it passes
+// txn.VersionedOracle (an elected oracle's client, oracle/etcd): it passes
 // TimestampVersion on, since hiding it would cost every commit on a
 // shared store a registry read of its own.
 type lateVersionedOracle struct{ *lateOracle }

@@ -236,7 +236,7 @@ func TestMaxFailuresOption(t *testing.T) {
 }
 
 // versionedOracle is Options.Oracle of an elected oracle that reads the
-// observer registry version (an oracle.Client over coord/etcd's
+// observer registry version (an oracle.Client over oracle/etcd's
 // backend), counting the commits that ask it for a version.
 type versionedOracle struct {
 	*oracle.Client

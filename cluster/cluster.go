@@ -1,9 +1,10 @@
 // Package cluster opens a percolator database on the distributed
 // deployment: Cloud Bigtable as the store (storage/bigtable) and etcd as
-// the coordination service (coord/etcd: liveness sessions, advisory locks,
-// the elected timestamp oracle). It wires those backends into
-// percolator.Options, so that a program embedding percolator on a
-// directory or a server does not link the Bigtable and etcd clients.
+// the coordination service (coord/etcd: liveness sessions, advisory
+// locks; oracle/etcd: the elected timestamp oracle). It wires those
+// backends into percolator.Options, so that a program embedding
+// percolator on a directory or a server does not link the Bigtable and
+// etcd clients.
 //
 // Timestamps come from `percolator oracle` processes (run two or more; one
 // leads, found through etcd). The DB's liveness is an etcd session: its
@@ -27,6 +28,7 @@ import (
 	"github.com/seed-992972ee/percolator/coord"
 	"github.com/seed-992972ee/percolator/coord/etcd"
 	"github.com/seed-992972ee/percolator/oracle"
+	oracleetcd "github.com/seed-992972ee/percolator/oracle/etcd"
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
@@ -188,7 +190,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		return fail(fmt.Errorf("%w: etcd %s: %w", percolator.ErrUnavailable, strings.Join(opts.Etcd, ","), err))
 	}
 	closers = append(closers, sess)
-	backend, err := etcd.NewOracleBackend(cli, etcd.OracleBackendOptions{
+	backend, err := oracleetcd.NewOracleBackend(cli, oracleetcd.OracleBackendOptions{
 		Prefix: opts.Prefix, Logger: o.Logger,
 		Dial: rpc.DialOptions{Token: opts.OracleToken, CAFile: opts.OracleCAFile},
 	})

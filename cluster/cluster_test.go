@@ -16,9 +16,10 @@ import (
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/cluster"
-	"github.com/seed-992972ee/percolator/coord/etcd"
 	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
 	"github.com/seed-992972ee/percolator/internal/faultproxy"
+	"github.com/seed-992972ee/percolator/observer"
+	"github.com/seed-992972ee/percolator/oracle/etcd"
 	"github.com/seed-992972ee/percolator/server"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 	"github.com/seed-992972ee/percolator/storage/bigtable/bttesting"
@@ -49,7 +50,7 @@ func startOracle(t *testing.T, withStore bool) env {
 	var sopts server.OracleOptions
 	st := bttesting.Open(t, emu, "cluster") // closed after the oracle stops
 	if withStore {
-		sopts.Store = st
+		sopts.Store, sopts.RegistryVersion = st, observer.StoredVersion
 	}
 	m := etcdtest.Start(t)
 	cli := etcdtest.Client(t, m)

@@ -1,8 +1,8 @@
 // Package coord is the coordination service the protocol consults: who is
 // alive, advisory row locks for scanners (Locker), and the live members
 // of a group (Membership, with which observer workers split the notify
-// keyspace). (Oracle leader election joins it later, with an etcd
-// implementation beside the local one.)
+// keyspace). The timestamp oracle's leader election is not here: it is
+// the oracle's own (oracle/etcd), on a lease of its own.
 //
 // # Liveness
 //
@@ -45,4 +45,11 @@
 //
 // LocalMembership is the in-process implementation (tests): handles made
 // with As share one set of groups; Remove simulates a death.
+//
+// # Sessions with a lease
+//
+// The sessions of coord/remote (a percolator server's) and coord/etcd
+// renew their lease with one loop, Renewal: every third of the lease, a
+// tenth while renewals fail, one warning per outage. What a renewal sends,
+// and what a lease found gone becomes, stay each session's own.
 package coord

@@ -64,7 +64,8 @@ type extension struct {
 // a valid mark is ErrCorruptMark.
 //
 // OpenAllocator durably writes a mark Window above the resume point before
-// returning, so it costs one fsync.
+// returning, so it costs one fsync. A mark file guards no data: the DB and
+// the server keep their mark in their store (OpenStoreAllocator).
 func OpenAllocator(path string, opts AllocatorOptions) (*Allocator, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
@@ -199,9 +200,11 @@ func await(ctx context.Context, ext *extension) error {
 }
 
 // Close stops the allocator: later Allocate calls return ErrClosed. It
-// waits for an extension in flight, writes nothing itself and releases the
-// mark file's lock. Close is idempotent; every call returns the first
-// call's result.
+// waits for an extension in flight and releases its mark: a mark file's
+// lock (writing nothing), a store's lease (one write that keeps the mark
+// and names no holder, so the next allocator takes over at once), or an
+// external Mark (its Close). Close is idempotent; every call returns the
+// first call's result.
 func (a *Allocator) Close() error {
 	a.closeOnce.Do(func() {
 		a.mu.Lock()

@@ -1,8 +1,24 @@
-// Package oracle is the Percolator timestamp oracle, in process: an
-// Allocator that hands out strictly increasing timestamps and persists a
-// high-water mark ahead of them, and a Client that batches concurrent
-// callers into single requests to a Backend (the Allocator here, a remote
-// oracle later).
+// Package oracle is the Percolator timestamp oracle: an Allocator that
+// hands out strictly increasing timestamps and persists a high-water mark
+// ahead of them, and a Client that batches concurrent callers into single
+// requests to a Backend.
+//
+// An Allocator keeps its mark in one of three places:
+//
+//   - the store it hands out timestamps for (OpenStoreAllocator;
+//     storemark.go, the cell's layout in lease.go), under a lease: the
+//     oracle of the embedded DB and of `percolator serve`;
+//   - an external Mark (OpenMarkAllocator; external.go): the elected
+//     oracle of the distributed deployment, oracle/etcd, keeps its mark in
+//     etcd and a copy in the store (WriteMirror, ReadMirror; mirror.go);
+//   - a file of its own (OpenAllocator with a path; filemark.go), which
+//     only `percolator bench`'s oracle figure uses; path "" is an
+//     in-memory allocator for tests.
+//
+// A Backend is an Allocator in this process, or an oracle elsewhere:
+// oracle/remote asks a percolator server (its store allocator) over gRPC,
+// and oracle/etcd finds the elected oracle through etcd and asks it.
+// Throughput measures a Client (`percolator bench`).
 //
 // # Invariants
 //
@@ -13,16 +29,30 @@
 //     so a Bigtable backend can store ts*1000 as a cell time in
 //     microseconds and lose nothing to Bigtable's millisecond rounding.
 //  2. An Allocator's next timestamp is greater than every timestamp it, or
-//     any earlier Allocator on the same path, handed out.
-//  3. Every timestamp handed out is below the mark durable in the mark
-//     file. A mark is raised in this order: write it to a temp file, fsync,
-//     rename over the mark file, fsync the directory, and only then let
-//     Allocate hand out timestamps below it. The mark never goes down.
-//  4. Open resumes at max(1, mark), so by 3 a restart, kill -9 or power
-//     loss included, never goes backwards. A mark file that is truncated or
-//     fails its checksum is ErrCorruptMark; it is never read as zero.
-//  5. One Allocator per path at a time: an flock on path+".lock", which the
-//     kernel drops when the process dies.
+//     any earlier Allocator on the same mark, handed out.
+//  3. Every timestamp handed out is below a mark already durable, and a
+//     mark never goes down. A mark file is raised in this order: write it
+//     to a temp file, fsync, rename over the mark file, fsync the
+//     directory, and only then let Allocate hand out timestamps below it.
+//     A store's mark is raised by a CheckAndMutate on the lease cell's
+//     exact epoch (lease.go), an external one by a Mark.Write that
+//     returned nil.
+//  4. Opening resumes at max(1, mark), so by 3 a restart, kill -9 or power
+//     loss included, never goes backwards. A store without a mark (new, or
+//     its mark lost) resumes above the newest timestamp its data holds
+//     (StoreOptions.Recover). A mark that is truncated or fails its
+//     checksum is ErrCorruptMark; it is never read as zero.
+//  5. One Allocator per mark at a time. A mark file: an flock on
+//     path+".lock", which the kernel drops when the process dies (a second
+//     opener gets ErrLocked). A store: its lease. Another allocator takes
+//     it only once it has run out by the taker's wall clock (at once on a
+//     store the caller owns, StoreOptions.Exclusive), and until then gets
+//     a HeldError (storage.ErrInUse); the holder hands out timestamps only
+//     while its monotonic clock is below the send time of its last
+//     acknowledged lease write plus nine tenths of the TTL, and a lease
+//     not renewed in time or found taken is ErrLeaseLost. An external
+//     Mark: its Usable, checked under the Allocator's mutex at every
+//     allocation (oracle/etcd: the term's election lease).
 //  6. A Client request serves only the callers that were already waiting
 //     when it was sent; a caller that arrives while a request is in flight
 //     waits for the next one. So every timestamp a caller gets was
@@ -34,14 +64,18 @@
 //
 // # The caller's contract
 //
-//  1. Open one Allocator per mark file with OpenAllocator; path "" is an
-//     in-memory allocator for tests and single-process use that need not
-//     survive a restart. The directory of path must exist. An elected
-//     oracle (coord/etcd) keeps its mark in the coordination service
-//     instead: OpenMarkAllocator runs an Allocator over that Mark,
-//     resuming at the mark the caller read, and the Mark's Usable check
-//     (under the Allocator's mutex, at every allocation) stops it the
-//     moment its term may have ended.
+//  1. Open one Allocator per mark. On a store: OpenStoreAllocator, with
+//     the process's owner ID (the DB and the server do); set Exclusive
+//     only when no other process can use the store, and give Recover so
+//     that a store without a mark resumes above its data. Processes that
+//     share a store must have wall clocks that agree within a tenth of
+//     the lease's TTL. Over an external Mark: OpenMarkAllocator, resuming
+//     at the mark the caller read, above every timestamp handed out before
+//     (oracle/etcd reads the larger of etcd's mark and the store's copy);
+//     the Mark's Usable stops the Allocator the moment its term may have
+//     ended. In a file: OpenAllocator with the mark file's path (its
+//     directory must exist), or "" for an in-memory allocator that need
+//     not survive a restart.
 //  2. Wrap the backend in a Client with NewClient, shared by all
 //     transactions of the process: sharing is what makes batches.
 //  3. Call Timestamp for a start_ts, and for a commit_ts only after every
@@ -50,18 +84,21 @@
 //     argument needs.
 //  4. Cancel a call's context to abandon it; the timestamp it would have
 //     got is skipped, never handed to anyone else.
-//  5. Stop all callers, then Close the Allocator. Close writes nothing
-//     beyond an extension already in flight; Timestamp afterwards fails
-//     with ErrClosed.
+//  5. Stop all callers, then Close the Allocator. Close waits for an
+//     extension already in flight and releases the mark: a store
+//     allocator writes its lease free (the mark kept), so the next one
+//     takes over at once; the others write nothing. Timestamp afterwards
+//     fails with ErrClosed.
 //
 // # Persisting ahead of the callers
 //
-// Allocate never waits on the disk while at least Window/2 timestamps
-// remain below the mark: crossing that line starts one background write of
-// a mark Window above the next timestamp. Only a caller that finds the
-// window used up waits for that write. The default Window, 2^22, gives one
-// second of headroom at 2,000,000 timestamps/s, and a restart skips at most
-// Window timestamps.
+// Allocate never waits on the mark's write while at least Window/2
+// timestamps remain below the mark: crossing that line starts one
+// background write (an fsync, a store write, an etcd Txn) of a mark Window
+// above the next timestamp. Only a caller that finds the window used up
+// waits for that write. The default Window, 2^22, gives one second of
+// headroom at 2,000,000 timestamps/s, and a restart skips at most Window
+// timestamps.
 //
 // # Batching
 //

@@ -3,7 +3,7 @@ package oracle
 import "fmt"
 
 // Mark is a durable high-water mark kept outside this package, in a
-// coordination service (coord/etcd keeps it in etcd, fenced by the
+// coordination service (oracle/etcd keeps it in etcd, fenced by the
 // leader's election), for an Allocator opened with OpenMarkAllocator. The
 // Allocator hands out only timestamps below a mark Write has made durable
 // (invariant 3), and only while Usable is nil.

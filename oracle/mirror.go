@@ -8,7 +8,7 @@ import (
 	"github.com/seed-992972ee/percolator/storage"
 )
 
-// An elected oracle (coord/etcd) keeps its high-water mark in etcd, and a
+// An elected oracle (oracle/etcd) keeps its high-water mark in etcd, and a
 // copy in the store it serves, so that restoring etcd from a backup (an
 // older mark) cannot make a new leader resume below timestamps already
 // handed out: the leader writes both before it hands out a timestamp

@@ -17,13 +17,14 @@
 //
 // NewOracleServer is the distributed deployment's oracle role
 // (`percolator oracle`): the same Oracle service over an elected allocator
-// whose mark lives in etcd (coord/etcd.Candidate), health, and
+// whose mark lives in etcd (oracle/etcd.Candidate), health, and
 // Storage.Ping alone (the check rpc.Dial makes); the same token and TLS. A
 // candidate that does not lead answers Unavailable, "not the leader".
-// Given the deployment's store (OracleOptions.Store), its replies carry the
-// observer registry version read after allocating, as this server's do;
-// without one they carry none, and its clients re-read the registry
-// themselves.
+// Given the deployment's store and the registry's reader
+// (OracleOptions.Store and RegistryVersion), its replies carry the
+// observer registry version read after allocating, as this server's do
+// (Options.RegistryVersion); without them they carry none, and its
+// clients re-read the registry themselves.
 //
 // # Invariants
 //
@@ -51,6 +52,14 @@
 //     its next renewal. An owner whose session ended on this server
 //     (expired or closed) is dead at once, grace or not: its session was
 //     not lost with a restart.
+//  6. An oracle reply carries an observer registry version only if it was
+//     read after the reply's allocation, from the store the clients
+//     write, by the RegistryVersion the caller gave (observer's
+//     StoredVersion: this package does not import observer). A reply
+//     without one is always correct: the committer then reads the
+//     registry itself (txn.VersionedOracle). `percolator serve` and
+//     `percolator oracle` give it; a server built without it costs each
+//     commit one read more.
 //
 // # Nonces
 //

@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
 	"github.com/seed-992972ee/percolator/storage"
@@ -24,8 +23,8 @@ type oracleService struct {
 	rpcpb.UnimplementedOracleServer
 	alloc oracle.Backend
 	// version reads the observer registry's stored version, after the
-	// allocation; nil: no store (the oracle role without one), replies
-	// carry no version.
+	// allocation; nil: none was given (RegistryVersion), or no store (the
+	// oracle role without one), and replies carry no version.
 	version func(ctx context.Context) (uint64, error)
 	// status maps an allocation or version error to a gRPC status.
 	status func(error) error
@@ -35,12 +34,27 @@ type oracleService struct {
 	served func(count uint32)
 }
 
-// storedVersion reads st's observer registry version: oracleService's
-// version, called after allocating, so that the version is the
-// registry re-read of every committer whose request it answers (their
-// requests followed their last prewrites; txn.VersionedOracle).
-func storedVersion(st storage.Store) func(ctx context.Context) (uint64, error) {
-	return func(ctx context.Context) (uint64, error) { return observer.StoredVersion(ctx, st) }
+// RegistryVersion reads the observer registry's stored version from st:
+// observer.StoredVersion is the one to give (Options.RegistryVersion,
+// OracleOptions.RegistryVersion). The server calls it after each
+// allocation and sends the version with the timestamps, so that it is the
+// registry re-read of every committer whose request the reply answers
+// (their requests followed their last prewrites; txn.VersionedOracle).
+//
+// It is given to the server rather than called by it: the registry and
+// its format are package observer's, and the server serves storage,
+// timestamps and sessions without linking the observer layer. A server
+// given none sends no version, which is correct too: a committer whose
+// timestamp came without one reads the registry itself.
+type RegistryVersion func(ctx context.Context, st storage.Store) (uint64, error)
+
+// versionOf is oracleService's version: rv reading st, or nil (no
+// version) when either is missing.
+func versionOf(rv RegistryVersion, st storage.Store) func(ctx context.Context) (uint64, error) {
+	if rv == nil || st == nil {
+		return nil
+	}
+	return func(ctx context.Context) (uint64, error) { return rv(ctx, st) }
 }
 
 // Allocate implements rpcpb.OracleServer.

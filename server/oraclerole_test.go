@@ -207,7 +207,7 @@ func TestOracleRoleVersion(t *testing.T) {
 	}
 	defer a.Close()
 	h := &hookedAlloc{a: a}
-	addr, _ := startRole(t, h, server.OracleOptions{Store: st})
+	addr, _ := startRole(t, h, server.OracleOptions{Store: st, RegistryVersion: observer.StoredVersion})
 	conn, err := rpc.Dial(ctx, addr, rpc.DialOptions{RetryBudget: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)

@@ -15,12 +15,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/status"
 
 	"github.com/seed-992972ee/percolator/coord"
 	"github.com/seed-992972ee/percolator/oracle"
@@ -40,6 +36,13 @@ type Options struct {
 	// FS, if set, holds the store instead of the OS filesystem (tests:
 	// vfs.NewCrashableMem).
 	FS vfs.FS
+	// RegistryVersion, if set, reads the observer registry's version
+	// from the store after each allocation, and every oracle reply
+	// carries it, so a committer need not read the registry itself
+	// (txn.VersionedOracle). Give observer.StoredVersion; `percolator
+	// serve` does. Nil: replies carry no version, and each committer
+	// reads the registry itself (one store read more per commit).
+	RegistryVersion RegistryVersion
 	// Token, if set, is required on every RPC (rpc.TokenHeader).
 	Token string
 	// TLS, if set, serves TLS.
@@ -160,18 +163,16 @@ type Server struct {
 	locks   *presence // the lock family's index (presence.go)
 	coord   *coordService
 	metrics *metrics
-	grpc    *grpc.Server
-	health  *health.Server
 	auth    tokenAuth
+	// serving is the gRPC server, its health service and the drain
+	// signal, as the oracle role's.
+	serving
 
-	stop chan struct{}
-	bg   sync.WaitGroup
-	// draining is closed when Shutdown begins: long-lived streams end.
-	draining  chan struct{}
-	drainOnce sync.Once
-	failOnce  sync.Once
-	failed    chan struct{} // closed when the store failed
-	failErr   error
+	stop     chan struct{}
+	bg       sync.WaitGroup
+	failOnce sync.Once
+	failed   chan struct{} // closed when the store failed
+	failErr  error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -184,7 +185,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Dir == "" {
 		return nil, fmt.Errorf("%w: server needs a directory", storage.ErrInvalidArgument)
 	}
-	s := &Server{opts: opts, log: opts.Logger, stop: make(chan struct{}), failed: make(chan struct{}), draining: make(chan struct{})}
+	s := &Server{opts: opts, log: opts.Logger, stop: make(chan struct{}), failed: make(chan struct{})}
 	s.auth = newTokenAuth(opts.Token)
 	st, err := pebble.Open(filepath.Join(opts.Dir, "store"), pebble.Options{FS: opts.FS, Logger: s.log})
 	if err != nil {
@@ -222,7 +223,6 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: reading the longest lease: %w", err)
 	}
 	s.metrics = newMetrics(s)
-	s.health = health.NewServer()
 	sopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(opts.MaxMessageSize), grpc.MaxSendMsgSize(opts.MaxMessageSize),
 		grpc.ChainUnaryInterceptor(s.metrics.unary, s.auth.unary),
@@ -232,14 +232,13 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	if opts.TLS != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
-	s.grpc = grpc.NewServer(sopts...)
+	s.serving.init(sopts)
 	rpcpb.RegisterStorageServer(s.grpc, &storageService{srv: s})
 	rpcpb.RegisterOracleServer(s.grpc, &oracleService{
 		alloc: s.alloc, status: s.status, draining: s.draining, served: s.metrics.oracleBatch,
-		version: storedVersion(s.store),
+		version: versionOf(opts.RegistryVersion, s.store),
 	})
 	rpcpb.RegisterCoordServer(s.grpc, s.coord)
-	healthpb.RegisterHealthServer(s.grpc, drainingHealth{s.health, s.draining})
 	s.bg.Add(1)
 	go s.background()
 	return s, nil
@@ -251,15 +250,11 @@ func (s *Server) Store() *pebble.Store { return s.store }
 // Serve serves lis until Shutdown or Kill (returning nil), or until the
 // store fails (returning the failure).
 func (s *Server) Serve(lis net.Listener) error {
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	err := s.grpc.Serve(lis)
+	err := s.serve(lis)
 	select {
 	case <-s.failed:
 		return s.failErr
 	default:
-	}
-	if errors.Is(err, grpc.ErrServerStopped) {
-		return nil
 	}
 	return err
 }
@@ -277,16 +272,7 @@ func (s *Server) Failed() <-chan struct{} { return s.failed }
 // ends their streams, waits for the calls in flight (or for ctx, then
 // cancels them), and closes the oracle, the nonce table and the store.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.health.Shutdown()
-	s.drainOnce.Do(func() { close(s.draining) })
-	done := make(chan struct{})
-	go func() { s.grpc.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		s.grpc.Stop()
-		<-done
-	}
+	_ = s.gracefulStop(ctx) // past ctx the calls were cancelled: close all the same
 	return s.close()
 }
 
@@ -294,8 +280,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // nothing gracefully beyond what a process exit would (tests: with a
 // crashable FS, clone it before Kill to model a power cut).
 func (s *Server) Kill() {
-	s.drainOnce.Do(func() { close(s.draining) })
-	s.grpc.Stop()
+	s.stopNow()
 	_ = s.close()
 }
 
@@ -340,85 +325,9 @@ func (s *Server) fail(err error) {
 	})
 }
 
-// status maps a store or nonce error to a gRPC status (see rpc.Code).
+// status is grpcStatus, after stopping the server if the store failed
+// (fail).
 func (s *Server) status(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
 	s.fail(err)
-	var limit *limitError
-	switch {
-	case errors.As(err, &limit):
-		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, storage.ErrInvalidArgument), errors.Is(err, errNonceReused), errors.Is(err, errInvalidNonce):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, errUnknownGroup):
-		return status.Error(codes.FailedPrecondition, rpc.MsgUnknownGroup+": "+err.Error())
-	case errors.Is(err, errBelowMark):
-		return status.Error(codes.FailedPrecondition, rpc.MsgBelowMark+": "+err.Error())
-	case errors.Is(err, storage.ErrClosed), errors.Is(err, storage.ErrFailed), errors.Is(err, oracle.ErrLeaseLost):
-		return status.Error(codes.Unavailable, err.Error())
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, err.Error())
-	}
-	return status.Error(codes.Internal, err.Error())
-}
-
-// drainingHealth is the health service, whose Watch streams end when the
-// server drains. A Watch lasts until its client hangs up, and a graceful
-// stop waits for every stream: an idle watcher (a load balancer, a
-// probe) would hold the drain for its whole timeout.
-type drainingHealth struct {
-	*health.Server
-	draining <-chan struct{}
-}
-
-// Watch implements healthpb.HealthServer: health.Server's Watch until
-// the server drains; then NOT_SERVING is the stream's last status (sent
-// here unless health.Server's Shutdown got it out first), and the stream
-// ends Unavailable, so the client looks for a server elsewhere.
-func (h drainingHealth) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		select {
-		case <-h.draining:
-			cancel()
-		case <-stop:
-		}
-	}()
-	ws := &watchStream{Health_WatchServer: stream, ctx: ctx}
-	err := h.Server.Watch(req, ws)
-	select {
-	case <-h.draining:
-	default:
-		return err
-	}
-	// The inner Watch has returned: no other Send runs now.
-	if stream.Context().Err() == nil && ws.last != healthpb.HealthCheckResponse_NOT_SERVING {
-		_ = stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING})
-	}
-	return status.Error(codes.Unavailable, "server shutting down")
-}
-
-// watchStream is a Watch stream with a context that ends on drain, and
-// the last status sent on it.
-type watchStream struct {
-	healthpb.Health_WatchServer
-	ctx  context.Context
-	last healthpb.HealthCheckResponse_ServingStatus
-}
-
-func (w *watchStream) Context() context.Context { return w.ctx }
-
-func (w *watchStream) Send(r *healthpb.HealthCheckResponse) error {
-	w.last = r.Status
-	return w.Health_WatchServer.Send(r)
+	return grpcStatus(err)
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/oracle/remote"
 	"github.com/seed-992972ee/percolator/rpc"
@@ -156,7 +157,7 @@ func serveBenchOracle(ctx context.Context, opts bigtable.Options, cl *closers) (
 	if err != nil {
 		return nil, err
 	}
-	srv := server.NewOracleServer(alloc, server.OracleOptions{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	srv := server.NewOracleServer(alloc, server.OracleOptions{Store: st, RegistryVersion: observer.StoredVersion, Logger: slog.New(slog.DiscardHandler)})
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(lis) }()
 	cl.add(func() { srv.Stop(); <-done })

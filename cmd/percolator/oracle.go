@@ -15,7 +15,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/seed-992972ee/percolator/coord/etcd"
+	"github.com/seed-992972ee/percolator/observer"
+	"github.com/seed-992972ee/percolator/oracle/etcd"
 	"github.com/seed-992972ee/percolator/server"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
@@ -105,7 +106,7 @@ func runOracle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer st.Close() // after the server has stopped
-	opts.Store = st
+	opts.Store, opts.RegistryVersion = st, observer.StoredVersion
 	log.Info("oracle: the mark's copy and the observer registry version in", "bigtable", *table)
 	cand, err := etcd.StartCandidate(cli, etcd.CandidateOptions{Addr: addr, Prefix: *prefix, TTL: *lease, Store: st, Logger: log})
 	if err != nil {

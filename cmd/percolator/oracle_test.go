@@ -26,10 +26,11 @@ import (
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/cluster"
-	"github.com/seed-992972ee/percolator/coord/etcd"
+	coordetcd "github.com/seed-992972ee/percolator/coord/etcd"
 	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
 	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle"
+	"github.com/seed-992972ee/percolator/oracle/etcd"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 	"github.com/seed-992972ee/percolator/storage/bigtable/bttesting"
@@ -91,7 +92,7 @@ func oracleTable(t *testing.T) (table, emulator string) {
 // startOracleProc starts `percolator oracle` on etcd member m, listening
 // on a free loopback port, and waits until the port accepts. Without
 // --bigtable among extra, it uses the test's table (oracleTable).
-func startOracleProc(t *testing.T, m *etcd.Embedded, lease time.Duration, extra ...string) *oracleProc {
+func startOracleProc(t *testing.T, m *coordetcd.Embedded, lease time.Duration, extra ...string) *oracleProc {
 	t.Helper()
 	return startOracleProcOn(t, strings.Join(m.Endpoints(), ","), lease, extra...)
 }
@@ -228,7 +229,7 @@ type stampLoad struct {
 	wg     sync.WaitGroup
 }
 
-func startStampLoad(t *testing.T, m *etcd.Embedded, clients int) *stampLoad {
+func startStampLoad(t *testing.T, m *coordetcd.Embedded, clients int) *stampLoad {
 	l := &stampLoad{stop: make(chan struct{})}
 	for range clients {
 		b, err := etcd.NewOracleBackend(etcdtest.Client(t, m), etcd.OracleBackendOptions{Logger: discardLog()})

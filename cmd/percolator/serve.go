@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/server"
 )
 
@@ -87,6 +88,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	opts.RegistryVersion = observer.StoredVersion // each commit timestamp carries the registry re-read
 	srv, err := server.Open(ctx, opts)
 	if err != nil {
 		_ = lis.Close()

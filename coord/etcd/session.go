@@ -230,36 +230,25 @@ func (s *Session) revoke(lease clientv3.LeaseID) error {
 	return err
 }
 
+// renewLoop renews the lease until Close (coord.Renewal): every TTL/3 of
+// the granted lease, every TTL/10 of the asked one while renewals fail,
+// and at once when a call found the lease gone (kick).
 func (s *Session) renewLoop() {
 	defer s.wg.Done()
-	t := time.NewTimer(s.every())
-	defer t.Stop()
-	failing := 0
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-		case <-s.kick:
-		}
-		next := s.every()
-		if s.paused.Load() {
-			t.Reset(next)
-			continue
-		}
-		if err := s.renew(); err != nil {
-			// One warning per outage, not one per attempt.
-			if failing == 0 {
-				s.log.Warn("etcd: session renewal failing; retrying", "owner", s.owner, "err", err)
-			}
-			failing++
-			next = s.ttl / 10
-		} else if failing > 0 {
-			s.log.Info("etcd: session renewed again", "owner", s.owner, "failed_attempts", failing)
-			failing = 0
-		}
-		t.Reset(next)
+	r := coord.Renewal{
+		Renew: s.renewUnlessPaused, Every: s.every, Retry: s.ttl / 10, Now: s.kick,
+		Logger: s.log, Service: "etcd", Owner: s.owner,
 	}
+	r.Run(s.ctx)
+}
+
+// renewUnlessPaused is renew, unless the test hook paused renewals: then
+// it sends nothing, as a stopped process sends nothing.
+func (s *Session) renewUnlessPaused(ctx context.Context) error {
+	if s.paused.Load() {
+		return nil
+	}
+	return s.renew(ctx)
 }
 
 // every is the renewal period: a third of the granted lease.
@@ -271,8 +260,8 @@ func (s *Session) every() time.Duration {
 
 // renew extends the lease once, recording the send time first; a lease
 // etcd no longer has is replaced.
-func (s *Session) renew() error {
-	ctx, cancel := context.WithTimeout(s.ctx, s.ttl/3)
+func (s *Session) renew(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.ttl/3)
 	defer cancel()
 	lease, err := s.lease()
 	if err != nil {

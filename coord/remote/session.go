@@ -58,8 +58,12 @@ type Session struct {
 	log   *slog.Logger
 	local *coord.LocalLocker
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	// ctx ends at Close: it stops the renewal loop, and a renewal in
+	// flight with it (Close must not wait for one to a server that does
+	// not answer).
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	mu struct {
 		sync.Mutex
@@ -84,10 +88,11 @@ func Open(ctx context.Context, conn *rpc.Conn, owner string, ttl time.Duration, 
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Session{conn: conn, owner: owner, ttl: ttl, log: log, local: coord.NewLocalLocker(), stop: make(chan struct{})}
+	s := &Session{conn: conn, owner: owner, ttl: ttl, log: log, local: coord.NewLocalLocker()}
 	if err := s.open(ctx); err != nil {
 		return nil, err
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(1)
 	go s.renewLoop()
 	return s, nil
@@ -118,43 +123,13 @@ func (s *Session) open(ctx context.Context) error {
 // the drift between its clock and the server's.
 func (s *Session) margin(ttl time.Duration) time.Duration { return ttl - ttl/10 }
 
+// renewLoop renews the session until Close (coord.Renewal): every ttl/3,
+// and every ttl/10 while renewals fail.
 func (s *Session) renewLoop() {
 	defer s.wg.Done()
-	// A renewal in flight ends with the loop: Close must not wait for one
-	// to a server that does not answer.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-s.stop
-		cancel()
-	}()
-	every := s.ttl / 3
-	t := time.NewTimer(every)
-	defer t.Stop()
-	failing := 0
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		next := every
-		if err := s.renew(ctx); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			// One warning per outage, not one per attempt.
-			if failing == 0 {
-				s.log.Warn("coord: session renewal failing; retrying", "owner", s.owner, "err", err)
-			}
-			failing++
-			next = s.ttl / 10
-		} else if failing > 0 {
-			s.log.Info("coord: session renewed again", "owner", s.owner, "failed_attempts", failing)
-			failing = 0
-		}
-		t.Reset(next)
-	}
+	every := func() time.Duration { return s.ttl / 3 }
+	r := coord.Renewal{Renew: s.renew, Every: every, Retry: s.ttl / 10, Logger: s.log, Service: "coord", Owner: s.owner}
+	r.Run(s.ctx)
 }
 
 // renew extends the lease once; a session the server no longer knows is
@@ -260,7 +235,7 @@ func (s *Session) Close() error {
 	s.mu.closed = true
 	id := s.mu.id
 	s.mu.Unlock()
-	close(s.stop)
+	s.cancel()
 	s.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), s.conn.CleanupBudget()/2)
 	defer cancel()

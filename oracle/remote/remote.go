@@ -50,7 +50,8 @@ func (b *Backend) Allocate(ctx context.Context, n int) (uint64, error) {
 
 // AllocateVersioned implements oracle.VersionedBackend: the version is the
 // server's observer registry version, read after allocating; ok is false
-// when the reply has none (an oracle role run without a store).
+// when the reply has none (a server given no registry reader, or an
+// oracle role run without a store).
 func (b *Backend) AllocateVersioned(ctx context.Context, n int) (first, version uint64, ok bool, err error) {
 	if n < 1 {
 		return 0, 0, false, fmt.Errorf("oracle: allocate %d timestamps", n)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/server"
 	"github.com/seed-992972ee/percolator/storage/remote"
@@ -22,11 +23,16 @@ type Server struct {
 
 // Start opens a server (in a temporary directory unless opts.Dir is set)
 // and serves it on 127.0.0.1:0 until the test ends. To restart on the same
-// address, pass it as addr ("" picks a free port).
+// address, pass it as addr ("" picks a free port). Like `percolator
+// serve`, its oracle replies carry the observer registry version
+// (observer.StoredVersion) unless opts.RegistryVersion says otherwise.
 func Start(t testing.TB, opts server.Options, addr string) *Server {
 	t.Helper()
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
+	}
+	if opts.RegistryVersion == nil {
+		opts.RegistryVersion = observer.StoredVersion
 	}
 	srv, err := server.Open(context.Background(), opts)
 	if err != nil {

@@ -17,10 +17,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/seed-992972ee/percolator"
-	"github.com/seed-992972ee/percolator/coord/etcd"
+	coordetcd "github.com/seed-992972ee/percolator/coord/etcd"
 	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
 	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle"
+	"github.com/seed-992972ee/percolator/oracle/etcd"
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/server"
 	"github.com/seed-992972ee/percolator/storage"
@@ -57,20 +58,20 @@ type oracleNode struct {
 }
 
 // startNode starts a candidate on m; opts.Addr is set to its listener.
-func startNode(t *testing.T, m *etcd.Embedded, opts etcd.CandidateOptions) *oracleNode {
+func startNode(t *testing.T, m *coordetcd.Embedded, opts etcd.CandidateOptions) *oracleNode {
 	t.Helper()
 	return startNodeToken(t, m, opts, "")
 }
 
 // startNodeToken starts a candidate whose server requires token.
-func startNodeToken(t *testing.T, m *etcd.Embedded, opts etcd.CandidateOptions, token string) *oracleNode {
+func startNodeToken(t *testing.T, m *coordetcd.Embedded, opts etcd.CandidateOptions, token string) *oracleNode {
 	t.Helper()
 	return startNodeServer(t, m, opts, server.OracleOptions{Token: token})
 }
 
 // startNodeServer starts a candidate served with sopts (its Logger is
 // opts.Logger).
-func startNodeServer(t *testing.T, m *etcd.Embedded, opts etcd.CandidateOptions, sopts server.OracleOptions) *oracleNode {
+func startNodeServer(t *testing.T, m *coordetcd.Embedded, opts etcd.CandidateOptions, sopts server.OracleOptions) *oracleNode {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -103,10 +104,10 @@ func startNodeServer(t *testing.T, m *etcd.Embedded, opts etcd.CandidateOptions,
 }
 
 // stores holds the deployment store of each etcd member's candidates.
-var stores sync.Map // *etcd.Embedded → storage.Store
+var stores sync.Map // *coordetcd.Embedded → storage.Store
 
 // storeOf is the store the candidates on m share (the deployment's).
-func storeOf(m *etcd.Embedded) storage.Store {
+func storeOf(m *coordetcd.Embedded) storage.Store {
 	st, _ := stores.LoadOrStore(m, memory.New())
 	return st.(storage.Store)
 }
@@ -165,7 +166,7 @@ func checkIncreasing(t *testing.T, calls []tsCall) {
 
 // load runs clients oracle clients (each its own OracleBackend, as
 // separate processes would have) asking for timestamps until stop.
-func load(t *testing.T, m *etcd.Embedded, clients int, stop <-chan struct{}) func() []tsCall {
+func load(t *testing.T, m *coordetcd.Embedded, clients int, stop <-chan struct{}) func() []tsCall {
 	var (
 		mu    sync.Mutex
 		calls []tsCall
@@ -535,7 +536,7 @@ func TestOracleBackendVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	a := startNodeServer(t, m, etcd.CandidateOptions{}, server.OracleOptions{Store: st})
+	a := startNodeServer(t, m, etcd.CandidateOptions{}, server.OracleOptions{Store: st, RegistryVersion: observer.StoredVersion})
 	waitLeading(t, 10*time.Second, a)
 	bare := startNode(t, m, etcd.CandidateOptions{})
 	be, err := etcd.NewOracleBackend(etcdtest.Client(t, m), etcd.OracleBackendOptions{Logger: quietLog()})

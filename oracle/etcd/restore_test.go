@@ -6,9 +6,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/seed-992972ee/percolator/coord/etcd"
 	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
 	"github.com/seed-992972ee/percolator/oracle"
+	"github.com/seed-992972ee/percolator/oracle/etcd"
 )
 
 // leaderKey returns the election key of the current leader.

@@ -11,6 +11,12 @@ import (
 	"path/filepath"
 )
 
+// The mark file is the persister of OpenAllocator(path): an allocator
+// whose high-water mark lives in a file of its own, beside no data. Only
+// `percolator bench`'s oracle figure (and this package's tests) use one;
+// the DB and the server keep their mark in the store they serve
+// (storemark.go), and an elected oracle in etcd (external.go, oracle/etcd).
+//
 // The mark file holds the persisted high-water mark: every timestamp ever
 // handed out from this path is below it. Layout, 20 bytes:
 //

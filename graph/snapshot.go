@@ -108,6 +108,8 @@ type recent struct {
 	Existed bool `json:"existed,omitempty"`
 }
 
+func (r recent) result() Result { return Result{Dropped: r.Dropped, Existed: r.Existed} }
+
 // maxRecent bounds the settled mutation IDs a snapshot remembers.
 const maxRecent = 32
 

@@ -13,8 +13,10 @@ import (
 // settled rather than report them failed.
 var errTakenOver = fmt.Errorf("%w: lock taken over while releasing", ErrLocked)
 
-// mutateStrong is S2Graph's state machine: Trying (fetch, lock by CAS),
-// Locked (fire the EdgeMutate), Updated (release by CAS), Done.
+// mutateStrong is S2Graph's state machine, retried: each attempt starts
+// Trying from a fresh fetch; one that finds the edge under a live lock,
+// loses the race for it or cannot learn an outcome backs off and starts
+// again, up to MaxRetries × 4 attempts.
 func (g *Graph) mutateStrong(ctx context.Context, l *Label, m *Mutation) (Result, error) {
 	row := snapshotRow(l.Name, m.Src, m.Tgt)
 	var lastErr error
@@ -24,77 +26,162 @@ func (g *Graph) mutateStrong(ctx context.Context, l *Label, m *Mutation) (Result
 				return Result{}, err
 			}
 		}
-		// Trying: fetch the snapshot edge.
-		s, ver, err := g.fetch(ctx, row)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		if r, done := s.settled(m.ID); done {
-			return Result{Dropped: r.Dropped, Existed: r.Existed}, nil // a re-sent mutation: settled before
-		}
-		if s.holds(m.ID) {
-			// Our lock (a lock call whose reply was lost): go on from it.
-			res, err := g.finish(ctx, l, m, row, s, ver)
-			if errors.Is(err, errTakenOver) {
-				lastErr = err
-				continue // the taker settles it: fetch until it has
-			}
+		res, final, err := g.attempt(ctx, l, m, row)
+		if final {
 			return res, err
 		}
-		if s.locked() && g.nowMS()-s.LockedAt <= g.opts.LockExpiry.Milliseconds() {
-			lastErr = ErrLocked // a live lock: back off and fetch again
-			g.stats.lockRetries.Add(1)
-			continue
-		}
-		if s.locked() {
-			g.stats.takeovers.Add(1)
-		}
-		if !s.locked() && s.Edge.dropped(m) {
-			return Result{Dropped: true}, nil
-		}
-		// m's rows are built on the state the queued mutations leave
-		// (as drive builds them): refused now, not found too long while
-		// the lock is held, which would wedge the edge.
-		state := s.Edge
-		for _, p := range s.Pending {
-			if !state.dropped(&p.M) {
-				state = state.apply(&p.M)
-			}
-		}
-		if !state.dropped(m) {
-			after := state.apply(m)
-			if em := buildEdgeMutate(l, m.Src, m.Tgt, &state, &after, ver+1); checkRows(m, &em) != nil {
-				return Result{}, checkRows(m, &em)
-			}
-		}
-		// Trying → Locked: set the pending mutation and lockedAt by CAS. An
-		// expired lock is taken over: its mutations stay queued before
-		// ours and are rolled forward first.
-		next := s
-		next.Pending = append(append([]pending(nil), s.Pending...), pending{M: *m, Ver: ver + 1})
-		next.LockedAt = g.nowMS()
-		won, err := g.casSnapshot(ctx, row, ver, &next)
-		if err != nil {
-			lastErr = err
-			continue // the outcome is unknown: the fetch tells
-		}
-		if !won {
-			lastErr = ErrLocked
-			g.stats.lockRetries.Add(1)
-			continue
-		}
-		res, err := g.finish(ctx, l, m, row, next, ver+1)
-		if errors.Is(err, errTakenOver) {
-			lastErr = err
-			continue // the taker settles it: fetch until it has
-		}
-		return res, err
+		lastErr = err
 	}
 	if errors.Is(lastErr, ErrLocked) {
 		return Result{}, fmt.Errorf("%w: %s -%s-> %s", ErrLocked, m.Src, m.Label, m.Tgt)
 	}
 	return Result{}, lastErr
+}
+
+// attempt is one pass through the states: Trying (try), then, holding
+// the lock, Locked → Updated → Done (finish). final reports that res and
+// err are m's outcome; otherwise err says why m fetches again.
+func (g *Graph) attempt(ctx context.Context, l *Label, m *Mutation, row []byte) (res Result, final bool, err error) {
+	t, err := g.try(ctx, l, m, row)
+	switch t.verdict {
+	case settled, dropped, refused:
+		return t.res, true, err
+	case waiting, lost, unknown:
+		return Result{}, false, err
+	}
+	res, err = g.finish(ctx, l, m, row, t.s, t.ver)
+	if errors.Is(err, errTakenOver) {
+		return Result{}, false, err // the taker settles it: fetch until it has
+	}
+	return res, true, err
+}
+
+// verdict is what the Trying state made of a mutation.
+type verdict int
+
+const (
+	// locked: the edge was free and m locked it (Trying → Locked).
+	locked verdict = iota
+	// tookOver: the edge's lock had expired and m took it over: the
+	// lock's mutations stay queued before m, to be rolled forward first.
+	tookOver
+	// held: m's own lock (a lock call whose reply was lost): go on from it.
+	held
+	// settled: m was settled before (a re-sent mutation): res is its
+	// outcome.
+	settled
+	// dropped: m is older than the edge; nothing changed.
+	dropped
+	// refused: m's index rows would exceed the store's key limit (err).
+	refused
+	// waiting: a live lock (ErrLocked): back off and fetch again.
+	waiting
+	// lost: another writer locked the edge first (ErrLocked).
+	lost
+	// unknown: a store call failed (err), the lock's outcome unknown: the
+	// next fetch tells.
+	unknown
+)
+
+func (v verdict) String() string {
+	return [...]string{"locked", "took over", "held", "settled", "dropped", "refused", "waiting", "lost", "unknown"}[v]
+}
+
+// trying is the Trying state's outcome: the verdict and, when m holds the
+// lock (locked, tookOver, held), the snapshot as locked and its version;
+// m's result when settled or dropped.
+type trying struct {
+	verdict verdict
+	s       snapshot
+	ver     uint64
+	res     Result
+}
+
+// try is the Trying state: fetch the snapshot edge, judge it, and lock it
+// for m by CAS if m may (Trying → Locked).
+func (g *Graph) try(ctx context.Context, l *Label, m *Mutation, row []byte) (trying, error) {
+	s, ver, err := g.fetch(ctx, row)
+	if err != nil {
+		return trying{verdict: unknown}, err
+	}
+	if r, ok := s.settled(m.ID); ok {
+		return trying{verdict: settled, res: r.result()}, nil
+	}
+	if s.holds(m.ID) {
+		return trying{verdict: held, s: s, ver: ver}, nil
+	}
+	v := g.judge(&s, m)
+	switch v {
+	case waiting:
+		g.stats.lockRetries.Add(1)
+		return trying{verdict: v}, ErrLocked
+	case dropped:
+		return trying{verdict: v, res: Result{Dropped: true}}, nil
+	case tookOver:
+		g.stats.takeovers.Add(1)
+	}
+	if err := checkQueued(l, m, &s, ver); err != nil {
+		return trying{verdict: refused}, err
+	}
+	return g.lock(ctx, m, row, s, ver, v)
+}
+
+// judge decides what m does with the fetched snapshot s (not its own
+// lock): wait for a live lock, take over an expired one, drop m if it is
+// older than the free edge, or lock it.
+func (g *Graph) judge(s *snapshot, m *Mutation) verdict {
+	switch {
+	case s.locked() && !g.expired(s):
+		return waiting
+	case s.locked():
+		return tookOver
+	case s.Edge.dropped(m):
+		return dropped
+	}
+	return locked
+}
+
+// expired reports whether s's lock is older than LockExpiry by this
+// process's clock: another mutation may take it over.
+func (g *Graph) expired(s *snapshot) bool {
+	return g.nowMS()-s.LockedAt > g.opts.LockExpiry.Milliseconds()
+}
+
+// checkQueued refuses m if its index rows, built on the state s's queued
+// mutations leave (as update builds them), would exceed the store's key
+// limit: refused now, not found while the lock is held, which would wedge
+// the edge.
+func checkQueued(l *Label, m *Mutation, s *snapshot, ver uint64) error {
+	state := s.Edge
+	for _, p := range s.Pending {
+		if !state.dropped(&p.M) {
+			state = state.apply(&p.M)
+		}
+	}
+	if state.dropped(m) {
+		return nil
+	}
+	after := state.apply(m)
+	em := buildEdgeMutate(l, m.Src, m.Tgt, &state, &after, ver+1)
+	return checkRows(m, &em)
+}
+
+// lock is Trying → Locked: m joins s's pending mutations (behind those of
+// an expired lock it takes over), with lockedAt now, by CAS from version
+// ver. v is the verdict when the CAS wins.
+func (g *Graph) lock(ctx context.Context, m *Mutation, row []byte, s snapshot, ver uint64, v verdict) (trying, error) {
+	next := s
+	next.Pending = append(append([]pending(nil), s.Pending...), pending{M: *m, Ver: ver + 1})
+	next.LockedAt = g.nowMS()
+	won, err := g.casSnapshot(ctx, row, ver, &next)
+	switch {
+	case err != nil:
+		return trying{verdict: unknown}, err
+	case !won:
+		g.stats.lockRetries.Add(1)
+		return trying{verdict: lost}, ErrLocked
+	}
+	return trying{verdict: v, s: next, ver: ver + 1}, nil
 }
 
 // finish runs a held lock to Done and reports m's outcome.
@@ -104,18 +191,29 @@ func (g *Graph) finish(ctx context.Context, l *Label, m *Mutation, row []byte, s
 		return Result{}, err
 	}
 	if r, ok := done.settled(m.ID); ok {
-		return Result{Dropped: r.Dropped, Existed: r.Existed}, nil
+		return r.result(), nil
 	}
 	return Result{}, fmt.Errorf("graph: mutation %x not settled by its own lock", m.ID)
 }
 
 // drive takes the snapshot s, locked at version ver by this caller, from
-// Locked to Done: each queued mutation's EdgeMutate, built once from the
-// state before it, is fired (only its calls are re-sent on failure, never
-// rebuilt), then the lock is released by CAS with the merged snapshot.
-// It returns the released snapshot. src and tgt are the edge's (a pending
-// mutation's own were decoded from JSON, which keeps only UTF-8).
+// Locked to Done (update, then release) and returns the released
+// snapshot. src and tgt are the edge's (a pending mutation's own were
+// decoded from JSON, which keeps only UTF-8).
 func (g *Graph) drive(ctx context.Context, l *Label, src, tgt string, row []byte, s snapshot, ver uint64) (snapshot, error) {
+	done, err := g.update(ctx, l, src, tgt, &s)
+	if err != nil {
+		return snapshot{}, err // Locked stays: a later mutation takes it over
+	}
+	return g.release(ctx, row, ver, s.Pending, done)
+}
+
+// update is Locked → Updated: each of s's queued mutations has its
+// EdgeMutate built once, from the state before it, and fired (only its
+// calls are re-sent on failure, never rebuilt). It returns the snapshot
+// to release: the merged state, without pending or lockedAt, recording
+// the mutations settled.
+func (g *Graph) update(ctx context.Context, l *Label, src, tgt string, s *snapshot) (snapshot, error) {
 	state := s.Edge
 	rec := append([]recent(nil), s.Recent...)
 	for _, p := range s.Pending {
@@ -124,9 +222,8 @@ func (g *Graph) drive(ctx context.Context, l *Label, src, tgt string, row []byte
 			continue
 		}
 		after := state.apply(&p.M)
-		em := buildEdgeMutate(l, src, tgt, &state, &after, p.Ver)
-		if err := g.fire(ctx, em); err != nil {
-			return snapshot{}, err // Locked stays: a later mutation takes it over
+		if err := g.fire(ctx, buildEdgeMutate(l, src, tgt, &state, &after, p.Ver)); err != nil {
+			return snapshot{}, err
 		}
 		rec = append(rec, recent{ID: p.M.ID, Existed: state.live()})
 		state = after
@@ -134,22 +231,25 @@ func (g *Graph) drive(ctx context.Context, l *Label, src, tgt string, row []byte
 	if len(rec) > maxRecent {
 		rec = rec[len(rec)-maxRecent:]
 	}
-	// Updated → Done: the merged snapshot, without pending or lockedAt.
-	done := snapshot{Edge: state, Recent: rec}
+	return snapshot{Edge: state, Recent: rec}, nil
+}
+
+// release is Updated → Done: the snapshot locked at version ver by the
+// mutations ps is replaced by done, by CAS. A CAS lost or unknown is
+// judged by fetching: the newest snapshot is ours released (done), or our
+// lock was taken over (errTakenOver: the new holder rolls ps forward).
+func (g *Graph) release(ctx context.Context, row []byte, ver uint64, ps []pending, done snapshot) (snapshot, error) {
 	for range g.opts.MaxRetries {
 		won, err := g.casSnapshot(ctx, row, ver, &done)
 		if err == nil && won {
 			return done, nil
 		}
-		// Lost, or unknown: if the newest snapshot is ours released, done.
 		cur, cver, ferr := g.fetch(ctx, row)
-		if ferr == nil && cver > ver && allSettled(&cur, s.Pending) {
+		if ferr == nil && cver > ver && allSettled(&cur, ps) {
 			return cur, nil
 		}
 		if ferr == nil && cver > ver {
-			// Taken over (our lock expired meanwhile): the new holder
-			// rolls our mutations forward.
-			return snapshot{}, errTakenOver
+			return snapshot{}, errTakenOver // our lock expired meanwhile
 		}
 		if err := g.backoff(ctx, 3); err != nil {
 			return snapshot{}, err

@@ -320,57 +320,75 @@ func (g *Graph) writeIndex(ctx context.Context, op indexOp) error {
 
 // flipDegree sets one edge's presence cell in a degree row to op.present
 // at op.ver, and moves the row's count in the same CheckAndMutate when the
-// presence changes. The CAS holds only while neither the presence cell nor
-// the count has a newer version than read; a flip already applied (or
-// overtaken by a newer one) changes nothing.
+// presence changes. The write is refused when the presence cell or the
+// count has a newer version than read (then it reads again); a flip
+// already applied (or overtaken by a newer one) changes nothing.
 func (g *Graph) flipDegree(ctx context.Context, op degreeOp) error {
-	q := presencePref + op.other
 	for range 64 {
-		r, err := g.store.ReadRow(ctx, op.row, storage.Filter{
-			{Family: Family, Qualifier: q, Limit: 1},
-			{Family: Family, Qualifier: qualCount, Limit: 1},
-		})
+		d, err := g.readDegree(ctx, op)
 		if err != nil {
 			return err
 		}
-		var pTS, cTS uint64
-		var was bool
-		var count int64
-		for _, c := range r.Cells {
-			switch c.Qualifier {
-			case q:
-				pTS, was = c.TS, len(c.Value) == 1 && c.Value[0] == 1
-			case qualCount:
-				cTS, count = c.TS, decodeCount(c.Value)
-			}
-		}
-		if pTS >= op.ver {
+		if d.presenceTS >= op.ver {
 			return nil // applied, or overtaken
 		}
-		pred := storage.Filter{{Family: Family, Qualifier: q, Time: storage.From(pTS + 1), Limit: 1}}
-		muts := []storage.Mutation{
-			storage.SetCell(Family, q, op.ver, presence(op.present)),
-			{Kind: storage.DeleteCells, Family: Family, Qualifier: q, Time: storage.Before(op.ver)},
-		}
-		if was != op.present {
-			if op.present {
-				count++
-			} else {
-				count--
-			}
-			pred = append(pred, storage.Selector{Family: Family, Qualifier: qualCount, Time: storage.From(cTS + 1), Limit: 1})
-			muts = append(muts,
-				storage.SetCell(Family, qualCount, cTS+1, encodeCount(count)),
-				storage.Mutation{Kind: storage.DeleteCells, Family: Family, Qualifier: qualCount, Time: storage.Before(cTS + 1)})
-		}
+		pred, muts := d.flip(op)
 		// A nonce over a server; safe in any order anyway: a late copy
 		// finds the presence cell (or the count) newer than it read.
-		changed, err := g.store.CheckAndMutate(ctx, op.row, pred, nil, muts)
-		if err != nil || !changed {
+		refused, err := g.store.CheckAndMutate(ctx, op.row, pred, nil, muts)
+		if err != nil || !refused {
 			return err
 		}
 	}
 	return fmt.Errorf("graph: degree row %q kept changing", op.row)
+}
+
+// degree is what flipDegree read of a degree row: one edge's presence
+// cell and the count, with their versions (0: absent).
+type degree struct {
+	qual                string // the presence cell's qualifier
+	presenceTS, countTS uint64
+	present             bool
+	count               int64
+}
+
+func (g *Graph) readDegree(ctx context.Context, op degreeOp) (degree, error) {
+	d := degree{qual: presencePref + op.other}
+	r, err := g.store.ReadRow(ctx, op.row, storage.Filter{
+		{Family: Family, Qualifier: d.qual, Limit: 1},
+		{Family: Family, Qualifier: qualCount, Limit: 1},
+	})
+	for _, c := range r.Cells {
+		switch c.Qualifier {
+		case d.qual:
+			d.presenceTS, d.present = c.TS, len(c.Value) == 1 && c.Value[0] == 1
+		case qualCount:
+			d.countTS, d.count = c.TS, decodeCount(c.Value)
+		}
+	}
+	return d, err
+}
+
+// flip is the CheckAndMutate of op on the row as read in d: the
+// predicate matches (and refuses the write) if the presence cell, or the
+// count when it moves, has a version newer than read.
+func (d *degree) flip(op degreeOp) (storage.Filter, []storage.Mutation) {
+	pred := storage.Filter{{Family: Family, Qualifier: d.qual, Time: storage.From(d.presenceTS + 1), Limit: 1}}
+	muts := []storage.Mutation{
+		storage.SetCell(Family, d.qual, op.ver, presence(op.present)),
+		{Kind: storage.DeleteCells, Family: Family, Qualifier: d.qual, Time: storage.Before(op.ver)},
+	}
+	if d.present == op.present {
+		return pred, muts
+	}
+	count := d.count + 1
+	if !op.present {
+		count = d.count - 1
+	}
+	pred = append(pred, storage.Selector{Family: Family, Qualifier: qualCount, Time: storage.From(d.countTS + 1), Limit: 1})
+	return pred, append(muts,
+		storage.SetCell(Family, qualCount, d.countTS+1, encodeCount(count)),
+		storage.Mutation{Kind: storage.DeleteCells, Family: Family, Qualifier: qualCount, Time: storage.Before(d.countTS + 1)})
 }
 
 func presence(p bool) []byte {

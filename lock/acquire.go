@@ -147,11 +147,13 @@ func (w *waiter) grant(ctx context.Context, s state, now int64, sent time.Time) 
 			pred = append(pred, storage.Selector{Family: Family, Qualifier: ticketQual(t.n), Time: storage.From(t.ts + 1), Limit: 1})
 		}
 	}
-	changed, err := w.lk.store.CheckAndMutate(ctx, row(w.name), pred, nil, muts)
+	// The predicate matches (refused: nothing written) when the row moved
+	// on since s was read.
+	refused, err := w.lk.store.CheckAndMutate(ctx, row(w.name), pred, nil, muts)
 	if err != nil {
 		return nil, false
 	}
-	if changed {
+	if refused {
 		return nil, true
 	}
 	return w.lk.lease(w.name, &h, sent, w.ttl, w.my), true

@@ -68,19 +68,19 @@ func (lk *Locker) change(ctx context.Context, l *Lease, next func(cur holder, no
 			h.Req = req
 			b, _ := json.Marshal(h)
 			v := s.holderTS + 1
-			var changed bool
-			changed, err = lk.store.CheckAndMutate(ctx, row(l.Name),
+			var refused bool // the predicate matched: a newer version, nothing written
+			refused, err = lk.store.CheckAndMutate(ctx, row(l.Name),
 				storage.Filter{{Family: Family, Qualifier: qualHolder, Time: storage.From(v), Limit: 1}}, nil,
 				[]storage.Mutation{
 					storage.SetCell(Family, qualHolder, v, b),
 					{Kind: storage.DeleteCells, Family: Family, Qualifier: qualHolder, Time: storage.Before(v)},
 				})
-			if err == nil && !changed {
+			if err == nil && !refused {
 				return h, nil
 			}
 			if err == nil {
 				fails = 0
-				continue // changed since read: look again
+				continue // refused: the cell moved on since read; look again
 			}
 		}
 		if fails++; fails >= attempts || !transient(ctx, err) {

@@ -31,21 +31,21 @@ func (w *waiter) takeTicket(ctx context.Context) error {
 				}
 			}
 			n := s.ticketN + 1
-			var changed bool
-			changed, err = lk.store.CheckAndMutate(ctx, row(w.name),
+			var refused bool // the predicate matched: the counter reached n, nothing written
+			refused, err = lk.store.CheckAndMutate(ctx, row(w.name),
 				storage.Filter{{Family: Family, Qualifier: qualTicket, Time: storage.From(n), Limit: 1}}, nil,
 				[]storage.Mutation{
 					storage.SetCell(Family, qualTicket, n, nil),
 					{Kind: storage.DeleteCells, Family: Family, Qualifier: qualTicket, Time: storage.Before(n)},
 					storage.SetCell(Family, ticketQual(n), 1, w.ticket(now)),
 				})
-			if err == nil && !changed {
+			if err == nil && !refused {
 				w.my = n
 				return nil
 			}
 			if err == nil {
 				fails = 0
-				continue // another waiter took n first
+				continue // refused: another waiter took n first
 			}
 		}
 		if fails++; fails >= attempts || !transient(ctx, err) {

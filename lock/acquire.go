@@ -24,19 +24,28 @@ import (
 // must not act under (it may Renew it, if the store's expiry has not
 // passed, or Release it).
 func (lk *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
-	if err := checkName(name); err != nil {
+	w, err := lk.newWaiter(name, ttl)
+	if err != nil {
 		return nil, err
 	}
-	if err := checkTTL(ttl); err != nil {
-		return nil, err
-	}
-	w := &waiter{lk: lk, name: name, ttl: ttl, id: rand.Uint64() | 1, grants: map[uint64]time.Time{}}
 	l, err := w.wait(ctx)
 	if err != nil {
 		w.withdraw(ctx)
 		return nil, err
 	}
 	return l, nil
+}
+
+// newWaiter checks an Acquire's arguments and returns its waiter, with no
+// ticket yet.
+func (lk *Locker) newWaiter(name string, ttl time.Duration) (*waiter, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if err := checkTTL(ttl); err != nil {
+		return nil, err
+	}
+	return &waiter{lk: lk, name: name, ttl: ttl, id: rand.Uint64() | 1, grants: map[uint64]time.Time{}}, nil
 }
 
 // waiter is one Acquire call. Not safe for concurrent use.

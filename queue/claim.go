@@ -60,7 +60,7 @@ func (q *Queue) consider(ctx context.Context, name string, e entry, ttl time.Dur
 	// reading its expiry was stamped from.
 	d = &Delivery{Queue: name, ID: e.id, Body: it.body, Deliveries: next.N, PushedAt: PushedAt(e.id),
 		Expiry: time.UnixMilli(next.At), lease: lease, epoch: it.epoch + 1, req: next.Req, at: next.At,
-		until: l0.Add(time.Duration(float64(ttl) * (1 - q.opts.Drift)))}
+		until: l0.Add(time.Duration(float64(ttl) * (1 - q.opts.Drift))), local: q.clock.local}
 	return d, true, nil
 }
 

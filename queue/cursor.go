@@ -66,7 +66,7 @@ const catchUpBatch = 1024
 // changes nothing once another advanced it.
 func (q *Queue) turn(ctx context.Context, name string, c *cursor) error {
 	c.mu.Lock()
-	due := !c.loaded || !time.Now().Before(c.nextTurn)
+	due := !c.loaded || !q.clock.local().Before(c.nextTurn)
 	c.mu.Unlock()
 	if !due {
 		return nil
@@ -87,7 +87,7 @@ func (q *Queue) turn(ctx context.Context, name string, c *cursor) error {
 	if !c.loaded || p.Key > c.local {
 		c.local, c.loaded = p.Key, true
 	}
-	c.nextTurn = time.Now().Add(q.opts.CatchUp/2 + rand.N(q.opts.CatchUp/4+1))
+	c.nextTurn = q.clock.local().Add(q.opts.CatchUp/2 + rand.N(q.opts.CatchUp/4+1))
 	c.mu.Unlock()
 	lo, _, err := q.clock.bounds(ctx)
 	if err != nil {

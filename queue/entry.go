@@ -25,7 +25,7 @@ func (q *Queue) placeEntry(ctx context.Context, name, id string, next *state, ep
 		if round == attempts {
 			return fmt.Errorf("queue %s: item %s: the store's writes take longer than Grace (%v); raise Options.Grace", name, id, q.opts.Grace)
 		}
-		l0 := time.Now()
+		l0 := q.clock.local()
 		lo, hi, err := q.clock.bounds(ctx)
 		if err != nil {
 			return err
@@ -35,7 +35,7 @@ func (q *Queue) placeEntry(ctx context.Context, name, id string, next *state, ep
 		if err := q.retry(ctx, func() error { return q.writeEntry(ctx, name, id, next, epoch, true) }); err != nil {
 			return err
 		}
-		if time.Since(l0)+time.Duration(hi-lo)*time.Millisecond < time.Duration(next.At-lo)*time.Millisecond+q.opts.Grace {
+		if q.clock.local().Sub(l0)+time.Duration(hi-lo)*time.Millisecond < time.Duration(next.At-lo)*time.Millisecond+q.opts.Grace {
 			return nil
 		}
 		_ = q.deleteEntry(ctx, name, next.key(id))

@@ -25,12 +25,19 @@ type Delivery struct {
 	req   uint64 // the request that wrote that state (names its entry)
 	at    int64  // that state's entry time: the lease's expiry (ms)
 	until time.Time
+	local func() time.Time // the Queue's monotonic clock (nil: time.Now)
 }
 
 // Valid reports whether the worker may still act under the lease, by its
 // own monotonic clock: until its Pop (or last Extend) send time + TTL ×
 // (1 − Drift), before the store's clock ends the lease.
-func (d *Delivery) Valid() bool { return time.Now().Before(d.until) }
+func (d *Delivery) Valid() bool {
+	now := time.Now
+	if d.local != nil {
+		now = d.local
+	}
+	return now().Before(d.until)
+}
 
 // LeaseID identifies the delivery's lease (another delivery of the same
 // item has another).
@@ -115,7 +122,7 @@ func (q *Queue) TryPop(ctx context.Context, name string, ttl time.Duration) (*De
 	// looking; when they were all resolved without a claim, twice as many.
 	batch := min(4+2*int(q.poppers.Load()), maxBatch)
 	for ; ; batch = min(2*batch, maxBatch) {
-		l0 := time.Now()
+		l0 := q.clock.local()
 		lo, _, err := q.clock.bounds(ctx)
 		if err != nil {
 			return nil, err

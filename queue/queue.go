@@ -82,7 +82,7 @@ func New(store storage.Store, opts Options) (*Queue, error) {
 	}
 	opts.ensureDefaults()
 	q := &Queue{store: store, opts: opts, cursors: map[string]*cursor{},
-		clock: &storeClock{clock: c, drift: opts.Drift, refresh: opts.Grace / 4}}
+		clock: &storeClock{clock: c, drift: opts.Drift, refresh: opts.Grace / 4, local: time.Now}}
 	q.counted, _ = store.(storage.Counted)
 	q.deferred, _ = store.(storage.Deferred)
 	q.spread.Store(1)

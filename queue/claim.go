@@ -40,9 +40,18 @@ func (q *Queue) consider(ctx context.Context, name string, e entry, ttl time.Dur
 	if it.st.N >= q.opts.MaxDeliveries {
 		return nil, true, q.deadLetter(cctx, name, e, it)
 	}
+	return q.claim(cctx, name, e, it, ttl, l0)
+}
+
+// claim leases item it, whose current entry e is due, by a transition
+// from the epoch read; one claim of an epoch applies, so a claim lost to
+// another worker returns no delivery (and widens the spread of later
+// looks; a claim won narrows it). The lease's deadline is measured from
+// l0, before the clock reading its expiry was stamped from.
+func (q *Queue) claim(ctx context.Context, name string, e entry, it item, ttl time.Duration, l0 time.Time) (*Delivery, bool, error) {
 	lease := newReq()
 	next := state{St: stLeased, Lease: lease, Req: lease, N: it.st.N + 1}
-	ok, _, err := q.transition(cctx, name, e.id, it.epoch, &next, func(_, hi int64) int64 { return hi + ceilMS(float64(ttl)) }, e.key)
+	ok, _, err := q.transition(ctx, name, e.id, it.epoch, &next, func(_, hi int64) int64 { return hi + ceilMS(float64(ttl)) }, e.key)
 	if err != nil {
 		return nil, false, err
 	}
@@ -56,9 +65,7 @@ func (q *Queue) consider(ctx context.Context, name string, e entry, ttl time.Dur
 	if sp := q.spread.Load(); sp > 1 {
 		q.spread.CompareAndSwap(sp, sp-1)
 	}
-	// The lease's deadline is measured from l0, before the clock
-	// reading its expiry was stamped from.
-	d = &Delivery{Queue: name, ID: e.id, Body: it.body, Deliveries: next.N, PushedAt: PushedAt(e.id),
+	d := &Delivery{Queue: name, ID: e.id, Body: it.body, Deliveries: next.N, PushedAt: PushedAt(e.id),
 		Expiry: time.UnixMilli(next.At), lease: lease, epoch: it.epoch + 1, req: next.Req, at: next.At,
 		until: l0.Add(time.Duration(float64(ttl) * (1 - q.opts.Drift))), local: q.clock.local}
 	return d, true, nil

@@ -71,17 +71,9 @@ func (q *Queue) turn(ctx context.Context, name string, c *cursor) error {
 	if !due {
 		return nil
 	}
-	r, err := q.store.ReadRow(ctx, cursorRow(name), storage.Filter{{Family: Family, Qualifier: qualCursor, Limit: 1}})
+	p, version, err := q.readCursor(ctx, name)
 	if err != nil {
 		return err
-	}
-	var p sharedCursor
-	var version uint64
-	if len(r.Cells) > 0 {
-		if json.Unmarshal(r.Cells[0].Value, &p) != nil {
-			return fmt.Errorf("queue %s: corrupt cursor", name)
-		}
-		version = r.Cells[0].TS
 	}
 	c.mu.Lock()
 	if !c.loaded || p.Key > c.local {
@@ -100,15 +92,41 @@ func (q *Queue) turn(ctx context.Context, name string, c *cursor) error {
 	if p.Key >= end {
 		return nil
 	}
-	var es []entry
-	err = q.scan(ctx, entryRow(name, p.Key), entryRow(name, end), catchUpBatch, func(r storage.Row) bool {
-		if e, ok := parseEntry(name, r); ok {
-			es = append(es, e)
-		}
-		return true
-	})
-	if err != nil {
+	next, err := q.catchUp(ctx, name, p.Key, end, lo)
+	if err != nil || !q.advanceCursor(ctx, name, version, sharedCursor{Key: next, At: lo}) {
 		return err
+	}
+	c.mu.Lock()
+	if next < c.local {
+		c.local = next // an entry this process's cursor passed while it was written
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// readCursor reads queue name's shared cursor and its version (0: none
+// yet).
+func (q *Queue) readCursor(ctx context.Context, name string) (sharedCursor, uint64, error) {
+	var p sharedCursor
+	r, err := q.store.ReadRow(ctx, cursorRow(name), storage.Filter{{Family: Family, Qualifier: qualCursor, Limit: 1}})
+	if err != nil || len(r.Cells) == 0 {
+		return p, 0, err
+	}
+	if json.Unmarshal(r.Cells[0].Value, &p) != nil {
+		return p, 0, fmt.Errorf("queue %s: corrupt cursor", name)
+	}
+	return p, r.Cells[0].TS, nil
+}
+
+// catchUp resolves the entries from key from up to end (lo: the low
+// bound of the store's time now): it deletes the stale ones, fencing off
+// the pending ones first, and stops at the first it cannot resolve. It
+// returns where the shared cursor may move: that entry, or past every
+// entry read.
+func (q *Queue) catchUp(ctx context.Context, name, from, end string, lo int64) (string, error) {
+	es, err := q.entries(ctx, name, from, end, catchUpBatch)
+	if err != nil {
+		return "", err
 	}
 	next := end
 	if len(es) == catchUpBatch {
@@ -117,31 +135,29 @@ func (q *Queue) turn(ctx context.Context, name string, c *cursor) error {
 	for _, e := range es {
 		_, class, err := q.resolve(ctx, name, e, lo, false)
 		if err != nil {
-			return err
+			return "", err
 		}
-		if class == stale {
-			if err := q.deleteEntry(ctx, name, e.key); err != nil {
-				return err
-			}
-			continue
+		if class != stale {
+			return e.key, nil // the item's current entry, or one that could not be fenced off yet: the cursor stops here
 		}
-		next = e.key // the item's current entry, or one that could not be fenced off yet: the cursor stops here
-		break
+		if err := q.deleteEntry(ctx, name, e.key); err != nil {
+			return "", err
+		}
 	}
-	b, _ := json.Marshal(sharedCursor{Key: next, At: lo})
+	return next, nil
+}
+
+// advanceCursor writes the shared cursor p at the version after the one
+// read, and reports whether it did. The write is conditioned on no
+// version above the one read, so a late copy changes nothing once
+// another process advanced it.
+func (q *Queue) advanceCursor(ctx context.Context, name string, version uint64, p sharedCursor) bool {
+	b, _ := json.Marshal(p)
 	lost, err := q.store.CheckAndMutate(ctx, cursorRow(name),
 		storage.Filter{{Family: Family, Qualifier: qualCursor, Time: storage.From(version + 1), Limit: 1}}, nil,
 		[]storage.Mutation{
 			storage.SetCell(Family, qualCursor, version+1, b),
 			{Kind: storage.DeleteCells, Family: Family, Qualifier: qualCursor, Time: storage.Before(version + 1)},
 		})
-	if err != nil || lost {
-		return nil // another process advanced it first (or the next turn will)
-	}
-	c.mu.Lock()
-	if next < c.local {
-		c.local = next // an entry this process's cursor passed while it was written
-	}
-	c.mu.Unlock()
-	return nil
+	return err == nil && !lost // else another process advanced it first (or the next turn will)
 }

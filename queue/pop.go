@@ -122,62 +122,87 @@ func (q *Queue) TryPop(ctx context.Context, name string, ttl time.Duration) (*De
 	// looking; when they were all resolved without a claim, twice as many.
 	batch := min(4+2*int(q.poppers.Load()), maxBatch)
 	for ; ; batch = min(2*batch, maxBatch) {
-		l0 := q.clock.local()
-		lo, _, err := q.clock.bounds(ctx)
-		if err != nil {
-			return nil, err
-		}
-		start := c.get()
-		end := fmt.Sprintf("%016x", uint64(lo+1))
-		// A look resolves up to end, but its cursor stops recent before
-		// it: entries of the last moment may still be landing (another
-		// process's push, stamped a moment ago). Later ones are found
-		// by the catch-up.
-		settled := fmt.Sprintf("%016x", uint64(max(0, lo+1-recent.Milliseconds())))
-		if start >= end {
-			q.metrics.empty.Add(1)
-			return nil, nil
-		}
-		var es []entry
-		err = q.scan(ctx, entryRow(name, start), entryRow(name, end), batch, func(r storage.Row) bool {
-			if e, ok := parseEntry(name, r); ok {
-				es = append(es, e)
-			}
-			return true
-		})
-		if err != nil {
-			return nil, err
-		}
-		// Workers start at different entries, so that they do not all
-		// claim the same one: as many as this process has looking, more
-		// after claims were lost to other processes. One worker alone
-		// takes them in order.
-		spread := min(max(int(q.poppers.Load()), int(q.spread.Load())), len(es), maxSpread)
-		first := 0
-		if spread > 1 {
-			first = rand.IntN(spread)
-		}
-		resolved := make([]bool, len(es))
-		for j := range es {
-			i := (first + j) % len(es)
-			d, done, err := q.consider(ctx, name, es[i], ttl, lo, l0)
-			if err != nil {
-				return nil, err
-			}
-			resolved[i] = done
-			if d != nil {
-				c.set(max(start, q.after(es, resolved, settled, batch)))
-				q.metrics.pops.Add(1)
-				return d, nil
-			}
-		}
-		next := q.after(es, resolved, settled, batch)
-		c.set(max(start, next))
-		if len(es) < batch || next == start {
-			q.metrics.empty.Add(1)
-			return nil, nil
+		d, more, err := q.look(ctx, name, c, ttl, batch)
+		if d != nil || err != nil || !more {
+			return d, err
 		}
 	}
+}
+
+// look reads up to batch due index entries from the cursor c and
+// considers them, in the order spread gives, until one yields a
+// delivery; it moves c past the entries it resolved. more reports that
+// the batch was full and the cursor moved: due entries may lie beyond.
+func (q *Queue) look(ctx context.Context, name string, c *cursor, ttl time.Duration, batch int) (d *Delivery, more bool, err error) {
+	l0 := q.clock.local()
+	lo, _, err := q.clock.bounds(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	start := c.get()
+	end := fmt.Sprintf("%016x", uint64(lo+1))
+	// A look resolves up to end, but its cursor stops recent before it:
+	// entries of the last moment may still be landing (another process's
+	// push, stamped a moment ago). Later ones are found by the catch-up.
+	settled := fmt.Sprintf("%016x", uint64(max(0, lo+1-recent.Milliseconds())))
+	if start >= end {
+		q.metrics.empty.Add(1)
+		return nil, false, nil
+	}
+	es, err := q.entries(ctx, name, start, end, batch)
+	if err != nil {
+		return nil, false, err
+	}
+	resolved := make([]bool, len(es))
+	for _, i := range q.order(len(es)) {
+		d, done, err := q.consider(ctx, name, es[i], ttl, lo, l0)
+		if err != nil {
+			return nil, false, err
+		}
+		resolved[i] = done
+		if d != nil {
+			c.set(max(start, q.after(es, resolved, settled, batch)))
+			q.metrics.pops.Add(1)
+			return d, false, nil
+		}
+	}
+	next := q.after(es, resolved, settled, batch)
+	c.set(max(start, next))
+	if len(es) < batch || next == start {
+		q.metrics.empty.Add(1)
+		return nil, false, nil
+	}
+	return nil, true, nil
+}
+
+// order is the order a look considers n entries in. Workers start at
+// different entries, so that they do not all claim the same one: as
+// many as this process has looking, more after claims were lost to other
+// processes. One worker alone takes them in order.
+func (q *Queue) order(n int) []int {
+	spread := min(max(int(q.poppers.Load()), int(q.spread.Load())), n, maxSpread)
+	first := 0
+	if spread > 1 {
+		first = rand.IntN(spread)
+	}
+	out := make([]int, n)
+	for j := range out {
+		out[j] = (first + j) % n
+	}
+	return out
+}
+
+// entries reads up to limit index entries of queue name from start
+// (an entry key) up to end.
+func (q *Queue) entries(ctx context.Context, name, start, end string, limit int) ([]entry, error) {
+	var es []entry
+	err := q.scan(ctx, entryRow(name, start), entryRow(name, end), limit, func(r storage.Row) bool {
+		if e, ok := parseEntry(name, r); ok {
+			es = append(es, e)
+		}
+		return true
+	})
+	return es, err
 }
 
 // after returns where the next look starts: at the first entry of es not

@@ -56,21 +56,7 @@ func (q *Queue) Stats(ctx context.Context, name string) (Stats, error) {
 			return true
 		}
 		id := strings.TrimPrefix(string(r.Key), p)
-		switch {
-		case s.St == stDead:
-			st.Dead++
-			return true
-		case s.St == stAcked:
-			st.Retained++
-			return true
-		case s.St == stVoid: // a push fenced off: no item
-			return true
-		case s.St == stLeased && s.At > lo:
-			st.InFlight++
-		default:
-			st.Depth++
-		}
-		if oldest == "" || id < oldest {
+		if st.count(&s, lo) && (oldest == "" || id < oldest) {
 			oldest = id
 		}
 		return true
@@ -86,4 +72,25 @@ func (q *Queue) Stats(ctx context.Context, name string) (Stats, error) {
 		st.IndexKeys, err = q.counted.ScanCounted(ctx, []byte(vp), []byte(vp+"\xff"), storage.Filter{{Family: Family, Qualifier: qualEntry, Limit: 1}}, 0, func(storage.Row) bool { return true })
 	}
 	return st, err
+}
+
+// count counts an item in state s (lo: the low bound of the store's time
+// now), and reports whether it is waiting or in flight (it counts for
+// Oldest).
+func (st *Stats) count(s *state, lo int64) bool {
+	switch {
+	case s.St == stDead:
+		st.Dead++
+		return false
+	case s.St == stAcked:
+		st.Retained++
+		return false
+	case s.St == stVoid: // a push fenced off: no item
+		return false
+	case s.St == stLeased && s.At > lo:
+		st.InFlight++
+	default:
+		st.Depth++
+	}
+	return true
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -79,7 +78,7 @@ func (q *Queue) turn(ctx context.Context, name string, c *cursor) error {
 	if !c.loaded || p.Key > c.local {
 		c.local, c.loaded = p.Key, true
 	}
-	c.nextTurn = q.clock.local().Add(q.opts.CatchUp/2 + rand.N(q.opts.CatchUp/4+1))
+	c.nextTurn = q.clock.local().Add(q.opts.CatchUp/2 + q.jitter(q.opts.CatchUp/4+1))
 	c.mu.Unlock()
 	lo, _, err := q.clock.bounds(ctx)
 	if err != nil {

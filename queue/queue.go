@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,10 @@ type Queue struct {
 	deferred storage.Deferred // nil when the store cannot defer a write's sync
 	clock    *storeClock
 	opts     Options
+	// jitter draws a random duration in [0, n): rand.N (a test draws
+	// its own), so that processes take their turns at the shared cursor
+	// at different times.
+	jitter func(n time.Duration) time.Duration
 
 	mu      sync.Mutex
 	cursors map[string]*cursor // per queue name: this process's position
@@ -81,7 +86,7 @@ func New(store storage.Store, opts Options) (*Queue, error) {
 		return nil, err
 	}
 	opts.ensureDefaults()
-	q := &Queue{store: store, opts: opts, cursors: map[string]*cursor{},
+	q := &Queue{store: store, opts: opts, cursors: map[string]*cursor{}, jitter: rand.N[time.Duration],
 		clock: &storeClock{clock: c, drift: opts.Drift, refresh: opts.Grace / 4, local: time.Now}}
 	q.counted, _ = store.(storage.Counted)
 	q.deferred, _ = store.(storage.Deferred)

@@ -98,6 +98,7 @@ func (s *scenario) queue(p string) *Queue {
 		s.t.Fatal(err)
 	}
 	q.clock.local = s.clock.Now
+	q.jitter = func(time.Duration) time.Duration { return 0 }
 	s.queues[p] = q
 	return q
 }

@@ -31,7 +31,7 @@ func (g *Graph) Repair(ctx context.Context, label, src, tgt string) (bool, error
 	}
 	row := snapshotRow(l.Name, src, tgt)
 	s, ver, err := g.fetch(ctx, row)
-	if err != nil || !s.locked() || g.nowMS()-s.LockedAt <= g.opts.LockExpiry.Milliseconds() {
+	if err != nil || !s.locked() || !g.expired(&s) {
 		return false, err
 	}
 	next := s

@@ -41,6 +41,10 @@
 //     without pending or lockedAt. Properties merge one by one, the newer
 //     version winning.
 //
+// strong.go has a function per state (try, with its verdict; update;
+// release); testdata/strong walks them one step at a time on the seed's
+// rating, with a crashed holder taken over and lost replies.
+//
 // # Invariants
 //
 //  1. Every write is safe to send twice or late. The snapshot's CAS only

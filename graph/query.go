@@ -205,3 +205,33 @@ func (g *Graph) Neighbors2(ctx context.Context, first, step Query) ([]Edge, erro
 	}
 	return out, nil
 }
+
+// indexFilter selects what decides whether an index row of l holds an
+// edge: its newest edge cell and, for a weak label, its newest marker. A
+// strong label's index writes are CheckAndMutates that refuse an older
+// version, so its rows never hold both; a weak label's are blind, and a
+// late one can leave an older edge under a newer marker.
+func indexFilter(l *Label) storage.Filter {
+	f := storage.Filter{{Family: Family, Qualifier: qualEdge, Limit: 1}}
+	if l.Consistency == Weak {
+		f = append(f, storage.Selector{Family: Family, Qualifier: qualGone, Limit: 1})
+	}
+	return f
+}
+
+// indexPresent returns the edge cell of an index row read with
+// indexFilter, if the edge is present: an edge cell newer than any marker.
+func indexPresent(cells []storage.Cell) (storage.Cell, bool) {
+	var edge storage.Cell
+	var found bool
+	var gone uint64
+	for _, c := range cells {
+		switch c.Qualifier {
+		case qualEdge:
+			edge, found = c, true
+		case qualGone:
+			gone = max(gone, c.TS)
+		}
+	}
+	return edge, found && edge.TS > gone
+}

@@ -2,11 +2,12 @@ package graph
 
 import (
 	"errors"
-	"github.com/seed-992972ee/percolator/storage"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seed-992972ee/percolator/storage"
 )
 
 // TestQueryEdges: a range with From after To, and an offset beyond the

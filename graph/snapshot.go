@@ -1,9 +1,12 @@
 package graph
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
+
+	"github.com/seed-992972ee/percolator/storage"
 )
 
 // propState is one property of an edge and the version that set it.
@@ -105,6 +108,8 @@ type recent struct {
 	Existed bool `json:"existed,omitempty"`
 }
 
+func (r recent) result() Result { return Result{Dropped: r.Dropped, Existed: r.Existed} }
+
 // maxRecent bounds the settled mutation IDs a snapshot remembers.
 const maxRecent = 32
 
@@ -165,4 +170,14 @@ func decodeSnapshot(b []byte) (snapshot, error) {
 type indexValue struct {
 	TS    int64 `json:"ts"`
 	Props Props `json:"props,omitempty"`
+}
+
+// fetch reads the snapshot edge: its content and version (0: none).
+func (g *Graph) fetch(ctx context.Context, row []byte) (snapshot, uint64, error) {
+	r, err := g.store.ReadRow(ctx, row, storage.Filter{{Family: Family, Qualifier: qualSnapshot, Limit: 1}})
+	if err != nil || len(r.Cells) == 0 {
+		return snapshot{}, 0, err
+	}
+	s, err := decodeSnapshot(r.Cells[0].Value)
+	return s, r.Cells[0].TS, err
 }

@@ -24,19 +24,28 @@ import (
 // must not act under (it may Renew it, if the store's expiry has not
 // passed, or Release it).
 func (lk *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
-	if err := checkName(name); err != nil {
+	w, err := lk.newWaiter(name, ttl)
+	if err != nil {
 		return nil, err
 	}
-	if err := checkTTL(ttl); err != nil {
-		return nil, err
-	}
-	w := &waiter{lk: lk, name: name, ttl: ttl, id: rand.Uint64() | 1, grants: map[uint64]time.Time{}}
 	l, err := w.wait(ctx)
 	if err != nil {
 		w.withdraw(ctx)
 		return nil, err
 	}
 	return l, nil
+}
+
+// newWaiter checks an Acquire's arguments and returns its waiter, with no
+// ticket yet.
+func (lk *Locker) newWaiter(name string, ttl time.Duration) (*waiter, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if err := checkTTL(ttl); err != nil {
+		return nil, err
+	}
+	return &waiter{lk: lk, name: name, ttl: ttl, id: rand.Uint64() | 1, grants: map[uint64]time.Time{}}, nil
 }
 
 // waiter is one Acquire call. Not safe for concurrent use.
@@ -52,55 +61,98 @@ type waiter struct {
 	grants map[uint64]time.Time
 }
 
-// wait loops: look at the lock; while it is held, or a lower live ticket
-// waits, keep the ticket and back off; when this waiter is first and the
-// lock free, send a grant.
+// wait looks at the lock until it is this waiter's (a round each, under
+// retry: a pause before every look but the first and but one right after
+// a grant whose outcome is unknown).
 func (w *waiter) wait(ctx context.Context) (*Lease, error) {
-	lk := w.lk
-	fails := 0
-	pause := false
-	for attempt := 0; ; attempt++ {
-		if pause {
-			if err := lk.backoff(ctx, attempt); err != nil {
-				return nil, err
-			}
-		}
-		pause = true
-		if w.my == 0 {
-			if err := w.takeTicket(ctx); err != nil {
-				return nil, err
-			}
-		}
-		sent := time.Now()
-		now, s, err := lk.look(ctx, w.name)
-		if err != nil {
-			if fails++; fails >= attempts || !transient(ctx, err) {
-				return nil, err
-			}
-			continue
-		}
-		fails = 0
-		if h := s.holder; h != nil {
-			if at, ok := w.grants[h.ID]; ok && !h.Released {
-				return lk.lease(w.name, h, at, w.ttl, w.my), nil // a grant whose reply was lost
-			}
-			if !h.Released && h.ExpiryMS > now {
-				w.keepTicket(ctx, s, now)
-				continue // held: wait
-			}
-		}
-		if !w.first(s, now) {
-			w.keepTicket(ctx, s, now)
-			continue
-		}
-		l, known := w.grant(ctx, s, now, sent)
-		if l != nil {
-			return l, nil
-		}
-		// Refused (the row changed since read: look again after a pause),
-		// or outcome unknown (look again at once).
-		pause = known
+	var l *Lease
+	err := retry(ctx, func(n int) error { return w.lk.backoff(ctx, n) }, func() (next, error) {
+		var o outcome
+		var err error
+		l, o, err = w.round(ctx)
+		return o.next(), err
+	})
+	return l, err
+}
+
+// outcome is what one look of a waiter came to.
+type outcome int
+
+const (
+	// granted: its grant applied; the lease.
+	granted outcome = iota
+	// foundGranted: a grant of its own found applied, its reply lost; the
+	// lease, its deadline measured from that grant's send.
+	foundGranted
+	// whileHeld: the lock is held; the waiter keeps its ticket and waits.
+	whileHeld
+	// behind: a lower live ticket waits; the waiter keeps its ticket and
+	// waits.
+	behind
+	// grantRefused: its grant was refused, the row having moved on since
+	// read; it looks again after a pause.
+	grantRefused
+	// grantUnknown: its grant's outcome is unknown; it looks again at once
+	// (the next look tells).
+	grantUnknown
+	// lookFailed: the look failed (the error); it looks again.
+	lookFailed
+	// ticketFailed: taking its ticket failed for good (the error).
+	ticketFailed
+)
+
+func (o outcome) String() string {
+	return [...]string{"granted", "found its grant applied", "held: waits", "behind a lower ticket: waits",
+		"grant refused", "grant outcome unknown", "look failed", "no ticket"}[o]
+}
+
+// next is what the waiter's loop does after o.
+func (o outcome) next() next {
+	switch o {
+	case granted, foundGranted, ticketFailed:
+		return stop
+	case grantUnknown:
+		return atOnce
 	}
+	return again
+}
+
+// round is one look of the waiter: take a ticket if it has none, read
+// the store's clock and the lock's row; a grant of its own found applied
+// is the lease; while the lock is held, or a lower live ticket waits, keep
+// the ticket; when this waiter is first and the lock free, send a grant.
+func (w *waiter) round(ctx context.Context) (*Lease, outcome, error) {
+	if w.my == 0 {
+		if err := w.takeTicket(ctx); err != nil {
+			return nil, ticketFailed, err
+		}
+	}
+	sent := w.lk.local()
+	now, s, err := w.lk.look(ctx, w.name)
+	if err != nil {
+		return nil, lookFailed, err
+	}
+	if h := s.holder; h != nil {
+		if at, ok := w.grants[h.ID]; ok && !h.Released {
+			return w.lk.lease(w.name, h, at, w.ttl, w.my), foundGranted, nil
+		}
+		if !h.Released && h.ExpiryMS > now {
+			w.keepTicket(ctx, s, now)
+			return nil, whileHeld, nil
+		}
+	}
+	if !w.first(s, now) {
+		w.keepTicket(ctx, s, now)
+		return nil, behind, nil
+	}
+	l, known := w.grant(ctx, s, now, sent)
+	switch {
+	case l != nil:
+		return l, granted, nil
+	case known:
+		return nil, grantRefused, nil
+	}
+	return nil, grantUnknown, nil
 }
 
 // first reports whether this waiter holds the lowest live ticket (its
@@ -147,11 +199,13 @@ func (w *waiter) grant(ctx context.Context, s state, now int64, sent time.Time) 
 			pred = append(pred, storage.Selector{Family: Family, Qualifier: ticketQual(t.n), Time: storage.From(t.ts + 1), Limit: 1})
 		}
 	}
-	changed, err := w.lk.store.CheckAndMutate(ctx, row(w.name), pred, nil, muts)
+	// The predicate matches (refused: nothing written) when the row moved
+	// on since s was read.
+	refused, err := w.lk.store.CheckAndMutate(ctx, row(w.name), pred, nil, muts)
 	if err != nil {
 		return nil, false
 	}
-	if changed {
+	if refused {
 		return nil, true
 	}
 	return w.lk.lease(w.name, &h, sent, w.ttl, w.my), true
@@ -169,7 +223,7 @@ func expiry(nowMS int64, ttl time.Duration) int64 {
 // sent at sent.
 func (lk *Locker) lease(name string, h *holder, sent time.Time, ttl time.Duration, ticket uint64) *Lease {
 	return &Lease{Name: name, Holder: h.Holder, Token: h.Token, Expiry: time.UnixMilli(h.ExpiryMS), ID: h.ID,
-		until: lk.deadline(sent, ttl), ttl: ttl, ticket: ticket}
+		until: lk.deadline(sent, ttl), ttl: ttl, ticket: ticket, local: lk.local}
 }
 
 // deadline is when a holder whose lease's expiry a call first sent at

@@ -83,6 +83,10 @@
 //     about twice MaxBackOff a live waiter's ticket expired while it
 //     slept and a later ticket was served first.
 //
+// testdata/leases walks a lock through each of these, one look at a
+// time: renewals, ticket order, a dead and a cancelled waiter, expiry
+// and fencing, a grant whose reply was lost.
+//
 // Why not the bakery over quorum reads and writes: the bakery needs only
 // reads and writes, but every waiter reads every other's cells and one
 // that stops while choosing stops everyone. With a single-row

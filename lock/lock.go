@@ -64,16 +64,15 @@ type Options struct {
 // ticket at half its life, between sleeps of up to a quarter of it.
 const minTicketTTL = 10 * time.Millisecond
 
-// attempts bounds the store calls in a row that fail before a call gives
-// up and returns the last error.
-const attempts = 8
-
 // Locker hands out leases on named locks kept in a store. Safe for
 // concurrent use; any number of Lockers, in any processes, share a store.
 type Locker struct {
 	store storage.Store
 	clock storage.Clock
 	opts  Options
+	// local is this process's monotonic clock, which deadlines are
+	// measured by: time.Now (a test drives its own).
+	local func() time.Time
 }
 
 // New returns a Locker on store, which must have a clock (storage.Clock).
@@ -101,7 +100,7 @@ func New(store storage.Store, opts Options) (*Locker, error) {
 	case opts.TicketTTL < minTicketTTL:
 		return nil, fmt.Errorf("%w: TicketTTL %v (at least %v: a waiter renews its ticket at half its life)", ErrInvalidArgument, opts.TicketTTL, minTicketTTL)
 	}
-	return &Locker{store: store, clock: c, opts: opts}, nil
+	return &Locker{store: store, clock: c, opts: opts, local: time.Now}, nil
 }
 
 // Lease is a holder's right to a lock until Expiry (by the store's
@@ -122,11 +121,20 @@ type Lease struct {
 	ttl   time.Duration
 	// ticket is the waiter's ticket the grant served (0: none known).
 	ticket uint64
+	// local is the monotonic clock of the Locker that made the lease (nil:
+	// time.Now).
+	local func() time.Time
 }
 
 // Valid reports whether the holder may still act under the lease, by its
 // own monotonic clock.
-func (l *Lease) Valid() bool { return time.Now().Before(l.until) }
+func (l *Lease) Valid() bool {
+	now := time.Now
+	if l.local != nil {
+		now = l.local
+	}
+	return now().Before(l.until)
+}
 
 // Deadline is when the holder must stop acting, by its own monotonic
 // clock (Valid is time.Now().Before(Deadline())): a driver bounds a
@@ -254,6 +262,52 @@ func (lk *Locker) look(ctx context.Context, name string) (int64, state, error) {
 	}
 	s, err := lk.read(ctx, name)
 	return now, s, err
+}
+
+// attempts bounds the store calls in a row that fail before a call gives
+// up and returns the last error.
+const attempts = 8
+
+// next is what a round of a retried call asks for.
+type next int
+
+const (
+	stop   next = iota // the call is over: its error (nil: success) is final
+	again              // another round, after the pause
+	atOnce             // another round, without the pause
+)
+
+// retry runs round until it asks to stop, and is the one loop of every
+// call that is sent again: Acquire's looks, a ticket's taking, a holder
+// cell's change, a ticket's withdrawal. A round that returns an error
+// without stopping failed: the loop gives up on the attempts-th failure
+// in a row, or at once when the error is not transient, returning it. A
+// round that did not fail (refused: the row moved on since read; or
+// still waiting) clears the count. Before every round but the first, and
+// unless the round before asked for atOnce, pause (nil: none) sleeps; n
+// counts the rounds from 0.
+func retry(ctx context.Context, pause func(n int) error, round func() (next, error)) error {
+	fails := 0
+	quick := true
+	for n := 0; ; n++ {
+		if !quick && pause != nil {
+			if err := pause(n); err != nil {
+				return err
+			}
+		}
+		nx, err := round()
+		switch {
+		case nx == stop:
+			return err
+		case err != nil:
+			if fails++; fails >= attempts || !transient(ctx, err) {
+				return err
+			}
+		default:
+			fails = 0
+		}
+		quick = nx == atOnce
+	}
 }
 
 // transient reports whether a store call that failed with err may

@@ -39,7 +39,7 @@ func (lk *Locker) Lease(name string, token, id uint64, ttl time.Duration) (*Leas
 	if token == 0 || id == 0 {
 		return nil, fmt.Errorf("%w: token and id are required", ErrInvalidArgument)
 	}
-	return &Lease{Name: name, Holder: lk.opts.Holder, Token: token, ID: id, ttl: ttl}, nil
+	return &Lease{Name: name, Holder: lk.opts.Holder, Token: token, ID: id, ttl: ttl, local: lk.local}, nil
 }
 
 // Status is a lock as Show reads it.

@@ -15,43 +15,40 @@ import (
 // itself); a call whose outcome is unknown is found by the waiter's id in
 // the next read.
 func (w *waiter) takeTicket(ctx context.Context) error {
-	lk := w.lk
-	for fails, tries := 0, 0; ; tries++ {
-		if tries > 0 {
-			if err := lk.backoff(ctx, min(tries, 3)); err != nil {
-				return err
-			}
-		}
-		now, s, err := lk.look(ctx, w.name)
-		if err == nil {
-			for _, t := range s.tickets {
-				if t.t.ID == w.id {
-					w.my = t.n
-					return nil
-				}
-			}
-			n := s.ticketN + 1
-			var changed bool
-			changed, err = lk.store.CheckAndMutate(ctx, row(w.name),
-				storage.Filter{{Family: Family, Qualifier: qualTicket, Time: storage.From(n), Limit: 1}}, nil,
-				[]storage.Mutation{
-					storage.SetCell(Family, qualTicket, n, nil),
-					{Kind: storage.DeleteCells, Family: Family, Qualifier: qualTicket, Time: storage.Before(n)},
-					storage.SetCell(Family, ticketQual(n), 1, w.ticket(now)),
-				})
-			if err == nil && !changed {
-				w.my = n
-				return nil
-			}
-			if err == nil {
-				fails = 0
-				continue // another waiter took n first
-			}
-		}
-		if fails++; fails >= attempts || !transient(ctx, err) {
-			return err
+	return retry(ctx, func(n int) error { return w.lk.backoff(ctx, min(n, 3)) }, func() (next, error) {
+		return w.ticketOnce(ctx)
+	})
+}
+
+// ticketOnce is one round of takeTicket: look, and take the number after
+// the counter's by CAS, unless a ticket with the waiter's id is there.
+func (w *waiter) ticketOnce(ctx context.Context) (next, error) {
+	now, s, err := w.lk.look(ctx, w.name)
+	if err != nil {
+		return again, err
+	}
+	for _, t := range s.tickets {
+		if t.t.ID == w.id {
+			w.my = t.n
+			return stop, nil
 		}
 	}
+	n := s.ticketN + 1
+	refused, err := w.lk.store.CheckAndMutate(ctx, row(w.name),
+		storage.Filter{{Family: Family, Qualifier: qualTicket, Time: storage.From(n), Limit: 1}}, nil,
+		[]storage.Mutation{
+			storage.SetCell(Family, qualTicket, n, nil),
+			{Kind: storage.DeleteCells, Family: Family, Qualifier: qualTicket, Time: storage.Before(n)},
+			storage.SetCell(Family, ticketQual(n), 1, w.ticket(now)),
+		})
+	switch {
+	case err != nil:
+		return again, err
+	case refused: // the predicate matched: another waiter took n first
+		return again, nil
+	}
+	w.my = n
+	return stop, nil
 }
 
 // ticket is the waiter's ticket cell, live for TicketTTL from now.
@@ -110,11 +107,12 @@ func (w *waiter) withdraw(ctx context.Context) {
 		}
 	}
 	for n := range mine {
-		for try := 0; try < attempts; try++ {
+		_ = retry(ctx, nil, func() (next, error) {
 			err := w.lk.store.Mutate(ctx, row(w.name), storage.Mutation{Kind: storage.DeleteCells, Family: Family, Qualifier: ticketQual(n)})
-			if err == nil || !transient(ctx, err) {
-				break
+			if err != nil {
+				return again, err
 			}
-		}
+			return stop, nil
+		})
 	}
 }

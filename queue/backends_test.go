@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -130,9 +131,15 @@ func TestLateEntries(t *testing.T) {
 			consumer := newQueue(t, st, opts)
 			ticker := newQueue(t, st, opts)
 			pusher := newQueue(t, &slow{Store: st, delay: c.delay}, opts)
+			// The goroutines end before the store closes (defers run last
+			// first): an Ack on a closed store would fail the test.
+			var wg sync.WaitGroup
+			defer wg.Wait()
 			stop := make(chan struct{})
 			defer close(stop)
+			wg.Add(2)
 			go func() { // keep the consumer's cursor moving: a fast stream of other items
+				defer wg.Done()
 				for {
 					select {
 					case <-stop:
@@ -146,6 +153,7 @@ func TestLateEntries(t *testing.T) {
 			}()
 			got := make(chan string, 1024)
 			go func() { // the consumer, busy all along: its cursor keeps up with the ticks
+				defer wg.Done()
 				for {
 					select {
 					case <-stop:

@@ -22,6 +22,9 @@ type storeClock struct {
 	clock   storage.Clock
 	drift   float64
 	refresh time.Duration
+	// local is this process's monotonic clock: time.Now (a test drives
+	// its own).
+	local func() time.Time
 
 	mu     sync.Mutex
 	r      int64     // the reading, in store milliseconds
@@ -32,15 +35,15 @@ type storeClock struct {
 // milliseconds.
 func (c *storeClock) bounds(ctx context.Context) (lo, hi int64, err error) {
 	c.mu.Lock()
-	fresh := !c.l1.IsZero() && time.Since(c.l1) < c.refresh
+	fresh := !c.l1.IsZero() && c.local().Sub(c.l1) < c.refresh
 	c.mu.Unlock()
 	if !fresh {
-		l0 := time.Now()
+		l0 := c.local()
 		t, err := c.clock.Now(ctx)
 		if err != nil {
 			return 0, 0, err
 		}
-		l1 := time.Now()
+		l1 := c.local()
 		c.mu.Lock()
 		if c.l1.IsZero() || l1.After(c.l1) {
 			c.r, c.l0, c.l1 = t.UnixMilli(), l0, l1
@@ -49,7 +52,7 @@ func (c *storeClock) bounds(ctx context.Context) (lo, hi int64, err error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
+	now := c.local()
 	lo = c.r + int64(float64(now.Sub(c.l1))*(1-c.drift))/int64(time.Millisecond)
 	hi = c.r + 1 + ceilMS(float64(now.Sub(c.l0))*(1+c.drift))
 	return lo, hi, nil

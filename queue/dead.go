@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -92,64 +91,23 @@ func (q *Queue) Requeue(ctx context.Context, name, id string) error {
 	})
 }
 
-// Stats is a queue's contents as Stats counts them.
-type Stats struct {
-	Depth     int           // items waiting: pushed, nacked or requeued, or with their lease expired
-	InFlight  int           // items under a live lease
-	Dead      int           // dead letters
-	Oldest    time.Duration // age of the oldest item waiting or in flight (by its push)
-	Now       time.Time     // the store's clock when counted
-	Retained  int           // acked items whose mark is still kept (Options.Retention)
-	IndexKeys uint64        // stored keys of the queue's index a full scan visits (storage.Counted)
-}
-
-// Stats counts queue name's items (reading each item's state: an
-// operator's call, not a worker's).
-func (q *Queue) Stats(ctx context.Context, name string) (Stats, error) {
-	if err := CheckName(name); err != nil {
-		return Stats{}, err
+// deadLetter moves an item delivered MaxDeliveries times to the dead
+// letters: the mark first (a listing skips a mark whose item is not
+// dead), then the state. The mark is written at the dead state's epoch,
+// so that a Requeue's deletion of an earlier mark, however late it
+// lands, cannot delete it.
+func (q *Queue) deadLetter(ctx context.Context, name string, e entry, it item) error {
+	// Lazy: the state's durable write covers it. Idempotent: a late copy
+	// landing after a Requeue deleted the mark brings it back, and a
+	// listing skips it while its item is not dead.
+	if err := q.retry(ctx, func() error {
+		return q.mutate(ctx, true, deadRow(name, e.id), storage.SetCell(Family, qualDead, it.epoch+1, nil))
+	}); err != nil {
+		return err
 	}
-	lo, _, err := q.clock.bounds(ctx)
-	if err != nil {
-		return Stats{}, err
+	ok, _, err := q.transition(ctx, name, e.id, it.epoch, &state{St: stDead, Lease: it.st.Lease, Req: newReq(), N: it.st.N}, nil, e.key)
+	if ok {
+		q.metrics.deadLettered.Add(1)
 	}
-	st := Stats{Now: time.UnixMilli(lo)}
-	p := prefix(name) + "i"
-	oldest := ""
-	err = q.store.Scan(ctx, []byte(p), []byte(p+"\xff"), stateFilter, 0, func(r storage.Row) bool {
-		var s state
-		if len(r.Cells) == 0 || json.Unmarshal(r.Cells[0].Value, &s) != nil {
-			return true
-		}
-		id := strings.TrimPrefix(string(r.Key), p)
-		switch {
-		case s.St == stDead:
-			st.Dead++
-			return true
-		case s.St == stAcked:
-			st.Retained++
-			return true
-		case s.St == stVoid: // a push fenced off: no item
-			return true
-		case s.St == stLeased && s.At > lo:
-			st.InFlight++
-		default:
-			st.Depth++
-		}
-		if oldest == "" || id < oldest {
-			oldest = id
-		}
-		return true
-	})
-	if err != nil {
-		return Stats{}, err
-	}
-	if oldest != "" {
-		st.Oldest = st.Now.Sub(PushedAt(oldest))
-	}
-	if q.counted != nil {
-		vp := prefix(name) + "v"
-		st.IndexKeys, err = q.counted.ScanCounted(ctx, []byte(vp), []byte(vp+"\xff"), storage.Filter{{Family: Family, Qualifier: qualEntry, Limit: 1}}, 0, func(storage.Row) bool { return true })
-	}
-	return st, err
+	return err
 }

@@ -118,4 +118,8 @@
 //     if it is not there (or was fenced off: then under a new ID). An
 //     acked item keeps its state for Retention: a PushAgain later than
 //     that pushes it again.
+//
+// testdata/leases walks a queue through its lifecycle one call at a
+// time, with its index entries at each step: push, pop, extend, ack,
+// expiry and redelivery, nack with a delay, the dead letters, requeue.
 package queue

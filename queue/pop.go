@@ -2,11 +2,9 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/seed-992972ee/percolator/storage"
@@ -27,52 +25,23 @@ type Delivery struct {
 	req   uint64 // the request that wrote that state (names its entry)
 	at    int64  // that state's entry time: the lease's expiry (ms)
 	until time.Time
+	local func() time.Time // the Queue's monotonic clock (nil: time.Now)
 }
 
 // Valid reports whether the worker may still act under the lease, by its
 // own monotonic clock: until its Pop (or last Extend) send time + TTL ×
 // (1 − Drift), before the store's clock ends the lease.
-func (d *Delivery) Valid() bool { return time.Now().Before(d.until) }
+func (d *Delivery) Valid() bool {
+	now := time.Now
+	if d.local != nil {
+		now = d.local
+	}
+	return now().Before(d.until)
+}
 
 // LeaseID identifies the delivery's lease (another delivery of the same
 // item has another).
 func (d *Delivery) LeaseID() uint64 { return d.lease }
-
-// cursor is this process's position in a queue's index: entries below it
-// were resolved when this process last looked, or are found by the
-// shared cursor's catch-up.
-type cursor struct {
-	mu       sync.Mutex
-	local    string // entry key to scan from
-	loaded   bool
-	nextTurn time.Time
-}
-
-func (q *Queue) cursorOf(name string) *cursor {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	c := q.cursors[name]
-	if c == nil {
-		c = &cursor{}
-		q.cursors[name] = c
-	}
-	return c
-}
-
-func (c *cursor) get() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.local
-}
-
-func (c *cursor) set(k string) {
-	c.mu.Lock()
-	c.local = k
-	c.mu.Unlock()
-}
-
-// claimTimeout bounds a claim that outlives its Pop's context.
-const claimTimeout = 10 * time.Second
 
 // maxSpread bounds how many of the first entries workers choose among.
 const maxSpread = 16
@@ -153,62 +122,87 @@ func (q *Queue) TryPop(ctx context.Context, name string, ttl time.Duration) (*De
 	// looking; when they were all resolved without a claim, twice as many.
 	batch := min(4+2*int(q.poppers.Load()), maxBatch)
 	for ; ; batch = min(2*batch, maxBatch) {
-		l0 := time.Now()
-		lo, _, err := q.clock.bounds(ctx)
-		if err != nil {
-			return nil, err
-		}
-		start := c.get()
-		end := fmt.Sprintf("%016x", uint64(lo+1))
-		// A look resolves up to end, but its cursor stops recent before
-		// it: entries of the last moment may still be landing (another
-		// process's push, stamped a moment ago). Later ones are found
-		// by the catch-up.
-		settled := fmt.Sprintf("%016x", uint64(max(0, lo+1-recent.Milliseconds())))
-		if start >= end {
-			q.metrics.empty.Add(1)
-			return nil, nil
-		}
-		var es []entry
-		err = q.scan(ctx, entryRow(name, start), entryRow(name, end), batch, func(r storage.Row) bool {
-			if e, ok := parseEntry(name, r); ok {
-				es = append(es, e)
-			}
-			return true
-		})
-		if err != nil {
-			return nil, err
-		}
-		// Workers start at different entries, so that they do not all
-		// claim the same one: as many as this process has looking, more
-		// after claims were lost to other processes. One worker alone
-		// takes them in order.
-		spread := min(max(int(q.poppers.Load()), int(q.spread.Load())), len(es), maxSpread)
-		first := 0
-		if spread > 1 {
-			first = rand.IntN(spread)
-		}
-		resolved := make([]bool, len(es))
-		for j := range es {
-			i := (first + j) % len(es)
-			d, done, err := q.consider(ctx, name, es[i], ttl, lo, l0)
-			if err != nil {
-				return nil, err
-			}
-			resolved[i] = done
-			if d != nil {
-				c.set(max(start, q.after(es, resolved, settled, batch)))
-				q.metrics.pops.Add(1)
-				return d, nil
-			}
-		}
-		next := q.after(es, resolved, settled, batch)
-		c.set(max(start, next))
-		if len(es) < batch || next == start {
-			q.metrics.empty.Add(1)
-			return nil, nil
+		d, more, err := q.look(ctx, name, c, ttl, batch)
+		if d != nil || err != nil || !more {
+			return d, err
 		}
 	}
+}
+
+// look reads up to batch due index entries from the cursor c and
+// considers them, in the order spread gives, until one yields a
+// delivery; it moves c past the entries it resolved. more reports that
+// the batch was full and the cursor moved: due entries may lie beyond.
+func (q *Queue) look(ctx context.Context, name string, c *cursor, ttl time.Duration, batch int) (d *Delivery, more bool, err error) {
+	l0 := q.clock.local()
+	lo, _, err := q.clock.bounds(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	start := c.get()
+	end := fmt.Sprintf("%016x", uint64(lo+1))
+	// A look resolves up to end, but its cursor stops recent before it:
+	// entries of the last moment may still be landing (another process's
+	// push, stamped a moment ago). Later ones are found by the catch-up.
+	settled := fmt.Sprintf("%016x", uint64(max(0, lo+1-recent.Milliseconds())))
+	if start >= end {
+		q.metrics.empty.Add(1)
+		return nil, false, nil
+	}
+	es, err := q.entries(ctx, name, start, end, batch)
+	if err != nil {
+		return nil, false, err
+	}
+	resolved := make([]bool, len(es))
+	for _, i := range q.order(len(es)) {
+		d, done, err := q.consider(ctx, name, es[i], ttl, lo, l0)
+		if err != nil {
+			return nil, false, err
+		}
+		resolved[i] = done
+		if d != nil {
+			c.set(max(start, q.after(es, resolved, settled, batch)))
+			q.metrics.pops.Add(1)
+			return d, false, nil
+		}
+	}
+	next := q.after(es, resolved, settled, batch)
+	c.set(max(start, next))
+	if len(es) < batch || next == start {
+		q.metrics.empty.Add(1)
+		return nil, false, nil
+	}
+	return nil, true, nil
+}
+
+// order is the order a look considers n entries in. Workers start at
+// different entries, so that they do not all claim the same one: as
+// many as this process has looking, more after claims were lost to other
+// processes. One worker alone takes them in order.
+func (q *Queue) order(n int) []int {
+	spread := min(max(int(q.poppers.Load()), int(q.spread.Load())), n, maxSpread)
+	first := 0
+	if spread > 1 {
+		first = rand.IntN(spread)
+	}
+	out := make([]int, n)
+	for j := range out {
+		out[j] = (first + j) % n
+	}
+	return out
+}
+
+// entries reads up to limit index entries of queue name from start
+// (an entry key) up to end.
+func (q *Queue) entries(ctx context.Context, name, start, end string, limit int) ([]entry, error) {
+	var es []entry
+	err := q.scan(ctx, entryRow(name, start), entryRow(name, end), limit, func(r storage.Row) bool {
+		if e, ok := parseEntry(name, r); ok {
+			es = append(es, e)
+		}
+		return true
+	})
+	return es, err
 }
 
 // after returns where the next look starts: at the first entry of es not
@@ -234,201 +228,4 @@ func (q *Queue) scan(ctx context.Context, start, end []byte, limit int, fn func(
 		return err
 	}
 	return q.store.Scan(ctx, start, end, f, limit, fn)
-}
-
-// consider acts on one due index entry: it claims the item it names if
-// the entry is the item's current one and the item is available, moves
-// it to the dead letters, removes an acked (or void) item whose
-// retention ended, or deletes the entry when it is stale. done reports
-// the entry resolved (a pending one, written for a state change not yet
-// applied, is not, until it is fenced off).
-func (q *Queue) consider(ctx context.Context, name string, e entry, ttl time.Duration, lo int64, l0 time.Time) (d *Delivery, done bool, err error) {
-	it, class, err := q.resolve(ctx, name, e, lo, true)
-	switch {
-	case err != nil:
-		return nil, false, err
-	case class == stale:
-		return nil, true, q.deleteEntry(ctx, name, e.key)
-	case class == pending:
-		return nil, false, nil
-	}
-	switch it.st.St {
-	case stAcked, stVoid: // its retention is over: the item goes
-		return nil, true, q.remove(ctx, name, e, it)
-	case stReady, stLeased: // due: available (a lease's entry is due when it expired)
-	default:
-		return nil, true, q.deleteEntry(ctx, name, e.key)
-	}
-	// A claim once sent is seen through even if ctx ends, so that a
-	// cancelled Pop does not leave an item leased to no one.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-	defer cancel()
-	if it.st.N >= q.opts.MaxDeliveries {
-		return nil, true, q.deadLetter(cctx, name, e, it)
-	}
-	lease := newReq()
-	next := state{St: stLeased, Lease: lease, Req: lease, N: it.st.N + 1}
-	ok, _, err := q.transition(cctx, name, e.id, it.epoch, &next, func(_, hi int64) int64 { return hi + ceilMS(float64(ttl)) }, e.key)
-	if err != nil {
-		return nil, false, err
-	}
-	if !ok {
-		q.metrics.conflicts.Add(1)
-		if sp := q.spread.Load(); sp < maxSpread {
-			q.spread.CompareAndSwap(sp, 2*sp)
-		}
-		return nil, true, nil
-	}
-	if sp := q.spread.Load(); sp > 1 {
-		q.spread.CompareAndSwap(sp, sp-1)
-	}
-	// The lease's deadline is measured from l0, before the clock
-	// reading its expiry was stamped from.
-	d = &Delivery{Queue: name, ID: e.id, Body: it.body, Deliveries: next.N, PushedAt: PushedAt(e.id),
-		Expiry: time.UnixMilli(next.At), lease: lease, epoch: it.epoch + 1, req: next.Req, at: next.At,
-		until: l0.Add(time.Duration(float64(ttl) * (1 - q.opts.Drift)))}
-	return d, true, nil
-}
-
-// remove deletes an acked or void item whose entry e (current) is due,
-// then the entry. Conditioned on the item's epoch, the deletion applies
-// at most once, and a late copy changes nothing once the row is gone or
-// changed.
-func (q *Queue) remove(ctx context.Context, name string, e entry, it item) error {
-	err := q.retry(ctx, func() error {
-		_, err := q.store.CheckAndMutate(ctx, itemRow(name, e.id),
-			storage.Filter{{Family: Family, Qualifier: qualState, Time: storage.At(it.epoch), Limit: 1}},
-			[]storage.Mutation{
-				{Kind: storage.DeleteCells, Family: Family, Qualifier: qualState},
-				{Kind: storage.DeleteCells, Family: Family, Qualifier: qualBody},
-			}, nil)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return q.deleteEntry(ctx, name, e.key)
-}
-
-// deadLetter moves an item delivered MaxDeliveries times to the dead
-// letters: the mark first (a listing skips a mark whose item is not
-// dead), then the state. The mark is written at the dead state's epoch,
-// so that a Requeue's deletion of an earlier mark, however late it
-// lands, cannot delete it.
-func (q *Queue) deadLetter(ctx context.Context, name string, e entry, it item) error {
-	// Lazy: the state's durable write covers it. Idempotent: a late copy
-	// landing after a Requeue deleted the mark brings it back, and a
-	// listing skips it while its item is not dead.
-	if err := q.retry(ctx, func() error {
-		return q.mutate(ctx, true, deadRow(name, e.id), storage.SetCell(Family, qualDead, it.epoch+1, nil))
-	}); err != nil {
-		return err
-	}
-	ok, _, err := q.transition(ctx, name, e.id, it.epoch, &state{St: stDead, Lease: it.st.Lease, Req: newReq(), N: it.st.N}, nil, e.key)
-	if ok {
-		q.metrics.deadLettered.Add(1)
-	}
-	return err
-}
-
-// sharedCursor is the cursor row's value: every index entry below Key
-// was resolved, as judged at store time At.
-type sharedCursor struct {
-	Key string `json:"key"`
-	At  int64  `json:"at"`
-}
-
-// catchUpBatch bounds the entries one catch-up reads.
-const catchUpBatch = 1024
-
-// turn keeps the shared cursor: a process reads it when it starts and
-// every CatchUp/2, and when no process has advanced it for CatchUp, this
-// one does (by CheckAndMutate on its version, so one at a time): it reads
-// the entries from it up to twice Grace before the store's time, deletes
-// the stale ones and fences off the pending ones (so that they become
-// stale), and stops at the first item's current entry, which this
-// process then looks at next. An entry written late, behind the
-// processes' own cursors, is found so within Grace + CatchUp. The
-// cursor's advance is conditioned on its version, so a late copy of it
-// changes nothing once another advanced it.
-func (q *Queue) turn(ctx context.Context, name string, c *cursor) error {
-	c.mu.Lock()
-	due := !c.loaded || !time.Now().Before(c.nextTurn)
-	c.mu.Unlock()
-	if !due {
-		return nil
-	}
-	r, err := q.store.ReadRow(ctx, cursorRow(name), storage.Filter{{Family: Family, Qualifier: qualCursor, Limit: 1}})
-	if err != nil {
-		return err
-	}
-	var p sharedCursor
-	var version uint64
-	if len(r.Cells) > 0 {
-		if json.Unmarshal(r.Cells[0].Value, &p) != nil {
-			return fmt.Errorf("queue %s: corrupt cursor", name)
-		}
-		version = r.Cells[0].TS
-	}
-	c.mu.Lock()
-	if !c.loaded || p.Key > c.local {
-		c.local, c.loaded = p.Key, true
-	}
-	c.nextTurn = time.Now().Add(q.opts.CatchUp/2 + rand.N(q.opts.CatchUp/4+1))
-	c.mu.Unlock()
-	lo, _, err := q.clock.bounds(ctx)
-	if err != nil {
-		return err
-	}
-	if p.At+q.opts.CatchUp.Milliseconds() > lo {
-		return nil
-	}
-	end := fmt.Sprintf("%016x", uint64(max(0, lo-2*q.opts.Grace.Milliseconds())))
-	if p.Key >= end {
-		return nil
-	}
-	var es []entry
-	err = q.scan(ctx, entryRow(name, p.Key), entryRow(name, end), catchUpBatch, func(r storage.Row) bool {
-		if e, ok := parseEntry(name, r); ok {
-			es = append(es, e)
-		}
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	next := end
-	if len(es) == catchUpBatch {
-		next = es[len(es)-1].key + "\x00"
-	}
-	for _, e := range es {
-		_, class, err := q.resolve(ctx, name, e, lo, false)
-		if err != nil {
-			return err
-		}
-		if class == stale {
-			if err := q.deleteEntry(ctx, name, e.key); err != nil {
-				return err
-			}
-			continue
-		}
-		next = e.key // the item's current entry, or one that could not be fenced off yet: the cursor stops here
-		break
-	}
-	b, _ := json.Marshal(sharedCursor{Key: next, At: lo})
-	lost, err := q.store.CheckAndMutate(ctx, cursorRow(name),
-		storage.Filter{{Family: Family, Qualifier: qualCursor, Time: storage.From(version + 1), Limit: 1}}, nil,
-		[]storage.Mutation{
-			storage.SetCell(Family, qualCursor, version+1, b),
-			{Kind: storage.DeleteCells, Family: Family, Qualifier: qualCursor, Time: storage.Before(version + 1)},
-		})
-	if err != nil || lost {
-		return nil // another process advanced it first (or the next turn will)
-	}
-	c.mu.Lock()
-	if next < c.local {
-		c.local = next // an entry this process's cursor passed while it was written
-	}
-	c.mu.Unlock()
-	return nil
 }

@@ -106,7 +106,7 @@ func (q *Queue) Extend(ctx context.Context, d *Delivery, ttl time.Duration) erro
 	if err := checkTTL(ttl); err != nil {
 		return err
 	}
-	sent := time.Now()
+	sent := q.clock.local()
 	next := state{St: stLeased, Lease: d.lease, Req: newReq(), N: d.Deliveries}
 	ok, _, err := q.underLease(ctx, d, &next, func(_, hi int64) int64 { return hi + ceilMS(float64(ttl)) })
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
-	"github.com/seed-992972ee/percolator/storage/storagetest"
+	"github.com/seed-992972ee/percolator/storage/shared"
 )
 
 func init() {
@@ -26,38 +26,38 @@ func init() {
 
 // countStore counts the store calls made through it.
 type countStore struct {
-	storagetest.SharedStore
+	shared.Store
 	n *atomic.Int64
 }
 
 func (c countStore) ReadRow(ctx context.Context, row []byte, f storage.Filter) (storage.Row, error) {
 	c.n.Add(1)
-	return c.SharedStore.ReadRow(ctx, row, f)
+	return c.Store.ReadRow(ctx, row, f)
 }
 
 func (c countStore) Scan(ctx context.Context, s, e []byte, f storage.Filter, limit int, fn func(storage.Row) bool) error {
 	c.n.Add(1)
-	return c.SharedStore.Scan(ctx, s, e, f, limit, fn)
+	return c.Store.Scan(ctx, s, e, f, limit, fn)
 }
 
 func (c countStore) Mutate(ctx context.Context, row []byte, m ...storage.Mutation) error {
 	c.n.Add(1)
-	return c.SharedStore.Mutate(ctx, row, m...)
+	return c.Store.Mutate(ctx, row, m...)
 }
 
 func (c countStore) CheckAndMutate(ctx context.Context, row []byte, p storage.Filter, t, f []storage.Mutation) (bool, error) {
 	c.n.Add(1)
-	return c.SharedStore.CheckAndMutate(ctx, row, p, t, f)
+	return c.Store.CheckAndMutate(ctx, row, p, t, f)
 }
 
 func (c countStore) Increment(ctx context.Context, row []byte, fam, q string, d int64) (int64, error) {
 	c.n.Add(1)
-	return c.SharedStore.Increment(ctx, row, fam, q, d)
+	return c.Store.Increment(ctx, row, fam, q, d)
 }
 
 func (c countStore) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
 	c.n.Add(1)
-	return c.SharedStore.MutateRows(ctx, rows)
+	return c.Store.MutateRows(ctx, rows)
 }
 
 // graphRun is one measured configuration.
@@ -91,7 +91,7 @@ func benchGraph(ctx context.Context, cfg benchConfig, w io.Writer) error {
 		return err
 	}
 	defer alloc.Close()
-	cdb, err := percolator.Open(ctx, percolator.Options{Store: countStore{storagetest.SharedStore{Store: mem}, &txnCalls}, Oracle: oracle.NewClient(alloc)})
+	cdb, err := percolator.Open(ctx, percolator.Options{Store: countStore{shared.Store{Store: mem}, &txnCalls}, Oracle: oracle.NewClient(alloc)})
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ var graphLabels atomic.Int64
 func measureGraph(ctx context.Context, cfg benchConfig, db, cdb *percolator.DB, txnCalls *atomic.Int64, c graph.Consistency, edges int) (graphRun, error) {
 	var calls atomic.Int64
 	// The graph's own cells: the store behind the DB's user view, counted.
-	store := storage.Store(countStore{storagetest.SharedStore{Store: userstore.Raw(db.Store())}, &calls})
+	store := storage.Store(countStore{shared.Store{Store: userstore.Raw(db.Store())}, &calls})
 	g := graph.New(store, graph.Options{DB: db, MaxBackOff: 20 * time.Millisecond, MaxRetries: 50})
 	label := graph.Label{
 		Name:        fmt.Sprintf("bench%d", graphLabels.Add(1)),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -130,6 +131,7 @@ func decodeRow(row string, cells []storage.Cell, full bool) dumpedRow {
 		ts  uint64
 	}
 	r := dumpedRow{Row: displayPath(row), Cells: []dumpedCell{}}
+	f := cellFormat(full)
 	idx := map[key]int{}
 	for _, c := range cells {
 		k := key{c.Qualifier, c.TS}
@@ -140,7 +142,7 @@ func decodeRow(row string, cells []storage.Cell, full bool) dumpedRow {
 			r.Cells = append(r.Cells, dumpedCell{Column: displayText(c.Qualifier), TS: c.TS})
 		}
 		d := &r.Cells[i]
-		v := formatCell(c, full)
+		v := f.Format(c.Family, c.Qualifier, c.Value)
 		switch c.Family {
 		case txn.FamilyData:
 			d.Data = v
@@ -154,54 +156,25 @@ func decodeRow(row string, cells []storage.Cell, full bool) dumpedRow {
 		if c := strings.Compare(a.Column, b.Column); c != 0 {
 			return c
 		}
-		return -cmpUint(a.TS, b.TS)
+		return -cmp.Compare(a.TS, b.TS)
 	})
 	return r
 }
 
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// cellFormat is how dump renders a protocol cell (txn's rendering, as the
+// scenarios show it): values decoded by formatValue, the primary's row
+// and column escaped as rows and columns print.
+func cellFormat(full bool) txn.CellFormat {
+	return txn.CellFormat{
+		Value:  func(col string, v []byte) string { return formatValue(col, v, full) },
+		Row:    displayPath,
+		Column: displayText,
 	}
-	return 0
 }
 
-// formatCell decodes one cell: a lock or a write record, or a value (of
-// the index's binary columns, an ack's timestamp, or quoted bytes).
-func formatCell(c storage.Cell, full bool) string {
-	switch c.Family {
-	case txn.FamilyLock:
-		l, err := txn.DecodeLock(c.Value)
-		if err != nil {
-			return "<corrupt lock>"
-		}
-		s := fmt.Sprintf("%s primary=%s/%s owner=%s", l.Op, displayPath(string(l.PrimaryRow)), displayText(l.PrimaryCol), l.Owner)
-		if l.Inline {
-			s += " value=" + formatValue(c.Qualifier, l.Value, full)
-		}
-		return s
-	case txn.FamilyWrite:
-		wr, err := txn.DecodeWrite(c.Value)
-		if err != nil {
-			return "<corrupt write>"
-		}
-		if wr.Op == txn.OpRollback {
-			return "rollback"
-		}
-		s := fmt.Sprintf("%s data@%d", wr.Op, wr.StartTS)
-		if wr.Inline {
-			s += " value=" + formatValue(c.Qualifier, wr.Value, full)
-		}
-		return s
-	}
-	return formatValue(c.Qualifier, c.Value, full)
-}
-
-// formatValue decodes the value of column col, cut to shortValue bytes
-// unless full.
+// formatValue decodes the value of column col (one of the index's binary
+// columns, an ack's timestamp, or else quoted bytes), cut to shortValue
+// bytes unless full.
 func formatValue(col string, v []byte, full bool) string {
 	s, ok := docindex.FormatValue(col, v)
 	switch {

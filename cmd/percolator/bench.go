@@ -20,6 +20,7 @@ import (
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
+	"github.com/seed-992972ee/percolator/workload"
 )
 
 // percolator bench prints the performance figures, each measured
@@ -398,15 +399,14 @@ func benchBank(ctx context.Context, cfg benchConfig, w io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	bc := bankConfig{tg: target{dir: dir}, accounts: 1000, workers: 64, readers: 2, duration: cfg.bankDur, initial: 100, quiet: true}
-	res, err := bank(ctx, db, bc, io.Discard, io.Discard)
+	res, err := workload.RunBank(ctx, db, workload.BankOptions{Accounts: 1000, Workers: 64, Readers: 2, Duration: cfg.bankDur, Initial: 100})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "bank:    %.0f txn/s (1,000 accounts, 64 workers, durable); %d conflicts, %d snapshots, %d wrong (no target; wrong must be 0: %s)\n",
-		res.txnPerSec(), res.conflicts, res.snapshots, res.bad, cfg.targets.mark(res.bad == 0))
-	if res.bad > 0 {
-		return fmt.Errorf("%w: %d wrong snapshots", errFailed, res.bad)
+		res.TxnPerSec(), res.Conflicts, res.Snapshots, res.Wrong, cfg.targets.mark(res.Wrong == 0))
+	if res.Wrong > 0 {
+		return fmt.Errorf("%w: %d wrong snapshots", errFailed, res.Wrong)
 	}
 	return nil
 }

@@ -2,11 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"regexp"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/docindex"
@@ -37,36 +33,23 @@ func TestProgressPlainLines(t *testing.T) {
 	}
 }
 
-// TestObserverProgress: a reading of the observers' progress shows the
-// notifications left and the run rate, and publishes them.
-func TestObserverProgress(t *testing.T) {
-	ctx := context.Background()
+// TestIndexReportProgress: the index job's progress is shown (the
+// observers' line, done of total) and published with the observers'
+// status.
+func TestIndexReportProgress(t *testing.T) {
 	dir := t.TempDir()
-	db, err := percolator.Open(ctx, percolator.Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := docindex.Register(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	files := map[string][]byte{"a.txt": []byte("a"), "b.txt": []byte("b"), "c.txt": []byte("c")}
-	if _, err := docindex.Sync(ctx, db, docindex.MemFiles(files), nil, docindex.SyncOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	before, err := db.ObserverStatus(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var b bytes.Buffer
 	pub := startPublishing(dir, []string{"index", "test"})
-	pollObservers(ctx, db, before, time.Now().Add(-time.Second), newProgress(&b, false), pub)
+	rep := &indexReport{tg: &target{dir: dir}, pub: pub, prog: newProgress(&b, false), out: &b}
+	line := "observers: 3 notifications left, 0 runs/s"
+	rep.Start(docindex.PhaseObservers)
+	rep.Progress(docindex.JobProgress{Phase: docindex.PhaseObservers, Done: 0, Total: 3, Label: line, Words: line, Observers: &percolator.ObserverStatus{}})
 	pub.finish(nil)
-	if !regexp.MustCompile(`^observers: 3 notifications left, 0 runs/s: 0/3\n$`).MatchString(b.String()) {
-		t.Fatalf("progress %q", b.String())
+	if got := b.String(); got != line+": 0/3\n" {
+		t.Fatalf("progress %q", got)
 	}
 	p, err := readPublished(dir)
-	if err != nil || p.Observers == nil || !strings.Contains(p.Progress, "3 notifications left") || !p.Finished {
+	if err != nil || p.Observers == nil || p.Progress != line || !p.Finished {
 		t.Fatalf("published %+v, %v", p, err)
 	}
 }

@@ -356,12 +356,12 @@ func graphLoad(ctx context.Context, g *graph.Graph, l graph.Label, explicit bool
 					errc <- fmt.Errorf("%s -> %s: %w", e.src, e.tgt, err)
 					return
 				}
-				prog.show("loading edges", done.Add(1), int64(len(edges)))
+				prog.Show("loading edges", done.Add(1), int64(len(edges)))
 			}
 		}()
 	}
 	wg.Wait()
-	prog.end()
+	prog.End()
 	close(errc)
 	if err := <-errc; err != nil {
 		return err

@@ -148,12 +148,12 @@ type indexReport struct {
 func (r *indexReport) Start(phase string) {
 	r.pub.set(func(p *published) { p.Phase, p.Progress = phase, "" })
 	if phase == docindex.PhaseCounting || phase == docindex.PhaseVerifying {
-		r.prog.begin(phase)
+		r.prog.Begin(phase)
 	}
 }
 
 func (r *indexReport) Progress(p docindex.JobProgress) {
-	r.prog.show(p.Label, p.Done, p.Total)
+	r.prog.Show(p.Label, p.Done, p.Total)
 	r.pub.set(func(pb *published) {
 		pb.Progress = p.Words
 		if p.Observers != nil {
@@ -163,7 +163,7 @@ func (r *indexReport) Progress(p docindex.JobProgress) {
 }
 
 func (r *indexReport) End(phase string, sum docindex.JobSummary, err error) {
-	r.prog.end()
+	r.prog.End()
 	if phase == docindex.PhaseLoading {
 		r.bad = []badJSON{}
 		for _, b := range sum.Bad {

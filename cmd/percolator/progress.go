@@ -40,8 +40,8 @@ func newProgress(w io.Writer, quiet bool) *progress {
 	return &progress{w: w, tty: isTerminal(w), quiet: quiet}
 }
 
-// show reports done of total (total may grow) with a description.
-func (p *progress) show(desc string, done, total int64) {
+// Show reports done of total (total may grow) with a description.
+func (p *progress) Show(desc string, done, total int64) {
 	if p.quiet {
 		return
 	}
@@ -65,9 +65,9 @@ func (p *progress) show(desc string, done, total int64) {
 	_ = p.bar.Set64(done)
 }
 
-// begin announces a phase whose length is unknown: a spinner on a
+// Begin announces a phase whose length is unknown: a spinner on a
 // terminal, one plain line otherwise.
-func (p *progress) begin(desc string) {
+func (p *progress) Begin(desc string) {
 	if p.quiet {
 		return
 	}
@@ -82,8 +82,8 @@ func (p *progress) begin(desc string) {
 	_ = p.bar.Add(1)
 }
 
-// end closes the phase's bar.
-func (p *progress) end() {
+// End closes the phase's bar.
+func (p *progress) End() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.bar != nil {

@@ -17,17 +17,17 @@ func TestProgressPlainLines(t *testing.T) {
 		t.Fatal("a buffer is not a terminal")
 	}
 	for i := range 100 {
-		p.show("loading", int64(i), 100)
+		p.Show("loading", int64(i), 100)
 	}
-	p.end()
-	p.show("observers: 5 notifications left, 10 runs/s", 3, 8)
+	p.End()
+	p.Show("observers: 5 notifications left, 10 runs/s", 3, 8)
 	if got, want := b.String(), "loading: 0/100\nobservers: 5 notifications left, 10 runs/s: 3/8\n"; got != want {
 		t.Fatalf("plain progress %q, want %q", got, want)
 	}
 	b.Reset()
 	q := newProgress(&b, true)
-	q.show("loading", 1, 2)
-	q.end()
+	q.Show("loading", 1, 2)
+	q.End()
 	if b.Len() != 0 {
 		t.Fatalf("quiet progress printed %q", b.String())
 	}

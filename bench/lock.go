@@ -1,9 +1,7 @@
-package main
+package bench
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -14,10 +12,6 @@ import (
 	"github.com/seed-992972ee/percolator/lock"
 	"github.com/seed-992972ee/percolator/storage"
 )
-
-func init() {
-	benchSteps = append(benchSteps, benchStep{"lock", benchLock, false})
-}
 
 // spinLock is the baseline: a plain compare-and-set spin lock on one cell
 // (no lease, no token, no fairness, no clock).
@@ -44,11 +38,11 @@ func (s spinLock) release(ctx context.Context) error {
 	return s.st.Mutate(ctx, s.row, storage.Mutation{Kind: storage.DeleteCells, Family: "spin", Qualifier: "h"})
 }
 
-// benchLock: uncontended acquire+release latency and contended throughput
+// lockFigure: uncontended acquire+release latency and contended throughput
 // (32 contenders) of lock.Locker against a plain CAS spin lock on the
 // same embedded store, side by side.
-func benchLock(ctx context.Context, cfg benchConfig, w io.Writer) error {
-	db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(cfg.dir, "lock")})
+func lockFigure(ctx context.Context, b *runner, r *Report) error {
+	db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(b.opts.Dir, "lock")})
 	if err != nil {
 		return err
 	}
@@ -76,7 +70,7 @@ func benchLock(ctx context.Context, cfg benchConfig, w io.Writer) error {
 	}
 	lat := func(op func() error) (time.Duration, error) {
 		var ds []time.Duration
-		end := time.Now().Add(cfg.duration / 4)
+		end := time.Now().Add(b.opts.Duration / 4)
 		for time.Now().Before(end) {
 			s := time.Now()
 			if err := op(); err != nil {
@@ -92,7 +86,7 @@ func benchLock(ctx context.Context, cfg benchConfig, w io.Writer) error {
 		var wg sync.WaitGroup
 		var first error
 		var mu sync.Mutex
-		end := time.Now().Add(cfg.duration / 4)
+		end := time.Now().Add(b.opts.Duration / 4)
 		for range 32 {
 			wg.Add(1)
 			go func() {
@@ -109,7 +103,7 @@ func benchLock(ctx context.Context, cfg benchConfig, w io.Writer) error {
 			}()
 		}
 		wg.Wait()
-		return float64(n.Load()) / (cfg.duration / 4).Seconds(), first
+		return float64(n.Load()) / (b.opts.Duration / 4).Seconds(), first
 	}
 	lockLat, err := lat(leaseOp("bench-uncontended"))
 	if err != nil {
@@ -127,9 +121,9 @@ func benchLock(ctx context.Context, cfg benchConfig, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "lock:    uncontended acquire+release p50 %s (lease, token, ticket, store clock) vs %s (plain CAS spin lock): %.1fx the latency\n",
+	r.printf("lock:    uncontended acquire+release p50 %s (lease, token, ticket, store clock) vs %s (plain CAS spin lock): %.1fx the latency",
 		lockLat.Round(time.Microsecond), spinLat.Round(time.Microsecond), float64(lockLat)/float64(spinLat))
-	fmt.Fprintf(w, "lock:    32 contenders: %.0f vs %.0f acquisitions/s: ratio %.2fx (the spin lock has no fairness, no expiry and no token)\n",
+	r.printf("lock:    32 contenders: %.0f vs %.0f acquisitions/s: ratio %.2fx (the spin lock has no fairness, no expiry and no token)",
 		lockN, spinN, lockN/spinN)
 	return nil
 }

@@ -1,9 +1,8 @@
-package main
+package bench
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -19,10 +18,6 @@ import (
 	"github.com/seed-992972ee/percolator/storage/memory"
 	"github.com/seed-992972ee/percolator/storage/shared"
 )
-
-func init() {
-	benchSteps = append(benchSteps, benchStep{"graph", benchGraph, false})
-}
 
 // countStore counts the store calls made through it.
 type countStore struct {
@@ -70,69 +65,69 @@ type graphRun struct {
 	callsCountedOff string
 }
 
-// benchGraph: the graph's strong (S2Graph's protocol), weak and txn
+// graphFigure: the graph's strong (S2Graph's protocol), weak and txn
 // labels on the embedded store, under contention (the writers on 10
 // edges) and without (on 1,000,000): mutations/s, p50/p99 latency,
 // retries, and store calls per mutation.
-func benchGraph(ctx context.Context, cfg benchConfig, w io.Writer) error {
-	db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(cfg.dir, "graph")})
+func graphFigure(ctx context.Context, b *runner, r *Report) error {
+	db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(b.opts.Dir, "graph")})
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	// Store calls of txn mutations are counted on a second DB, on a
-	// counted shared memory store (the embedded store's calls cannot be
-	// counted without losing its lock index).
 	var txnCalls atomic.Int64
-	mem := memory.New()
-	defer mem.Close()
-	alloc, err := oracle.OpenAllocator("", oracle.AllocatorOptions{})
+	cdb, closeCounted, err := openCountedDB(ctx, &txnCalls)
 	if err != nil {
 		return err
 	}
-	defer alloc.Close()
-	cdb, err := percolator.Open(ctx, percolator.Options{Store: countStore{shared.Store{Store: mem}, &txnCalls}, Oracle: oracle.NewClient(alloc)})
-	if err != nil {
-		return err
-	}
-	defer cdb.Close()
-	fmt.Fprintf(w, "graph: %d writers, %s per run; store calls of txn counted on a shared memory store\n", cfg.writers, cfg.duration)
-	fmt.Fprintf(w, "graph: %-12s %-11s %10s %10s %10s %9s %12s\n", "edges", "label", "mut/s", "p50", "p99", "retries", "calls/mut")
-	var strongFree, weakFree, strongHot, txnHot float64
+	defer closeCounted()
+	r.printf("graph: %d writers, %s per run; store calls of txn counted on a shared memory store", b.opts.Writers, b.opts.Duration)
+	r.printf("graph: %-12s %-11s %10s %10s %10s %9s %12s", "edges", "label", "mut/s", "p50", "p99", "retries", "calls/mut")
+	rates := map[string]float64{}
 	for _, edges := range []int{10, 1_000_000} {
 		for _, c := range []graph.Consistency{graph.Strong, graph.Weak, graph.Txn} {
-			r, err := measureGraph(ctx, cfg, db, cdb, &txnCalls, c, edges)
+			m, err := b.measureGraph(ctx, db, cdb, &txnCalls, c, edges)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "graph: %-12d %-11s %10.0f %10s %10s %9d %12.2f\n", edges, c, r.rate, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.retries, r.callsPerMut)
-			switch {
-			case edges == 10 && c == graph.Strong:
-				strongHot = r.rate
-			case edges == 10 && c == graph.Txn:
-				txnHot = r.rate
-			case edges > 10 && c == graph.Strong:
-				strongFree = r.rate
-			case edges > 10 && c == graph.Weak:
-				weakFree = r.rate
-			}
+			r.printf("graph: %-12d %-11s %10.0f %10s %10s %9d %12.2f", edges, c, m.rate, m.p50.Round(time.Microsecond), m.p99.Round(time.Microsecond), m.retries, m.callsPerMut)
+			rates[fmt.Sprint(edges, c)] = m.rate
 		}
 	}
-	fmt.Fprintf(w, "graph: strong vs weak without contention: %.2fx (target >= 0.5x: %s)\n", strongFree/weakFree, cfg.targets.mark(strongFree/weakFree >= 0.5))
-	fmt.Fprintf(w, "graph: txn vs strong under contention: %.2fx (target >= 1x: %s)\n", txnHot/strongHot, cfg.targets.mark(txnHot >= strongHot))
+	strongFree, weakFree := rates[fmt.Sprint(1_000_000, graph.Strong)], rates[fmt.Sprint(1_000_000, graph.Weak)]
+	strongHot, txnHot := rates[fmt.Sprint(10, graph.Strong)], rates[fmt.Sprint(10, graph.Txn)]
+	r.printf("graph: strong vs weak without contention: %.2fx (target >= 0.5x: %s)", strongFree/weakFree, r.mark("graph strong >= 0.5x weak without contention", strongFree/weakFree >= 0.5))
+	r.printf("graph: txn vs strong under contention: %.2fx (target >= 1x: %s)", txnHot/strongHot, r.mark("graph txn >= strong under contention", txnHot >= strongHot))
 	return nil
 }
 
-var graphLabels atomic.Int64
+// openCountedDB opens the DB on which the store calls of txn mutations
+// are counted (into calls): a shared memory store, counted (the embedded
+// store's calls cannot be counted without losing its lock index).
+func openCountedDB(ctx context.Context, calls *atomic.Int64) (*percolator.DB, func(), error) {
+	mem := memory.New()
+	alloc, err := oracle.OpenAllocator("", oracle.AllocatorOptions{})
+	if err != nil {
+		_ = mem.Close()
+		return nil, nil, err
+	}
+	cdb, err := percolator.Open(ctx, percolator.Options{Store: countStore{shared.Store{Store: mem}, calls}, Oracle: oracle.NewClient(alloc)})
+	if err != nil {
+		_ = alloc.Close()
+		_ = mem.Close()
+		return nil, nil, err
+	}
+	return cdb, func() { _ = cdb.Close(); _ = alloc.Close(); _ = mem.Close() }, nil
+}
 
 // measureGraph measures one label of consistency c on edges edges.
-func measureGraph(ctx context.Context, cfg benchConfig, db, cdb *percolator.DB, txnCalls *atomic.Int64, c graph.Consistency, edges int) (graphRun, error) {
+func (b *runner) measureGraph(ctx context.Context, db, cdb *percolator.DB, txnCalls *atomic.Int64, c graph.Consistency, edges int) (graphRun, error) {
 	var calls atomic.Int64
 	// The graph's own cells: the store behind the DB's user view, counted.
 	store := storage.Store(countStore{shared.Store{Store: userstore.Raw(db.Store())}, &calls})
 	g := graph.New(store, graph.Options{DB: db, MaxBackOff: 20 * time.Millisecond, MaxRetries: 50})
 	label := graph.Label{
-		Name:        fmt.Sprintf("bench%d", graphLabels.Add(1)),
+		Name:        fmt.Sprintf("bench%d", b.labels.Add(1)),
 		Props:       map[string]graph.Type{"rating": graph.Float},
 		Indexes:     []graph.Index{{Name: "by_rating", Props: []string{"rating"}}},
 		Consistency: c,
@@ -152,10 +147,10 @@ func measureGraph(ctx context.Context, cfg benchConfig, db, cdb *percolator.DB, 
 		mu   sync.Mutex
 		lats []time.Duration
 		wg   sync.WaitGroup
-		errs = make(chan error, cfg.writers)
+		errs = make(chan error, b.opts.Writers)
 	)
-	deadline := time.Now().Add(cfg.duration)
-	for i := range cfg.writers {
+	deadline := time.Now().Add(b.opts.Duration)
+	for i := range b.opts.Writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -180,7 +175,7 @@ func measureGraph(ctx context.Context, cfg benchConfig, db, cdb *percolator.DB, 
 		return graphRun{}, err
 	}
 	slices.Sort(lats)
-	r := graphRun{mutations: len(lats), rate: float64(len(lats)) / cfg.duration.Seconds()}
+	r := graphRun{mutations: len(lats), rate: float64(len(lats)) / b.opts.Duration.Seconds()}
 	if len(lats) > 0 {
 		r.p50, r.p99 = lats[len(lats)/2], lats[len(lats)*99/100]
 	}

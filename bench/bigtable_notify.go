@@ -1,20 +1,15 @@
-package main
+package bench
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
-
-func init() {
-	bigtableSteps = append(bigtableSteps, benchStep{"notify", benchBigtableNotify, false})
-}
 
 // sameRowStore is a Bigtable store that claims locality groups it does not
 // have: the notifications stay in the data rows (the layout of a store
@@ -29,29 +24,29 @@ func (sameRowStore) SharedRows() bool { return false }
 // passes, whatever its filter, so the second reads the data too. A table
 // of rows with data, a trickle of changes to an observed column of a few
 // of them, one scanner draining: cells visited per notification found.
-func benchBigtableNotify(ctx context.Context, cfg benchConfig, w io.Writer) error {
+func bigtableNotify(ctx context.Context, b *runner, r *Report) error {
 	const rows, changed = 2000, 100
-	apart, err := notifyScanCost(ctx, cfg, false, rows, changed)
+	apart, err := b.notifyScanCost(ctx, false, rows, changed)
 	if err != nil {
 		return err
 	}
-	same, err := notifyScanCost(ctx, cfg, true, rows, changed)
+	same, err := b.notifyScanCost(ctx, true, rows, changed)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "bigtable notify: %.1f cells visited per notification found with notifications in their own rows vs %.1f in the data rows (%d rows of 4 columns, %d changed, 1 scanner draining): ratio %.3f\n",
+	r.printf("bigtable notify: %.1f cells visited per notification found with notifications in their own rows vs %.1f in the data rows (%d rows of 4 columns, %d changed, 1 scanner draining): ratio %.3f",
 		apart, same, rows, changed, apart/same)
 	return nil
 }
 
 // notifyScanCost measures one layout on a table of its own.
-func notifyScanCost(ctx context.Context, cfg benchConfig, sameRow bool, rows, changed int) (float64, error) {
-	opts := cfg.btOpts
+func (b *runner) notifyScanCost(ctx context.Context, sameRow bool, rows, changed int) (float64, error) {
+	opts := b.btOpts
 	opts.Table += "-notify"
 	if sameRow {
 		opts.Table += "-samerow"
 	}
-	if cfg.btEmulator {
+	if b.opts.BigtableEmulator {
 		emu, err := bigtable.StartEmulator("127.0.0.1:0")
 		if err != nil {
 			return 0, err

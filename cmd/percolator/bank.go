@@ -9,42 +9,60 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/seed-992972ee/percolator/workload"
 )
 
-// percolator bank: the bank workload (package workload) on the target's
-// database, its progress printed and published, its acknowledgements
-// printed with --ack.
-func runBank(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bank", stderr)
+// bankCmd is `bank`: the bank workload (package workload) on the
+// target's database, its progress printed and published, its
+// acknowledgements printed with --ack. argv is the command line, which
+// the status file names.
+func bankCmd(argv []string) *cobra.Command {
 	var tg target
-	tg.register(fs, "database directory (created if needed)")
 	var opts workload.BankOptions
+	var quiet bool
+	c := &cobra.Command{
+		Use:   "bank",
+		Short: "concurrent transfers checked by snapshot totals",
+		Long: `Run the bank of the seeds: workers transfer between random accounts while
+readers sum every balance in read-only snapshots; snapshot isolation holds
+exactly when every sum is accounts x initial. Exit 1 if any is not.`,
+		Example: "  percolator bank --dir D --accounts 1000 --workers 64 --duration 10s\n  percolator bank --server 127.0.0.1:7420 --ack --quiet",
+		Args:    noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := tg.validate(); err != nil {
+				return err
+			}
+			if opts.Validate() != nil {
+				return usagef("need --accounts >= 2, --workers >= 1, --readers >= 0, --duration > 0, --initial >= 0")
+			}
+			return runBank(c.Context(), &tg, opts, quiet, argv, c.OutOrStdout(), c.ErrOrStderr())
+		},
+	}
+	fs := c.Flags()
+	tg.register(fs, "database directory (created if needed)")
 	fs.IntVar(&opts.Accounts, "accounts", 1000, "number of accounts")
 	fs.IntVar(&opts.Workers, "workers", 64, "concurrent transfer workers")
 	fs.IntVar(&opts.Readers, "readers", 2, "concurrent snapshot readers summing all balances")
 	fs.DurationVar(&opts.Duration, "duration", 10*time.Second, "how long to run")
 	fs.Int64Var(&opts.Initial, "initial", 100, "initial balance of each account")
 	fs.BoolVar(&opts.Record, "ack", false, "record each transfer in its own row and print 'ack ROW' once it committed")
-	quiet := fs.Bool("quiet", false, "no progress line")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := tg.validate(); err != nil {
-		return err
-	}
-	if opts.Validate() != nil {
-		return usagef("need --accounts >= 2, --workers >= 1, --readers >= 0, --duration > 0, --initial >= 0")
-	}
+	fs.BoolVar(&quiet, "quiet", false, "no progress line")
+	return c
+}
+
+// runBank runs the bank on the target's database, publishing its status.
+func runBank(ctx context.Context, tg *target, opts workload.BankOptions, quiet bool, argv []string, stdout, stderr io.Writer) error {
 	db, err := tg.open(ctx, true)
 	if err != nil {
 		return err
 	}
-	pub := startPublishing(tg.publishDir(), append([]string{"bank"}, args...))
-	bankReports(&opts, pub, *quiet, stdout, stderr)
+	pub := startPublishing(tg.publishDir(), argv)
+	bankReports(&opts, pub, quiet, stdout, stderr)
 	res, err := workload.RunBank(ctx, db, opts)
 	if errors.Is(err, workload.ErrAccounts) {
-		err = fmt.Errorf("%s: %w", &tg, err)
+		err = fmt.Errorf("%s: %w", tg, err)
 	}
 	if err == nil && res.Wrong > 0 {
 		err = fmt.Errorf("%w: %d of %d snapshots saw a wrong total", errFailed, res.Wrong, res.Snapshots)

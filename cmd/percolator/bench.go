@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/seed-992972ee/percolator/bench"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
@@ -25,11 +28,32 @@ type benchConfig struct {
 	tg        target // --server, --token-file, --tls-ca
 }
 
-// percolator bench: the performance figures (package bench), each beside
-// its reference and marked against its target, printed as each ends.
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", stderr)
-	cfg := benchConfig{opts: bench.Options{Log: stderr, Progress: newProgress(stderr, false), Command: commandSelf}}
+// benchCmd is `bench`: the performance figures (package bench), each
+// beside its reference and marked against its target, printed as each
+// ends.
+func benchCmd() *cobra.Command {
+	var cfg benchConfig
+	c := &cobra.Command{
+		Use:   "bench",
+		Short: "the performance figures, each against its target",
+		Long: `Measure the performance figures, each beside its reference in the same run
+and marked against its target (met or MISSED): by default the embedded
+ones in a scratch directory; with --server a server's; with --bigtable or
+--bigtable-emulator the Bigtable ones.`,
+		Example: `  percolator bench --only writes --duration 5s
+  percolator bench --server 127.0.0.1:7420 --only oracle
+  percolator bench --bigtable-emulator --only rpcs`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runBench(c.Context(), &cfg, c.OutOrStdout(), c.ErrOrStderr())
+		},
+	}
+	cfg.register(c.Flags())
+	return c
+}
+
+// register adds bench's flags to fs.
+func (cfg *benchConfig) register(fs *pflag.FlagSet) {
 	o := &cfg.opts
 	fs.StringVar(&cfg.dir, "dir", "", "scratch directory: a new or empty one, or one an earlier bench made (its contents are replaced); default a temporary directory, removed at the end")
 	fs.DurationVar(&o.Duration, "duration", 3*time.Second, "time per measurement")
@@ -52,12 +76,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.tg.server, "server", "", "measure the server figures against the percolator server at this address (its oracle, reads, writes and nonces, each beside raw RPCs)")
 	fs.StringVar(&cfg.tg.tokenFile, "token-file", "", "with --server: file holding the server's token (default: $PERCOLATOR_TOKEN)")
 	fs.StringVar(&cfg.tg.tlsCA, "tls-ca", "", "with --server: CA certificate of the server's TLS")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
-	}
+}
+
+// runBench checks the flags, prepares the scratch directory and runs
+// the figures.
+func runBench(ctx context.Context, cfg *benchConfig, stdout, stderr io.Writer) error {
+	cfg.opts.Log, cfg.opts.Progress, cfg.opts.Command = stderr, newProgress(stderr, false), commandSelf
 	if err := cfg.validate(); err != nil {
 		return err
 	}
@@ -177,38 +201,6 @@ func (cfg *benchConfig) run(ctx context.Context, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "targets: %d met, %d missed\n", met, missed)
-	return nil
-}
-
-// runBenchClient is a client process of bench --server's oracle figure
-// (hidden): it prints what bench.RunClient measured.
-func runBenchClient(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench-client", stderr)
-	var tg target
-	tg.register(fs, "unused")
-	var o bench.ClientOptions
-	fs.StringVar(&o.Mode, "mode", "oracle", "oracle or ping")
-	fs.IntVar(&o.Goroutines, "goroutines", 64, "concurrent callers")
-	fs.DurationVar(&o.Duration, "duration", time.Second, "how long")
-	startNS := fs.Int64("start", 0, "start at this Unix time (ns)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	o.Start = time.Unix(0, *startNS)
-	tok, err := readToken(tg.tokenFile)
-	if err != nil {
-		return err
-	}
-	conn, err := bench.ServerTarget{Addr: tg.server, Token: tok, CAFile: tg.tlsCA}.Dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	res, err := bench.RunClient(ctx, conn, o)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, res)
 	return nil
 }
 

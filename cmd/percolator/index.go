@@ -9,71 +9,86 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/docindex"
 )
 
-// percolator index: the main job. Keeps an index of a directory of text
-// and HTML files current through a chain of observers (docindex).
-//
-//	percolator index --dir D | --server ADDR [flags] SRC_DIR
-//	percolator index --dir D | --server ADDR query WORD
-//	percolator index --dir D | --server ADDR --dups
-
 type indexConfig struct {
 	tg             target
 	job            docindex.JobOptions
+	dups           bool
 	quiet, jsonOut bool
 	strict         bool
-	args           []string // the command line, for the status file
+	argv           []string // the command line, for the status file
 }
 
 // maxBadShown bounds the bad files the summary lists.
 const maxBadShown = 20
 
-func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("index", stderr)
-	cfg := indexConfig{args: append([]string{"index"}, args...)}
-	cfg.tg.register(fs, "database directory (created if needed)")
+// indexCmd is `index`: the main job (docindex.RunJob), which keeps an
+// index of a directory of text and HTML files current through a chain of
+// observers; --dups lists the duplicate clusters, and its one
+// sub-command, query, the documents with a word. A source directory
+// named query is given as ./query or after "--". argv is the command
+// line, which the status file names.
+func indexCmd(argv []string) *cobra.Command {
+	cfg := indexConfig{argv: argv}
+	c := &cobra.Command{
+		Use:   "index SRC_DIR",
+		Short: "the main job: keep an index of a directory current with observers",
+		Long: `Load what changed in SRC_DIR (text, Markdown and HTML files), run the
+index's observers to quiescence and count; --verify compares the index
+with a from-scratch batch build. With --dups, list the duplicate clusters
+instead; 'index query WORD' lists the documents with WORD.
+
+A source directory named query is written ./query, or after "--" (every
+argument after "--" is a directory): percolator index --dir D -- query.`,
+		Example: `  percolator index --dir D --verify ~/docs
+  percolator index --dir D query closure
+  percolator index --dir D --json --dups
+  percolator index --server 127.0.0.1:7420 -- query`,
+		Args: cobra.ArbitraryArgs, // checked with --dups in RunE
+		RunE: func(c *cobra.Command, args []string) error {
+			return runIndex(c.Context(), &cfg, args, c.OutOrStdout(), c.ErrOrStderr())
+		},
+	}
+	pfs, fs := c.PersistentFlags(), c.Flags()
+	cfg.tg.register(pfs, "database directory (created if needed)")
+	pfs.BoolVar(&cfg.jsonOut, "json", false, "print the summary, query results or clusters as JSON")
 	fs.IntVar(&cfg.job.Scanners, "scanners", 4, "scanner threads running the observers")
 	fs.IntVar(&cfg.job.Loaders, "loaders", 8, "concurrent loader transactions")
 	fs.Int64Var(&cfg.job.MaxFileSize, "max-file-size", docindex.DefaultMaxFileSize, "largest file to index, in bytes; larger ones are skipped as bad")
 	fs.BoolVar(&cfg.job.Verify, "verify", false, "check the index against a from-scratch batch build of SRC_DIR")
-	dups := fs.Bool("dups", false, "list the duplicate clusters")
+	fs.BoolVar(&cfg.dups, "dups", false, "list the duplicate clusters")
 	fs.BoolVar(&cfg.quiet, "quiet", false, "no progress")
-	fs.BoolVar(&cfg.jsonOut, "json", false, "print the summary, query results or clusters as JSON")
 	fs.BoolVar(&cfg.strict, "strict", false, "exit 1 if any file was skipped as bad (they are reported either way)")
 	fs.BoolVar(&cfg.job.Rehash, "rehash", false, "read and compare every file, even those whose size, mtime and inode are unchanged")
 	fs.BoolVar(&cfg.job.AllowDeletes, "allow-deletes", false, "allow deleting more than half of the indexed documents in one run")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: percolator index --dir D | --server ADDR [flags] SRC_DIR\n       percolator index --dir D | --server ADDR [--json] query WORD\n       percolator index --dir D | --server ADDR [--json] --dups\n\nflags:")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	rest := fs.Args()
+	c.AddCommand(indexQueryCmd(&cfg.tg, &cfg.jsonOut))
+	return c
+}
+
+// runIndex runs the job on SRC_DIR, or lists the duplicates with --dups.
+func runIndex(ctx context.Context, cfg *indexConfig, args []string, stdout, stderr io.Writer) error {
 	switch {
-	case *dups && len(rest) == 0:
-	case len(rest) == 2 && rest[0] == "query":
-	case len(rest) == 1 && rest[0] != "query" && !*dups:
-	default:
-		return usagef("want SRC_DIR, query WORD or --dups")
+	case cfg.dups && len(args) > 0:
+		return usagef("--dups takes no SRC_DIR, got %q", args)
+	case !cfg.dups && len(args) != 1:
+		return usagef("want one SRC_DIR (or query WORD, or --dups), got %q", args)
 	}
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	switch {
-	case *dups:
+	if cfg.dups {
 		return withDB(ctx, &cfg.tg, func(db *percolator.DB) error { return printDups(ctx, db, cfg.jsonOut, stdout) })
-	case rest[0] == "query":
-		return withDB(ctx, &cfg.tg, func(db *percolator.DB) error { return printQuery(ctx, db, rest[1], cfg.jsonOut, stdout) })
 	}
-	cfg.job.Src = rest[0]
+	cfg.job.Src = args[0]
 	if fi, err := os.Stat(cfg.job.Src); err != nil || !fi.IsDir() {
 		return usagef("SRC_DIR %s is not a directory", cfg.job.Src)
 	}
-	return indexDir(ctx, cfg, stdout, stderr)
+	return indexDir(ctx, *cfg, stdout, stderr)
 }
 
 func (cfg *indexConfig) validate() error {
@@ -104,7 +119,7 @@ func indexDir(ctx context.Context, cfg indexConfig, stdout, stderr io.Writer) (e
 	if err != nil {
 		return err
 	}
-	pub := startPublishing(cfg.tg.publishDir(), cfg.args)
+	pub := startPublishing(cfg.tg.publishDir(), cfg.argv)
 	defer func() {
 		pub.finish(err)
 		err = errors.Join(err, db.Close())
@@ -230,35 +245,6 @@ func formatRuns(runs map[string]int64) string {
 		parts = append(parts, fmt.Sprintf("%s %d", name, runs[name]))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func printQuery(ctx context.Context, db *percolator.DB, word string, jsonOut bool, stdout io.Writer) error {
-	paths, err := docindex.Query(ctx, db, word)
-	if err != nil {
-		return err
-	}
-	type hit struct {
-		Path  string `json:"path"`
-		Title string `json:"title"`
-	}
-	hits := []hit{}
-	for _, p := range paths {
-		title, err := docindex.Title(ctx, db, p)
-		if err != nil {
-			return err
-		}
-		hits = append(hits, hit{displayPath(p), displayText(title)})
-	}
-	if jsonOut {
-		return writeJSON(stdout, hits)
-	}
-	if len(hits) == 0 {
-		fmt.Fprintf(stdout, "no document has %q\n", word)
-	}
-	for _, h := range hits {
-		fmt.Fprintf(stdout, "%s\t%s\n", h.Path, h.Title)
-	}
-	return nil
 }
 
 func printDups(ctx context.Context, db *percolator.DB, jsonOut bool, stdout io.Writer) error {

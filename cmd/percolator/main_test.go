@@ -38,7 +38,7 @@ func command(args ...string) *exec.Cmd {
 func runCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(context.Background(), args, &out, &errb)
+	code := run(context.Background(), args, strings.NewReader(""), &out, &errb)
 	return out.String(), errb.String(), code
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,78 +11,92 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/seed-992972ee/percolator/server"
 )
-
-// errDrained: a long-running command (serve, worker) stopped cleanly on a
-// signal: exit 0.
-var errDrained = errors.New("stopped cleanly")
 
 // drainTimeout bounds how long serve waits for calls in flight at SIGTERM.
 const drainTimeout = 30 * time.Second
 
-// percolator serve: one process hosting the store, the timestamp oracle
-// and the lock service over gRPC (server package). Beyond loopback it
-// needs a token, and TLS (or --insecure, which its log warns about):
+// serveConfig is what `serve` was asked for.
+type serveConfig struct {
+	dir, listen, metrics string
+	tokenFile            string
+	certFile, keyFile    string
+	insecure             bool
+	log                  logFlags
+	opts                 server.Options
+	checkLimits          func() error
+}
+
+// serveCmd is `serve`: one process hosting the store, the timestamp
+// oracle and the lock service over gRPC (server package). Beyond loopback
+// it needs a token, and TLS (or --insecure, which its log warns about):
 // without TLS the token crosses the network in clear.
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", stderr)
-	dir := fs.String("dir", "", "database directory (created if needed; the embedded layout, so a --dir database can be served)")
-	listen := fs.String("listen", "127.0.0.1:7420", "address to serve gRPC on")
-	metrics := fs.String("metrics", "", "address to serve Prometheus metrics on at /metrics (e.g. 127.0.0.1:7421; default none)")
-	tokenFile := fs.String("token-file", "", "file holding the token every call must carry (default: $PERCOLATOR_TOKEN; none: no token required)")
-	certFile := fs.String("tls-cert", "", "TLS certificate (PEM); with --tls-key, serve TLS")
-	keyFile := fs.String("tls-key", "", "TLS private key (PEM)")
-	insecure := fs.Bool("insecure", false, "allow a --listen address beyond loopback without TLS: the token and every request and reply then cross the network in clear, so anyone who can see the traffic can take the token and read and write the whole store (use --tls-cert/--tls-key instead)")
-	var opts server.Options
-	checkLimits := limitFlags(fs, &opts)
-	logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
-	verbose := fs.Bool("v", false, "log debug messages")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func serveCmd() *cobra.Command {
+	var cfg serveConfig
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "serve a database (store, oracle, lock service) over gRPC to many processes",
+		Long: `Serve a database directory (the embedded layout, so a --dir database can be
+served) to many processes over gRPC: the store, the timestamp oracle and the
+lock service. SIGTERM or SIGINT drains the calls in flight and exits 0.`,
+		Example: `  percolator serve --dir D
+  percolator serve --dir D --listen :7420 --token-file tok --tls-cert cert.pem --tls-key key.pem --metrics 127.0.0.1:7421`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return cfg.run(c.Context(), c.ErrOrStderr()) },
 	}
+	fs := c.Flags()
+	fs.StringVar(&cfg.dir, "dir", "", "database directory (created if needed; the embedded layout, so a --dir database can be served)")
+	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:7420", "address to serve gRPC on")
+	fs.StringVar(&cfg.metrics, "metrics", "", "address to serve Prometheus metrics on at /metrics (e.g. 127.0.0.1:7421; default none)")
+	fs.StringVar(&cfg.tokenFile, "token-file", "", "file holding the token every call must carry (default: $PERCOLATOR_TOKEN; none: no token required)")
+	fs.StringVar(&cfg.certFile, "tls-cert", "", "TLS certificate (PEM); with --tls-key, serve TLS")
+	fs.StringVar(&cfg.keyFile, "tls-key", "", "TLS private key (PEM)")
+	fs.BoolVar(&cfg.insecure, "insecure", false, "allow a --listen address beyond loopback without TLS: the token and every request and reply then cross the network in clear, so anyone who can see the traffic can take the token and read and write the whole store (use --tls-cert/--tls-key instead)")
+	cfg.checkLimits = limitFlags(fs, &cfg.opts)
+	cfg.log.register(fs)
+	return c
+}
+
+// validate checks the flags, and returns the token and whether the
+// listen address is beyond loopback.
+func (cfg *serveConfig) validate() (token string, beyond bool, err error) {
 	switch {
-	case fs.NArg() > 0:
-		return usagef("unexpected arguments %q", fs.Args())
-	case *dir == "":
-		return usagef("--dir is required")
-	case (*certFile == "") != (*keyFile == ""):
-		return usagef("--tls-cert and --tls-key go together")
-	case *insecure && *certFile != "":
-		return usagef("--insecure and --tls-cert contradict each other: with TLS nothing crosses the network in clear")
-	case *logFormat != "text" && *logFormat != "json":
-		return usagef("--log-format is text or json")
+	case cfg.dir == "":
+		return "", false, usagef("--dir is required")
+	case (cfg.certFile == "") != (cfg.keyFile == ""):
+		return "", false, usagef("--tls-cert and --tls-key go together")
+	case cfg.insecure && cfg.certFile != "":
+		return "", false, usagef("--insecure and --tls-cert contradict each other: with TLS nothing crosses the network in clear")
 	}
-	if err := checkLimits(); err != nil {
-		return err
+	if err := cfg.log.validate(); err != nil {
+		return "", false, err
 	}
-	token, err := readToken(*tokenFile)
+	if err := cfg.checkLimits(); err != nil {
+		return "", false, err
+	}
+	if token, err = readToken(cfg.tokenFile); err != nil {
+		return "", false, err
+	}
+	beyond, err = checkListen(cfg.listen, token, cfg.certFile != "", cfg.insecure)
+	return token, beyond, err
+}
+
+func (cfg *serveConfig) run(ctx context.Context, stderr io.Writer) error {
+	token, beyond, err := cfg.validate()
 	if err != nil {
 		return err
 	}
-	beyond, err := checkListen(*listen, token, *certFile != "", *insecure)
-	if err != nil {
+	log := cfg.log.logger(stderr)
+	opts := cfg.opts
+	opts.Dir, opts.Token, opts.Logger = cfg.dir, token, log
+	if opts.TLS, err = loadTLS(cfg.certFile, cfg.keyFile); err != nil {
 		return err
 	}
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	hopts := &slog.HandlerOptions{Level: level}
-	var handler slog.Handler = slog.NewTextHandler(stderr, hopts)
-	if *logFormat == "json" {
-		handler = slog.NewJSONHandler(stderr, hopts)
-	}
-	log := slog.New(handler)
-	opts.Dir, opts.Token, opts.Logger = *dir, token, log
-	if *certFile != "" {
-		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
-		if err != nil {
-			return fmt.Errorf("TLS: %w", err)
-		}
-		opts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	}
-	lis, err := net.Listen("tcp", *listen)
+	lis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return err
 	}
@@ -92,25 +105,41 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		_ = lis.Close()
 		return err
 	}
-	var mlis net.Listener
-	if *metrics != "" {
-		if mlis, err = net.Listen("tcp", *metrics); err != nil {
+	if cfg.metrics != "" {
+		stop, err := serveMetrics(cfg.metrics, srv, log)
+		if err != nil {
 			_ = lis.Close()
 			srv.Kill()
 			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", srv.MetricsHandler())
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = hs.Serve(mlis) }()
-		defer hs.Close()
-		log.Info("serving metrics", "addr", mlis.Addr().String())
+		defer stop()
 	}
 	if beyond && opts.TLS == nil {
 		log.Warn("serving beyond loopback without TLS (--insecure): the token and every request and reply cross the network in clear; "+
 			"anyone who can see the traffic can take the token and read and write the whole store", "addr", lis.Addr().String())
 	}
-	log.Info("serving", "addr", lis.Addr().String(), "dir", *dir, "tls", opts.TLS != nil, "token", token != "")
+	log.Info("serving", "addr", lis.Addr().String(), "dir", cfg.dir, "tls", opts.TLS != nil, "token", token != "")
+	return serveUntilSignal(ctx, srv, lis, log)
+}
+
+// serveMetrics serves the server's Prometheus metrics at /metrics on
+// addr, until stop.
+func serveMetrics(addr string, srv *server.Server, log *slog.Logger) (stop func(), err error) {
+	mlis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", srv.MetricsHandler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(mlis) }()
+	log.Info("serving metrics", "addr", mlis.Addr().String())
+	return func() { _ = hs.Close() }, nil
+}
+
+// serveUntilSignal serves until the store fails or ctx ends, then drains
+// the calls in flight (errDrained: exit 0).
+func serveUntilSignal(ctx context.Context, srv *server.Server, lis net.Listener, log *slog.Logger) error {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()
 	select {
@@ -122,17 +151,29 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("draining calls in flight", "cause", context.Cause(ctx))
 	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
-	err = errors.Join(srv.Shutdown(sctx), <-done)
-	if err != nil {
+	if err := errors.Join(srv.Shutdown(sctx), <-done); err != nil {
 		return err
 	}
 	log.Info("stopped")
 	return errDrained
 }
 
+// loadTLS is the server's TLS configuration from a certificate and key,
+// or nil without them.
+func loadTLS(certFile, keyFile string) (*tls.Config, error) {
+	if certFile == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("TLS: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
 // limitFlags registers serve's --max-* flags, which set opts's limits
 // (their defaults the server's), and returns the check of their values.
-func limitFlags(fs *flag.FlagSet, opts *server.Options) (check func() error) {
+func limitFlags(fs *pflag.FlagSet, opts *server.Options) (check func() error) {
 	limits := []struct {
 		field *int
 		name  string

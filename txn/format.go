@@ -1,6 +1,13 @@
 package txn
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/seed-992972ee/percolator/storage"
+)
 
 // FormatCell renders a protocol cell for humans as the test scenarios
 // show it, family first: `lock:put primary@Bob/bal owner=w`,
@@ -71,6 +78,60 @@ func (f CellFormat) value(col string, v []byte) string {
 		return fmt.Sprintf("%q", v)
 	}
 	return f.Value(col, v)
+}
+
+// CellVersion is one version of one column of a row as the paper's
+// tables show it: the column, the timestamp, and the data, lock and write
+// cells at that timestamp, each rendered ("" where there is none).
+type CellVersion struct {
+	Column string `json:"column"`
+	TS     uint64 `json:"ts"`
+	Data   string `json:"data,omitempty"`
+	Lock   string `json:"lock,omitempty"`
+	Write  string `json:"write,omitempty"`
+
+	col string // the column as stored, which the order follows
+}
+
+// Versions lays a row's protocol cells (DB.RawRow) out as the paper's
+// tables: per column, in column order, one CellVersion per timestamp,
+// newest first, with its data, lock and write cells side by side. Cells
+// of other families are left out; column names are rendered by Column.
+func (f CellFormat) Versions(cells []storage.Cell) []CellVersion {
+	type key struct {
+		col string
+		ts  uint64
+	}
+	out := []CellVersion{}
+	idx := map[key]int{}
+	for _, c := range cells {
+		if c.Family != FamilyData && c.Family != FamilyLock && c.Family != FamilyWrite {
+			continue
+		}
+		k := key{c.Qualifier, c.TS}
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, CellVersion{Column: f.name(f.Column, c.Qualifier), TS: c.TS, col: c.Qualifier})
+		}
+		v, rendered := &out[i], f.Format(c.Family, c.Qualifier, c.Value)
+		switch c.Family {
+		case FamilyData:
+			v.Data = rendered
+		case FamilyLock:
+			v.Lock = rendered
+		default:
+			v.Write = rendered
+		}
+	}
+	slices.SortStableFunc(out, func(a, b CellVersion) int {
+		if c := strings.Compare(a.col, b.col); c != 0 {
+			return c
+		}
+		return -cmp.Compare(a.TS, b.TS)
+	})
+	return out
 }
 
 func (CellFormat) name(render func(string) string, s string) string {

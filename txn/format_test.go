@@ -1,9 +1,12 @@
 package txn
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/seed-992972ee/percolator/storage"
 )
 
 // TestFormatCell: the scenarios' rendering, family first, of each kind of
@@ -53,5 +56,34 @@ func TestCellFormat(t *testing.T) {
 		if got := f.Format(c.family, c.col, c.value); got != c.want {
 			t.Errorf("Format(%s, %s, %q) = %q, want %q", c.family, c.col, c.value, got, c.want)
 		}
+	}
+}
+
+// TestCellVersions: a row's cells laid out per column in column order,
+// newest timestamp first, data, lock and write side by side; other
+// families are left out.
+func TestCellVersions(t *testing.T) {
+	put := EncodeWrite(&Write{Op: OpPut, StartTS: 3})
+	lock := EncodeLock(&Lock{Op: OpPut, PrimaryRow: []byte("r"), PrimaryCol: "b", Owner: "w"})
+	cells := []storage.Cell{
+		{Family: FamilyData, Qualifier: "b", TS: 3, Value: []byte("old")},
+		{Family: FamilyWrite, Qualifier: "b", TS: 4, Value: put},
+		{Family: FamilyLock, Qualifier: "b", TS: 5, Value: lock},
+		{Family: FamilyData, Qualifier: "b", TS: 5, Value: []byte("new")},
+		{Family: FamilyData, Qualifier: "a", TS: 1, Value: []byte("x")},
+		{Family: "notify", Qualifier: "a", TS: 9, Value: nil},
+	}
+	got := CellFormat{Column: strings.ToUpper}.Versions(cells)
+	want := []CellVersion{
+		{Column: "A", TS: 1, Data: `"x"`, col: "a"},
+		{Column: "B", TS: 5, Data: `"new"`, Lock: "put primary@r/B owner=w", col: "b"},
+		{Column: "B", TS: 4, Write: "put data@3", col: "b"},
+		{Column: "B", TS: 3, Data: `"old"`, col: "b"},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Versions:\n got %+v\nwant %+v", got, want)
+	}
+	if v := (CellFormat{}).Versions(nil); v == nil || len(v) != 0 {
+		t.Fatalf("Versions of no cells: %#v, want an empty list", v)
 	}
 }

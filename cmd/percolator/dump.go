@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/docindex"
-	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/txn"
 )
 
@@ -79,7 +77,7 @@ func dump(ctx context.Context, db *percolator.DB, cfg dumpConfig, w io.Writer) e
 		if err != nil {
 			return err
 		}
-		out = append(out, decodeRow(r, cells, cfg.full))
+		out = append(out, dumpedRow{Row: displayPath(r), Cells: cellFormat(cfg.full).Versions(cells)})
 	}
 	if cfg.jsonOut {
 		if out == nil {
@@ -118,56 +116,11 @@ func dumpRows(ctx context.Context, db *percolator.DB, cfg dumpConfig) ([]string,
 	return rows[:i], nil
 }
 
-// dumpedCell is one version of one column, decoded.
-type dumpedCell struct {
-	Column string `json:"column"`
-	TS     uint64 `json:"ts"`
-	Data   string `json:"data,omitempty"`
-	Lock   string `json:"lock,omitempty"`
-	Write  string `json:"write,omitempty"`
-}
-
+// dumpedRow is a row as dump shows it: its versions as the paper's
+// tables lay them out (txn.CellFormat.Versions).
 type dumpedRow struct {
-	Row   string       `json:"row"`
-	Cells []dumpedCell `json:"cells"`
-}
-
-// decodeRow lays out a row's cells per column, newest timestamp first,
-// with data, lock and write side by side.
-func decodeRow(row string, cells []storage.Cell, full bool) dumpedRow {
-	type key struct {
-		col string
-		ts  uint64
-	}
-	r := dumpedRow{Row: displayPath(row), Cells: []dumpedCell{}}
-	f := cellFormat(full)
-	idx := map[key]int{}
-	for _, c := range cells {
-		k := key{c.Qualifier, c.TS}
-		i, ok := idx[k]
-		if !ok {
-			i = len(r.Cells)
-			idx[k] = i
-			r.Cells = append(r.Cells, dumpedCell{Column: displayText(c.Qualifier), TS: c.TS})
-		}
-		d := &r.Cells[i]
-		v := f.Format(c.Family, c.Qualifier, c.Value)
-		switch c.Family {
-		case txn.FamilyData:
-			d.Data = v
-		case txn.FamilyLock:
-			d.Lock = v
-		case txn.FamilyWrite:
-			d.Write = v
-		}
-	}
-	slices.SortStableFunc(r.Cells, func(a, b dumpedCell) int {
-		if c := strings.Compare(a.Column, b.Column); c != 0 {
-			return c
-		}
-		return -cmp.Compare(a.TS, b.TS)
-	})
-	return r
+	Row   string            `json:"row"`
+	Cells []txn.CellVersion `json:"cells"`
 }
 
 // cellFormat is how dump renders a protocol cell (txn's rendering, as the

@@ -1,5 +1,5 @@
 // Package workload holds the checked workloads: programs that load a
-// database the way users do while checking an invariant it must keep.
+// database the way users do, and the checks of what it must keep.
 // The command line (percolator bank), the benchmarks (package bench) and
 // the tests drive the same code, so a figure, a soak and a check after a
 // crash all mean the same workload.
@@ -31,6 +31,15 @@
 //     whether the sum is the one snapshot isolation implies
 //     (ErrWrongTotal). A run counts each wrong audit in its result.
 //
-// Every callback is called with no other call of the same callback in
-// progress, from the workload's goroutines.
+// Every callback of the bank is called with no other call of the same
+// callback in progress, from the workload's goroutines.
+//
+// # Dependency graph
+//
+// A package dependency graph (testdata/debian-deps.tsv.gz) loaded into a
+// label of package graph, as percolator graph load does: ReadDeps reads
+// the file, LoadDeps inserts its edges with concurrent workers into the
+// label DepsLabel defines (created unless it exists; ErrConsistency when
+// it exists with another consistency than required), after which
+// graph's Check verifies every index and degree.
 package workload

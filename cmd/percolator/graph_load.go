@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -10,26 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator/graph"
+	"github.com/seed-992972ee/percolator/workload"
 )
-
-// depends is the label `graph load` fills: a package's dependency, with
-// its kind and version constraint, ordered by kind in the index.
-func dependsLabel(name string, c graph.Consistency) graph.Label {
-	return graph.Label{
-		Name:        name,
-		Props:       map[string]graph.Type{"kind": graph.String, "constraint": graph.String},
-		Indexes:     []graph.Index{{Name: "by_kind", Props: []string{"kind"}}},
-		Consistency: c,
-	}
-}
 
 // graphLoadCmd is `graph load [FILE]`: create the label (unless it
 // exists) and insert every edge of a dependency file.
@@ -64,7 +49,8 @@ into the label, created with --consistency unless it exists.`,
 				return err
 			}
 			defer closeDB()
-			return graphLoad(ctx, g, dependsLabel(gf.label, con), c.Flags().Changed("consistency"), file, workers, limit, c.OutOrStdout(), c.ErrOrStderr())
+			opts := workload.DepsOptions{Label: gf.label, Consistency: con, RequireConsistency: c.Flags().Changed("consistency"), Workers: workers}
+			return graphLoad(ctx, g, file, limit, opts, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	c.Flags().StringVar(&consistency, "consistency", "strong", "the label's consistency when load creates it: strong, weak or txn")
@@ -97,110 +83,31 @@ func findTestdata(name string) (string, error) {
 	return "", usagef("cannot find testdata/%s from here: give FILE", name)
 }
 
-// depEdge is one line of a dependency file.
-type depEdge struct{ src, tgt, kind, constraint string }
-
-// readDeps reads a dependency file (gzipped if its name ends in .gz):
-// tab-separated package, dependency, kind, constraint; # comments.
-func readDeps(path string) ([]depEdge, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var r io.Reader = f
-	if strings.HasSuffix(path, ".gz") {
-		z, err := gzip.NewReader(f)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		defer z.Close()
-		r = z
-	}
-	var out []depEdge
-	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		p := strings.Split(line, "\t")
-		if len(p) < 2 || p[0] == "" || p[1] == "" {
-			return nil, fmt.Errorf("%s:%d: want package<TAB>dependency[<TAB>kind[<TAB>constraint]], got %q", path, n, line)
-		}
-		for len(p) < 4 {
-			p = append(p, "")
-		}
-		if p[2] == "" {
-			p[2] = "Depends"
-		}
-		out = append(out, depEdge{p[0], p[1], p[2], p[3]})
-	}
-	return out, sc.Err()
-}
-
-// graphLoad creates the label (if absent) and inserts every edge, with
-// workers at once and a progress bar.
-func graphLoad(ctx context.Context, g *graph.Graph, l graph.Label, explicit bool, file string, workers, limit int, stdout, stderr io.Writer) error {
+// graphLoad reads the dependency file (the shipped one if file is "")
+// and loads its first limit edges (all if 0), showing progress.
+func graphLoad(ctx context.Context, g *graph.Graph, file string, limit int, opts workload.DepsOptions, stdout, stderr io.Writer) error {
 	if file == "" {
 		var err error
 		if file, err = findTestdata("debian-deps.tsv.gz"); err != nil {
 			return err
 		}
 	}
-	edges, err := readDeps(file)
+	edges, err := workload.ReadDeps(file)
 	if err != nil {
 		return err
 	}
 	if limit > 0 && limit < len(edges) {
 		edges = edges[:limit]
 	}
-	if err := g.CreateLabel(ctx, l); err != nil {
-		if !errors.Is(err, graph.ErrInvalidArgument) {
-			return err
-		}
-		old, lerr := g.Label(ctx, l.Name)
-		if lerr != nil {
-			return err
-		}
-		if explicit && old.Consistency != l.Consistency {
-			return usagef("graph load: label %s exists with consistency %s, not %s (a label's consistency is fixed when it is created; use another --label)", l.Name, old.Consistency, l.Consistency)
-		}
-		l = *old // load into the label as it was created
-	}
 	prog := newProgress(stderr, false)
+	opts.Progress = func(done, total int64) { prog.Show("loading edges", done, total) }
 	start := time.Now()
-	var next, done atomic.Int64
-	var wg sync.WaitGroup
-	errc := make(chan error, workers)
-	ts := time.Now().UnixMicro()
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(edges) || ctx.Err() != nil {
-					return
-				}
-				e := edges[i]
-				_, err := g.Mutate(ctx, graph.Mutation{Op: graph.Insert, Label: l.Name, Src: e.src, Tgt: e.tgt, TS: ts,
-					Props: graph.Props{"kind": graph.StringValue(e.kind), "constraint": graph.StringValue(e.constraint)}})
-				if err != nil {
-					errc <- fmt.Errorf("%s -> %s: %w", e.src, e.tgt, err)
-					return
-				}
-				prog.Show("loading edges", done.Add(1), int64(len(edges)))
-			}
-		}()
-	}
-	wg.Wait()
+	l, err := workload.LoadDeps(ctx, g, edges, opts)
 	prog.End()
-	close(errc)
-	if err := <-errc; err != nil {
-		return err
+	if errors.Is(err, workload.ErrConsistency) {
+		return usagef("label %s exists with consistency %s, not %s (a label's consistency is fixed when it is created; use another --label)", l.Name, l.Consistency, opts.Consistency)
 	}
-	if err := ctx.Err(); err != nil {
+	if err != nil {
 		return err
 	}
 	d := time.Since(start)

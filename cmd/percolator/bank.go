@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/runstatus"
 	"github.com/seed-992972ee/percolator/workload"
 )
 
@@ -58,7 +59,7 @@ func runBank(ctx context.Context, tg *target, opts workload.BankOptions, quiet b
 	if err != nil {
 		return err
 	}
-	pub := startPublishing(tg.publishDir(), argv)
+	pub := runstatus.Start(tg.publishDir(), argv)
 	bankReports(&opts, pub, quiet, stdout, stderr)
 	res, err := workload.RunBank(ctx, db, opts)
 	if errors.Is(err, workload.ErrAccounts) {
@@ -67,8 +68,8 @@ func runBank(ctx context.Context, tg *target, opts workload.BankOptions, quiet b
 	if err == nil && res.Wrong > 0 {
 		err = fmt.Errorf("%w: %d of %d snapshots saw a wrong total", errFailed, res.Wrong, res.Snapshots)
 	}
-	pub.set(func(p *published) { p.Summary = []string{res.String()} })
-	pub.finish(err)
+	pub.Set(func(p *runstatus.Status) { p.Summary = []string{res.String()} })
+	pub.Finish(err)
 	if res.Elapsed > 0 {
 		fmt.Fprintln(stdout, res.String())
 	}
@@ -78,7 +79,7 @@ func runBank(ctx context.Context, tg *target, opts workload.BankOptions, quiet b
 // bankReports sets where a run's reports go: acknowledgements to stdout
 // (with --ack), wrong snapshots and (unless quiet) a progress line every
 // second to stderr, and the progress to the status file.
-func bankReports(opts *workload.BankOptions, pub *publisher, quiet bool, stdout, stderr io.Writer) {
+func bankReports(opts *workload.BankOptions, pub *runstatus.Publisher, quiet bool, stdout, stderr io.Writer) {
 	var mu sync.Mutex // stderr's lines, from the progress and the auditors
 	if opts.Record {
 		opts.OnCommit = func(row string) { fmt.Fprintf(stdout, "ack %s\n", row) }
@@ -96,6 +97,6 @@ func bankReports(opts *workload.BankOptions, pub *publisher, quiet bool, stdout,
 			fmt.Fprintln(stderr, line)
 			mu.Unlock()
 		}
-		pub.set(func(p *published) { p.Phase, p.Progress = "transfers", strings.TrimSpace(line) })
+		pub.Set(func(p *runstatus.Status) { p.Phase, p.Progress = "transfers", strings.TrimSpace(line) })
 	}
 }

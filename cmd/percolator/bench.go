@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/seed-992972ee/percolator/bench"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/progress"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
 
@@ -81,7 +82,7 @@ func (cfg *benchConfig) register(fs *pflag.FlagSet) {
 // runBench checks the flags, prepares the scratch directory and runs
 // the figures.
 func runBench(ctx context.Context, cfg *benchConfig, stdout, stderr io.Writer) error {
-	cfg.opts.Log, cfg.opts.Progress, cfg.opts.Command = stderr, newProgress(stderr, false), commandSelf
+	cfg.opts.Log, cfg.opts.Progress, cfg.opts.Command = stderr, progress.New(stderr, false), commandSelf
 	if err := cfg.validate(); err != nil {
 		return err
 	}

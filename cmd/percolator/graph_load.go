@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/progress"
 	"github.com/seed-992972ee/percolator/graph"
 	"github.com/seed-992972ee/percolator/workload"
 )
@@ -99,7 +100,7 @@ func graphLoad(ctx context.Context, g *graph.Graph, file string, limit int, opts
 	if limit > 0 && limit < len(edges) {
 		edges = edges[:limit]
 	}
-	prog := newProgress(stderr, false)
+	prog := progress.New(stderr, false)
 	opts.Progress = func(done, total int64) { prog.Show("loading edges", done, total) }
 	start := time.Now()
 	l, err := workload.LoadDeps(ctx, g, edges, opts)

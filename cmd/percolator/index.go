@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/progress"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/runstatus"
 	"github.com/seed-992972ee/percolator/docindex"
 )
 
@@ -106,8 +108,8 @@ func (cfg *indexConfig) validate() error {
 // to open the database.
 type indexSummary struct {
 	docindex.JobSummary
-	Bad      []badJSON     `json:"bad_files"`
-	OpenTime time.Duration `json:"open_ns"`
+	Bad      []runstatus.Bad `json:"bad_files"`
+	OpenTime time.Duration   `json:"open_ns"`
 }
 
 // indexDir is the index job (docindex.RunJob) on the target's database.
@@ -119,12 +121,12 @@ func indexDir(ctx context.Context, cfg indexConfig, stdout, stderr io.Writer) (e
 	if err != nil {
 		return err
 	}
-	pub := startPublishing(cfg.tg.publishDir(), cfg.argv)
+	pub := runstatus.Start(cfg.tg.publishDir(), cfg.argv)
 	defer func() {
-		pub.finish(err)
+		pub.Finish(err)
 		err = errors.Join(err, db.Close())
 	}()
-	rep := &indexReport{tg: &cfg.tg, pub: pub, prog: newProgress(stderr, cfg.quiet), out: stdout, jsonOut: cfg.jsonOut}
+	rep := &indexReport{tg: &cfg.tg, pub: pub, prog: progress.New(stderr, cfg.quiet), out: stdout, jsonOut: cfg.jsonOut}
 	cfg.job.Report = rep
 	sum := indexSummary{OpenTime: time.Since(start)}
 	sum.JobSummary, err = docindex.RunJob(ctx, db, cfg.job)
@@ -153,15 +155,15 @@ func indexDir(ctx context.Context, cfg indexConfig, stdout, stderr io.Writer) (e
 // phase.
 type indexReport struct {
 	tg      *target
-	pub     *publisher
-	prog    *progress
+	pub     *runstatus.Publisher
+	prog    *progress.Meter
 	out     io.Writer
 	jsonOut bool
-	bad     []badJSON // as printed
+	bad     []runstatus.Bad // as printed
 }
 
 func (r *indexReport) Start(phase string) {
-	r.pub.set(func(p *published) { p.Phase, p.Progress = phase, "" })
+	r.pub.Set(func(p *runstatus.Status) { p.Phase, p.Progress = phase, "" })
 	if phase == docindex.PhaseCounting || phase == docindex.PhaseVerifying {
 		r.prog.Begin(phase)
 	}
@@ -169,7 +171,7 @@ func (r *indexReport) Start(phase string) {
 
 func (r *indexReport) Progress(p docindex.JobProgress) {
 	r.prog.Show(p.Label, p.Done, p.Total)
-	r.pub.set(func(pb *published) {
+	r.pub.Set(func(pb *runstatus.Status) {
 		pb.Progress = p.Words
 		if p.Observers != nil {
 			pb.Observers = p.Observers
@@ -180,11 +182,11 @@ func (r *indexReport) Progress(p docindex.JobProgress) {
 func (r *indexReport) End(phase string, sum docindex.JobSummary, err error) {
 	r.prog.End()
 	if phase == docindex.PhaseLoading {
-		r.bad = []badJSON{}
+		r.bad = []runstatus.Bad{}
 		for _, b := range sum.Bad {
-			r.bad = append(r.bad, badJSON{Path: displayPath(b.Path), Reason: b.Reason})
+			r.bad = append(r.bad, runstatus.Bad{Path: displayPath(b.Path), Reason: b.Reason})
 		}
-		r.pub.set(func(p *published) { p.Bad, p.BadTotal = badList(r.bad) })
+		r.pub.Set(func(p *runstatus.Status) { p.Bad, p.BadTotal = runstatus.BadList(r.bad) })
 	}
 	if err != nil {
 		return
@@ -209,7 +211,7 @@ func (r *indexReport) say(format string, a ...any) {
 	if !r.jsonOut {
 		fmt.Fprintln(r.out, line)
 	}
-	r.pub.set(func(p *published) { p.Summary = append(p.Summary, line) })
+	r.pub.Set(func(p *runstatus.Status) { p.Summary = append(p.Summary, line) })
 }
 
 // sayBad lists the bad files, up to maxBadShown.
@@ -231,7 +233,7 @@ func (r *indexReport) sayObservers(sum docindex.JobSummary) {
 		r.say("warning:   %d notified cells left for observer %s (column %s), which this program does not run", u.Pending, u.Observer, u.Column)
 	}
 	if sum.Observers != nil {
-		r.pub.set(func(p *published) { p.Observers = sum.Observers })
+		r.pub.Set(func(p *runstatus.Status) { p.Observers = sum.Observers })
 	}
 	r.say("observers: %d runs (%s) with %d scanners in %s", sum.TotalRuns(), formatRuns(sum.Runs), sum.Scanners, sum.RunTime.Round(time.Millisecond))
 	if sum.Quarantined > 0 {

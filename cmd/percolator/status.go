@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/runstatus"
 	"github.com/seed-992972ee/percolator/docindex"
 	"github.com/seed-992972ee/percolator/storage/pebble"
 )
@@ -28,7 +29,7 @@ type statusReport struct {
 	Index     *docindex.Counts           `json:"index,omitempty"`
 	// Run is the status published by the command running now, or by the
 	// last one.
-	Run *published `json:"run,omitempty"`
+	Run *runstatus.Status `json:"run,omitempty"`
 	// Age is how old Run is.
 	Age time.Duration `json:"age_ns,omitempty"`
 }
@@ -88,7 +89,7 @@ func readStatus(ctx context.Context, tg *target) (statusReport, error) {
 		return rep, err
 	}
 	err = errors.Join(rep.fromStore(ctx, db), db.Close())
-	if p, perr := readPublished(dir); perr == nil {
+	if p, perr := runstatus.Read(dir); perr == nil {
 		rep.Run, rep.Age = &p, time.Since(p.Updated)
 	}
 	return rep, err
@@ -113,13 +114,13 @@ func (rep *statusReport) fromStore(ctx context.Context, db *percolator.DB) error
 // that process published, if it is alive and publishes.
 func publishedStatus(dir string, locked error) (statusReport, error) {
 	rep := statusReport{Dir: dir, Source: "published"}
-	p, err := readPublished(dir)
+	p, err := runstatus.Read(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return rep, fmt.Errorf("%w\nthe process holding it publishes no status (it is not a running 'percolator index' or 'bank')", locked)
 	case err != nil:
 		return rep, fmt.Errorf("%w\nreading the status it publishes: %v", locked, err)
-	case p.Finished || !processAlive(p.PID):
+	case p.Finished || !runstatus.Alive(p.PID):
 		return rep, fmt.Errorf("%w\nthe last status published there is from pid %d, which has exited (%s ago); the process holding the store now publishes none",
 			locked, p.PID, time.Since(p.Updated).Round(time.Second))
 	}

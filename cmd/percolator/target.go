@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/cluster"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/runstatus"
 	"github.com/seed-992972ee/percolator/coord/etcd"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 	"github.com/seed-992972ee/percolator/storage/pebble"
@@ -174,7 +175,7 @@ func (t *target) open(ctx context.Context, create bool) (*percolator.DB, error) 
 		if !create {
 			hint = " (only 'percolator status' reads what it publishes while it runs)"
 		}
-		return nil, fmt.Errorf("%w\n%s%s", err, holder(t.dir), hint)
+		return nil, fmt.Errorf("%w\n%s%s", err, runstatus.Holder(t.dir), hint)
 	}
 	return db, err
 }

@@ -21,6 +21,9 @@ func newRoot(argv []string) *cobra.Command {
 an embedded database directory (--dir D), a server's database (--server
 ADDR) or Bigtable with etcd (--bigtable P/I/T --etcd E), and runs the
 server, the oracle and the workers.`,
+		Example: `  percolator index --dir D --verify ~/docs
+  percolator status --dir D
+  percolator help index`,
 		Args:          cobra.ArbitraryArgs,
 		RunE:          runUnknown,
 		SilenceErrors: true,
@@ -32,9 +35,10 @@ server, the oracle and the workers.`,
 	root.SetUsageFunc(usage)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
 	root.SetHelpCommand(helpCmd())
+	root.CompletionOptions.DisableDefaultCmd = true // completion.go's, whose arguments are checked
 	root.AddCommand(indexCmd(argv), statusCmd(), notificationsCmd(), bankCmd(argv), dumpCmd(), locksCmd(), unobserveCmd(),
 		serveCmd(), workerCmd(), oracleCmd(), benchCmd(), initCmd(), lockCmd(), queueCmd(), graphCmd(), devclusterCmd(),
-		versionCmd(), benchClientCmd())
+		versionCmd(), completionCmd(), benchClientCmd())
 	return root
 }
 
@@ -75,6 +79,7 @@ func helpCmd() *cobra.Command {
 		Short: "print this help, or a command's",
 		Example: `  percolator help
   percolator help lock acquire`,
+		Args: cobra.ArbitraryArgs, // a command's path, checked by RunE
 		RunE: func(c *cobra.Command, args []string) error {
 			target, rest, err := c.Root().Find(args)
 			if err != nil || len(rest) > 0 {

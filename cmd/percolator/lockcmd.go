@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/holding"
 	"github.com/seed-992972ee/percolator/lock"
 )
 
@@ -119,7 +117,14 @@ func lockAcquire(c *cobra.Command, tg *target, name string, command []string, tt
 		fmt.Fprintf(c.OutOrStdout(), "acquired %s token %d id %d expires %s (store clock)\n", name, l.Token, l.ID, l.Expiry.UTC().Format(time.RFC3339Nano))
 		return nil
 	}
-	return runHolding(ctx, lk, l, command, c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr())
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr()
+	err = holding.Run(ctx, lk, l, cmd, c.ErrOrStderr())
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return exitCode(ee.ExitCode()) // the command's status, passed on
+	}
+	return err
 }
 
 // lockReleaseCmd is `lock release NAME --token T --id I`.
@@ -187,85 +192,5 @@ func lockShowCmd(tg *target) *cobra.Command {
 			}
 			return nil
 		},
-	}
-}
-
-// runHolding runs command while renewing l, then releases it. The
-// command must not act without the lock: when the lease ends by this
-// process's clock (a renewal refused, or none answered in time) the
-// command is stopped (SIGTERM, then SIGKILL). A signal to percolator is
-// passed on to the command (SIGINT), and the lease is still renewed until
-// the command exits: it must not outlive its lease either.
-func runHolding(ctx context.Context, lk *lock.Locker, l *lock.Lease, command []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	c := exec.Command(command[0], command[1:]...)
-	c.Stdout, c.Stderr, c.Stdin = stdout, stderr, stdin
-	c.Env = append(os.Environ(), "PERCOLATOR_LOCK_TOKEN="+strconv.FormatUint(l.Token, 10), "PERCOLATOR_LOCK_NAME="+l.Name)
-	if err := c.Start(); err != nil {
-		_ = lk.Release(context.WithoutCancel(ctx), l)
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-	runErr, err := hold(ctx, lk, l, c, done)
-	if err != nil {
-		return err
-	}
-	if err := lk.Release(context.WithoutCancel(ctx), l); err != nil {
-		fmt.Fprintf(stderr, "percolator lock: releasing %s: %v (the lease expires by itself)\n", l.Name, err)
-	}
-	var ee *exec.ExitError
-	if errors.As(runErr, &ee) {
-		return exitCode(ee.ExitCode())
-	}
-	return runErr
-}
-
-// hold renews l until the command c exits (its Wait's result arrives on
-// done) and returns that result; or, when the lease ends first, stops c
-// and returns the error saying so.
-func hold(ctx context.Context, lk *lock.Locker, l *lock.Lease, c *exec.Cmd, done <-chan error) (runErr, err error) {
-	every := time.NewTicker(max(l.TTL()/3, 10*time.Millisecond)) // by this process's clock, not the store's expiry
-	defer every.Stop()
-	end := time.NewTimer(time.Until(l.Deadline()))
-	defer end.Stop()
-	interrupted := ctx.Done()
-	for {
-		select {
-		case runErr = <-done:
-			return runErr, nil
-		case <-interrupted:
-			_ = c.Process.Signal(os.Interrupt)
-			interrupted = nil // renewing on until c exits
-		case <-every.C:
-			if err = renewBy(context.WithoutCancel(ctx), lk, l); err == nil && l.Valid() {
-				end.Reset(time.Until(l.Deadline()))
-				continue
-			}
-			stopCommand(c, done)
-			return nil, fmt.Errorf("lock %s: lease lost (%v); the command was stopped", l.Name, err)
-		case <-end.C:
-			stopCommand(c, done)
-			return nil, fmt.Errorf("lock %s: lease lost (no renewal in time); the command was stopped", l.Name)
-		}
-	}
-}
-
-// renewBy renews l, giving up at the lease's deadline: a renewal that
-// has not answered by then is too late to let the holder go on.
-func renewBy(ctx context.Context, lk *lock.Locker, l *lock.Lease) error {
-	ctx, cancel := context.WithDeadline(ctx, l.Deadline())
-	defer cancel()
-	return lk.Renew(ctx, l)
-}
-
-// stopCommand stops c: SIGTERM (which a shell obeys at once, unlike a
-// SIGINT while it waits for a command), then SIGKILL after 2s.
-func stopCommand(c *exec.Cmd, done <-chan error) {
-	_ = c.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(2 * time.Second):
-		_ = c.Process.Kill()
-		<-done
 	}
 }

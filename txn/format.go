@@ -11,8 +11,9 @@ import (
 
 // FormatCell renders a protocol cell for humans as the test scenarios
 // show it, family first: `lock:put primary@Bob/bal owner=w`,
-// `write:put data@3`, `data:"$10"`. It is CellFormat's zero value, which
-// percolator dump configures to decode values and escape names.
+// `write:put data@3`, `data:"$10"`. It renders with CellFormat's zero
+// value; percolator dump renders with a CellFormat that decodes values and
+// escapes names, in the same vocabulary.
 func FormatCell(family string, value []byte) string {
 	return family + ":" + CellFormat{}.Format(family, "", value)
 }

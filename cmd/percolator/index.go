@@ -17,6 +17,7 @@ import (
 	"github.com/seed-992972ee/percolator/docindex"
 )
 
+// indexConfig is what `index` was asked for.
 type indexConfig struct {
 	tg             target
 	job            docindex.JobOptions

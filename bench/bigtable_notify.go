@@ -41,66 +41,12 @@ func bigtableNotify(ctx context.Context, b *runner, r *Report) error {
 
 // notifyScanCost measures one layout on a table of its own.
 func (b *runner) notifyScanCost(ctx context.Context, sameRow bool, rows, changed int) (float64, error) {
-	opts := b.btOpts
-	opts.Table += "-notify"
-	if sameRow {
-		opts.Table += "-samerow"
-	}
-	if b.opts.BigtableEmulator {
-		emu, err := bigtable.StartEmulator("127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		defer emu.Close()
-		opts.Emulator = emu.Addr()
-	}
-	if err := bigtable.Init(ctx, opts); err != nil {
-		return 0, err
-	}
-	st, err := bigtable.Open(ctx, opts)
+	db, closeAll, err := b.openNotifyDB(ctx, sameRow)
 	if err != nil {
 		return 0, err
 	}
-	defer st.Close()
-	alloc, err := oracle.OpenAllocator("", oracle.AllocatorOptions{})
-	if err != nil {
-		return 0, err
-	}
-	defer alloc.Close()
-	popts := percolator.Options{Store: st, Oracle: oracle.NewClient(alloc)}
-	if sameRow {
-		popts.Store = sameRowStore{st}
-	}
-	db, err := percolator.Open(ctx, popts)
-	if err != nil {
-		return 0, err
-	}
-	defer db.Close()
-	// The data: 4 columns per row, written twice (two versions each).
-	for round := range 2 {
-		err := db.Load(ctx, rows, percolator.LoadOptions{}, func(tx *percolator.Txn, i int) error {
-			for c := range 4 {
-				if err := tx.Set(fmt.Sprintf("row%05d", i), fmt.Sprint("d", c), fmt.Appendf(nil, "value %d of %d", round, i)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return 0, err
-		}
-	}
-	copyFn := func(ctx context.Context, tx *percolator.Txn, row, col string) error {
-		v, err := tx.Get(ctx, row, col)
-		if errors.Is(err, percolator.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return tx.Set(row, "out", v)
-	}
-	if err := db.Observe(ctx, percolator.Observer{Name: "copy", Column: "in", Fn: copyFn}); err != nil {
+	defer closeAll()
+	if err := loadNotifyRows(ctx, db, rows); err != nil {
 		return 0, err
 	}
 	// A first drain ends the registration's backfill (nothing to notify).
@@ -131,4 +77,76 @@ func (b *runner) notifyScanCost(ctx context.Context, sameRow bool, rows, changed
 		return 0, fmt.Errorf("the scanner found %d notified rows of %d", found, changed)
 	}
 	return float64(keys) / float64(changed), nil
+}
+
+// openNotifyDB opens a table of the layout's own (on an emulator of its
+// own with BigtableEmulator) and a DB on it with an in-process oracle.
+func (b *runner) openNotifyDB(ctx context.Context, sameRow bool) (*percolator.DB, func(), error) {
+	opts := b.btOpts
+	opts.Table += "-notify"
+	if sameRow {
+		opts.Table += "-samerow"
+	}
+	var cl closers
+	fail := func(err error) (*percolator.DB, func(), error) { cl.closeAll(); return nil, nil, err }
+	if b.opts.BigtableEmulator {
+		emu, err := bigtable.StartEmulator("127.0.0.1:0")
+		if err != nil {
+			return fail(err)
+		}
+		cl.add(emu.Close)
+		opts.Emulator = emu.Addr()
+	}
+	if err := bigtable.Init(ctx, opts); err != nil {
+		return fail(err)
+	}
+	st, err := bigtable.Open(ctx, opts)
+	if err != nil {
+		return fail(err)
+	}
+	cl.add(func() { _ = st.Close() })
+	alloc, err := oracle.OpenAllocator("", oracle.AllocatorOptions{})
+	if err != nil {
+		return fail(err)
+	}
+	cl.add(func() { _ = alloc.Close() })
+	popts := percolator.Options{Store: st, Oracle: oracle.NewClient(alloc)}
+	if sameRow {
+		popts.Store = sameRowStore{st}
+	}
+	db, err := percolator.Open(ctx, popts)
+	if err != nil {
+		return fail(err)
+	}
+	cl.add(func() { _ = db.Close() })
+	return db, cl.closeAll, nil
+}
+
+// loadNotifyRows writes the figure's data, 4 columns per row written
+// twice (two versions each), and observes column "in" (copied to "out").
+func loadNotifyRows(ctx context.Context, db *percolator.DB, rows int) error {
+	for round := range 2 {
+		err := db.Load(ctx, rows, percolator.LoadOptions{}, func(tx *percolator.Txn, i int) error {
+			for c := range 4 {
+				if err := tx.Set(fmt.Sprintf("row%05d", i), fmt.Sprint("d", c), fmt.Appendf(nil, "value %d of %d", round, i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	copyFn := func(ctx context.Context, tx *percolator.Txn, row, col string) error {
+		v, err := tx.Get(ctx, row, col)
+		if errors.Is(err, percolator.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return tx.Set(row, "out", v)
+	}
+	return db.Observe(ctx, percolator.Observer{Name: "copy", Column: "in", Fn: copyFn})
 }

@@ -143,18 +143,38 @@ func (b *runner) measureGraph(ctx context.Context, db, cdb *percolator.DB, txnCa
 			TS: ts.Add(1), Props: graph.Props{"rating": graph.FloatValue(float64(rng.IntN(50)) / 10)}}
 	}
 	conflicts0 := db.Stats().Conflicts
+	lats, err := mutateFor(ctx, g, b.opts.Writers, b.opts.Duration, uint64(edges), mutation)
+	if err != nil {
+		return graphRun{}, err
+	}
+	r := graphRun{mutations: len(lats), rate: float64(len(lats)) / b.opts.Duration.Seconds()}
+	if len(lats) > 0 {
+		r.p50, r.p99 = lats[len(lats)/2], lats[len(lats)*99/100]
+	}
+	if c != graph.Txn {
+		r.retries = g.Stats().LockRetries
+		r.callsPerMut = float64(calls.Load()) / float64(max(1, len(lats)))
+		return r, nil
+	}
+	r.retries = int64(db.Stats().Conflicts - conflicts0)
+	r.callsPerMut, err = txnCallsPerMutation(ctx, cdb, txnCalls, label, mutation)
+	return r, err
+}
+
+// mutateFor runs mutations from writers goroutines for d and returns
+// their latencies, sorted; the first mutation that fails stops its
+// writer and is the error.
+func mutateFor(ctx context.Context, g *graph.Graph, writers int, d time.Duration, seed uint64, mutation func(*rand.Rand) graph.Mutation) ([]time.Duration, error) {
 	var (
 		mu   sync.Mutex
 		lats []time.Duration
 		wg   sync.WaitGroup
-		errs = make(chan error, b.opts.Writers)
+		errs = make(chan error, writers)
 	)
-	deadline := time.Now().Add(b.opts.Duration)
-	for i := range b.opts.Writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(i), uint64(edges)))
+	deadline := time.Now().Add(d)
+	for i := range writers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), seed))
 			var mine []time.Duration
 			for time.Now().Before(deadline) {
 				start := time.Now()
@@ -167,37 +187,27 @@ func (b *runner) measureGraph(ctx context.Context, db, cdb *percolator.DB, txnCa
 			mu.Lock()
 			lats = append(lats, mine...)
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
-	if err := <-errs; err != nil {
-		return graphRun{}, err
-	}
 	slices.Sort(lats)
-	r := graphRun{mutations: len(lats), rate: float64(len(lats)) / b.opts.Duration.Seconds()}
-	if len(lats) > 0 {
-		r.p50, r.p99 = lats[len(lats)/2], lats[len(lats)*99/100]
+	return lats, <-errs
+}
+
+// txnCallsPerMutation counts the store calls of 200 mutations of the
+// same mix on a txn label, one at a time, on the counted DB.
+func txnCallsPerMutation(ctx context.Context, cdb *percolator.DB, txnCalls *atomic.Int64, label graph.Label, mutation func(*rand.Rand) graph.Mutation) (float64, error) {
+	cg := graph.New(cdb.Store(), graph.Options{DB: cdb})
+	if err := cg.CreateLabel(ctx, label); err != nil {
+		return 0, err
 	}
-	if c == graph.Txn {
-		r.retries = int64(db.Stats().Conflicts - conflicts0)
-		// Calls: 200 mutations of the same mix, one at a time, on the
-		// counted DB.
-		cg := graph.New(cdb.Store(), graph.Options{DB: cdb})
-		if err := cg.CreateLabel(ctx, label); err != nil {
-			return graphRun{}, err
+	rng := rand.New(rand.NewPCG(1, 1))
+	n0 := txnCalls.Load()
+	for range 200 {
+		if _, err := cg.Mutate(ctx, mutation(rng)); err != nil {
+			return 0, err
 		}
-		rng := rand.New(rand.NewPCG(1, 1))
-		n0 := txnCalls.Load()
-		for range 200 {
-			if _, err := cg.Mutate(ctx, mutation(rng)); err != nil {
-				return graphRun{}, err
-			}
-		}
-		r.callsPerMut = float64(txnCalls.Load()-n0) / 200
-	} else {
-		r.retries = g.Stats().LockRetries
-		r.callsPerMut = float64(calls.Load()) / float64(max(1, len(lats)))
 	}
-	return r, nil
+	return float64(txnCalls.Load()-n0) / 200, nil
 }

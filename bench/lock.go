@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -68,57 +69,12 @@ func lockFigure(ctx context.Context, b *runner, r *Report) error {
 		}
 		return spin.release(ctx)
 	}
-	lat := func(op func() error) (time.Duration, error) {
-		var ds []time.Duration
-		end := time.Now().Add(b.opts.Duration / 4)
-		for time.Now().Before(end) {
-			s := time.Now()
-			if err := op(); err != nil {
-				return 0, err
-			}
-			ds = append(ds, time.Since(s))
-		}
-		slices.Sort(ds)
-		return ds[len(ds)/2], nil
-	}
-	tput := func(op func() error) (float64, error) {
-		var n atomic.Int64
-		var wg sync.WaitGroup
-		var first error
-		var mu sync.Mutex
-		end := time.Now().Add(b.opts.Duration / 4)
-		for range 32 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Now().Before(end) {
-					if err := op(); err != nil {
-						mu.Lock()
-						first = err
-						mu.Unlock()
-						return
-					}
-					n.Add(1)
-				}
-			}()
-		}
-		wg.Wait()
-		return float64(n.Load()) / (b.opts.Duration / 4).Seconds(), first
-	}
-	lockLat, err := lat(leaseOp("bench-uncontended"))
-	if err != nil {
-		return err
-	}
-	spinLat, err := lat(spinOp)
-	if err != nil {
-		return err
-	}
-	lockN, err := tput(leaseOp("bench-contended"))
-	if err != nil {
-		return err
-	}
-	spinN, err := tput(spinOp)
-	if err != nil {
+	d := b.opts.Duration / 4
+	lockLat, err1 := medianLatency(d, leaseOp("bench-uncontended"))
+	spinLat, err2 := medianLatency(d, spinOp)
+	lockN, err3 := throughput(d, 32, leaseOp("bench-contended"))
+	spinN, err4 := throughput(d, 32, spinOp)
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return err
 	}
 	r.printf("lock:    uncontended acquire+release p50 %s (lease, token, ticket, store clock) vs %s (plain CAS spin lock): %.1fx the latency",
@@ -126,4 +82,45 @@ func lockFigure(ctx context.Context, b *runner, r *Report) error {
 	r.printf("lock:    32 contenders: %.0f vs %.0f acquisitions/s: ratio %.2fx (the spin lock has no fairness, no expiry and no token)",
 		lockN, spinN, lockN/spinN)
 	return nil
+}
+
+// medianLatency runs op one at a time for d and returns its median
+// latency.
+func medianLatency(d time.Duration, op func() error) (time.Duration, error) {
+	var ds []time.Duration
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		s := time.Now()
+		if err := op(); err != nil {
+			return 0, err
+		}
+		ds = append(ds, time.Since(s))
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2], nil
+}
+
+// throughput runs op from n goroutines for d and returns the ops per
+// second; an op that fails stops its goroutine, and an error is returned.
+func throughput(d time.Duration, n int, op func() error) (float64, error) {
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	end := time.Now().Add(d)
+	for range n {
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				if err := op(); err != nil {
+					mu.Lock()
+					first = err
+					mu.Unlock()
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return float64(done.Load()) / d.Seconds(), first
 }

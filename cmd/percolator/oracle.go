@@ -27,18 +27,14 @@ const oracleDrainTimeout = 5 * time.Second
 // oracleConfig is what `oracle` was asked for.
 type oracleConfig struct {
 	endpoints, prefix, table string
-	listen, advertise        string
+	advertise                string
 	lease                    time.Duration
-	tokenFile                string
-	certFile, keyFile        string
-	insecure                 bool
+	listen                   listenFlags
 	log                      logFlags
 
 	// Set by validate.
-	eps    []string
-	bt     bigtable.Options
-	token  string
-	beyond bool
+	eps []string
+	bt  bigtable.Options
 }
 
 // oracleCmd is `oracle`: one candidate of the distributed deployment's
@@ -65,22 +61,17 @@ func oracleCmd() *cobra.Command {
 	fs.StringVar(&cfg.endpoints, "etcd", "", "etcd endpoints, comma-separated (e.g. http://127.0.0.1:2379); required")
 	fs.StringVar(&cfg.prefix, "etcd-prefix", etcd.DefaultOraclePrefix, "prefix of the election's and the mark's etcd keys")
 	fs.StringVar(&cfg.table, "bigtable", "", "the deployment's Cloud Bigtable table PROJECT/INSTANCE/TABLE (BIGTABLE_EMULATOR_HOST is honoured), the one the clients use; required: the oracle keeps a copy of its mark there (so etcd restored from an older backup cannot move timestamps back), and its replies carry the table's observer registry version, so committers need not read it")
-	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:7430", "address to serve the oracle's gRPC on")
 	fs.StringVar(&cfg.advertise, "advertise", "", "address clients dial, published in etcd (default: the listen address)")
 	fs.DurationVar(&cfg.lease, "lease", etcd.DefaultOracleLease, "election lease, whole seconds (etcd raises it to its minimum, about 2s): a dead leader is replaced within about this")
-	fs.StringVar(&cfg.tokenFile, "token-file", "", "file holding the token every call must carry (default: $PERCOLATOR_TOKEN; none: no token required)")
-	fs.StringVar(&cfg.certFile, "tls-cert", "", "TLS certificate (PEM); with --tls-key, serve TLS")
-	fs.StringVar(&cfg.keyFile, "tls-key", "", "TLS private key (PEM)")
-	fs.BoolVar(&cfg.insecure, "insecure", false, "allow a --listen address beyond loopback without TLS: the token and every request and reply then cross the network in clear, so anyone who can see the traffic can take the token and ask for timestamps (use --tls-cert/--tls-key instead)")
+	cfg.listen.register(fs, "127.0.0.1:7430", "ask for timestamps")
 	cfg.log.register(fs)
 	return c
 }
 
 // validate checks the flags, and sets what they give: the etcd
-// endpoints, the table, the token and whether the listen address is
-// beyond loopback.
+// endpoints, the table, and the listen flags' token and TLS.
 func (cfg *oracleConfig) validate() error {
-	eps, err := oracleFlagsValid(cfg.endpoints, cfg.prefix, cfg.lease, cfg.certFile, cfg.keyFile)
+	eps, err := oracleFlagsValid(cfg.endpoints, cfg.prefix, cfg.lease)
 	if err != nil {
 		return err
 	}
@@ -94,31 +85,20 @@ func (cfg *oracleConfig) validate() error {
 	if err := cfg.bt.ParseTable(cfg.table); err != nil {
 		return usagef("--bigtable: %v", err)
 	}
-	if cfg.token, err = readToken(cfg.tokenFile); err != nil {
-		return err
-	}
-	if cfg.insecure && cfg.certFile != "" {
-		return usagef("--insecure and --tls-cert contradict each other: with TLS nothing crosses the network in clear")
-	}
-	cfg.beyond, err = checkListen(cfg.listen, cfg.token, cfg.certFile != "", cfg.insecure)
-	return err
+	return cfg.listen.check()
 }
 
 func runOracle(ctx context.Context, cfg *oracleConfig, stderr io.Writer) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	eps, btOpts, token := cfg.eps, cfg.bt, cfg.token
+	eps, btOpts := cfg.eps, cfg.bt
 	log := cfg.log.logger(stderr)
-	if cfg.beyond && cfg.certFile == "" {
-		log.Warn("serving beyond loopback without TLS (--insecure): the token and every request and reply cross the network in clear", "listen", cfg.listen)
+	if cfg.listen.beyond && cfg.listen.tls == nil {
+		log.Warn("serving beyond loopback without TLS (--insecure): the token and every request and reply cross the network in clear", "listen", cfg.listen.addr)
 	}
-	opts := server.OracleOptions{Token: token, Logger: log}
-	var err error
-	if opts.TLS, err = loadTLS(cfg.certFile, cfg.keyFile); err != nil {
-		return err
-	}
-	lis, err := net.Listen("tcp", cfg.listen)
+	opts := server.OracleOptions{Token: cfg.listen.token, Logger: log, TLS: cfg.listen.tls}
+	lis, err := net.Listen("tcp", cfg.listen.addr)
 	if err != nil {
 		return err
 	}
@@ -147,8 +127,8 @@ func runOracle(ctx context.Context, cfg *oracleConfig, stderr io.Writer) error {
 	return serveOracle(ctx, log, cand, server.NewOracleServer(cand, opts), lis, eps)
 }
 
-// oracleFlagsValid checks oracle's flags and returns the etcd endpoints.
-func oracleFlagsValid(endpoints, prefix string, lease time.Duration, cert, key string) ([]string, error) {
+// oracleFlagsValid checks oracle's etcd flags and returns the endpoints.
+func oracleFlagsValid(endpoints, prefix string, lease time.Duration) ([]string, error) {
 	switch {
 	case strings.TrimSpace(endpoints) == "":
 		return nil, usagef("--etcd is required: the etcd cluster's endpoints, comma-separated")
@@ -156,8 +136,6 @@ func oracleFlagsValid(endpoints, prefix string, lease time.Duration, cert, key s
 		return nil, usagef("--etcd-prefix must not be empty")
 	case lease < time.Second || lease > time.Hour || lease%time.Second != 0:
 		return nil, usagef("--lease %v: etcd leases are whole seconds, from 1s to 1h", lease)
-	case (cert == "") != (key == ""):
-		return nil, usagef("--tls-cert and --tls-key go together")
 	}
 	var eps []string
 	for _, e := range strings.Split(endpoints, ",") {

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -22,13 +20,11 @@ const drainTimeout = 30 * time.Second
 
 // serveConfig is what `serve` was asked for.
 type serveConfig struct {
-	dir, listen, metrics string
-	tokenFile            string
-	certFile, keyFile    string
-	insecure             bool
-	log                  logFlags
-	opts                 server.Options
-	checkLimits          func() error
+	dir, metrics string
+	listen       listenFlags
+	log          logFlags
+	opts         server.Options
+	checkLimits  func() error
 }
 
 // serveCmd is `serve`: one process hosting the store, the timestamp
@@ -50,53 +46,35 @@ lock service. SIGTERM or SIGINT drains the calls in flight and exits 0.`,
 	}
 	fs := c.Flags()
 	fs.StringVar(&cfg.dir, "dir", "", "database directory (created if needed; the embedded layout, so a --dir database can be served)")
-	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:7420", "address to serve gRPC on")
 	fs.StringVar(&cfg.metrics, "metrics", "", "address to serve Prometheus metrics on at /metrics (e.g. 127.0.0.1:7421; default none)")
-	fs.StringVar(&cfg.tokenFile, "token-file", "", "file holding the token every call must carry (default: $PERCOLATOR_TOKEN; none: no token required)")
-	fs.StringVar(&cfg.certFile, "tls-cert", "", "TLS certificate (PEM); with --tls-key, serve TLS")
-	fs.StringVar(&cfg.keyFile, "tls-key", "", "TLS private key (PEM)")
-	fs.BoolVar(&cfg.insecure, "insecure", false, "allow a --listen address beyond loopback without TLS: the token and every request and reply then cross the network in clear, so anyone who can see the traffic can take the token and read and write the whole store (use --tls-cert/--tls-key instead)")
+	cfg.listen.register(fs, "127.0.0.1:7420", "read and write the whole store")
 	cfg.checkLimits = limitFlags(fs, &cfg.opts)
 	cfg.log.register(fs)
 	return c
 }
 
-// validate checks the flags, and returns the token and whether the
-// listen address is beyond loopback.
-func (cfg *serveConfig) validate() (token string, beyond bool, err error) {
-	switch {
-	case cfg.dir == "":
-		return "", false, usagef("--dir is required")
-	case (cfg.certFile == "") != (cfg.keyFile == ""):
-		return "", false, usagef("--tls-cert and --tls-key go together")
-	case cfg.insecure && cfg.certFile != "":
-		return "", false, usagef("--insecure and --tls-cert contradict each other: with TLS nothing crosses the network in clear")
+// validate checks the flags and reads the token and TLS key pair.
+func (cfg *serveConfig) validate() error {
+	if cfg.dir == "" {
+		return usagef("--dir is required")
 	}
 	if err := cfg.log.validate(); err != nil {
-		return "", false, err
+		return err
 	}
 	if err := cfg.checkLimits(); err != nil {
-		return "", false, err
+		return err
 	}
-	if token, err = readToken(cfg.tokenFile); err != nil {
-		return "", false, err
-	}
-	beyond, err = checkListen(cfg.listen, token, cfg.certFile != "", cfg.insecure)
-	return token, beyond, err
+	return cfg.listen.check()
 }
 
 func (cfg *serveConfig) run(ctx context.Context, stderr io.Writer) error {
-	token, beyond, err := cfg.validate()
-	if err != nil {
+	if err := cfg.validate(); err != nil {
 		return err
 	}
-	log := cfg.log.logger(stderr)
+	log, token := cfg.log.logger(stderr), cfg.listen.token
 	opts := cfg.opts
-	opts.Dir, opts.Token, opts.Logger = cfg.dir, token, log
-	if opts.TLS, err = loadTLS(cfg.certFile, cfg.keyFile); err != nil {
-		return err
-	}
-	lis, err := net.Listen("tcp", cfg.listen)
+	opts.Dir, opts.Token, opts.Logger, opts.TLS = cfg.dir, token, log, cfg.listen.tls
+	lis, err := net.Listen("tcp", cfg.listen.addr)
 	if err != nil {
 		return err
 	}
@@ -114,7 +92,7 @@ func (cfg *serveConfig) run(ctx context.Context, stderr io.Writer) error {
 		}
 		defer stop()
 	}
-	if beyond && opts.TLS == nil {
+	if cfg.listen.beyond && opts.TLS == nil {
 		log.Warn("serving beyond loopback without TLS (--insecure): the token and every request and reply cross the network in clear; "+
 			"anyone who can see the traffic can take the token and read and write the whole store", "addr", lis.Addr().String())
 	}
@@ -158,19 +136,6 @@ func serveUntilSignal(ctx context.Context, srv *server.Server, lis net.Listener,
 	return errDrained
 }
 
-// loadTLS is the server's TLS configuration from a certificate and key,
-// or nil without them.
-func loadTLS(certFile, keyFile string) (*tls.Config, error) {
-	if certFile == "" {
-		return nil, nil
-	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("TLS: %w", err)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
-}
-
 // limitFlags registers serve's --max-* flags, which set opts's limits
 // (their defaults the server's), and returns the check of their values.
 func limitFlags(fs *pflag.FlagSet, opts *server.Options) (check func() error) {
@@ -199,46 +164,4 @@ func limitFlags(fs *pflag.FlagSet, opts *server.Options) (check func() error) {
 		}
 		return nil
 	}
-}
-
-// checkListen refuses a listen address beyond loopback without a token,
-// and without TLS unless insecure: the token would cross the network in
-// clear. It reports whether the address is beyond loopback.
-func checkListen(listen, token string, hasTLS, insecure bool) (beyond bool, err error) {
-	if beyond, err = beyondLoopback(listen); err != nil {
-		return false, err
-	}
-	switch {
-	case beyond && token == "":
-		return true, usagef("--listen %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", listen)
-	case beyond && !hasTLS && !insecure:
-		return true, usagef("--listen %s is not a loopback address: without TLS the token would cross the network in clear; "+
-			"serve TLS with --tls-cert and --tls-key, or pass --insecure to accept the risk", listen)
-	}
-	return beyond, nil
-}
-
-// requireLoopback refuses a listen address other than loopback: without a
-// token, anyone who can reach the port could read and write everything.
-func requireLoopback(addr string) error {
-	beyond, err := beyondLoopback(addr)
-	if err == nil && beyond {
-		err = usagef("--listen %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", addr)
-	}
-	return err
-}
-
-// beyondLoopback reports whether a listen address may be reached from
-// other machines: anything but localhost and a loopback IP (an empty host
-// listens on every interface).
-func beyondLoopback(addr string) (bool, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false, usagef("--listen %s: %v", addr, err)
-	}
-	if host == "localhost" {
-		return false, nil
-	}
-	ip := net.ParseIP(host)
-	return ip == nil || !ip.IsLoopback(), nil
 }

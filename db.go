@@ -362,7 +362,8 @@ func (db *DB) ResolveLocks(ctx context.Context) (int, error) {
 // RawRow returns the protocol's cells of row, every version of every
 // column: data (values too large to inline, at their start_ts), lock and
 // write (commit records at commit_ts, rollback records at start_ts). For
-// inspection (percolator dump); txn.FormatCell renders one.
+// inspection: percolator dump renders them with txn.CellFormat (as
+// txn.FormatCell does for the protocol's test scenarios).
 func (db *DB) RawRow(ctx context.Context, row string) ([]storage.Cell, error) {
 	c, err := db.client.RawRow(ctx, []byte(row))
 	return c, apiErr(err)

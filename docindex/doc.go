@@ -137,4 +137,15 @@
 //     what they changed in per-path dirty cells, and CountIndex folds them
 //     into per-entity flags and the counts (counts.go).
 //  5. A store holds one format of index (ErrFormat otherwise).
+//
+// # The job
+//
+// RunJob (job.go) is the whole of one run, as percolator index runs it:
+// list a directory (ScanDir), register the observers and load what
+// changed (Sync), run the observers to quiescence, fold the counts
+// (CountIndex) and, with JobOptions.Verify, compare the index with a
+// batch build of the files loaded (ErrVerify). A JobReport follows its
+// phases and their progress (a monitor reads the observers' status every
+// second while they run); the command draws and publishes what it is
+// told, and RunJob returns what each phase did (JobSummary).
 package docindex

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/seed-992972ee/percolator/coord/etcd"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
@@ -14,36 +16,45 @@ import (
 // devTable is the table devcluster creates.
 const devTable = "dev/dev/percolator"
 
-// percolator devcluster --dir D: the Bigtable emulator and one etcd member
-// on local ports, for trying the distributed commands on one machine.
-func runDevcluster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("devcluster", stderr)
-	dir := fs.String("dir", "", "directory for etcd's data (the Bigtable emulator keeps its data in memory)")
-	btAddr := fs.String("bigtable-listen", "127.0.0.1:0", "address of the Bigtable emulator")
-	etcdAddr := fs.String("etcd-listen", "", "client address of etcd (default: a free port on 127.0.0.1)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+// devclusterCmd is `devcluster --dir D`: the Bigtable emulator and one
+// etcd member on local ports, for trying the distributed commands on one
+// machine.
+func devclusterCmd() *cobra.Command {
+	var dir, btAddr, etcdAddr string
+	c := &cobra.Command{
+		Use:     "devcluster",
+		Short:   "the Bigtable emulator and one etcd member on local ports, for trying the distributed commands",
+		Example: "  percolator devcluster --dir /tmp/dev",
+		Args:    noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if dir == "" {
+				return usagef("--dir is required")
+			}
+			if err := requireLoopback(btAddr); err != nil {
+				return err
+			}
+			if etcdAddr != "" {
+				if err := requireLoopback(etcdAddr); err != nil {
+					return err
+				}
+			}
+			return runDevcluster(c.Context(), dir, btAddr, etcdAddr, c.OutOrStdout(), c.ErrOrStderr())
+		},
 	}
-	switch {
-	case fs.NArg() > 0:
-		return usagef("unexpected arguments %q", fs.Args())
-	case *dir == "":
-		return usagef("--dir is required")
-	}
-	if err := requireLoopback(*btAddr); err != nil {
-		return err
-	}
-	if *etcdAddr != "" {
-		if err := requireLoopback(*etcdAddr); err != nil {
-			return err
-		}
-	}
-	emu, err := bigtable.StartEmulator(*btAddr)
+	c.Flags().StringVar(&dir, "dir", "", "directory for etcd's data (the Bigtable emulator keeps its data in memory)")
+	c.Flags().StringVar(&btAddr, "bigtable-listen", "127.0.0.1:0", "address of the Bigtable emulator")
+	c.Flags().StringVar(&etcdAddr, "etcd-listen", "", "client address of etcd (default: a free port on 127.0.0.1)")
+	return c
+}
+
+// runDevcluster runs the emulator and the etcd member until a signal.
+func runDevcluster(ctx context.Context, dir, btAddr, etcdAddr string, stdout, stderr io.Writer) error {
+	emu, err := bigtable.StartEmulator(btAddr)
 	if err != nil {
 		return err
 	}
 	defer emu.Close()
-	member, err := etcd.StartEmbedded(ctx, etcd.EmbedOptions{Dir: filepath.Join(*dir, "etcd"), ClientAddr: *etcdAddr})
+	member, err := etcd.StartEmbedded(ctx, etcd.EmbedOptions{Dir: filepath.Join(dir, "etcd"), ClientAddr: etcdAddr})
 	if err != nil {
 		return err
 	}

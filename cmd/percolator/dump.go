@@ -10,9 +10,10 @@ import (
 	"text/tabwriter"
 	"unicode/utf8"
 
+	"github.com/spf13/cobra"
+
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/docindex"
-	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/txn"
 )
 
@@ -28,34 +29,41 @@ type dumpConfig struct {
 // --full.
 const shortValue = 60
 
-func runDump(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("dump", stderr)
+// dumpCmd is `dump`: rows' data, lock and write columns by timestamp,
+// decoded as the tables of the paper.
+func dumpCmd() *cobra.Command {
 	var cfg dumpConfig
+	c := &cobra.Command{
+		Use:   "dump",
+		Short: "rows' data / lock / write columns by timestamp, decoded",
+		Long: `Lay each row out like the tables of the paper's Bob/Joe walk-through:
+per column, one line per timestamp, newest first, with its data, lock and
+write cells side by side, records and the index's binary values decoded,
+values cut at 60 bytes unless --full.`,
+		Example: "  percolator dump --dir D --row Bob\n  percolator dump --dir D --prefix doc/ --limit 5 --full",
+		Args:    noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			switch {
+			case cfg.limit < 1:
+				return usagef("--limit must be at least 1")
+			case cfg.row != "" && cfg.prefix != "":
+				return usagef("--row and --prefix exclude each other")
+			}
+			if err := cfg.tg.validate(); err != nil {
+				return err
+			}
+			ctx := c.Context()
+			return withDB(ctx, &cfg.tg, func(db *percolator.DB) error { return dump(ctx, db, cfg, c.OutOrStdout()) })
+		},
+	}
+	fs := c.Flags()
 	cfg.tg.register(fs, "database directory")
 	fs.StringVar(&cfg.prefix, "prefix", "", "dump the rows starting with this prefix (default: every row, up to --limit)")
 	fs.StringVar(&cfg.row, "row", "", "dump this one row")
 	fs.IntVar(&cfg.limit, "limit", 20, "rows to dump at most")
 	fs.BoolVar(&cfg.full, "full", false, "show whole values (they are cut at 60 bytes otherwise)")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the cells as JSON")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: percolator dump --dir D | --server ADDR [--prefix P | --row R] [--limit N] [--full] [--json]\n\nflags:")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	switch {
-	case len(fs.Args()) > 0:
-		return usagef("unexpected arguments %q", fs.Args())
-	case cfg.limit < 1:
-		return usagef("--limit must be at least 1")
-	case cfg.row != "" && cfg.prefix != "":
-		return usagef("--row and --prefix exclude each other")
-	}
-	if err := cfg.tg.validate(); err != nil {
-		return err
-	}
-	return withDB(ctx, &cfg.tg, func(db *percolator.DB) error { return dump(ctx, db, cfg, stdout) })
+	return c
 }
 
 func dump(ctx context.Context, db *percolator.DB, cfg dumpConfig, w io.Writer) error {
@@ -69,7 +77,7 @@ func dump(ctx context.Context, db *percolator.DB, cfg dumpConfig, w io.Writer) e
 		if err != nil {
 			return err
 		}
-		out = append(out, decodeRow(r, cells, cfg.full))
+		out = append(out, dumpedRow{Row: displayPath(r), Cells: cellFormat(cfg.full).Versions(cells)})
 	}
 	if cfg.jsonOut {
 		if out == nil {
@@ -108,100 +116,27 @@ func dumpRows(ctx context.Context, db *percolator.DB, cfg dumpConfig) ([]string,
 	return rows[:i], nil
 }
 
-// dumpedCell is one version of one column, decoded.
-type dumpedCell struct {
-	Column string `json:"column"`
-	TS     uint64 `json:"ts"`
-	Data   string `json:"data,omitempty"`
-	Lock   string `json:"lock,omitempty"`
-	Write  string `json:"write,omitempty"`
-}
-
+// dumpedRow is a row as dump shows it: its versions as the paper's
+// tables lay them out (txn.CellFormat.Versions).
 type dumpedRow struct {
-	Row   string       `json:"row"`
-	Cells []dumpedCell `json:"cells"`
+	Row   string            `json:"row"`
+	Cells []txn.CellVersion `json:"cells"`
 }
 
-// decodeRow lays out a row's cells per column, newest timestamp first,
-// with data, lock and write side by side.
-func decodeRow(row string, cells []storage.Cell, full bool) dumpedRow {
-	type key struct {
-		col string
-		ts  uint64
+// cellFormat is how dump renders a protocol cell (txn's rendering, as the
+// scenarios show it): values decoded by formatValue, the primary's row
+// and column escaped as rows and columns print.
+func cellFormat(full bool) txn.CellFormat {
+	return txn.CellFormat{
+		Value:  func(col string, v []byte) string { return formatValue(col, v, full) },
+		Row:    displayPath,
+		Column: displayText,
 	}
-	r := dumpedRow{Row: displayPath(row), Cells: []dumpedCell{}}
-	idx := map[key]int{}
-	for _, c := range cells {
-		k := key{c.Qualifier, c.TS}
-		i, ok := idx[k]
-		if !ok {
-			i = len(r.Cells)
-			idx[k] = i
-			r.Cells = append(r.Cells, dumpedCell{Column: displayText(c.Qualifier), TS: c.TS})
-		}
-		d := &r.Cells[i]
-		v := formatCell(c, full)
-		switch c.Family {
-		case txn.FamilyData:
-			d.Data = v
-		case txn.FamilyLock:
-			d.Lock = v
-		case txn.FamilyWrite:
-			d.Write = v
-		}
-	}
-	slices.SortStableFunc(r.Cells, func(a, b dumpedCell) int {
-		if c := strings.Compare(a.Column, b.Column); c != 0 {
-			return c
-		}
-		return -cmpUint(a.TS, b.TS)
-	})
-	return r
 }
 
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// formatCell decodes one cell: a lock or a write record, or a value (of
-// the index's binary columns, an ack's timestamp, or quoted bytes).
-func formatCell(c storage.Cell, full bool) string {
-	switch c.Family {
-	case txn.FamilyLock:
-		l, err := txn.DecodeLock(c.Value)
-		if err != nil {
-			return "<corrupt lock>"
-		}
-		s := fmt.Sprintf("%s primary=%s/%s owner=%s", l.Op, displayPath(string(l.PrimaryRow)), displayText(l.PrimaryCol), l.Owner)
-		if l.Inline {
-			s += " value=" + formatValue(c.Qualifier, l.Value, full)
-		}
-		return s
-	case txn.FamilyWrite:
-		wr, err := txn.DecodeWrite(c.Value)
-		if err != nil {
-			return "<corrupt write>"
-		}
-		if wr.Op == txn.OpRollback {
-			return "rollback"
-		}
-		s := fmt.Sprintf("%s data@%d", wr.Op, wr.StartTS)
-		if wr.Inline {
-			s += " value=" + formatValue(c.Qualifier, wr.Value, full)
-		}
-		return s
-	}
-	return formatValue(c.Qualifier, c.Value, full)
-}
-
-// formatValue decodes the value of column col, cut to shortValue bytes
-// unless full.
+// formatValue decodes the value of column col (one of the index's binary
+// columns, an ack's timestamp, or else quoted bytes), cut to shortValue
+// bytes unless full.
 func formatValue(col string, v []byte, full bool) string {
 	s, ok := docindex.FormatValue(col, v)
 	switch {
@@ -241,60 +176,4 @@ func (r dumpedRow) print(w io.Writer) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
-}
-
-func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("locks", stderr)
-	var tg target
-	tg.register(fs, "database directory")
-	resolve := fs.Bool("resolve", false, "settle the locks of committed, rolled-back, dead or expired transactions")
-	jsonOut := fs.Bool("json", false, "print the locks as JSON")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := tg.validate(); err != nil {
-		return err
-	}
-	return withDB(ctx, &tg, func(db *percolator.DB) error {
-		if *resolve {
-			n, err := db.ResolveLocks(ctx)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "resolved %d locks\n", n)
-		}
-		return printLocks(ctx, db, *jsonOut, stdout)
-	})
-}
-
-func printLocks(ctx context.Context, db *percolator.DB, jsonOut bool, w io.Writer) error {
-	locks, err := db.Locks(ctx)
-	if err != nil {
-		return err
-	}
-	type entry struct {
-		Row     string `json:"row"`
-		Column  string `json:"column"`
-		StartTS uint64 `json:"start_ts"`
-		Op      string `json:"op"`
-		Primary string `json:"primary"`
-		Owner   string `json:"owner"`
-		Expires string `json:"expires"`
-	}
-	list := []entry{}
-	for _, l := range locks {
-		list = append(list, entry{displayPath(string(l.Row)), displayText(l.Column), l.StartTS, l.Lock.Op.String(),
-			displayPath(string(l.Lock.PrimaryRow)) + "/" + displayText(l.Lock.PrimaryCol), l.Lock.Owner, l.Expires.Format("15:04:05.000")})
-	}
-	if jsonOut {
-		return writeJSON(w, list)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROW\tCOLUMN\tSTART_TS\tOP\tPRIMARY\tOWNER\tEXPIRES")
-	for _, e := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", e.Row, e.Column, e.StartTS, e.Op, e.Primary, e.Owner, e.Expires)
-	}
-	_ = tw.Flush()
-	fmt.Fprintf(w, "%d locks\n", len(list))
-	return nil
 }

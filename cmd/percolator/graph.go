@@ -1,155 +1,206 @@
 package main
 
 import (
-	"bufio"
-	"compress/gzip"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator/graph"
 )
 
-// depends is the label `graph load` fills: a package's dependency, with
-// its kind and version constraint, ordered by kind in the index.
-func dependsLabel(name string, c graph.Consistency) graph.Label {
-	return graph.Label{
-		Name:        name,
-		Props:       map[string]graph.Type{"kind": graph.String, "constraint": graph.String},
-		Indexes:     []graph.Index{{Name: "by_kind", Props: []string{"kind"}}},
-		Consistency: c,
-	}
+// graphFlags are the flags of every graph command: the target and the
+// label.
+type graphFlags struct {
+	tg    target
+	label string
 }
 
-const graphUsage = `usage: percolator graph COMMAND [flags] (--dir D | --server ADDR | --bigtable P/I/T --etcd E)
-  load [FILE]                 ingest a dependency graph (default testdata/debian-deps.tsv.gz)
-  insert SRC TGT [PROP=VALUE...]  insert (or update) an edge
-  delete SRC TGT              delete an edge
-  query (--out V | --in V)    neighbours in index order, one per line
-  degree (--out V | --in V)   the number of edges
-  check                       every index and degree against the snapshot edges; exit 1 on a mismatch
-flags of every command: --label (default depends)`
+// graphCmd is `graph`: S2Graph's edges on the database (package graph),
+// its commands load, insert, delete, query, degree and check.
+func graphCmd() *cobra.Command {
+	var gf graphFlags
+	c := &cobra.Command{
+		Use:   "graph <command>",
+		Short: "S2Graph's edges: load, insert, delete, query, degree, check",
+		Long: `S2Graph's edges on the database: load a dependency graph, insert and delete
+edges, query a vertex's neighbours in index order or count them, and check
+every index and degree against the edges.`,
+		Example: `  percolator graph load --dir D
+  percolator graph query --dir D --in libc6 --limit 10`,
+		Args: cobra.ArbitraryArgs,
+		RunE: groupRun,
+	}
+	gf.tg.register(c.PersistentFlags(), "database directory (created by graph load)")
+	c.PersistentFlags().StringVar(&gf.label, "label", "depends", "the edges' label")
+	c.AddCommand(graphLoadCmd(&gf), graphMutateCmd(&gf, "insert"), graphMutateCmd(&gf, "delete"),
+		graphQueryCmd(&gf), graphDegreeCmd(&gf), graphCheckCmd(&gf))
+	return c
+}
 
-// percolator graph: S2Graph's edges on the database (package graph).
-func runGraph(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if done, err := helpOnly("graph", graphUsage, args, stderr); done {
-		return err
+// open opens the target's database (an embedded one created if create)
+// and the graph on its store.
+func (gf *graphFlags) open(ctx context.Context, create bool) (*graph.Graph, func(), error) {
+	if err := gf.tg.validate(); err != nil {
+		return nil, nil, err
 	}
-	cmd, args := args[0], args[1:]
-	fs := newFlags("graph "+cmd, stderr)
-	var tg target
-	tg.register(fs, "database directory (created by graph load)")
-	label := fs.String("label", "depends", "the edges' label")
-	var (
-		consistency, out, in, index *string
-		limit, offset, workers      *int
-		jsonOut                     *bool
-	)
-	switch cmd {
-	case "load":
-		consistency = fs.String("consistency", "strong", "the label's consistency when load creates it: strong, weak or txn")
-		workers = fs.Int("workers", 16, "concurrent mutations")
-		limit = fs.Int("limit", 0, "load at most this many edges (0: all)")
-	case "insert", "delete", "check":
-	case "query", "degree":
-		out = fs.String("out", "", "the vertex whose out-edges (it is their source)")
-		in = fs.String("in", "", "the vertex whose in-edges (it is their target)")
-		if cmd == "query" {
-			index = fs.String("index", "", "the index to read (default the label's first)")
-			limit = fs.Int("limit", 0, "at most this many (0: all)")
-			offset = fs.Int("offset", 0, "skip this many")
-			jsonOut = fs.Bool("json", false, "print the edges as JSON")
+	db, err := gf.tg.open(ctx, create && gf.tg.dir != "")
+	if err != nil {
+		return nil, nil, err
+	}
+	return graph.New(db.Store(), graph.Options{DB: db}), func() { _ = db.Close() }, nil
+}
+
+// graphMutateCmd is `graph insert SRC TGT [PROP=VALUE...]` or `graph
+// delete SRC TGT`.
+func graphMutateCmd(gf *graphFlags, op string) *cobra.Command {
+	c := &cobra.Command{
+		Use:     "insert SRC TGT [PROP=VALUE...]",
+		Short:   "insert (or update) an edge",
+		Example: "  percolator graph insert --dir D mypkg libc6 kind=Depends constraint='>= 2.34'",
+		Args:    argsBetween(2, -1, "SRC and TGT, then PROP=VALUE pairs"),
+	}
+	if op == "delete" {
+		c.Use, c.Short, c.Example = "delete SRC TGT", "delete an edge", "  percolator graph delete --dir D mypkg libc6"
+		c.Args = argsBetween(2, 2, "SRC and TGT")
+	}
+	c.RunE = func(c *cobra.Command, args []string) error {
+		ctx := c.Context()
+		g, closeDB, err := gf.open(ctx, false)
+		if err != nil {
+			return err
 		}
-	default:
-		fmt.Fprintln(stderr, graphUsage)
-		return usagef("graph: unknown command %q", cmd)
+		defer closeDB()
+		return graphMutate(ctx, g, op, gf.label, args, c.OutOrStdout())
 	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := tg.validate(); err != nil {
-		return err
-	}
-	var vertex string
-	var dir byte
-	if out != nil {
-		switch {
-		case (*out == "") == (*in == ""):
-			return usagef("graph %s: exactly one of --out V and --in V", cmd)
-		case *out != "":
-			vertex, dir = *out, graph.Out
-		default:
-			vertex, dir = *in, graph.In
-		}
-	}
+	return c
+}
+
+// vertexFlags are query's and degree's --out V and --in V.
+type vertexFlags struct{ out, in string }
+
+func (v *vertexFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&v.out, "out", "", "the vertex whose out-edges (it is their source)")
+	c.Flags().StringVar(&v.in, "in", "", "the vertex whose in-edges (it is their target)")
+}
+
+// vertex is the vertex and direction asked for: exactly one of them.
+func (v *vertexFlags) vertex() (string, byte, error) {
 	switch {
-	case cmd == "load" && fs.NArg() > 1, (cmd == "query" || cmd == "degree" || cmd == "check") && fs.NArg() > 0:
-		return usagef("graph %s: unexpected arguments %q", cmd, fs.Args())
-	case cmd == "delete" && fs.NArg() != 2, cmd == "insert" && fs.NArg() < 2:
-		return usagef("graph %s: SRC and TGT are required", cmd)
-	case limit != nil && *limit < 0, offset != nil && *offset < 0:
-		return usagef("graph %s: --limit and --offset must not be negative", cmd)
-	case workers != nil && *workers < 1:
-		return usagef("graph load: --workers must be at least 1")
+	case (v.out == "") == (v.in == ""):
+		return "", 0, usagef("exactly one of --out V and --in V")
+	case v.out != "":
+		return v.out, graph.Out, nil
 	}
-	var c graph.Consistency
-	if consistency != nil {
-		c = graph.Consistency(*consistency)
-		if c != graph.Strong && c != graph.Weak && c != graph.Txn {
-			return usagef("graph load: --consistency %q (strong, weak or txn)", *consistency)
-		}
+	return v.in, graph.In, nil
+}
+
+// graphQueryCmd is `graph query (--out V | --in V)`.
+func graphQueryCmd(gf *graphFlags) *cobra.Command {
+	var v vertexFlags
+	var index string
+	var limit, offset int
+	var jsonOut bool
+	c := &cobra.Command{
+		Use:     "query (--out V | --in V)",
+		Short:   "neighbours in index order, one per line",
+		Example: "  percolator graph query --dir D --in libc6 --offset 2 --limit 3\n  percolator graph query --dir D --out mypkg --index by_kind --json",
+		Args:    noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			vertex, dir, err := v.vertex()
+			if err != nil {
+				return err
+			}
+			if limit < 0 || offset < 0 {
+				return usagef("--limit and --offset must not be negative")
+			}
+			ctx := c.Context()
+			g, closeDB, err := gf.open(ctx, false)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			es, err := g.Neighbors(ctx, graph.Query{Label: gf.label, Vertex: vertex, Dir: dir, Index: index, Limit: limit, Offset: offset})
+			if err != nil {
+				return err
+			}
+			return printEdges(es, dir, jsonOut, c.OutOrStdout())
+		},
 	}
-	db, err := tg.open(ctx, cmd == "load" && tg.dir != "")
-	if err != nil {
-		return err
+	v.register(c)
+	c.Flags().StringVar(&index, "index", "", "the index to read (default the label's first)")
+	c.Flags().IntVar(&limit, "limit", 0, "at most this many (0: all)")
+	c.Flags().IntVar(&offset, "offset", 0, "skip this many")
+	c.Flags().BoolVar(&jsonOut, "json", false, "print the edges as JSON")
+	return c
+}
+
+// graphDegreeCmd is `graph degree (--out V | --in V)`.
+func graphDegreeCmd(gf *graphFlags) *cobra.Command {
+	var v vertexFlags
+	c := &cobra.Command{
+		Use:     "degree (--out V | --in V)",
+		Short:   "the number of edges",
+		Example: "  percolator graph degree --dir D --in libc6",
+		Args:    noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			vertex, dir, err := v.vertex()
+			if err != nil {
+				return err
+			}
+			ctx := c.Context()
+			g, closeDB, err := gf.open(ctx, false)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			n, err := g.Degree(ctx, gf.label, vertex, dir)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(c.OutOrStdout(), n)
+			return nil
+		},
 	}
-	defer db.Close()
-	g := graph.New(db.Store(), graph.Options{DB: db})
-	switch cmd {
-	case "load":
-		explicit := false
-		fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "consistency" })
-		return graphLoad(ctx, g, dependsLabel(*label, c), explicit, fs.Arg(0), *workers, *limit, stdout, stderr)
-	case "insert", "delete":
-		return graphMutate(ctx, g, cmd, *label, fs.Args(), stdout)
-	case "query":
-		es, err := g.Neighbors(ctx, graph.Query{Label: *label, Vertex: vertex, Dir: dir, Index: *index, Limit: *limit, Offset: *offset})
-		if err != nil {
-			return err
-		}
-		return printEdges(es, dir, *jsonOut, stdout)
-	case "degree":
-		n, err := g.Degree(ctx, *label, vertex, dir)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, n)
-		return nil
+	v.register(c)
+	return c
+}
+
+// graphCheckCmd is `graph check`: every index and degree against the
+// snapshot edges; exit 1 on a mismatch.
+func graphCheckCmd(gf *graphFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:     "check",
+		Short:   "every index and degree against the snapshot edges; exit 1 on a mismatch",
+		Example: "  percolator graph check --dir D",
+		Args:    noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx, w := c.Context(), c.OutOrStdout()
+			g, closeDB, err := gf.open(ctx, false)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			rep, err := g.Check(ctx, gf.label)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "%d live edges checked against every index and degree; %d locked by live mutations (skipped), %d expired locks rolled forward\n", rep.Edges, rep.Locked, rep.Repaired)
+			for _, m := range rep.Mismatches {
+				fmt.Fprintln(w, "mismatch:", m)
+			}
+			if len(rep.Mismatches) > 0 {
+				return fmt.Errorf("%w: %d mismatches", errFailed, len(rep.Mismatches))
+			}
+			fmt.Fprintln(w, "ok")
+			return nil
+		},
 	}
-	rep, err := g.Check(ctx, *label)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%d live edges checked against every index and degree; %d locked by live mutations (skipped), %d expired locks rolled forward\n", rep.Edges, rep.Locked, rep.Repaired)
-	for _, m := range rep.Mismatches {
-		fmt.Fprintln(stdout, "mismatch:", m)
-	}
-	if len(rep.Mismatches) > 0 {
-		return fmt.Errorf("%w: %d mismatches", errFailed, len(rep.Mismatches))
-	}
-	fmt.Fprintln(stdout, "ok")
-	return nil
 }
 
 // printEdges prints each neighbour on its own line: the other vertex, then
@@ -237,139 +288,4 @@ func mutateOutcome(m graph.Mutation, r graph.Result) string {
 		return "updated " + edge
 	}
 	return "inserted " + edge
-}
-
-// findTestdata finds testdata/name from the working directory up, or next
-// to this source file (go run from anywhere): the shipped corpus and
-// graph.
-func findTestdata(name string) (string, error) {
-	var candidates []string
-	if wd, err := os.Getwd(); err == nil {
-		for d := wd; ; d = filepath.Dir(d) {
-			candidates = append(candidates, filepath.Join(d, "testdata", name))
-			if d == filepath.Dir(d) {
-				break
-			}
-		}
-	}
-	if _, file, _, ok := runtime.Caller(0); ok {
-		candidates = append(candidates, filepath.Join(filepath.Dir(file), "..", "..", "testdata", name))
-	}
-	for _, c := range candidates {
-		if _, err := os.Stat(c); err == nil {
-			return c, nil
-		}
-	}
-	return "", usagef("cannot find testdata/%s from here: give FILE", name)
-}
-
-// depEdge is one line of a dependency file.
-type depEdge struct{ src, tgt, kind, constraint string }
-
-// readDeps reads a dependency file (gzipped if its name ends in .gz):
-// tab-separated package, dependency, kind, constraint; # comments.
-func readDeps(path string) ([]depEdge, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var r io.Reader = f
-	if strings.HasSuffix(path, ".gz") {
-		z, err := gzip.NewReader(f)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		defer z.Close()
-		r = z
-	}
-	var out []depEdge
-	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		p := strings.Split(line, "\t")
-		if len(p) < 2 || p[0] == "" || p[1] == "" {
-			return nil, fmt.Errorf("%s:%d: want package<TAB>dependency[<TAB>kind[<TAB>constraint]], got %q", path, n, line)
-		}
-		for len(p) < 4 {
-			p = append(p, "")
-		}
-		if p[2] == "" {
-			p[2] = "Depends"
-		}
-		out = append(out, depEdge{p[0], p[1], p[2], p[3]})
-	}
-	return out, sc.Err()
-}
-
-// graphLoad creates the label (if absent) and inserts every edge, with
-// workers at once and a progress bar.
-func graphLoad(ctx context.Context, g *graph.Graph, l graph.Label, explicit bool, file string, workers, limit int, stdout, stderr io.Writer) error {
-	if file == "" {
-		var err error
-		if file, err = findTestdata("debian-deps.tsv.gz"); err != nil {
-			return err
-		}
-	}
-	edges, err := readDeps(file)
-	if err != nil {
-		return err
-	}
-	if limit > 0 && limit < len(edges) {
-		edges = edges[:limit]
-	}
-	if err := g.CreateLabel(ctx, l); err != nil {
-		if !errors.Is(err, graph.ErrInvalidArgument) {
-			return err
-		}
-		old, lerr := g.Label(ctx, l.Name)
-		if lerr != nil {
-			return err
-		}
-		if explicit && old.Consistency != l.Consistency {
-			return usagef("graph load: label %s exists with consistency %s, not %s (a label's consistency is fixed when it is created; use another --label)", l.Name, old.Consistency, l.Consistency)
-		}
-		l = *old // load into the label as it was created
-	}
-	prog := newProgress(stderr, false)
-	start := time.Now()
-	var next, done atomic.Int64
-	var wg sync.WaitGroup
-	errc := make(chan error, workers)
-	ts := time.Now().UnixMicro()
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(edges) || ctx.Err() != nil {
-					return
-				}
-				e := edges[i]
-				_, err := g.Mutate(ctx, graph.Mutation{Op: graph.Insert, Label: l.Name, Src: e.src, Tgt: e.tgt, TS: ts,
-					Props: graph.Props{"kind": graph.StringValue(e.kind), "constraint": graph.StringValue(e.constraint)}})
-				if err != nil {
-					errc <- fmt.Errorf("%s -> %s: %w", e.src, e.tgt, err)
-					return
-				}
-				prog.show("loading edges", done.Add(1), int64(len(edges)))
-			}
-		}()
-	}
-	wg.Wait()
-	prog.end()
-	close(errc)
-	if err := <-errc; err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	d := time.Since(start)
-	fmt.Fprintf(stdout, "loaded %d edges from %s into label %s (%s) in %s: %.0f edges/s\n", len(edges), filepath.Base(file), l.Name, l.Consistency, d.Round(time.Millisecond), float64(len(edges))/d.Seconds())
-	return nil
 }

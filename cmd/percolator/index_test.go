@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seed-992972ee/percolator/bench"
 )
 
 const corpus = "../../testdata/corpus"
@@ -107,11 +109,11 @@ func TestIndexKill(t *testing.T) {
 }
 
 // bigCorpus copies the test corpus into n files with small edits
-// (copyCorpus, which the observers benchmark uses too).
+// (bench.CopyCorpus, which the observers benchmark uses too).
 func bigCorpus(t *testing.T, n int) string {
 	t.Helper()
 	src := t.TempDir()
-	if err := copyCorpus(corpus, src, n); err != nil {
+	if err := bench.CopyCorpus(corpus, src, n); err != nil {
 		t.Fatal(err)
 	}
 	return src

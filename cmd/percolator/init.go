@@ -6,49 +6,59 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/cobra"
+
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
 
-// percolator init --bigtable PROJECT/INSTANCE/TABLE [--fix]: create the
+// initCmd is `init --bigtable PROJECT/INSTANCE/TABLE [--fix]`: create the
 // table and its family (idempotent). A family with a garbage-collection
 // rule is refused (the rule deletes live data: cell times are protocol
 // timestamps); --fix removes the rule.
-func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("init", stderr)
-	table := fs.String("bigtable", "", "the Bigtable table to create, PROJECT/INSTANCE/TABLE (BIGTABLE_EMULATOR_HOST is honoured; credentials: the client library's defaults)")
-	fix := fs.Bool("fix", false, "remove a garbage-collection rule from the table's family (any rule deletes live data here: cell times are protocol timestamps, instants in 1970); cells it already deleted stay gone")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func initCmd() *cobra.Command {
+	var table string
+	var fix bool
+	c := &cobra.Command{
+		Use:     "init",
+		Short:   "create a Bigtable table for percolator (--bigtable P/I/T; idempotent)",
+		Example: "  percolator init --bigtable my-project/my-instance/percolator\n  percolator init --bigtable my-project/my-instance/percolator --fix",
+		Args:    noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runInit(c.Context(), table, fix, c.OutOrStdout())
+		},
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
-	}
-	if *table == "" {
+	c.Flags().StringVar(&table, "bigtable", "", "the Bigtable table to create, PROJECT/INSTANCE/TABLE (BIGTABLE_EMULATOR_HOST is honoured; credentials: the client library's defaults)")
+	c.Flags().BoolVar(&fix, "fix", false, "remove a garbage-collection rule from the table's family (any rule deletes live data here: cell times are protocol timestamps, instants in 1970); cells it already deleted stay gone")
+	return c
+}
+
+func runInit(ctx context.Context, table string, fix bool, stdout io.Writer) error {
+	if table == "" {
 		return usagef("--bigtable PROJECT/INSTANCE/TABLE is required")
 	}
 	var opts bigtable.Options
-	if err := opts.ParseTable(*table); err != nil {
+	if err := opts.ParseTable(table); err != nil {
 		return usagef("--bigtable: %v", err)
 	}
 	err := bigtable.Init(ctx, opts)
 	var ruleErr *bigtable.GCRuleError
-	if errors.As(err, &ruleErr) && *fix {
+	if errors.As(err, &ruleErr) && fix {
 		removed, rerr := bigtable.RemoveGCRule(ctx, opts)
 		if rerr != nil {
 			return rerr
 		}
-		fmt.Fprintf(stdout, "removed the garbage-collection rule %s from family %q of table %s (cells it deleted before are gone)\n", removed, bigtable.Family, *table)
+		fmt.Fprintf(stdout, "removed the garbage-collection rule %s from family %q of table %s (cells it deleted before are gone)\n", removed, bigtable.Family, table)
 		err = bigtable.Init(ctx, opts)
 	}
 	if errors.As(err, &ruleErr) {
 		return fmt.Errorf("family %q of table %s has the garbage-collection rule %s, which deletes live data here "+
 			"(cell times are protocol timestamps, instants in 1970: an age rule deletes every cell, a version rule versions still read); "+
 			"nothing was changed. Remove it with: percolator init --bigtable %s --fix (or: cbt -project %s -instance %s setgcpolicy %s %s never)",
-			bigtable.Family, *table, ruleErr.Rule, *table, ruleErr.Project, ruleErr.Instance, ruleErr.Table, bigtable.Family)
+			bigtable.Family, table, ruleErr.Rule, table, ruleErr.Project, ruleErr.Instance, ruleErr.Table, bigtable.Family)
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "table %s ready (family %q, no garbage-collection rule)\n", *table, bigtable.Family)
+	fmt.Fprintf(stdout, "table %s ready (family %q, no garbage-collection rule)\n", table, bigtable.Family)
 	return nil
 }

@@ -4,228 +4,193 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/holding"
 	"github.com/seed-992972ee/percolator/lock"
 )
 
-const lockUsage = `usage: percolator lock COMMAND NAME [flags] (--dir D | --server ADDR | --bigtable P/I/T --etcd E)
-  acquire NAME [--ttl 30s] [--wait D] [-- COMMAND ARGS...]
-        wait for the lock; with a COMMAND, run it holding the lease (renewed
-        every TTL/3; its token in $PERCOLATOR_LOCK_TOKEN), then release it and
-        exit with the command's status; without one, print the lease
-        (token, id, expiry) and leave it to expire or to lock release
-  release NAME --token T --id I    release a lease acquire printed
-  show NAME                        holder, token, expiry and waiters`
-
-// percolator lock: leased locks on the database's store (package lock).
-func runLock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if done, err := helpOnly("lock", lockUsage, args, stderr); done {
-		return err
-	}
-	cmd, args := args[0], args[1:]
-	var command []string
-	for i, a := range args {
-		if a == "--" {
-			args, command = args[:i], args[i+1:]
-			break
-		}
-	}
-	fs := newFlags("lock "+cmd, stderr)
+// lockCmd is `lock`: leased locks on the database's store (package
+// lock), its commands acquire, release and show.
+func lockCmd() *cobra.Command {
 	var tg target
-	tg.register(fs, "database directory")
-	ttl := fs.Duration("ttl", 30*time.Second, "the lease's length")
-	wait := fs.Duration("wait", 0, "give up waiting after this long (0: wait until a signal)")
-	token := fs.Uint64("token", 0, "the lease's token (release)")
-	id := fs.Uint64("id", 0, "the lease's id (release)")
-	switch cmd {
-	case "acquire", "release", "show":
-	default:
-		fmt.Fprintln(stderr, lockUsage)
-		return usagef("lock: unknown command %q", cmd)
+	c := &cobra.Command{
+		Use:   "lock <command> NAME",
+		Short: "leased locks: acquire (and run a command holding it), release, show",
+		Long: `Leased locks with fencing tokens on the database's store: acquire one (and
+run a command holding it), release a lease acquire printed, or show a
+lock's holder and waiters.`,
+		Example: `  percolator lock acquire nightly --dir D --ttl 1m -- ./backup.sh
+  percolator lock show nightly --dir D`,
+		Args: cobra.ArbitraryArgs,
+		RunE: groupRun,
 	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() == 0 {
-		return usagef("lock %s: one lock NAME is required", cmd)
-	}
-	name := fs.Arg(0)
-	if rest := fs.Args()[1:]; len(rest) > 0 { // flags after NAME
-		if err := parseFlags(fs, rest); err != nil {
-			return err
-		}
-		if fs.NArg() > 0 {
-			return usagef("lock %s: one lock NAME is required, got also %q", cmd, fs.Args())
-		}
-	}
-	switch {
-	case *ttl <= 0:
-		return usagef("lock %s: --ttl must be positive", cmd)
-	case *wait < 0:
-		return usagef("lock %s: --wait must not be negative", cmd)
-	case cmd == "release" && (*token == 0 || *id == 0):
-		return usagef("lock release: --token and --id are required (acquire prints them)")
-	case len(command) > 0 && cmd != "acquire":
-		return usagef("lock %s: takes no command", cmd)
-	}
+	tg.register(c.PersistentFlags(), "database directory")
+	c.AddCommand(lockAcquireCmd(&tg), lockReleaseCmd(&tg), lockShowCmd(&tg))
+	return c
+}
+
+// openLocker opens the target's database (an embedded one created if
+// create) and a Locker on its store.
+func openLocker(ctx context.Context, tg *target, create bool) (*lock.Locker, func(), error) {
 	if err := tg.validate(); err != nil {
-		return err
+		return nil, nil, err
 	}
-	db, err := tg.open(ctx, cmd == "acquire" && tg.dir != "")
+	db, err := tg.open(ctx, create && tg.dir != "")
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer db.Close()
 	lk, err := lock.New(db.Store(), lock.Options{Holder: fmt.Sprintf("pid-%d", os.Getpid())})
 	if err != nil {
+		_ = db.Close()
+		return nil, nil, err
+	}
+	return lk, func() { _ = db.Close() }, nil
+}
+
+// lockAcquireCmd is `lock acquire NAME [-- COMMAND ARGS...]`.
+func lockAcquireCmd(tg *target) *cobra.Command {
+	var ttl, wait time.Duration
+	c := &cobra.Command{
+		Use:   "acquire NAME [-- COMMAND ARGS...]",
+		Short: "wait for the lock; run COMMAND holding it, or print the lease",
+		Long: `Wait for the lock. With a COMMAND, run it holding the lease (renewed every
+TTL/3; its token in $PERCOLATOR_LOCK_TOKEN, the name in $PERCOLATOR_LOCK_NAME),
+then release it and exit with the command's status; the command is stopped
+if the lease is lost. Without one, print the lease (token, id, expiry) and
+leave it to expire or to lock release.`,
+		Example: `  percolator lock acquire nightly --dir D --ttl 1m -- ./backup.sh
+  percolator lock acquire nightly --server 127.0.0.1:7420 --wait 10s`,
+		Args: func(c *cobra.Command, args []string) error {
+			n := c.ArgsLenAtDash() // the arguments before "--"
+			if n < 0 {
+				n = len(args)
+			}
+			if n != 1 {
+				return usagef("want one lock NAME (then -- and a command), got %q", args)
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			switch {
+			case ttl <= 0:
+				return usagef("--ttl must be positive")
+			case wait < 0:
+				return usagef("--wait must not be negative")
+			}
+			return lockAcquire(c, tg, args[0], args[1:], ttl, wait)
+		},
+	}
+	c.Flags().DurationVar(&ttl, "ttl", 30*time.Second, "the lease's length")
+	c.Flags().DurationVar(&wait, "wait", 0, "give up waiting after this long (0: wait until a signal)")
+	return c
+}
+
+// lockAcquire acquires the lock name and prints the lease, or runs
+// command holding it.
+func lockAcquire(c *cobra.Command, tg *target, name string, command []string, ttl, wait time.Duration) error {
+	ctx := c.Context()
+	lk, closeDB, err := openLocker(ctx, tg, true)
+	if err != nil {
 		return err
 	}
-	switch cmd {
-	case "show":
-		st, err := lk.Show(ctx, name)
-		if err != nil {
-			return err
-		}
-		switch {
-		case st.Token == 0:
-			fmt.Fprintf(stdout, "%s: never granted\n", name)
-		case st.Held:
-			fmt.Fprintf(stdout, "%s: held by %s, token %d, for %s more (store clock)\n", name, st.Holder, st.Token, st.Expiry.Sub(st.Now).Round(time.Millisecond))
-		default:
-			fmt.Fprintf(stdout, "%s: free (last token %d)\n", name, st.Token)
-		}
-		if len(st.Waiters) > 0 {
-			fmt.Fprintf(stdout, "waiters, in ticket order: %s\n", strings.Join(st.Waiters, " "))
-		}
-		return nil
-	case "release":
-		l, err := lk.Lease(name, *token, *id, *ttl)
-		if err != nil {
-			return err
-		}
-		if err := lk.Release(ctx, l); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "released %s token %d\n", name, *token)
-		return nil
-	}
+	defer closeDB()
 	actx := ctx
-	if *wait > 0 {
+	if wait > 0 {
 		var cancel context.CancelFunc
-		actx, cancel = context.WithTimeout(ctx, *wait)
+		actx, cancel = context.WithTimeout(ctx, wait)
 		defer cancel()
 	}
-	l, err := lk.Acquire(actx, name, *ttl)
+	l, err := lk.Acquire(actx, name, ttl)
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return fmt.Errorf("%w: lock %s not acquired within %s", errFailed, name, *wait)
+		return fmt.Errorf("%w: lock %s not acquired within %s", errFailed, name, wait)
 	}
 	if err != nil {
 		return err
 	}
 	if len(command) == 0 {
-		fmt.Fprintf(stdout, "acquired %s token %d id %d expires %s (store clock)\n", name, l.Token, l.ID, l.Expiry.UTC().Format(time.RFC3339Nano))
+		fmt.Fprintf(c.OutOrStdout(), "acquired %s token %d id %d expires %s (store clock)\n", name, l.Token, l.ID, l.Expiry.UTC().Format(time.RFC3339Nano))
 		return nil
 	}
-	return runHolding(ctx, lk, l, command, stdout, stderr)
-}
-
-// runHolding runs command while renewing l, then releases it. The
-// command must not act without the lock: when the lease ends by this
-// process's clock (a renewal refused, or none answered in time) the
-// command is stopped (SIGTERM, then SIGKILL). A signal to percolator is
-// passed on to the command (SIGINT), and the lease is still renewed until
-// the command exits: it must not outlive its lease either.
-func runHolding(ctx context.Context, lk *lock.Locker, l *lock.Lease, command []string, stdout, stderr io.Writer) error {
-	c := exec.Command(command[0], command[1:]...)
-	c.Stdout, c.Stderr, c.Stdin = stdout, stderr, os.Stdin
-	c.Env = append(os.Environ(), "PERCOLATOR_LOCK_TOKEN="+strconv.FormatUint(l.Token, 10), "PERCOLATOR_LOCK_NAME="+l.Name)
-	if err := c.Start(); err != nil {
-		_ = lk.Release(context.WithoutCancel(ctx), l)
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-	runErr, err := hold(ctx, lk, l, c, done)
-	if err != nil {
-		return err
-	}
-	if err := lk.Release(context.WithoutCancel(ctx), l); err != nil {
-		fmt.Fprintf(stderr, "percolator lock: releasing %s: %v (the lease expires by itself)\n", l.Name, err)
-	}
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr()
+	err = holding.Run(ctx, lk, l, cmd, c.ErrOrStderr())
 	var ee *exec.ExitError
-	if errors.As(runErr, &ee) {
-		return exitCode(ee.ExitCode())
+	if errors.As(err, &ee) {
+		return exitCode(ee.ExitCode()) // the command's status, passed on
 	}
-	return runErr
+	return err
 }
 
-// hold renews l until the command c exits (its Wait's result arrives on
-// done) and returns that result; or, when the lease ends first, stops c
-// and returns the error saying so.
-func hold(ctx context.Context, lk *lock.Locker, l *lock.Lease, c *exec.Cmd, done <-chan error) (runErr, err error) {
-	every := time.NewTicker(max(l.TTL()/3, 10*time.Millisecond)) // by this process's clock, not the store's expiry
-	defer every.Stop()
-	end := time.NewTimer(time.Until(l.Deadline()))
-	defer end.Stop()
-	interrupted := ctx.Done()
-	for {
-		select {
-		case runErr = <-done:
-			return runErr, nil
-		case <-interrupted:
-			_ = c.Process.Signal(os.Interrupt)
-			interrupted = nil // renewing on until c exits
-		case <-every.C:
-			if err = renewBy(context.WithoutCancel(ctx), lk, l); err == nil && l.Valid() {
-				end.Reset(time.Until(l.Deadline()))
-				continue
+// lockReleaseCmd is `lock release NAME --token T --id I`.
+func lockReleaseCmd(tg *target) *cobra.Command {
+	var token, id uint64
+	c := &cobra.Command{
+		Use:     "release NAME --token T --id I",
+		Short:   "release a lease acquire printed",
+		Example: "  percolator lock release nightly --dir D --token 7 --id 1234",
+		Args:    argsBetween(1, 1, "one lock NAME"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if token == 0 || id == 0 {
+				return usagef("--token and --id are required (acquire prints them)")
 			}
-			stopCommand(c, done)
-			return nil, fmt.Errorf("lock %s: lease lost (%v); the command was stopped", l.Name, err)
-		case <-end.C:
-			stopCommand(c, done)
-			return nil, fmt.Errorf("lock %s: lease lost (no renewal in time); the command was stopped", l.Name)
-		}
+			ctx, name := c.Context(), args[0]
+			lk, closeDB, err := openLocker(ctx, tg, false)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			l, err := lk.Lease(name, token, id, 30*time.Second) // a lease to release: its length does not matter
+			if err != nil {
+				return err
+			}
+			if err := lk.Release(ctx, l); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.OutOrStdout(), "released %s token %d\n", name, token)
+			return nil
+		},
 	}
+	c.Flags().Uint64Var(&token, "token", 0, "the lease's token (acquire prints it)")
+	c.Flags().Uint64Var(&id, "id", 0, "the lease's id (acquire prints it)")
+	return c
 }
 
-// renewBy renews l, giving up at the lease's deadline: a renewal that
-// has not answered by then is too late to let the holder go on.
-func renewBy(ctx context.Context, lk *lock.Locker, l *lock.Lease) error {
-	ctx, cancel := context.WithDeadline(ctx, l.Deadline())
-	defer cancel()
-	return lk.Renew(ctx, l)
-}
-
-// stopCommand stops c: SIGTERM (which a shell obeys at once, unlike a
-// SIGINT while it waits for a command), then SIGKILL after 2s.
-func stopCommand(c *exec.Cmd, done <-chan error) {
-	_ = c.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(2 * time.Second):
-		_ = c.Process.Kill()
-		<-done
+// lockShowCmd is `lock show NAME`.
+func lockShowCmd(tg *target) *cobra.Command {
+	return &cobra.Command{
+		Use:     "show NAME",
+		Short:   "holder, token, expiry and waiters",
+		Example: "  percolator lock show nightly --dir D",
+		Args:    argsBetween(1, 1, "one lock NAME"),
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx, name, w := c.Context(), args[0], c.OutOrStdout()
+			lk, closeDB, err := openLocker(ctx, tg, false)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			st, err := lk.Show(ctx, name)
+			if err != nil {
+				return err
+			}
+			switch {
+			case st.Token == 0:
+				fmt.Fprintf(w, "%s: never granted\n", name)
+			case st.Held:
+				fmt.Fprintf(w, "%s: held by %s, token %d, for %s more (store clock)\n", name, st.Holder, st.Token, st.Expiry.Sub(st.Now).Round(time.Millisecond))
+			default:
+				fmt.Fprintf(w, "%s: free (last token %d)\n", name, st.Token)
+			}
+			if len(st.Waiters) > 0 {
+				fmt.Fprintf(w, "waiters, in ticket order: %s\n", strings.Join(st.Waiters, " "))
+			}
+			return nil
+		},
 	}
-}
-
-// helpOnly handles a command family's arguments that name no command to
-// run (none, or help): it prints usage and reports done, with a usage
-// error when there were none.
-func helpOnly(family, usage string, args []string, stderr io.Writer) (bool, error) {
-	if len(args) > 0 && args[0] != "-h" && args[0] != "--help" && args[0] != "help" {
-		return false, nil
-	}
-	fmt.Fprintln(stderr, usage)
-	if len(args) == 0 {
-		return true, usagef("%s: a command is required", family)
-	}
-	return true, nil
 }

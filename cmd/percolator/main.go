@@ -1,8 +1,14 @@
 // Command percolator runs the Percolator implementation's workloads and
-// tools on an embedded database directory (--dir D) or a server's
-// database (--server ADDR), and runs the server.
+// tools on an embedded database directory (--dir D), a server's database
+// (--server ADDR) or Bigtable with etcd (--bigtable P/I/T --etcd E), and
+// runs the server, the elected oracle and extra workers. It is a command
+// line only: each command (one per file, on github.com/spf13/cobra)
+// parses its flags, calls a package and prints. The index job is
+// docindex.RunJob, the bank workload.RunBank, the figures package bench.
 //
-//	percolator index --dir D | --server ADDR  SRC_DIR | query WORD | --dups
+//	percolator index --dir D | --server ADDR [flags] SRC_DIR
+//	percolator index --dir D | --server ADDR query WORD
+//	percolator index --dir D | --server ADDR --dups
 //	percolator status --dir D | --server ADDR
 //	percolator notifications --dir D | --server ADDR [--quarantined] [--retry]
 //	percolator bank  --dir D | --server ADDR [--accounts N --workers W --duration T]
@@ -15,8 +21,16 @@
 //	percolator init --bigtable PROJECT/INSTANCE/TABLE
 //	percolator lock acquire|release|show NAME [-- COMMAND]
 //	percolator queue push|consume|stats|dead NAME
+//	percolator graph load|insert|delete|query|degree|check
 //	percolator devcluster --dir D
-//	percolator version | help [COMMAND]
+//	percolator completion bash|zsh|fish
+//	percolator version | --version | help [COMMAND]
+//
+// index's only sub-command is query: a source directory named query is
+// given as ./query, or after "--", after which every argument is a
+// directory (percolator index --dir D -- query). Long flags take one dash
+// or two (-dir or --dir), as the flag package the commands were first
+// written with took them.
 //
 // With --server, --token-file F (or $PERCOLATOR_TOKEN) gives the token and
 // --tls-ca the CA of a TLS server. A server that does not answer (down,
@@ -25,13 +39,14 @@
 // the command fails, naming the server.
 //
 // Exit status: 0 on success (serve, worker and oracle: also when stopped by
-// SIGTERM or SIGINT, after draining), 1 when a check fails or the command
-// fails at run time (a server unavailable past the retry budget included),
-// 2 on a usage error, 130 on SIGINT (143 on SIGTERM). A signal ends a
-// command within about a second whatever its server does: the cleanup it
-// runs after the signal (a rollback, counters flushed, a lock released)
-// gets the connection's cleanup budget (1s), and closing its session half
-// that.
+// SIGTERM or SIGINT, after draining; --help, -h and help too), 1 when a
+// check fails or the command fails at run time (a server unavailable past
+// the retry budget included), 2 on a usage error (a bad flag, extra or
+// missing arguments), 130 on SIGINT (143 on SIGTERM); lock acquire --
+// COMMAND exits with its command's status. A signal ends a command within
+// about a second whatever its server does: the cleanup it runs after the
+// signal (a rollback, counters flushed, a lock released) gets the
+// connection's cleanup budget (1s), and closing its session half that.
 // Only index, bank, serve and bench create a store; the other commands
 // fail on a directory that holds none.
 package main
@@ -39,7 +54,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -48,34 +62,10 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
 	"github.com/seed-992972ee/percolator/rpc"
 )
-
-type subcommand struct {
-	name, usage string
-	run         func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-}
-
-var commands = []subcommand{
-	{"index", "the main job: keep an index of a directory current with observers", runIndex},
-	{"status", "notification backlog, observer counters, and what a running index publishes", runStatus},
-	{"notifications", "pending or --quarantined notifications; --retry re-queues", runNotifications},
-	{"bank", "concurrent transfers checked by snapshot totals", runBank},
-	{"dump", "rows' data / lock / write columns by timestamp, decoded", runDump},
-	{"locks", "list (and --resolve) the locks in the store", runLocks},
-	{"unobserve", "unregister an observer: no write notifies it any more", runUnobserve},
-	{"serve", "serve a database (store, oracle, lock service) over gRPC to many processes", runServe},
-	{"worker", "run the index job's observers in an extra process (--server)", runWorker},
-	{"oracle", "one candidate of the timestamp oracle elected through etcd (run two or more)", runOracle},
-	{"bench", "the performance figures, each against its target", runBench},
-	{"init", "create a Bigtable table for percolator (--bigtable P/I/T; idempotent)", runInit},
-	{"lock", "leased locks: acquire (and run a command holding it), release, show (percolator lock help)", runLock},
-	{"queue", "work queues: push, consume (pop under a lease, print, ack), stats, dead (percolator queue help)", runQueue},
-	{"graph", "S2Graph's edges: load, insert, delete, query, degree, check (percolator graph help)", runGraph},
-	{"devcluster", "the Bigtable emulator and one etcd member on local ports, for trying the distributed commands", runDevcluster},
-	{"version", "print the version", runVersion},
-	{"help", "print this help, or a command's", nil},
-}
 
 // exitCode is the exit status of a command run for the user (lock
 // acquire -- COMMAND), passed on as percolator's own.
@@ -86,8 +76,12 @@ func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) 
 // errFailed marks a run whose check failed: exit 1.
 var errFailed = errors.New("check failed")
 
+// errDrained: a long-running command (serve, worker, oracle) stopped
+// cleanly on a signal: exit 0.
+var errDrained = errors.New("stopped cleanly")
+
 // usageError is a wrong command line: exit 2. An empty message means the
-// flag package already printed one.
+// usage was already printed.
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
@@ -116,46 +110,26 @@ func main() {
 	// context.WithoutCancel: a rollback, counters flushed, a lock
 	// released) gets the server connection's cleanup budget (1s), so that
 	// a signal ends the command within it whatever the server does.
-	os.Exit(run(rpc.WithCleanup(ctx), os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(rpc.WithCleanup(ctx), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return 2
-	}
-	switch args[0] {
-	case "help", "-h", "-help", "--help":
-		return runHelp(ctx, args[1:], stdout, stderr)
-	}
-	c := lookup(args[0])
-	if c == nil {
-		fmt.Fprintf(stderr, "percolator: unknown command %q\n\n", args[0])
-		usage(stderr)
-		return 2
-	}
-	return exitStatus(ctx, c.name, c.run(ctx, args[1:], stdout, stderr), stderr)
-}
-
-// hidden are commands not listed in the help: the client processes of
-// bench's server figures.
-var hidden = []subcommand{
-	{"bench-client", "a client process of bench --server's oracle figure", runBenchClient},
-}
-
-func lookup(name string) *subcommand {
-	for _, cs := range [][]subcommand{commands, hidden} {
-		for i := range cs {
-			if cs[i].name == name && cs[i].run != nil {
-				return &cs[i]
-			}
-		}
-	}
-	return nil
+// run runs the command line args and returns the exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot(args)
+	root.SetArgs(append([]string{}, withTwoDashes(root, args)...)) // never nil: nil means os.Args
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	c, err := root.ExecuteContextC(ctx)
+	return exitStatus(ctx, c, err, stderr)
 }
 
 // exitStatus prints err (if any) and maps it to the exit status.
-func exitStatus(ctx context.Context, name string, err error, stderr io.Writer) int {
+func exitStatus(ctx context.Context, c *cobra.Command, err error, stderr io.Writer) int {
+	name := "percolator"
+	if c != nil {
+		name = c.CommandPath()
+	}
 	var ue usageError
 	var sig interrupted
 	var ce exitCode
@@ -165,52 +139,35 @@ func exitStatus(ctx context.Context, name string, err error, stderr io.Writer) i
 	case errors.As(err, &ce):
 		return int(ce) // a command run for the user ended so: its status
 	case errors.As(context.Cause(ctx), &sig):
-		fmt.Fprintf(stderr, "percolator %s: %v\n", name, sig)
+		fmt.Fprintf(stderr, "%s: %v\n", name, sig)
 		return sig.exitCode()
-	case err == nil, errors.Is(err, flag.ErrHelp):
+	case err == nil:
 		return 0
 	case errors.As(err, &ue):
 		if ue.msg != "" {
-			fmt.Fprintf(stderr, "percolator %s: %s\nRun 'percolator %s -h' for usage.\n", name, ue.msg, name)
+			fmt.Fprintf(stderr, "%s: %s\nRun '%s -h' for usage.\n", name, ue.msg, name)
 		}
 		return 2
 	}
 	// The API's errors already say "percolator: "; the command's name
 	// replaces it.
-	fmt.Fprintf(stderr, "percolator %s: %s\n", name, strings.TrimPrefix(err.Error(), "percolator: "))
+	fmt.Fprintf(stderr, "%s: %s\n", name, strings.TrimPrefix(err.Error(), "percolator: "))
 	return 1
 }
 
-// runHelp prints the usage (exit 0), or a command's flags.
-func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stdout)
-		return 0
+// versionCmd is `version`, which --version also prints.
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "version",
+		Short:   "print the version",
+		Long:    "Print the module version, the VCS revision it was built from (+dirty if modified) and the Go version.",
+		Example: "  percolator version\n  percolator --version",
+		Args:    noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			fmt.Fprintln(c.OutOrStdout(), versionString())
+			return nil
+		},
 	}
-	c := lookup(args[0])
-	if c == nil {
-		fmt.Fprintf(stderr, "percolator help: unknown command %q\n", args[0])
-		return 2
-	}
-	return exitStatus(ctx, c.name, c.run(ctx, []string{"-h"}, stdout, stdout), stderr)
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: percolator <command> [flags]\n\ncommands:")
-	for _, c := range commands {
-		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.usage)
-	}
-	fmt.Fprintln(w, "\nRun 'percolator <command> -h' for a command's flags.")
-	fmt.Fprintln(w, "Exit status: 0 success, 1 failed check or run-time failure, 2 usage error, 130 interrupted.")
-}
-
-func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("version", stderr)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, versionString())
-	return nil
 }
 
 // versionString is the module version, the VCS revision it was built
@@ -238,18 +195,21 @@ func versionString() string {
 	return v + " " + bi.GoVersion
 }
 
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("percolator "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
+// noArgs refuses arguments: a usage error.
+func noArgs(_ *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("unexpected arguments %q", args)
+	}
+	return nil
 }
 
-// parseFlags parses args; a bad flag is a usage error (already printed
-// with the flags by the flag package), -h is flag.ErrHelp.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	err := fs.Parse(args)
-	if err == nil || errors.Is(err, flag.ErrHelp) {
-		return err
+// argsBetween wants from min to max arguments (max < 0: no limit), named
+// what in the message.
+func argsBetween(lo, hi int, what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) < lo || hi >= 0 && len(args) > hi {
+			return usagef("want %s, got %d arguments %q", what, len(args), args)
+		}
+		return nil
 	}
-	return usageError{}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
+	"github.com/seed-992972ee/percolator/workload"
 )
 
 // TestMain lets the test binary run as the percolator command (for the
@@ -38,7 +38,7 @@ func command(args ...string) *exec.Cmd {
 func runCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(context.Background(), args, &out, &errb)
+	code := run(context.Background(), args, strings.NewReader(""), &out, &errb)
 	return out.String(), errb.String(), code
 }
 
@@ -117,23 +117,14 @@ func checkBank(t *testing.T, dir string, accounts int, acked []string) {
 // left on them).
 func checkBankTotals(ctx context.Context, t *testing.T, db *percolator.DB, accounts int, acked []string) {
 	t.Helper()
-	total, n, err := sumBalances(ctx, db)
+	a, err := workload.AuditBank(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != accounts || total != int64(accounts)*100 {
-		t.Fatalf("after the kills: total %d over %d accounts, want %d over %d", total, n, accounts*100, accounts)
+	if err := a.Check(accounts, 100); err != nil {
+		t.Fatalf("after the kills: %v", err)
 	}
-	err = db.View(ctx, func(tx *percolator.Txn) error {
-		for _, row := range acked {
-			if _, err := tx.Get(ctx, row, "amount"); err != nil {
-				return fmt.Errorf("acknowledged transfer %s: %w", row, err)
-			}
-		}
-		_, err := tx.Scan(ctx, "xfer/", "xfer0", "amount", 0)
-		return err
-	})
-	if err != nil {
+	if err := workload.CheckTransfers(ctx, db, acked); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +12,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle/etcd"
@@ -25,7 +25,20 @@ import (
 // after it resigned.
 const oracleDrainTimeout = 5 * time.Second
 
-// percolator oracle: one candidate of the distributed deployment's
+// oracleConfig is what `oracle` was asked for.
+type oracleConfig struct {
+	endpoints, prefix, table string
+	advertise                string
+	lease                    time.Duration
+	listen                   listenFlags
+	log                      logFlags
+
+	// Set by validate.
+	eps []string
+	bt  bigtable.Options
+}
+
+// oracleCmd is `oracle`: one candidate of the distributed deployment's
 // timestamp oracle. Run two or more on an etcd cluster; the one etcd
 // elects hands out timestamps (its high-water mark kept in etcd), the
 // others stand by and answer Unavailable, and clients find the leader
@@ -35,63 +48,63 @@ const oracleDrainTimeout = 5 * time.Second
 // resumes at the larger of the two marks, and each reply carries the
 // observer registry version read from it after allocating, which spares
 // every committer a read of its own.
-func runOracle(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("oracle", stderr)
-	endpoints := fs.String("etcd", "", "etcd endpoints, comma-separated (e.g. http://127.0.0.1:2379); required")
-	prefix := fs.String("etcd-prefix", etcd.DefaultOraclePrefix, "prefix of the election's and the mark's etcd keys")
-	table := fs.String("bigtable", "", "the deployment's Cloud Bigtable table PROJECT/INSTANCE/TABLE (BIGTABLE_EMULATOR_HOST is honoured), the one the clients use; required: the oracle keeps a copy of its mark there (so etcd restored from an older backup cannot move timestamps back), and its replies carry the table's observer registry version, so committers need not read it")
-	listen := fs.String("listen", "127.0.0.1:7430", "address to serve the oracle's gRPC on")
-	advertise := fs.String("advertise", "", "address clients dial, published in etcd (default: the listen address)")
-	lease := fs.Duration("lease", etcd.DefaultOracleLease, "election lease, whole seconds (etcd raises it to its minimum, about 2s): a dead leader is replaced within about this")
-	tokenFile := fs.String("token-file", "", "file holding the token every call must carry (default: $PERCOLATOR_TOKEN; none: no token required)")
-	certFile := fs.String("tls-cert", "", "TLS certificate (PEM); with --tls-key, serve TLS")
-	keyFile := fs.String("tls-key", "", "TLS private key (PEM)")
-	insecure := fs.Bool("insecure", false, "allow a --listen address beyond loopback without TLS: the token and every request and reply then cross the network in clear, so anyone who can see the traffic can take the token and ask for timestamps (use --tls-cert/--tls-key instead)")
-	logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
-	verbose := fs.Bool("v", false, "log debug messages")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func oracleCmd() *cobra.Command {
+	var cfg oracleConfig
+	c := &cobra.Command{
+		Use:   "oracle",
+		Short: "one candidate of the timestamp oracle elected through etcd (run two or more)",
+		Example: `  percolator oracle --etcd http://127.0.0.1:2379 --bigtable P/I/T --listen 127.0.0.1:7431 &
+  percolator oracle --etcd http://127.0.0.1:2379 --bigtable P/I/T --listen 127.0.0.1:7432 &`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return runOracle(c.Context(), &cfg, c.ErrOrStderr()) },
 	}
-	eps, err := oracleFlagsValid(fs, *endpoints, *prefix, *lease, *certFile, *keyFile, *logFormat)
+	fs := c.Flags()
+	fs.StringVar(&cfg.endpoints, "etcd", "", "etcd endpoints, comma-separated (e.g. http://127.0.0.1:2379); required")
+	fs.StringVar(&cfg.prefix, "etcd-prefix", etcd.DefaultOraclePrefix, "prefix of the election's and the mark's etcd keys")
+	fs.StringVar(&cfg.table, "bigtable", "", "the deployment's Cloud Bigtable table PROJECT/INSTANCE/TABLE (BIGTABLE_EMULATOR_HOST is honoured), the one the clients use; required: the oracle keeps a copy of its mark there (so etcd restored from an older backup cannot move timestamps back), and its replies carry the table's observer registry version, so committers need not read it")
+	fs.StringVar(&cfg.advertise, "advertise", "", "address clients dial, published in etcd (default: the listen address)")
+	fs.DurationVar(&cfg.lease, "lease", etcd.DefaultOracleLease, "election lease, whole seconds (etcd raises it to its minimum, about 2s): a dead leader is replaced within about this")
+	cfg.listen.register(fs, "127.0.0.1:7430", "ask for timestamps")
+	cfg.log.register(fs)
+	return c
+}
+
+// validate checks the flags, and sets what they give: the etcd
+// endpoints, the table, and the listen flags' token and TLS.
+func (cfg *oracleConfig) validate() error {
+	eps, err := oracleFlagsValid(cfg.endpoints, cfg.prefix, cfg.lease)
 	if err != nil {
 		return err
 	}
-	var btOpts bigtable.Options
-	if *table == "" {
+	cfg.eps = eps
+	if err := cfg.log.validate(); err != nil {
+		return err
+	}
+	if cfg.table == "" {
 		return usagef("--bigtable is required: the deployment's table, where the oracle keeps a copy of its mark")
 	}
-	if err := btOpts.ParseTable(*table); err != nil {
+	if err := cfg.bt.ParseTable(cfg.table); err != nil {
 		return usagef("--bigtable: %v", err)
 	}
-	token, err := readToken(*tokenFile)
-	if err != nil {
+	return cfg.listen.check()
+}
+
+func runOracle(ctx context.Context, cfg *oracleConfig, stderr io.Writer) error {
+	if err := cfg.validate(); err != nil {
 		return err
 	}
-	if *insecure && *certFile != "" {
-		return usagef("--insecure and --tls-cert contradict each other: with TLS nothing crosses the network in clear")
+	eps, btOpts := cfg.eps, cfg.bt
+	log := cfg.log.logger(stderr)
+	if cfg.listen.beyond && cfg.listen.tls == nil {
+		log.Warn("serving beyond loopback without TLS (--insecure): the token and every request and reply cross the network in clear", "listen", cfg.listen.addr)
 	}
-	beyond, err := checkListen(*listen, token, *certFile != "", *insecure)
-	if err != nil {
-		return err
-	}
-	log := newLogger(stderr, *logFormat, *verbose)
-	if beyond && *certFile == "" {
-		log.Warn("serving beyond loopback without TLS (--insecure): the token and every request and reply cross the network in clear", "listen", *listen)
-	}
-	opts := server.OracleOptions{Token: token, Logger: log}
-	if *certFile != "" {
-		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
-		if err != nil {
-			return fmt.Errorf("TLS: %w", err)
-		}
-		opts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	}
-	lis, err := net.Listen("tcp", *listen)
+	opts := server.OracleOptions{Token: cfg.listen.token, Logger: log, TLS: cfg.listen.tls}
+	lis, err := net.Listen("tcp", cfg.listen.addr)
 	if err != nil {
 		return err
 	}
 	defer lis.Close()
-	addr, err := advertised(*advertise, lis.Addr().String())
+	addr, err := advertised(cfg.advertise, lis.Addr().String())
 	if err != nil {
 		return err
 	}
@@ -107,29 +120,23 @@ func runOracle(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer st.Close() // after the server has stopped
 	opts.Store, opts.RegistryVersion = st, observer.StoredVersion
-	log.Info("oracle: the mark's copy and the observer registry version in", "bigtable", *table)
-	cand, err := etcd.StartCandidate(cli, etcd.CandidateOptions{Addr: addr, Prefix: *prefix, TTL: *lease, Store: st, Logger: log})
+	log.Info("oracle: the mark's copy and the observer registry version in", "bigtable", cfg.table)
+	cand, err := etcd.StartCandidate(cli, etcd.CandidateOptions{Addr: addr, Prefix: cfg.prefix, TTL: cfg.lease, Store: st, Logger: log})
 	if err != nil {
 		return err
 	}
 	return serveOracle(ctx, log, cand, server.NewOracleServer(cand, opts), lis, eps)
 }
 
-// oracleFlagsValid checks oracle's flags and returns the etcd endpoints.
-func oracleFlagsValid(fs *flag.FlagSet, endpoints, prefix string, lease time.Duration, cert, key, logFormat string) ([]string, error) {
+// oracleFlagsValid checks oracle's etcd flags and returns the endpoints.
+func oracleFlagsValid(endpoints, prefix string, lease time.Duration) ([]string, error) {
 	switch {
-	case fs.NArg() > 0:
-		return nil, usagef("unexpected arguments %q", fs.Args())
 	case strings.TrimSpace(endpoints) == "":
 		return nil, usagef("--etcd is required: the etcd cluster's endpoints, comma-separated")
 	case prefix == "":
 		return nil, usagef("--etcd-prefix must not be empty")
 	case lease < time.Second || lease > time.Hour || lease%time.Second != 0:
 		return nil, usagef("--lease %v: etcd leases are whole seconds, from 1s to 1h", lease)
-	case (cert == "") != (key == ""):
-		return nil, usagef("--tls-cert and --tls-key go together")
-	case logFormat != "text" && logFormat != "json":
-		return nil, usagef("--log-format is text or json")
 	}
 	var eps []string
 	for _, e := range strings.Split(endpoints, ",") {
@@ -200,18 +207,4 @@ func serveOracle(ctx context.Context, log *slog.Logger, cand *etcd.Candidate, sr
 	}
 	log.Info("oracle: stopped")
 	return errDrained
-}
-
-// newLogger is the structured logger on stderr of the long-running
-// commands.
-func newLogger(stderr io.Writer, format string, verbose bool) *slog.Logger {
-	level := slog.LevelInfo
-	if verbose {
-		level = slog.LevelDebug
-	}
-	hopts := &slog.HandlerOptions{Level: level}
-	if format == "json" {
-		return slog.New(slog.NewJSONHandler(stderr, hopts))
-	}
-	return slog.New(slog.NewTextHandler(stderr, hopts))
 }

@@ -6,104 +6,164 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator/queue"
 )
 
-const queueUsage = `usage: percolator queue COMMAND NAME [flags] (--dir D | --server ADDR | --bigtable P/I/T --etcd E)
-  push NAME [ITEM...]     push each ITEM, or each line of stdin when none
-  consume NAME [--count N] [--idle-exit D] [--ttl 30s]
-        pop items under a lease, print each body on its own line, then ack
-        it; stop after N items, or after D with nothing to do (default:
-        run until a signal)
-  stats NAME              depth, in flight, oldest item's age, dead letters
-  dead NAME [--requeue]   list the dead letters (ID, deliveries, body), or
-                          put them back in the queue`
-
-// percolator queue: work queues on the database's store (package queue).
-func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return queueCmd(ctx, args, os.Stdin, stdout, stderr)
+// queueCmd is `queue`: work queues on the database's store (package
+// queue), its commands push, consume, stats and dead.
+func queueCmd() *cobra.Command {
+	var tg target
+	c := &cobra.Command{
+		Use:   "queue <command> NAME",
+		Short: "work queues: push, consume (pop under a lease, print, ack), stats, dead",
+		Long: `Work queues on the database's store, at least once under leases: push items,
+consume them (pop under a lease, print, ack), show a queue's depth, and
+list or requeue its dead letters.`,
+		Example: `  seq 100 | percolator queue push jobs --dir D
+  percolator queue consume jobs --dir D --count 10`,
+		Args: cobra.ArbitraryArgs,
+		RunE: groupRun,
+	}
+	tg.register(c.PersistentFlags(), "database directory")
+	c.AddCommand(queuePushCmd(&tg), queueConsumeCmd(&tg), queueStatsCmd(&tg), queueDeadCmd(&tg))
+	return c
 }
 
-func queueCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if done, err := helpOnly("queue", queueUsage, args, stderr); done {
-		return err
-	}
-	cmd, args := args[0], args[1:]
-	fs := newFlags("queue "+cmd, stderr)
-	var tg target
-	tg.register(fs, "database directory")
-	count := fs.Int("count", 0, "consume: stop after this many items (0: no limit)")
-	idle := fs.Duration("idle-exit", 0, "consume: stop after this long with nothing to do (0: never)")
-	ttl := fs.Duration("ttl", 30*time.Second, "consume: the lease on each item")
-	requeue := fs.Bool("requeue", false, "dead: put the dead letters back in the queue")
-	switch cmd {
-	case "push", "consume", "stats", "dead":
-	default:
-		fmt.Fprintln(stderr, queueUsage)
-		return usagef("queue: unknown command %q", cmd)
-	}
-	// NAME and ITEMs may come before or between the flags.
-	var pos []string
-	for {
-		if err := parseFlags(fs, args); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	switch {
-	case len(pos) == 0:
-		return usagef("queue %s: a queue NAME is required", cmd)
-	case len(pos) > 1 && cmd != "push":
-		return usagef("queue %s: one queue NAME, got also %q", cmd, pos[1:])
-	case *count < 0:
-		return usagef("queue consume: --count must not be negative")
-	case *idle < 0:
-		return usagef("queue consume: --idle-exit must not be negative")
-	case *ttl < time.Millisecond:
-		return usagef("queue consume: --ttl must be at least 1ms")
-	}
-	name, items := pos[0], pos[1:]
+// openQueue checks the queue's name and opens the target's database (an
+// embedded one created if create) and the queues on its store.
+func openQueue(ctx context.Context, tg *target, name string, create bool) (*queue.Queue, func(), error) {
 	if err := queue.CheckName(name); err != nil {
-		return usagef("queue %s: %v", cmd, err)
+		return nil, nil, usageError{err.Error()}
 	}
 	if err := tg.validate(); err != nil {
-		return err
+		return nil, nil, err
 	}
-	db, err := tg.open(ctx, cmd == "push" && tg.dir != "")
+	db, err := tg.open(ctx, create && tg.dir != "")
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer db.Close()
 	q, err := queue.New(db.Store(), queue.Options{})
 	if err != nil {
-		return err
+		_ = db.Close()
+		return nil, nil, err
 	}
-	switch cmd {
-	case "push":
-		return queuePush(ctx, q, name, items, stdin, stdout)
-	case "consume":
-		return queueConsume(ctx, q, name, *count, *idle, *ttl, stdout)
-	case "stats":
-		s, err := q.Stats(ctx, name)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "depth %d\nin-flight %d\noldest %s\ndead %d\n", s.Depth, s.InFlight, s.Oldest.Round(time.Millisecond), s.Dead)
-		return nil
+	return q, func() { _ = db.Close() }, nil
+}
+
+// queuePushCmd is `queue push NAME [ITEM...]`.
+func queuePushCmd(tg *target) *cobra.Command {
+	return &cobra.Command{
+		Use:     "push NAME [ITEM...]",
+		Short:   "push each ITEM, or each line of stdin when none",
+		Example: "  percolator queue push jobs a b c --dir D\n  seq 100 | percolator queue push jobs --dir D",
+		Args:    argsBetween(1, -1, "a queue NAME, then the items"),
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			q, closeDB, err := openQueue(ctx, tg, args[0], true)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			return queuePush(ctx, q, args[0], args[1:], c.InOrStdin(), c.OutOrStdout())
+		},
 	}
+}
+
+// queueConsumeCmd is `queue consume NAME`.
+func queueConsumeCmd(tg *target) *cobra.Command {
+	var count int
+	var idle, ttl time.Duration
+	c := &cobra.Command{
+		Use:   "consume NAME",
+		Short: "pop items under a lease, print each body on its own line, then ack it",
+		Long: `Pop items under a lease, print each body on its own line, then ack it (at
+least once: a consumer killed between the two leaves the item to come
+again once its lease expires); stop after --count items, or after
+--idle-exit with nothing to do (default: run until a signal).`,
+		Example: "  percolator queue consume jobs --dir D --count 10 --ttl 1m",
+		Args:    argsBetween(1, 1, "one queue NAME"),
+		RunE: func(c *cobra.Command, args []string) error {
+			switch {
+			case count < 0:
+				return usagef("--count must not be negative")
+			case idle < 0:
+				return usagef("--idle-exit must not be negative")
+			case ttl < time.Millisecond:
+				return usagef("--ttl must be at least 1ms")
+			}
+			ctx := c.Context()
+			q, closeDB, err := openQueue(ctx, tg, args[0], false)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			return queueConsume(ctx, q, args[0], count, idle, ttl, c.OutOrStdout())
+		},
+	}
+	c.Flags().IntVar(&count, "count", 0, "stop after this many items (0: no limit)")
+	c.Flags().DurationVar(&idle, "idle-exit", 0, "stop after this long with nothing to do (0: never)")
+	c.Flags().DurationVar(&ttl, "ttl", 30*time.Second, "the lease on each item")
+	return c
+}
+
+// queueStatsCmd is `queue stats NAME`.
+func queueStatsCmd(tg *target) *cobra.Command {
+	return &cobra.Command{
+		Use:     "stats NAME",
+		Short:   "depth, in flight, oldest item's age, dead letters",
+		Example: "  percolator queue stats jobs --dir D",
+		Args:    argsBetween(1, 1, "one queue NAME"),
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			q, closeDB, err := openQueue(ctx, tg, args[0], false)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			s, err := q.Stats(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.OutOrStdout(), "depth %d\nin-flight %d\noldest %s\ndead %d\n", s.Depth, s.InFlight, s.Oldest.Round(time.Millisecond), s.Dead)
+			return nil
+		},
+	}
+}
+
+// queueDeadCmd is `queue dead NAME [--requeue]`.
+func queueDeadCmd(tg *target) *cobra.Command {
+	var requeue bool
+	c := &cobra.Command{
+		Use:     "dead NAME",
+		Short:   "list the dead letters (ID, deliveries, body), or --requeue them",
+		Example: "  percolator queue dead jobs --dir D\n  percolator queue dead jobs --dir D --requeue",
+		Args:    argsBetween(1, 1, "one queue NAME"),
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			q, closeDB, err := openQueue(ctx, tg, args[0], false)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			return queueDead(ctx, q, args[0], requeue, c.OutOrStdout(), c.ErrOrStderr())
+		},
+	}
+	c.Flags().BoolVar(&requeue, "requeue", false, "put the dead letters back in the queue")
+	return c
+}
+
+// queueDead lists the dead letters, or puts them back in the queue.
+func queueDead(ctx context.Context, q *queue.Queue, name string, requeue bool, stdout, stderr io.Writer) error {
 	dead, err := q.Dead(ctx, name, 0)
 	if err != nil {
 		return err
 	}
 	for _, d := range dead {
-		if *requeue {
+		if requeue {
 			if err := q.Requeue(ctx, name, d.ID); err != nil && !errors.Is(err, queue.ErrNotDead) {
 				return err
 			}

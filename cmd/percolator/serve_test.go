@@ -72,7 +72,7 @@ func serveInProcess(t *testing.T, args ...string) (addr, logged string, stop fun
 	var out bytes.Buffer
 	var errOut lockedBuffer
 	exit := make(chan int, 1)
-	go func() { exit <- run(ctx, append([]string{"serve"}, args...), &out, &errOut) }()
+	go func() { exit <- run(ctx, append([]string{"serve"}, args...), strings.NewReader(""), &out, &errOut) }()
 	var once sync.Once
 	code := 0
 	stop = func() int {
@@ -134,7 +134,7 @@ func TestServeNonLoopbackNeedsTLS(t *testing.T) {
 			// A serve that starts instead runs until this ends: exit 0.
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			var out, errb bytes.Buffer
-			code := run(ctx, args, &out, &errb)
+			code := run(ctx, args, strings.NewReader(""), &out, &errb)
 			cancel()
 			errOut := errb.String()
 			if code != 2 {

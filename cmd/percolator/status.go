@@ -10,7 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/runstatus"
 	"github.com/seed-992972ee/percolator/docindex"
 	"github.com/seed-992972ee/percolator/storage/pebble"
 )
@@ -26,33 +29,43 @@ type statusReport struct {
 	Index     *docindex.Counts           `json:"index,omitempty"`
 	// Run is the status published by the command running now, or by the
 	// last one.
-	Run *published `json:"run,omitempty"`
+	Run *runstatus.Status `json:"run,omitempty"`
 	// Age is how old Run is.
 	Age time.Duration `json:"age_ns,omitempty"`
 }
 
-// percolator status: the notification backlog and the observers'
+// statusCmd is `status`: the notification backlog and the observers'
 // counters; while a command holds the store, what it publishes.
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("status", stderr)
+func statusCmd() *cobra.Command {
 	var tg target
-	tg.register(fs, "database directory")
-	jsonOut := fs.Bool("json", false, "print the status as JSON")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	var jsonOut bool
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "notification backlog, observer counters, and what a running index publishes",
+		Long: `Print the notification backlog per column, each observer's counters, the
+scanners' and the partitions' figures, and the index's counts. While index
+or bank holds an embedded store (which Pebble locks even against readers),
+print what that command publishes in D/status.json instead.`,
+		Example: "  percolator status --dir D\n  percolator status --server 127.0.0.1:7420 --json",
+		Args:    noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := tg.validate(); err != nil {
+				return err
+			}
+			rep, err := readStatus(c.Context(), &tg)
+			if err != nil {
+				return err
+			}
+			if jsonOut {
+				return writeJSON(c.OutOrStdout(), rep)
+			}
+			printStatus(c.OutOrStdout(), rep)
+			return nil
+		},
 	}
-	if err := tg.validate(); err != nil {
-		return err
-	}
-	rep, err := readStatus(ctx, &tg)
-	if err != nil {
-		return err
-	}
-	if *jsonOut {
-		return writeJSON(stdout, rep)
-	}
-	printStatus(stdout, rep)
-	return nil
+	tg.register(c.Flags(), "database directory")
+	c.Flags().BoolVar(&jsonOut, "json", false, "print the status as JSON")
+	return c
 }
 
 // readStatus reads the store's status or, if a running command holds it,
@@ -76,7 +89,7 @@ func readStatus(ctx context.Context, tg *target) (statusReport, error) {
 		return rep, err
 	}
 	err = errors.Join(rep.fromStore(ctx, db), db.Close())
-	if p, perr := readPublished(dir); perr == nil {
+	if p, perr := runstatus.Read(dir); perr == nil {
 		rep.Run, rep.Age = &p, time.Since(p.Updated)
 	}
 	return rep, err
@@ -101,13 +114,13 @@ func (rep *statusReport) fromStore(ctx context.Context, db *percolator.DB) error
 // that process published, if it is alive and publishes.
 func publishedStatus(dir string, locked error) (statusReport, error) {
 	rep := statusReport{Dir: dir, Source: "published"}
-	p, err := readPublished(dir)
+	p, err := runstatus.Read(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return rep, fmt.Errorf("%w\nthe process holding it publishes no status (it is not a running 'percolator index' or 'bank')", locked)
 	case err != nil:
 		return rep, fmt.Errorf("%w\nreading the status it publishes: %v", locked, err)
-	case p.Finished || !processAlive(p.PID):
+	case p.Finished || !runstatus.Alive(p.PID):
 		return rep, fmt.Errorf("%w\nthe last status published there is from pid %d, which has exited (%s ago); the process holding the store now publishes none",
 			locked, p.PID, time.Since(p.Updated).Round(time.Second))
 	}
@@ -223,129 +236,7 @@ func printRun(w io.Writer, rep statusReport) {
 	}
 }
 
-// percolator notifications: pending (default) or quarantined
-// notifications; --retry re-queues the quarantined ones.
-func runNotifications(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("notifications", stderr)
-	var tg target
-	tg.register(fs, "database directory")
-	quarantined := fs.Bool("quarantined", false, "list the quarantined notifications")
-	retry := fs.Bool("retry", false, "re-queue every quarantined notification")
-	limit := fs.Int("limit", 100, "list at most this many pending notifications (0: all)")
-	jsonOut := fs.Bool("json", false, "print the list as JSON")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *limit < 0 {
-		return usagef("--limit must be at least 0")
-	}
-	if err := tg.validate(); err != nil {
-		return err
-	}
-	return withDB(ctx, &tg, func(db *percolator.DB) error {
-		switch {
-		case *retry:
-			n, err := db.RetryQuarantined(ctx)
-			if err == nil {
-				fmt.Fprintf(stdout, "re-queued %d notifications\n", n)
-			}
-			return err
-		case *quarantined:
-			return printQuarantined(ctx, db, *jsonOut, stdout)
-		}
-		return printPending(ctx, db, *limit, *jsonOut, stdout)
-	})
-}
-
-func printQuarantined(ctx context.Context, db *percolator.DB, jsonOut bool, w io.Writer) error {
-	qs, err := db.Quarantine(ctx)
-	if err != nil {
-		return err
-	}
-	type entry struct {
-		Row      string `json:"row"`
-		Column   string `json:"column"`
-		Observer string `json:"observer"`
-		Failures int    `json:"failures"`
-		Error    string `json:"error"`
-	}
-	list := []entry{}
-	for _, q := range qs {
-		list = append(list, entry{displayPath(q.Row), q.Column, q.Observer, q.Failures, q.Error})
-	}
-	if jsonOut {
-		return writeJSON(w, list)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROW\tCOLUMN\tOBSERVER\tFAILURES\tERROR")
-	for _, e := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", e.Row, e.Column, e.Observer, e.Failures, firstLineOf(e.Error))
-	}
-	_ = tw.Flush()
-	fmt.Fprintf(w, "%d quarantined\n", len(list))
-	return nil
-}
-
-func printPending(ctx context.Context, db *percolator.DB, limit int, jsonOut bool, w io.Writer) error {
-	ps, err := db.PendingNotifications(ctx, limit)
-	if err != nil {
-		return err
-	}
-	type entry struct {
-		Row      string        `json:"row"`
-		Column   string        `json:"column"`
-		Versions int           `json:"changes"`
-		Age      time.Duration `json:"age_ns"`
-	}
-	list := []entry{}
-	for _, p := range ps {
-		list = append(list, entry{displayPath(p.Row), p.Column, p.Versions, p.Age})
-	}
-	if jsonOut {
-		return writeJSON(w, list)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROW\tCOLUMN\tCHANGES\tAGE")
-	for _, e := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", e.Row, e.Column, e.Versions, e.Age.Round(time.Millisecond))
-	}
-	_ = tw.Flush()
-	shown := "all"
-	if limit > 0 {
-		shown = fmt.Sprintf("at most %d", limit)
-	}
-	fmt.Fprintf(w, "%d pending (listing %s)\n", len(list), shown)
-	return nil
-}
-
 func firstLineOf(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
-}
-
-// percolator unobserve: unregister an observer (db.Unobserve). Its
-// pending notifications are cleared by the next scanners if no other
-// observer watches its column; the index job registers its observers
-// again on its next run.
-func runUnobserve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("unobserve", stderr)
-	var tg target
-	tg.register(fs, "database directory")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return usagef("want the name of one observer (percolator status lists them)")
-	}
-	name := fs.Arg(0)
-	if err := tg.validate(); err != nil {
-		return err
-	}
-	return withDB(ctx, &tg, func(db *percolator.DB) error {
-		if err := db.Unobserve(ctx, name); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "unregistered observer %s\n", name)
-		return nil
-	})
 }

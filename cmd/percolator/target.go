@@ -3,14 +3,16 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/cluster"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/runstatus"
 	"github.com/seed-992972ee/percolator/coord/etcd"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 	"github.com/seed-992972ee/percolator/storage/pebble"
@@ -34,7 +36,7 @@ type target struct {
 
 // register adds --dir (described by dirUsage), --server, --token-file and
 // --tls-ca to fs.
-func (t *target) register(fs *flag.FlagSet, dirUsage string) {
+func (t *target) register(fs *pflag.FlagSet, dirUsage string) {
 	fs.StringVar(&t.dir, "dir", "", dirUsage)
 	fs.StringVar(&t.server, "server", "", "address of a percolator server (percolator serve), instead of --dir")
 	fs.StringVar(&t.tokenFile, "token-file", "", "file holding the server's token (default: $PERCOLATOR_TOKEN)")
@@ -45,7 +47,7 @@ func (t *target) register(fs *flag.FlagSet, dirUsage string) {
 
 // registerCluster adds --bigtable, --etcd, --etcd-prefix and
 // --session-ttl to fs.
-func (t *target) registerCluster(fs *flag.FlagSet) {
+func (t *target) registerCluster(fs *pflag.FlagSet) {
 	fs.StringVar(&t.bigtable, "bigtable", "", "Cloud Bigtable table PROJECT/INSTANCE/TABLE (with --etcd), instead of --dir (BIGTABLE_EMULATOR_HOST is honoured)")
 	fs.StringVar(&t.etcd, "etcd", "", "etcd endpoints, comma-separated (with --bigtable): liveness, advisory locks, and the elected oracle (percolator oracle)")
 	fs.StringVar(&t.etcdPrefix, "etcd-prefix", "", "root of percolator's etcd keys (default percolator/)")
@@ -173,7 +175,7 @@ func (t *target) open(ctx context.Context, create bool) (*percolator.DB, error) 
 		if !create {
 			hint = " (only 'percolator status' reads what it publishes while it runs)"
 		}
-		return nil, fmt.Errorf("%w\n%s%s", err, holder(t.dir), hint)
+		return nil, fmt.Errorf("%w\n%s%s", err, runstatus.Holder(t.dir), hint)
 	}
 	return db, err
 }

@@ -6,35 +6,48 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/cobra"
+
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/docindex"
 	"github.com/seed-992972ee/percolator/rpc"
 )
 
-// percolator worker: the index job's observers in an extra process, on a
-// server's database, until a signal; with --drain, until nothing is left.
-// Several workers (and an index run) keep one index at once.
-func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("worker", stderr)
+// workerCmd is `worker`: the index job's observers in an extra process,
+// on a server's database, until a signal; with --drain, until nothing is
+// left. Several workers (and an index run) keep one index at once.
+func workerCmd() *cobra.Command {
 	var tg target
+	var scanners int
+	var drain, random bool
+	c := &cobra.Command{
+		Use:     "worker",
+		Short:   "run the index job's observers in an extra process (--server)",
+		Example: "  percolator worker --server 127.0.0.1:7420 --scanners 4\n  percolator worker --bigtable P/I/T --etcd http://127.0.0.1:2379 --drain",
+		Args:    noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			switch {
+			case tg.dir != "":
+				return usagef("a worker runs beside other processes: use --server or --bigtable with --etcd (an embedded --dir has one process; run index there)")
+			case scanners < 1:
+				return usagef("--scanners must be at least 1")
+			}
+			if err := tg.validate(); err != nil {
+				return err
+			}
+			return runWorker(c.Context(), &tg, percolator.WorkerOptions{Scanners: scanners, Drain: drain, Unpartitioned: random}, c.OutOrStdout(), c.ErrOrStderr())
+		},
+	}
+	fs := c.Flags()
 	tg.register(fs, "not allowed: a worker shares a database with other processes (--server, or --bigtable with --etcd)")
-	scanners := fs.Int("scanners", 4, "scanner threads running the observers")
-	drain := fs.Bool("drain", false, "exit once no notification is left, instead of at a signal")
-	random := fs.Bool("random-scan", false, "scan the whole notify keyspace from random places, instead of splitting it with the other workers (with --etcd)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	switch {
-	case fs.NArg() > 0:
-		return usagef("unexpected arguments %q", fs.Args())
-	case tg.dir != "":
-		return usagef("a worker runs beside other processes: use --server or --bigtable with --etcd (an embedded --dir has one process; run index there)")
-	case *scanners < 1:
-		return usagef("--scanners must be at least 1")
-	}
-	if err := tg.validate(); err != nil {
-		return err
-	}
+	fs.IntVar(&scanners, "scanners", 4, "scanner threads running the observers")
+	fs.BoolVar(&drain, "drain", false, "exit once no notification is left, instead of at a signal")
+	fs.BoolVar(&random, "random-scan", false, "scan the whole notify keyspace from random places, instead of splitting it with the other workers (with --etcd)")
+	return c
+}
+
+// runWorker runs the observers on the target's database.
+func runWorker(ctx context.Context, tg *target, opts percolator.WorkerOptions, stdout, stderr io.Writer) error {
 	db, err := tg.open(ctx, false)
 	if err != nil {
 		return err
@@ -44,10 +57,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	how := "scanning from random places"
-	if tg.etcd != "" && !*random {
+	if tg.etcd != "" && !opts.Unpartitioned {
 		how = "splitting the notify keyspace with the other workers (etcd membership)"
 	}
-	fmt.Fprintf(stderr, "percolator worker: running the index observers with %d scanners on %s, %s\n", *scanners, tg.String(), how)
+	fmt.Fprintf(stderr, "percolator worker: running the index observers with %d scanners on %s, %s\n", opts.Scanners, tg.String(), how)
 	rctx := ctx
 	if tg.server != "" {
 		// The run is one operation of the server connection: its scanners
@@ -58,7 +71,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// instead of retrying each remaining call for a budget of its own.
 		rctx = rpc.WithOperation(ctx)
 	}
-	rep, err := db.RunWorkers(rctx, percolator.WorkerOptions{Scanners: *scanners, Drain: *drain, Unpartitioned: *random})
+	rep, err := db.RunWorkers(rctx, opts)
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
 		return errDrained
 	}

@@ -252,7 +252,7 @@ func (l *Lossy) CheckAndMutateIdempotent(ctx context.Context, row []byte, predic
 // MutateRows implements storage.Batcher (row by row if the wrapped store
 // cannot batch): sent without a nonce, it may arrive again later.
 func (l *Lossy) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
-	send := func(ctx context.Context) ([]error, error) { return SharedStore{l.inner}.MutateRows(ctx, rows) }
+	send := func(ctx context.Context) ([]error, error) { return SharedStore{Store: l.inner}.MutateRows(ctx, rows) }
 	var errs []error
 	err := l.write(ctx, func(ctx context.Context) (err error) {
 		errs, err = send(ctx)
@@ -269,7 +269,7 @@ func (l *Lossy) MutateRowsIdempotent(ctx context.Context, rows []storage.RowMuta
 		if b, ok := l.inner.(storage.IdempotentBatcher); ok {
 			return b.MutateRowsIdempotent(ctx, rows)
 		}
-		return SharedStore{l.inner}.MutateRows(ctx, rows)
+		return SharedStore{Store: l.inner}.MutateRows(ctx, rows)
 	}
 	var errs []error
 	err := l.write(ctx, func(ctx context.Context) (err error) {
@@ -285,7 +285,7 @@ func (l *Lossy) ScanCounted(ctx context.Context, start, end []byte, filter stora
 	if err := l.read(); err != nil {
 		return 0, err
 	}
-	return SharedStore{l.inner}.ScanCounted(ctx, start, end, filter, limit, fn)
+	return SharedStore{Store: l.inner}.ScanCounted(ctx, start, end, filter, limit, fn)
 }
 
 // CompactFamily implements storage.Compacter (nothing to do if the
@@ -301,7 +301,7 @@ func (l *Lossy) CompactFamily(ctx context.Context, family string) error {
 func (l *Lossy) MaxTimestamp() uint64 { return storage.MaxTimestampOf(l.inner) }
 
 // SharedRows implements storage.SharedRows as the wrapped store does.
-func (l *Lossy) SharedRows() bool { return SharedStore{l.inner}.SharedRows() }
+func (l *Lossy) SharedRows() bool { return SharedStore{Store: l.inner}.SharedRows() }
 
 // The capabilities that cannot be emulated are forwarded only when the
 // wrapped store has them, by the variant withCapabilities picks.

@@ -1,9 +1,8 @@
-package main
+package bench
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"sort"
@@ -21,16 +20,12 @@ import (
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
 
-// The Bigtable figures (bench --bigtable-emulator, or --bigtable P/I/T for
-// a real table): RPCs per transaction counted by a client interceptor,
-// and read and write transactions as ratios of raw Bigtable reads and
-// writes in the same run. The oracle is in process, served on loopback as
-// `percolator oracle --bigtable` serves (each timestamp carries the
-// observer registry version it read from the table, on a client of its
-// own): these figures are the transactions' store calls.
-var bigtableSteps = []benchStep{
-	{"rpcs", benchBigtableRPCs, false}, {"reads", benchBigtableReads, false}, {"writes", benchBigtableWrites, false},
-}
+// The Bigtable figures: RPCs per transaction counted by a client
+// interceptor, and read and write transactions as ratios of raw Bigtable
+// reads and writes in the same run. The oracle is in process, served on
+// loopback as `percolator oracle --bigtable` serves (each timestamp
+// carries the observer registry version it read from the table, on a
+// client of its own): these figures are the transactions' store calls.
 
 // rpcCounter counts a client's calls by method.
 type rpcCounter struct {
@@ -93,10 +88,10 @@ func (c closers) closeAll() {
 // openBigtablePair opens the bench's table (a fresh one on the emulator),
 // a DB on it with an in-process oracle (serveBenchOracle), and the raw
 // store beside it, both counted by c.
-func (cfg benchConfig) openBigtablePair(ctx context.Context, c *rpcCounter) (*percolator.DB, *bigtable.Store, func(), error) {
-	opts := cfg.btOpts
+func (b *runner) openBigtablePair(ctx context.Context, c *rpcCounter) (*percolator.DB, *bigtable.Store, func(), error) {
+	opts := b.btOpts
 	var cl closers
-	if cfg.btEmulator {
+	if b.opts.BigtableEmulator {
 		emu, err := bigtable.StartEmulator("127.0.0.1:0")
 		if err != nil {
 			return nil, nil, nil, err
@@ -171,14 +166,14 @@ func serveBenchOracle(ctx context.Context, opts bigtable.Options, cl *closers) (
 
 // benchBigtableRPCs: the Bigtable calls of one single-row write
 // transaction, of one N-row write transaction, and of one read.
-func benchBigtableRPCs(ctx context.Context, cfg benchConfig, w io.Writer) error {
+func bigtableRPCs(ctx context.Context, b *runner, r *Report) error {
 	c := &rpcCounter{n: map[string]int{}}
-	db, _, closeAll, err := cfg.openBigtablePair(ctx, c)
+	db, _, closeAll, err := b.openBigtablePair(ctx, c)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
-	value := make([]byte, cfg.valueSize)
+	value := make([]byte, b.opts.ValueSize)
 	const txns, rows = 50, 8
 	c.take()
 	for i := range txns {
@@ -211,14 +206,14 @@ func benchBigtableRPCs(ctx context.Context, cfg benchConfig, w io.Writer) error 
 		}
 	}
 	read := c.take()
-	fmt.Fprintf(w, "bigtable rpcs: 1-row write txn = %s\n", formatCounts(single, txns))
-	fmt.Fprintf(w, "bigtable rpcs: %d-row write txn = %s\n", rows, formatCounts(multi, txns))
-	fmt.Fprintf(w, "bigtable rpcs: read (a read-only txn's Get) = %s\n", formatCounts(read, txns))
+	r.printf("bigtable rpcs: 1-row write txn = %s", formatCounts(single, txns))
+	r.printf("bigtable rpcs: %d-row write txn = %s", rows, formatCounts(multi, txns))
+	r.printf("bigtable rpcs: read (a read-only txn's Get) = %s", formatCounts(read, txns))
 	ok := exactly(single, txns, map[string]int{"CheckAndMutateRow": 2}) &&
 		exactly(multi, txns, map[string]int{"CheckAndMutateRow": rows + 1, "MutateRows": 1}) &&
 		exactly(read, txns, map[string]int{"ReadRows": 1})
-	fmt.Fprintf(w, "bigtable rpcs: target 1-row = 2 CheckAndMutateRow, %d-row = %d CheckAndMutateRow + 1 MutateRows, read = 1 ReadRows, no other call: %s\n",
-		rows, rows+1, cfg.targets.mark(ok))
+	r.printf("bigtable rpcs: target 1-row = 2 CheckAndMutateRow, %d-row = %d CheckAndMutateRow + 1 MutateRows, read = 1 ReadRows, no other call: %s",
+		rows, rows+1, r.mark("bigtable rpcs per transaction", ok))
 	return nil
 }
 
@@ -240,31 +235,31 @@ func exactly(got map[string]int, per int, want map[string]int) bool {
 
 // benchBigtableReads: point reads in read-only transactions (100 each) vs
 // raw ReadRows of the same rows' newest write record.
-func benchBigtableReads(ctx context.Context, cfg benchConfig, w io.Writer) error {
-	db, st, closeAll, err := cfg.openBigtablePair(ctx, &rpcCounter{n: map[string]int{}})
+func bigtableReads(ctx context.Context, b *runner, r *Report) error {
+	db, st, closeAll, err := b.openBigtablePair(ctx, &rpcCounter{n: map[string]int{}})
 	if err != nil {
 		return err
 	}
 	defer closeAll()
-	rawN, txnN, err := measureReads(ctx, cfg, db, st, min(cfg.keys, 2000))
+	rawN, txnN, err := b.measureReads(ctx, db, st, min(b.opts.Keys, 2000))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "bigtable reads:  %.0f reads/s in read-only txns (100 reads each) vs %.0f raw ReadRows/s at %d readers: ratio %.2fx (paper 0.94x: %s)\n",
-		100*txnN, 100*rawN, cfg.readers, txnN/rawN, cfg.targets.mark(txnN/rawN >= 0.94))
+	r.printf("bigtable reads:  %.0f reads/s in read-only txns (100 reads each) vs %.0f raw ReadRows/s at %d readers: ratio %.2fx (paper 0.94x: %s)",
+		100*txnN, 100*rawN, b.opts.Readers, txnN/rawN, r.mark("bigtable reads >= 0.94x raw ReadRows", txnN/rawN >= 0.94))
 	return nil
 }
 
 // benchBigtableWrites: single-cell write transactions vs raw MutateRow
 // calls of the same size.
-func benchBigtableWrites(ctx context.Context, cfg benchConfig, w io.Writer) error {
-	db, st, closeAll, err := cfg.openBigtablePair(ctx, &rpcCounter{n: map[string]int{}})
+func bigtableWrites(ctx context.Context, b *runner, r *Report) error {
+	db, st, closeAll, err := b.openBigtablePair(ctx, &rpcCounter{n: map[string]int{}})
 	if err != nil {
 		return err
 	}
 	defer closeAll()
-	rawN, txnN := measureWrites(ctx, cfg, db, st)
-	fmt.Fprintf(w, "bigtable writes: %.0f txn/s vs %.0f raw MutateRow/s at %d writers, %d-byte values: ratio %.2fx (paper 0.23x: %s)\n",
-		txnN, rawN, cfg.writers, cfg.valueSize, txnN/rawN, cfg.targets.mark(txnN/rawN >= 0.23))
+	rawN, txnN := b.measureWrites(ctx, db, st)
+	r.printf("bigtable writes: %.0f txn/s vs %.0f raw MutateRow/s at %d writers, %d-byte values: ratio %.2fx (paper 0.23x: %s)",
+		txnN, rawN, b.opts.Writers, b.opts.ValueSize, txnN/rawN, r.mark("bigtable writes >= 0.23x raw MutateRow", txnN/rawN >= 0.23))
 	return nil
 }

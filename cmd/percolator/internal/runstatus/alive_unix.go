@@ -1,14 +1,14 @@
 //go:build unix
 
-package main
+package runstatus
 
 import (
 	"errors"
 	"syscall"
 )
 
-// processAlive reports whether a process with this pid exists.
-func processAlive(pid int) bool {
+// Alive reports whether a process with this pid exists.
+func Alive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}

@@ -1,14 +1,12 @@
-package main
+package bench
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -24,21 +22,21 @@ const (
 	rerunNoneMinimum = 300 * time.Millisecond
 )
 
-// benchRerun times the index job, end to end in a process of its own
+// rerun times the index job, end to end in a process of its own
 // (start, open, scan, load, observers, count, close), over a copy of the
 // corpus whose files look a day old: the first run, a rerun after editing
-// cfg.editFraction of the files, a rerun with no change, and a second
+// Options.EditFraction of the files, a rerun with no change, and a second
 // rerun after editing as many other files (the first rerun also pays for
 // what the first run's store left to do: replaying its log). A last run
 // with --verify (not timed) checks the index.
-func benchRerun(ctx context.Context, cfg benchConfig, w io.Writer) error {
-	src := filepath.Join(cfg.dir, "rerun-corpus")
-	db := filepath.Join(cfg.dir, "rerun-db")
-	n, err := rerunCorpus(cfg, src)
+func rerun(ctx context.Context, b *runner, r *Report) error {
+	src := filepath.Join(b.opts.Dir, "rerun-corpus")
+	db := filepath.Join(b.opts.Dir, "rerun-db")
+	n, err := rerunCorpus(b.opts, src)
 	if err != nil {
 		return err
 	}
-	first, err := timeIndex(ctx, cfg, db, src, "first run")
+	first, err := b.timeIndex(ctx, db, src, "first run")
 	if err != nil {
 		return err
 	}
@@ -46,46 +44,48 @@ func benchRerun(ctx context.Context, cfg benchConfig, w io.Writer) error {
 	var none time.Duration
 	edited := 0
 	for round := range 2 {
-		if edited, err = editFiles(src, cfg.editFraction, round); err != nil {
+		if edited, err = editFiles(src, b.opts.EditFraction, round); err != nil {
 			return err
 		}
-		if edits[round], err = timeIndex(ctx, cfg, db, src, fmt.Sprintf("after editing %d files", edited)); err != nil {
+		if edits[round], err = b.timeIndex(ctx, db, src, fmt.Sprintf("after editing %d files", edited)); err != nil {
 			return err
 		}
 		if round == 0 {
-			if none, err = timeIndex(ctx, cfg, db, src, "no change"); err != nil {
+			if none, err = b.timeIndex(ctx, db, src, "no change"); err != nil {
 				return err
 			}
 		}
 	}
-	if _, err := timeIndex(ctx, cfg, db, src, "verify", "--verify"); err != nil {
+	if _, err := b.timeIndex(ctx, db, src, "verify", "--verify"); err != nil {
 		return err
 	}
-	printRerun(w, cfg, n, edited, first, edits, none)
+	printRerun(r, n, edited, first, edits, none)
 	return nil
 }
 
-func printRerun(w io.Writer, cfg benchConfig, n, edited int, first time.Duration, edits [2]time.Duration, none time.Duration) {
+func printRerun(r *Report, n, edited int, first time.Duration, edits [2]time.Duration, none time.Duration) {
 	ratio := func(d time.Duration) float64 { return d.Seconds() / first.Seconds() }
 	noneLimit := max(time.Duration(rerunNoneTarget*float64(first)), rerunNoneMinimum)
-	fmt.Fprintf(w, "rerun:   %d files, first run %s\n", n, ms(first))
+	r.printf("rerun:   %d files, first run %s", n, ms(first))
 	for i, d := range edits {
-		fmt.Fprintf(w, "rerun:   after editing %d files (%.1f%%, %s time): %s = %.4fx the first run (target <= %.2fx: %s)\n",
-			edited, 100*float64(edited)/float64(n), []string{"first", "second"}[i], ms(d), ratio(d), rerunEditTarget, cfg.targets.mark(ratio(d) <= rerunEditTarget))
+		nth := []string{"first", "second"}[i]
+		met := r.mark(fmt.Sprintf("rerun after edits (%s time) <= %.2fx the first run", nth, rerunEditTarget), ratio(d) <= rerunEditTarget)
+		r.printf("rerun:   after editing %d files (%.1f%%, %s time): %s = %.4fx the first run (target <= %.2fx: %s)",
+			edited, 100*float64(edited)/float64(n), nth, ms(d), ratio(d), rerunEditTarget, met)
 	}
-	fmt.Fprintf(w, "rerun:   no change: %s = %.4fx the first run (target <= max(%.2fx, %s) = %s: %s)\n",
-		ms(none), ratio(none), rerunNoneTarget, rerunNoneMinimum, ms(noneLimit), cfg.targets.mark(none <= noneLimit))
+	r.printf("rerun:   no change: %s = %.4fx the first run (target <= max(%.2fx, %s) = %s: %s)",
+		ms(none), ratio(none), rerunNoneTarget, rerunNoneMinimum, ms(noneLimit), r.mark("rerun without change <= max(0.01x the first run, 300ms)", none <= noneLimit))
 }
 
 // rerunCorpus copies a named corpus as is, or the default one to
-// cfg.indexFiles files, into dst, with modification times a day old (as
+// Options.IndexFiles files, into dst, with modification times a day old (as
 // an existing corpus has), and returns the number of files.
-func rerunCorpus(cfg benchConfig, dst string) (int, error) {
+func rerunCorpus(o Options, dst string) (int, error) {
 	var err error
-	if cfg.corpusGiven {
-		err = copyTree(cfg.corpus, dst)
+	if o.CorpusAsIs {
+		err = copyTree(o.Corpus, dst)
 	} else {
-		err = copyCorpus(cfg.corpus, dst, cfg.indexFiles)
+		err = CopyCorpus(o.Corpus, dst, o.IndexFiles)
 	}
 	if err != nil {
 		return 0, err
@@ -101,7 +101,7 @@ func rerunCorpus(cfg benchConfig, dst string) (int, error) {
 		}
 	}
 	if len(files) == 0 {
-		return 0, fmt.Errorf("no indexable files in %s", cfg.corpus)
+		return 0, fmt.Errorf("no indexable files in %s", o.Corpus)
 	}
 	return len(files), nil
 }
@@ -151,18 +151,21 @@ func editFiles(dir string, fraction float64, round int) (int, error) {
 	return n, nil
 }
 
+// indexRun is what percolator index --json prints.
+type indexRun struct {
+	docindex.JobSummary
+	OpenTime time.Duration `json:"open_ns"`
+}
+
 // timeIndex runs `percolator index` on src into db in a process of its
 // own, as a user does, and returns how long it took; where the time went
-// goes to the progress log. (PERCOLATOR_AS_MAIN makes the test binary run
-// as the command.)
-func timeIndex(ctx context.Context, cfg benchConfig, db, src, what string, extra ...string) (time.Duration, error) {
-	exe, err := os.Executable()
+// goes to the progress log.
+func (b *runner) timeIndex(ctx context.Context, db, src, what string, extra ...string) (time.Duration, error) {
+	args := append([]string{"index", "--dir", db, "--quiet", "--json"}, extra...)
+	cmd, err := b.command(ctx, append(args, src)...)
 	if err != nil {
 		return 0, err
 	}
-	args := append([]string{"index", "--dir", db, "--quiet", "--json"}, extra...)
-	cmd := exec.CommandContext(ctx, exe, append(args, src)...)
-	cmd.Env = append(os.Environ(), "PERCOLATOR_AS_MAIN=1")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	start := time.Now()
@@ -171,22 +174,12 @@ func timeIndex(ctx context.Context, cfg benchConfig, db, src, what string, extra
 	if err != nil {
 		return 0, fmt.Errorf("index (%s): %w\n%s%s", what, err, out.String(), errOut.String())
 	}
-	var s indexSummary
+	var s indexRun
 	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
 		return 0, fmt.Errorf("index (%s): summary: %w", what, err)
 	}
 	rest := took - s.OpenTime - s.ScanTime - s.LoadTime - s.RunTime - s.CountTime
-	fmt.Fprintf(cfg.log, "rerun: %s in %s: %d new, %d changed, %d read, %d observer runs; open %s, list %s, load %s, observers %s, count %s, rest (start, close) %s\n",
-		what, took.Round(time.Millisecond), s.New, s.Changed, s.Read, sumRuns(s.Runs), ms(s.OpenTime), ms(s.ScanTime), ms(s.LoadTime), ms(s.RunTime), ms(s.CountTime), ms(rest))
+	fmt.Fprintf(b.opts.Log, "rerun: %s in %s: %d new, %d changed, %d read, %d observer runs; open %s, list %s, load %s, observers %s, count %s, rest (start, close) %s\n",
+		what, took.Round(time.Millisecond), s.New, s.Changed, s.Read, s.TotalRuns(), ms(s.OpenTime), ms(s.ScanTime), ms(s.LoadTime), ms(s.RunTime), ms(s.CountTime), ms(rest))
 	return took, nil
-}
-
-func ms(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
-
-func sumRuns(runs map[string]int64) int64 {
-	var n int64
-	for _, r := range runs {
-		n += r
-	}
-	return n
 }

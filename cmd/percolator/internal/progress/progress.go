@@ -1,4 +1,7 @@
-package main
+// Package progress shows how far a long phase of a percolator command
+// got: a bar on a terminal, a plain line every two seconds otherwise
+// (a log, a pipe), nothing when quiet.
+package progress
 
 import (
 	"fmt"
@@ -24,9 +27,9 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// progress shows how far a phase got: a bar on a terminal, a plain line
+// Meter shows how far a phase got: a bar on a terminal, a plain line
 // every plainEvery otherwise, nothing when quiet. Safe for concurrent use.
-type progress struct {
+type Meter struct {
 	w     io.Writer
 	tty   bool
 	quiet bool
@@ -36,12 +39,13 @@ type progress struct {
 	lastPlain time.Time
 }
 
-func newProgress(w io.Writer, quiet bool) *progress {
-	return &progress{w: w, tty: isTerminal(w), quiet: quiet}
+// New is a Meter writing to w.
+func New(w io.Writer, quiet bool) *Meter {
+	return &Meter{w: w, tty: isTerminal(w), quiet: quiet}
 }
 
-// show reports done of total (total may grow) with a description.
-func (p *progress) show(desc string, done, total int64) {
+// Show reports done of total (total may grow) with a description.
+func (p *Meter) Show(desc string, done, total int64) {
 	if p.quiet {
 		return
 	}
@@ -65,9 +69,9 @@ func (p *progress) show(desc string, done, total int64) {
 	_ = p.bar.Set64(done)
 }
 
-// begin announces a phase whose length is unknown: a spinner on a
+// Begin announces a phase whose length is unknown: a spinner on a
 // terminal, one plain line otherwise.
-func (p *progress) begin(desc string) {
+func (p *Meter) Begin(desc string) {
 	if p.quiet {
 		return
 	}
@@ -82,8 +86,8 @@ func (p *progress) begin(desc string) {
 	_ = p.bar.Add(1)
 }
 
-// end closes the phase's bar.
-func (p *progress) end() {
+// End closes the phase's bar.
+func (p *Meter) End() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.bar != nil {

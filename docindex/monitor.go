@@ -1,4 +1,4 @@
-package main
+package docindex
 
 import (
 	"context"
@@ -9,14 +9,14 @@ import (
 )
 
 // monitor polls the observers' status every second while they run: the
-// notifications left and the runs per second, shown as progress and
-// published.
+// notifications left and the runs per second, reported as the observers
+// phase's progress.
 type monitor struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func startMonitor(ctx context.Context, db *percolator.DB, before percolator.ObserverStatus, prog *progress, pub *publisher) *monitor {
+func startMonitor(ctx context.Context, db *percolator.DB, before percolator.ObserverStatus, report JobReport) *monitor {
 	ctx, cancel := context.WithCancel(ctx)
 	m := &monitor{cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -29,18 +29,21 @@ func startMonitor(ctx context.Context, db *percolator.DB, before percolator.Obse
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				pollObservers(ctx, db, before, start, prog, pub)
+				if p, err := pollObservers(ctx, db, before, start); err == nil {
+					report.Progress(p)
+				} // else the run is ending; the next reading or the summary tells
 			}
 		}
 	}()
 	return m
 }
 
-// pollObservers shows one reading of the observers' progress.
-func pollObservers(ctx context.Context, db *percolator.DB, before percolator.ObserverStatus, start time.Time, prog *progress, pub *publisher) {
+// pollObservers reads the observers' progress since start, when their
+// status was before.
+func pollObservers(ctx context.Context, db *percolator.DB, before percolator.ObserverStatus, start time.Time) (JobProgress, error) {
 	st, err := db.ObserverStatus(ctx)
 	if err != nil {
-		return // the run is ending; the next reading or the summary tells
+		return JobProgress{}, err
 	}
 	var pending int64
 	for _, c := range st.Columns {
@@ -48,8 +51,7 @@ func pollObservers(ctx context.Context, db *percolator.DB, before percolator.Obs
 	}
 	_, runs := diffRuns(before, st)
 	line := fmt.Sprintf("observers: %d notifications left, %.0f runs/s", pending, float64(runs)/time.Since(start).Seconds())
-	prog.show(line, runs, runs+pending)
-	pub.set(func(p *published) { p.Observers, p.Progress = &st, line })
+	return JobProgress{Phase: PhaseObservers, Done: runs, Total: runs + pending, Label: line, Words: line, Observers: &st}, nil
 }
 
 func (m *monitor) stop() {

@@ -1,11 +1,11 @@
-package main
+package bench
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -15,10 +15,6 @@ import (
 	"github.com/seed-992972ee/percolator/queue"
 	"github.com/seed-992972ee/percolator/storage"
 )
-
-func init() {
-	benchSteps = append(benchSteps, benchStep{"queue", benchQueue, false})
-}
 
 const (
 	queueWorkers = 8 // pushers, then poppers, measured; and the poppers putting items in flight
@@ -36,7 +32,7 @@ const (
 type queueSide interface {
 	// hold puts n items in flight: pushed, then popped under a lease of
 	// queueHold and never acked.
-	hold(ctx context.Context, n int, body []byte, prog *progress) error
+	hold(ctx context.Context, n int, body []byte, prog Progress) error
 	push(ctx context.Context, body []byte) error
 	// popAck pops the lowest available item and acks it; false when none
 	// was available.
@@ -46,35 +42,35 @@ type queueSide interface {
 	cost() (pops, keys, conflicts uint64)
 }
 
-// benchQueue: push and pop+ack throughput with 8 workers of the queue
+// queueFigure: push and pop+ack throughput with 8 workers of the queue
 // package against a plain "scan for the lowest unclaimed item" queue on
 // the same embedded store, each with 1,000 and with 100,000 items in
 // flight (leased, unacked), with the keys each Pop's scans visited. The
 // baseline's scans pass every item in flight; the queue's index keeps
 // leased items out of a Pop's range, so its cost must not grow.
-func benchQueue(ctx context.Context, cfg benchConfig, w io.Writer) error {
-	return benchQueueInFlight(ctx, cfg, w, 1_000, 100_000)
+func queueFigure(ctx context.Context, b *runner, r *Report) error {
+	return b.queueInFlight(ctx, r, 1_000, 100_000)
 }
 
-// benchQueueInFlight measures both sides with lo, then hi items in
+// queueInFlight measures both sides with lo, then hi items in
 // flight (held under a lease, unacked).
-func benchQueueInFlight(ctx context.Context, cfg benchConfig, w io.Writer, lo, hi int) error {
-	var figs []queueFigure
+func (b *runner) queueInFlight(ctx context.Context, r *Report, lo, hi int) error {
+	var figs []queueMeasure
 	for _, n := range []int{lo, hi} {
 		for _, side := range []string{"queue", "scan"} {
-			f, err := measureQueueSide(ctx, cfg, side, n)
+			f, err := b.measureQueueSide(ctx, side, n)
 			if err != nil {
 				return fmt.Errorf("%s, %d in flight: %w", side, n, err)
 			}
 			figs = append(figs, f)
 		}
 	}
-	printQueueFigures(cfg, w, figs, lo, hi)
+	printQueueFigures(r, b.opts.ValueSize, figs, lo, hi)
 	return nil
 }
 
-// queueFigure is one side's measurement at one number of items in flight.
-type queueFigure struct {
+// queueMeasure is one side's measurement at one number of items in flight.
+type queueMeasure struct {
 	side     string
 	inFlight int
 	push     float64 // items/s pushed by queueWorkers
@@ -86,9 +82,9 @@ type queueFigure struct {
 	setup    time.Duration
 }
 
-func measureQueueSide(ctx context.Context, cfg benchConfig, side string, n int) (queueFigure, error) {
-	f := queueFigure{side: side, inFlight: n}
-	db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(cfg.dir, fmt.Sprintf("queue-%s-%d", side, n))})
+func (b *runner) measureQueueSide(ctx context.Context, side string, n int) (queueMeasure, error) {
+	f := queueMeasure{side: side, inFlight: n}
+	db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(b.opts.Dir, fmt.Sprintf("queue-%s-%d", side, n))})
 	if err != nil {
 		return f, err
 	}
@@ -97,19 +93,19 @@ func measureQueueSide(ctx context.Context, cfg benchConfig, side string, n int) 
 	if err != nil {
 		return f, err
 	}
-	body := make([]byte, cfg.valueSize)
-	prog := newProgress(cfg.log, false)
+	body := make([]byte, b.opts.ValueSize)
+	prog := b.opts.Progress
 	start := time.Now()
 	if err := q.hold(ctx, n, body, prog); err != nil {
 		return f, err
 	}
 	f.setup = time.Since(start)
-	fmt.Fprintf(cfg.log, "queue:   %s: %d items put in flight in %s\n", side, n, f.setup.Round(time.Millisecond))
-	if f.push, _, err = timedRate(ctx, cfg.duration, func() (bool, error) { return true, q.push(ctx, body) }); err != nil {
+	fmt.Fprintf(b.opts.Log, "queue:   %s: %d items put in flight in %s\n", side, n, f.setup.Round(time.Millisecond))
+	if f.push, _, err = timedRate(ctx, b.opts.Duration, func() (bool, error) { return true, q.push(ctx, body) }); err != nil {
 		return f, err
 	}
 	p0, k0, c0 := q.cost()
-	if f.popAck, f.drained, err = timedRate(ctx, cfg.duration, func() (bool, error) { return q.popAck(ctx) }); err != nil {
+	if f.popAck, f.drained, err = timedRate(ctx, b.opts.Duration, func() (bool, error) { return q.popAck(ctx) }); err != nil {
 		return f, err
 	}
 	p1, k1, c1 := q.cost()
@@ -169,7 +165,7 @@ func timedRate(ctx context.Context, d time.Duration, op func() (bool, error)) (f
 
 // parallel runs fn n times from the given number of goroutines, showing
 // progress, and returns the first error.
-func parallel(ctx context.Context, n, workers int, desc string, prog *progress, fn func() error) error {
+func parallel(ctx context.Context, n, workers int, desc string, prog Progress, fn func() error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var next, done atomic.Int64
@@ -185,22 +181,23 @@ func parallel(ctx context.Context, n, workers int, desc string, prog *progress, 
 					once.Do(func() { first = err; cancel() })
 					return
 				}
-				prog.show(desc, done.Add(1), int64(n))
+				prog.Show(desc, done.Add(1), int64(n))
 			}
 		}()
 	}
 	wg.Wait()
-	prog.end()
+	prog.End()
 	if first == nil {
 		first = ctx.Err()
 	}
 	return first
 }
 
-func printQueueFigures(cfg benchConfig, w io.Writer, figs []queueFigure, lo, hi int) {
-	fmt.Fprintf(w, "queue:   %d-byte items, %d pushers, then %d workers popping and acking the pushed items, with items in flight (popped under a %s lease, never acked)\n",
-		cfg.valueSize, queueWorkers, queueWorkers, queueHold)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+func printQueueFigures(r *Report, valueSize int, figs []queueMeasure, lo, hi int) {
+	r.printf("queue:   %d-byte items, %d pushers, then %d workers popping and acking the pushed items, with items in flight (popped under a %s lease, never acked)",
+		valueSize, queueWorkers, queueWorkers, queueHold)
+	var table strings.Builder
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "side\tin flight\tpush items/s\tpop+ack items/s\tkeys visited/Pop\tconflicts/Pop\tpops\t")
 	for _, f := range figs {
 		note := ""
@@ -210,23 +207,24 @@ func printQueueFigures(cfg benchConfig, w io.Writer, figs []queueFigure, lo, hi 
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f%s\t%.1f\t%.2f\t%d\t\n", f.side, f.inFlight, f.push, f.popAck, note, f.keys, f.conflict, f.pops)
 	}
 	_ = tw.Flush()
-	get := func(side string, n int) queueFigure {
+	r.Lines = append(r.Lines, strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n")...)
+	get := func(side string, n int) queueMeasure {
 		for _, f := range figs {
 			if f.side == side && f.inFlight == n {
 				return f
 			}
 		}
-		return queueFigure{}
+		return queueMeasure{}
 	}
 	ql, qh, sl, sh := get("queue", lo), get("queue", hi), get("scan", lo), get("scan", hi)
 	growth := qh.keys / max(ql.keys, 1e-9)
-	fmt.Fprintf(w, "queue:   keys visited per Pop, %d vs %d in flight: queue %.2fx (%.1f -> %.1f), scan %.2fx (%.1f -> %.1f) (target: queue's within 2x: %s)\n",
-		hi, lo, growth, ql.keys, qh.keys, sh.keys/max(sl.keys, 1e-9), sl.keys, sh.keys, cfg.targets.mark(growth <= 2))
-	fmt.Fprintf(w, "queue:   pop+ack items/s, %d vs %d in flight: queue %.2fx (%.0f -> %.0f), scan %.3fx (%.0f -> %.0f)\n",
+	r.printf("queue:   keys visited per Pop, %d vs %d in flight: queue %.2fx (%.1f -> %.1f), scan %.2fx (%.1f -> %.1f) (target: queue's within 2x: %s)",
+		hi, lo, growth, ql.keys, qh.keys, sh.keys/max(sl.keys, 1e-9), sl.keys, sh.keys, r.mark("queue keys per Pop within 2x", growth <= 2))
+	r.printf("queue:   pop+ack items/s, %d vs %d in flight: queue %.2fx (%.0f -> %.0f), scan %.3fx (%.0f -> %.0f)",
 		hi, lo, qh.popAck/max(ql.popAck, 1e-9), ql.popAck, qh.popAck, sh.popAck/max(sl.popAck, 1e-9), sl.popAck, sh.popAck)
 	ratio := qh.popAck / max(sh.popAck, 1e-9)
-	fmt.Fprintf(w, "queue:   pop+ack at %d in flight: %.0f vs %.0f items/s (scan): ratio %.1fx (target >= 1x: %s); at %d: %.1fx\n",
-		hi, qh.popAck, sh.popAck, ratio, cfg.targets.mark(ratio >= 1), lo, ql.popAck/max(sl.popAck, 1e-9))
+	r.printf("queue:   pop+ack at %d in flight: %.0f vs %.0f items/s (scan): ratio %.1fx (target >= 1x: %s); at %d: %.1fx",
+		hi, qh.popAck, sh.popAck, ratio, r.mark("queue pop+ack >= 1x the scan", ratio >= 1), lo, ql.popAck/max(sl.popAck, 1e-9))
 }
 
 // leasedQueue is the queue package on one queue name.
@@ -235,7 +233,7 @@ type leasedQueue struct {
 	name string
 }
 
-func (l *leasedQueue) hold(ctx context.Context, n int, body []byte, prog *progress) error {
+func (l *leasedQueue) hold(ctx context.Context, n int, body []byte, prog Progress) error {
 	err := parallel(ctx, n, queuePushers, "queue: push", prog, func() error { return l.push(ctx, body) })
 	if err != nil {
 		return err
@@ -321,7 +319,7 @@ func (s *scanQueue) item(body []byte, claim uint64) []storage.Mutation {
 // Pop of each would take time quadratic in n. It spares the baseline
 // the deletion marker a claim leaves on the claim's old version, one key
 // fewer per item in flight for its scans to visit.
-func (s *scanQueue) hold(ctx context.Context, n int, body []byte, prog *progress) error {
+func (s *scanQueue) hold(ctx context.Context, n int, body []byte, prog Progress) error {
 	b, ok := s.st.(storage.Batcher)
 	if !ok {
 		return errors.New("the store cannot write batches (storage.Batcher)")
@@ -335,9 +333,9 @@ func (s *scanQueue) hold(ctx context.Context, n int, body []byte, prog *progress
 		if errs, err := b.MutateRows(ctx, rows); err != nil || errs != nil {
 			return errors.Join(append(errs, err)...)
 		}
-		prog.show("scan: hold", int64(i+len(rows)), int64(n))
+		prog.Show("scan: hold", int64(i+len(rows)), int64(n))
 	}
-	prog.end()
+	prog.End()
 	return nil
 }
 

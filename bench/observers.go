@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -15,31 +15,31 @@ import (
 	"github.com/seed-992972ee/percolator/docindex"
 )
 
-// benchNotify measures notification finding: the scanners' time and keys
+// notify measures notification finding: the scanners' time and keys
 // visited to find `dirty` changed cells, in a table of `dirty` cells and in
-// a table of cfg.notifyCells cells, every one of which was notified and
+// a table of b.opts.NotifyCells cells, every one of which was notified and
 // processed once before. Each side is a fresh database on the same disk;
 // rounds of change-then-drain alternate between them, and the figure is
 // each side's median round. Compaction of the notify keyspace is not
 // finding: its time is not counted.
-func benchNotify(ctx context.Context, cfg benchConfig, w io.Writer) error {
-	small, err := newNotifyTable(ctx, cfg, cfg.notifyDirty)
+func notify(ctx context.Context, b *runner, r *Report) error {
+	small, err := b.newNotifyTable(ctx, b.opts.NotifyDirty)
 	if err != nil {
 		return err
 	}
 	defer small.db.Close()
-	big, err := newNotifyTable(ctx, cfg, cfg.notifyCells)
+	big, err := b.newNotifyTable(ctx, b.opts.NotifyCells)
 	if err != nil {
 		return err
 	}
 	defer big.db.Close()
 	var smalls, bigs []findingCost
-	for range cfg.rounds {
+	for range b.opts.Rounds {
 		for _, side := range []struct {
 			t   *notifyTable
 			out *[]findingCost
 		}{{small, &smalls}, {big, &bigs}} {
-			c, err := side.t.round(ctx, cfg.notifyDirty)
+			c, err := side.t.round(ctx, b.opts.NotifyDirty)
 			if err != nil {
 				return err
 			}
@@ -52,9 +52,9 @@ func benchNotify(ctx context.Context, cfg benchConfig, w io.Writer) error {
 	// printed beside it. The keys of a round depend on whether the notify
 	// keyspace was compacted before its idle pass, which a round of 1,000
 	// clears crosses or not (CompactAfter 1,024).
-	fmt.Fprintf(w, "notify:  finding %d dirty cells: %s keys visited in %s among %d cells; %s keys in %s among %d processed cells: ratio %.2fx in time (target <= 2x: %s), %.2fx in keys\n",
-		cfg.notifyDirty, group(sm.keys), sm.scan, cfg.notifyDirty, group(bg.keys), bg.scan, cfg.notifyCells,
-		timeRatio, cfg.targets.mark(timeRatio <= 2), keysRatio)
+	r.printf("notify:  finding %d dirty cells: %s keys visited in %s among %d cells; %s keys in %s among %d processed cells: ratio %.2fx in time (target <= 2x: %s), %.2fx in keys",
+		b.opts.NotifyDirty, group(sm.keys), sm.scan, b.opts.NotifyDirty, group(bg.keys), bg.scan, b.opts.NotifyCells,
+		timeRatio, r.mark("notify <= 2x the time among processed cells", timeRatio <= 2), keysRatio)
 	return nil
 }
 
@@ -78,19 +78,19 @@ type notifyTable struct {
 
 func notifyRow(i int) string { return fmt.Sprintf("row%09d", i) }
 
-func newNotifyTable(ctx context.Context, cfg benchConfig, cells int) (*notifyTable, error) {
-	db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(cfg.dir, fmt.Sprintf("notify-%d", cells))})
+func (b *runner) newNotifyTable(ctx context.Context, cells int) (*notifyTable, error) {
+	db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(b.opts.Dir, fmt.Sprintf("notify-%d", cells))})
 	if err != nil {
 		return nil, err
 	}
 	t := &notifyTable{db: db, cells: cells, rng: rand.New(rand.NewPCG(uint64(cells), 7))}
-	if err := t.fill(ctx, cfg); err != nil {
+	if err := t.fill(ctx, b.opts.Log); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
 	return t, nil
 }
 
-func (t *notifyTable) fill(ctx context.Context, cfg benchConfig) error {
+func (t *notifyTable) fill(ctx context.Context, log io.Writer) error {
 	noop := func(context.Context, *percolator.Txn, string, string) error { return nil }
 	if err := t.db.Observe(ctx, percolator.Observer{Name: "touch", Column: "c", Fn: noop}); err != nil {
 		return err
@@ -118,7 +118,7 @@ func (t *notifyTable) fill(ctx context.Context, cfg benchConfig) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cfg.log, "notify:  %d cells loaded in %s, processed once in %s (%d scans visited %s keys in %s, %d jumps, %d compactions)\n",
+	fmt.Fprintf(log, "notify:  %d cells loaded in %s, processed once in %s (%d scans visited %s keys in %s, %d jumps, %d compactions)\n",
 		t.cells, loaded.Round(time.Millisecond), processed.Round(time.Millisecond), st.Scanners["scans"], group(st.Scanners["scan_keys"]),
 		time.Duration(st.Scanners["scan_micros"])*time.Microsecond, st.Scanners["scanner_jumps"], st.Scanners["compactions"])
 	return nil
@@ -150,7 +150,7 @@ func (t *notifyTable) round(ctx context.Context, dirty int) (findingCost, error)
 		return findingCost{}, err
 	}
 	if n := after.Observers[0].Counts["commits"] - before.Observers[0].Counts["commits"]; n != int64(dirty) {
-		return findingCost{}, fmt.Errorf("%w: %d observer commits for %d changed cells", errFailed, n, dirty)
+		return findingCost{}, fmt.Errorf("%w: %d observer commits for %d changed cells", ErrCheck, n, dirty)
 	}
 	return findingCost{
 		keys: after.Scanners["scan_keys"] - before.Scanners["scan_keys"],
@@ -158,16 +158,16 @@ func (t *notifyTable) round(ctx context.Context, dirty int) (findingCost, error)
 	}, nil
 }
 
-// benchObservers runs the index pipeline over a corpus of cfg.indexFiles
+// observers runs the index pipeline over a corpus of Options.IndexFiles
 // files (the test corpus, copied with edits) with 1, 2, 4 and 8 scanners,
 // each on a fresh database, against a from-scratch batch build of the same
 // index in memory as the reference.
-func benchObservers(ctx context.Context, cfg benchConfig, w io.Writer) error {
-	src, err := os.MkdirTemp(cfg.dir, "corpus-")
+func observers(ctx context.Context, b *runner, r *Report) error {
+	src, err := os.MkdirTemp(b.opts.Dir, "corpus-")
 	if err != nil {
 		return err
 	}
-	if err := copyCorpus(cfg.corpus, src, cfg.indexFiles); err != nil {
+	if err := CopyCorpus(b.opts.Corpus, src, b.opts.IndexFiles); err != nil {
 		return err
 	}
 	files, err := docindex.ReadCorpus(src)
@@ -177,9 +177,9 @@ func benchObservers(ctx context.Context, cfg benchConfig, w io.Writer) error {
 	start := time.Now()
 	batch := docindex.Build(files)
 	batchTime := time.Since(start)
-	fmt.Fprintf(w, "observers: batch build of %d files: %s (%d documents, %d terms)\n", len(files), batchTime.Round(time.Microsecond), len(batch.Docs), len(batch.Terms))
+	r.printf("observers: batch build of %d files: %s (%d documents, %d terms)", len(files), batchTime.Round(time.Microsecond), len(batch.Docs), len(batch.Terms))
 	for _, scanners := range []int{1, 2, 4, 8} {
-		db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(cfg.dir, fmt.Sprintf("index-%d", scanners))})
+		db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(b.opts.Dir, fmt.Sprintf("index-%d", scanners))})
 		if err != nil {
 			return err
 		}
@@ -189,10 +189,10 @@ func benchObservers(ctx context.Context, cfg benchConfig, w io.Writer) error {
 			return err
 		}
 		if err := res.index.Equal(batch); err != nil {
-			return fmt.Errorf("%w: %d scanners: the index differs from the batch build: %v", errFailed, scanners, err)
+			return fmt.Errorf("%w: %d scanners: the index differs from the batch build: %v", ErrCheck, scanners, err)
 		}
 		total := res.load + res.drain
-		fmt.Fprintf(w, "observers: %d scanners: %d observer txns (%d conflicts) in %s: %.0f txn/s; full index %s (load %s + observers %s) = %.1fx the batch build (no target)\n",
+		r.printf("observers: %d scanners: %d observer txns (%d conflicts) in %s: %.0f txn/s; full index %s (load %s + observers %s) = %.1fx the batch build (no target)",
 			scanners, res.commits, res.conflicts, res.drain.Round(time.Millisecond), float64(res.commits)/res.drain.Seconds(),
 			total.Round(time.Millisecond), res.load.Round(time.Millisecond), res.drain.Round(time.Millisecond), total.Seconds()/batchTime.Seconds())
 	}
@@ -241,11 +241,11 @@ func joinClose(err error, db *percolator.DB) error {
 	return err
 }
 
-// copyCorpus writes n files into dst: the files of src (recursively),
+// CopyCorpus writes n files into dst: the files of src (recursively),
 // copied over and over into copyNNN directories, two copies in three with
 // an edit so that they are distinct documents, the third an exact
 // duplicate of the first copy.
-func copyCorpus(src, dst string, n int) error {
+func CopyCorpus(src, dst string, n int) error {
 	var names []string
 	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
@@ -282,13 +282,4 @@ func copyCorpus(src, dst string, n int) error {
 		}
 	}
 	return nil
-}
-
-// group formats n with thousands separators.
-func group(n int64) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

@@ -1,0 +1,32 @@
+// Package bench measures percolator's performance figures, each beside
+// its reference in the same run, on the same disk or server, and judges
+// each against its target: percolator bench runs them and prints what
+// they report.
+//
+// Three suites, chosen by the options (Options.Suite):
+//
+//   - Embedded (the default): the oracle, writes and reads against raw
+//     Pebble, the bank, finding notifications, the index's observers and
+//     reruns, the graph's labels, leased locks and work queues, each in
+//     stores of its own under Options.Dir;
+//   - Server (Options.Server): a percolator server's oracle, reads, writes
+//     and nonces, each beside raw RPCs to the same server;
+//   - Bigtable (Options.Bigtable or BigtableEmulator): the Bigtable calls
+//     per transaction, reads and writes beside raw Bigtable calls, and the
+//     cost of finding notifications.
+//
+// The caller's contract:
+//
+//  1. Dir is a scratch directory the figures fill (PrepareDir makes one,
+//     and never empties a directory it did not make).
+//  2. Run runs the named figures one at a time, in the suite's order, and
+//     hands each one's Report (its lines, its targets met or missed) to
+//     the caller as it ends, a failed one's too.
+//  3. Two figures run this program in processes of their own, as a user
+//     does (Options.Command): rerun times `index`, the server's oracle
+//     figure spreads its callers over `bench-client` processes, whose work
+//     is RunClient.
+//  4. No figure asserts a time: a target missed is a figure, not an error.
+//     A figure fails (ErrCheck) only when what it measured is wrong: a
+//     bank snapshot off, an index that differs from its batch build.
+package bench

@@ -1,0 +1,155 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+
+	cpebble "github.com/cockroachdb/pebble/v2"
+
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/oracle"
+	"github.com/seed-992972ee/percolator/workload"
+)
+
+// embeddedOracle: timestamps per second from the batching client to 64
+// concurrent callers, on a persisted allocator.
+func embeddedOracle(ctx context.Context, b *runner, r *Report) error {
+	alloc, err := oracle.OpenAllocator(filepath.Join(b.opts.Dir, "oracle-bench"), oracle.AllocatorOptions{})
+	if err != nil {
+		return err
+	}
+	defer alloc.Close()
+	rate, err := oracle.Throughput(ctx, oracle.NewClient(alloc), 64, b.opts.Duration)
+	if err != nil {
+		return err
+	}
+	r.printf("oracle:  %.0f timestamps/s to 64 concurrent callers (target >= 2,000,000: %s)", rate, r.mark("oracle >= 2,000,000 timestamps/s", rate >= 2_000_000))
+	return nil
+}
+
+// openRawPair opens a raw Pebble store and a DB, each in a directory of
+// its own under the scratch directory: the two sides of a figure.
+func (b *runner) openRawPair(ctx context.Context, name string) (*cpebble.DB, *percolator.DB, func(), error) {
+	raw, err := cpebble.Open(filepath.Join(b.opts.Dir, "raw-"+name), &cpebble.Options{Logger: quietLogger{b.opts.Log}})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(b.opts.Dir, "txn-"+name)})
+	if err != nil {
+		_ = raw.Close()
+		return nil, nil, nil, err
+	}
+	return raw, db, func() { _ = db.Close(); _ = raw.Close() }, nil
+}
+
+// embeddedWrites compares single-cell write transactions with raw synced
+// Pebble writes of the same size at the same concurrency.
+func embeddedWrites(ctx context.Context, b *runner, r *Report) error {
+	raw, db, closeAll, err := b.openRawPair(ctx, "writes")
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	value := make([]byte, b.opts.ValueSize)
+	rawOp := func(rng *rand.Rand) error {
+		return raw.Set(benchKey(rng.IntN(1<<30)), value, cpebble.Sync)
+	}
+	txnOp := func(rng *rand.Rand) error {
+		row := string(benchKey(rng.IntN(1 << 30)))
+		return db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set(row, "v", value) })
+	}
+	rawN, txnN := alternate(ctx, b.opts.Writers, b.opts.Duration, rawOp, txnOp)
+	r.printf("writes:  %.0f txn/s vs %.0f raw synced Pebble writes/s at %d writers, %d-byte values: ratio %.2fx (target >= 0.25x: %s)",
+		txnN, rawN, b.opts.Writers, b.opts.ValueSize, txnN/rawN, r.mark("writes >= 0.25x raw Pebble", txnN/rawN >= 0.25))
+	return nil
+}
+
+// embeddedReads compares read-only transactions of 100 point reads with
+// raw Pebble point reads of the same keys.
+func embeddedReads(ctx context.Context, b *runner, r *Report) error {
+	raw, db, closeAll, err := b.openRawPair(ctx, "reads")
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	if err := b.loadReadKeys(ctx, raw, db); err != nil {
+		return err
+	}
+	keys := b.opts.Keys
+	rawOp := func(rng *rand.Rand) error {
+		for range 100 {
+			_, closer, err := raw.Get(benchKey(rng.IntN(keys)))
+			if err != nil {
+				return err
+			}
+			_ = closer.Close()
+		}
+		return nil
+	}
+	txnOp := func(rng *rand.Rand) error {
+		return db.View(ctx, func(tx *percolator.Txn) error {
+			for range 100 {
+				if _, err := tx.Get(ctx, string(benchKey(rng.IntN(keys))), "v"); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	rawN, txnN := alternate(ctx, b.opts.Readers, b.opts.Duration, rawOp, txnOp)
+	r.printf("reads:   %.0f reads/s in read-only txns (100 reads each) vs %.0f raw Pebble reads/s at %d readers: ratio %.2fx (target >= 0.5x: %s)",
+		100*txnN, 100*rawN, b.opts.Readers, txnN/rawN, r.mark("reads >= 0.5x raw Pebble", txnN/rawN >= 0.5))
+	return nil
+}
+
+func (b *runner) loadReadKeys(ctx context.Context, raw *cpebble.DB, db *percolator.DB) error {
+	value := make([]byte, b.opts.ValueSize)
+	batch := raw.NewBatch()
+	for i := range b.opts.Keys {
+		_ = batch.Set(benchKey(i), value, nil)
+	}
+	if err := batch.Commit(cpebble.Sync); err != nil {
+		return err
+	}
+	return loadRows(ctx, db, b.opts.Keys, func(i int) string { return string(benchKey(i)) }, value)
+}
+
+// loadRows writes value to column v of n rows, 500 to a transaction.
+func loadRows(ctx context.Context, db *percolator.DB, n int, row func(int) string, value []byte) error {
+	for i := 0; i < n; i += 500 {
+		err := db.Update(ctx, func(tx *percolator.Txn) error {
+			for j := i; j < min(i+500, n); j++ {
+				if err := tx.Set(row(j), "v", value); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// embeddedBank: the bank workload's transfers per second on a durable
+// store, its snapshots all checked.
+func embeddedBank(ctx context.Context, b *runner, r *Report) error {
+	db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(b.opts.Dir, "bank")})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	res, err := workload.RunBank(ctx, db, workload.BankOptions{Accounts: 1000, Workers: 64, Readers: 2, Duration: b.opts.BankDuration, Initial: 100})
+	if err != nil {
+		return err
+	}
+	r.printf("bank:    %.0f txn/s (1,000 accounts, 64 workers, durable); %d conflicts, %d snapshots, %d wrong (no target; wrong must be 0: %s)",
+		res.TxnPerSec(), res.Conflicts, res.Snapshots, res.Wrong, r.mark("bank: no wrong snapshot", res.Wrong == 0))
+	if res.Wrong > 0 {
+		return fmt.Errorf("%w: %d wrong snapshots", ErrCheck, res.Wrong)
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// rate runs op from n goroutines for d and returns completed ops per second.
+func rate(ctx context.Context, n int, d time.Duration, op func(*rand.Rand) error) float64 {
+	var done atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	start := time.Now()
+	for g := range n {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), uint64(start.UnixNano())))
+			for !stop.Load() && ctx.Err() == nil {
+				if op(rng) == nil {
+					done.Add(1)
+				}
+			}
+		})
+	}
+	time.Sleep(d)
+	stop.Store(true)
+	wg.Wait()
+	return float64(done.Load()) / time.Since(start).Seconds()
+}
+
+// alternate measures raw and txn ops in alternating rounds (two each, so
+// drift on a noisy machine hits both sides alike) and returns their mean
+// rates.
+func alternate(ctx context.Context, n int, d time.Duration, rawOp, txnOp func(*rand.Rand) error) (raw, txn float64) {
+	half := d / 2
+	for range 2 {
+		raw += rate(ctx, n, half, rawOp) / 2
+		txn += rate(ctx, n, half, txnOp) / 2
+	}
+	return raw, txn
+}
+
+func benchKey(i int) []byte {
+	k := make([]byte, 0, 16)
+	k = append(k, "key/"...)
+	return binary.BigEndian.AppendUint64(k, uint64(i))
+}
+
+func serverKey(i int) string { return fmt.Sprintf("bench/%08d", i) }
+
+// quietLogger drops the raw baseline's informational lines.
+type quietLogger struct{ log io.Writer }
+
+func (quietLogger) Infof(string, ...any)        {}
+func (q quietLogger) Errorf(f string, a ...any) { fmt.Fprintf(q.log, "pebble: "+f+"\n", a...) }
+func (q quietLogger) Fatalf(f string, a ...any) {
+	q.Errorf(f, a...)
+	panic(fmt.Sprintf("pebble: "+f, a...))
+}
+
+func ms(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+
+// group formats n with thousands separators.
+func group(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

@@ -1,0 +1,242 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/rpc"
+	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/remote"
+)
+
+// oracleProcs and oracleCallers: the oracle figure's load, 4 client
+// processes x 64 goroutines.
+const oracleProcs, oracleCallers = 4, 64
+
+// Dial connects to the server.
+func (s ServerTarget) Dial(ctx context.Context) (*rpc.Conn, error) {
+	return rpc.Dial(ctx, s.Addr, rpc.DialOptions{Token: s.Token, CAFile: s.CAFile})
+}
+
+// openServerPair opens a DB on the server and, beside it, a raw remote
+// store without nonces: the two sides of a read or write figure.
+func (b *runner) openServerPair(ctx context.Context) (*percolator.DB, *remote.Store, func(), error) {
+	s := b.opts.Server
+	db, err := percolator.Open(ctx, percolator.Options{Server: s.Addr, Token: s.Token, TLSCAFile: s.CAFile})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := s.Dial(ctx)
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, nil, err
+	}
+	closeAll := func() { _ = conn.Close(); _ = db.Close() }
+	st, err := remote.New(ctx, conn, remote.Options{NoNonces: true})
+	if err != nil {
+		closeAll()
+		return nil, nil, nil, err
+	}
+	return db, st, closeAll, nil
+}
+
+// serverOracle: timestamps/s from 4 processes x 64 goroutines, beside
+// empty calls/s at the same concurrency and the mean batch size.
+func serverOracle(ctx context.Context, b *runner, r *Report) error {
+	var ping, ping1, ts, calls float64
+	half := b.opts.Duration / 2
+	for range 2 {
+		p, err := b.clientProcs(ctx, "ping", oracleCallers, half)
+		if err != nil {
+			return err
+		}
+		p1, err := b.clientProcs(ctx, "ping", 1, half)
+		if err != nil {
+			return err
+		}
+		o, err := b.clientProcs(ctx, "oracle", oracleCallers, half)
+		if err != nil {
+			return err
+		}
+		ping, ping1, ts, calls = ping+p.Rate/2, ping1+p1.Rate/2, ts+o.Rate/2, calls+o.Calls/2
+	}
+	batch := ts / calls
+	// The oracle keeps one request in flight per process: the calls it can
+	// batch into are those of one caller per process. The same 64 callers
+	// making empty calls of their own keep 64 in flight per process, a
+	// rate no batching client can use; both are printed.
+	own, all := ts/(ping1*batch), ts/(ping*batch)
+	r.printf("oracle:  %.0f timestamps/s from %d processes x %d goroutines (target >= 1,000,000: %s); mean batch %.1f, %.0f requests/s;",
+		ts, oracleProcs, oracleCallers, r.mark("server oracle >= 1,000,000 timestamps/s", ts >= 1_000_000), batch, calls)
+	r.printf("         empty unary calls: %.0f/s one in flight per process (the oracle's concurrency): %.2fx of calls x batch (target >= 0.8x: %s); %.0f/s from all %d x %d goroutines: %.2fx",
+		ping1, own, r.mark("server oracle >= 0.8x empty calls", own >= 0.8), ping, oracleProcs, oracleCallers, all)
+	return nil
+}
+
+// clientProcs runs oracleProcs `bench-client` processes (RunClient) in
+// mode for d, starting together, and returns their summed rates.
+func (b *runner) clientProcs(ctx context.Context, mode string, callers int, d time.Duration) (ClientResult, error) {
+	start := time.Now().Add(time.Second) // after every process has dialed
+	type result struct {
+		ClientResult
+		err error
+	}
+	res := make(chan result, oracleProcs)
+	for range oracleProcs {
+		args := []string{"bench-client", "--server", b.opts.Server.Addr, "--mode", mode, "--goroutines", strconv.Itoa(callers),
+			"--duration", d.String(), "--start", strconv.FormatInt(start.UnixNano(), 10)}
+		if b.opts.Server.TokenFile != "" {
+			args = append(args, "--token-file", b.opts.Server.TokenFile)
+		}
+		if b.opts.Server.CAFile != "" {
+			args = append(args, "--tls-ca", b.opts.Server.CAFile)
+		}
+		cmd, err := b.command(ctx, args...)
+		if err != nil {
+			return ClientResult{}, err
+		}
+		go func() {
+			out, err := cmd.Output() // its stderr kept for the error, one buffer per process
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				out = append(out, ee.Stderr...)
+			}
+			if err != nil {
+				res <- result{err: fmt.Errorf("bench-client: %w: %s", err, out)}
+				return
+			}
+			r, err := ParseClientResult(string(out))
+			res <- result{r, err}
+		}()
+	}
+	var sum ClientResult
+	var err error
+	for range oracleProcs {
+		r := <-res
+		if r.err != nil && err == nil {
+			err = r.err
+		}
+		sum.Rate += r.Rate
+		sum.Calls += r.Calls
+	}
+	return sum, err
+}
+
+// serverReads: point reads of read-only transactions (100 each) vs raw
+// ReadRow RPCs of the same rows (their newest write record, which holds
+// the value inline) at the same concurrency.
+func serverReads(ctx context.Context, b *runner, r *Report) error {
+	db, st, closeAll, err := b.openServerPair(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	rawN, txnN, err := b.measureReads(ctx, db, st, b.opts.Keys)
+	if err != nil {
+		return err
+	}
+	r.printf("reads:   %.0f reads/s in read-only txns (100 reads each) vs %.0f raw ReadRow RPCs/s at %d readers: ratio %.2fx (target >= 0.94x: %s)",
+		100*txnN, 100*rawN, b.opts.Readers, txnN/rawN, r.mark("server reads >= 0.94x raw ReadRow", txnN/rawN >= 0.94))
+	return nil
+}
+
+// measureReads loads keys rows through db, then measures read-only
+// transactions of 100 point reads against raw reads of the same rows'
+// newest write record (which holds the value inline) on st, alternating.
+func (b *runner) measureReads(ctx context.Context, db *percolator.DB, st storage.Store, keys int) (raw, txn float64, err error) {
+	if err := loadRows(ctx, db, keys, serverKey, make([]byte, b.opts.ValueSize)); err != nil {
+		return 0, 0, err
+	}
+	filter := storage.Filter{{Family: "write", Qualifier: "v", Limit: 1}}
+	rawOp := func(rng *rand.Rand) error {
+		for range 100 {
+			if _, err := st.ReadRow(ctx, []byte(serverKey(rng.IntN(keys))), filter); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	txnOp := func(rng *rand.Rand) error {
+		return db.View(ctx, func(tx *percolator.Txn) error {
+			for range 100 {
+				if _, err := tx.Get(ctx, serverKey(rng.IntN(keys)), "v"); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	raw, txn = alternate(ctx, b.opts.Readers, b.opts.Duration, rawOp, txnOp)
+	return raw, txn, nil
+}
+
+// serverWrites: single-cell write transactions vs raw durable Mutate
+// RPCs (no nonce) of the same size at the same concurrency.
+func serverWrites(ctx context.Context, b *runner, r *Report) error {
+	db, st, closeAll, err := b.openServerPair(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	rawN, txnN := b.measureWrites(ctx, db, st)
+	r.printf("writes:  %.0f txn/s vs %.0f raw durable Mutate RPCs/s at %d writers, %d-byte values: ratio %.2fx (target >= 0.30x: %s)",
+		txnN, rawN, b.opts.Writers, b.opts.ValueSize, txnN/rawN, r.mark("server writes >= 0.30x raw Mutate", txnN/rawN >= 0.30))
+	return nil
+}
+
+// measureWrites measures single-cell write transactions through db
+// against raw Mutate calls of the same size on st, alternating.
+func (b *runner) measureWrites(ctx context.Context, db *percolator.DB, st storage.Store) (raw, txn float64) {
+	value := make([]byte, b.opts.ValueSize)
+	rawOp := func(rng *rand.Rand) error {
+		return st.Mutate(ctx, []byte(serverKey(rng.IntN(1<<30))), storage.SetCell("rawbench", "v", 1, value))
+	}
+	txnOp := func(rng *rand.Rand) error {
+		row := serverKey(rng.IntN(1 << 30))
+		return db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set(row, "v", value) })
+	}
+	return alternate(ctx, b.opts.Writers, b.opts.Duration, rawOp, txnOp)
+}
+
+// serverNonces: Increment with nonces vs without, same server, same run,
+// the writers on 1,000 counters.
+func serverNonces(ctx context.Context, b *runner, r *Report) error {
+	conn, err := b.opts.Server.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	with, err := remote.New(ctx, conn, remote.Options{})
+	if err != nil {
+		return err
+	}
+	without, err := remote.New(ctx, conn, remote.Options{NoNonces: true})
+	if err != nil {
+		return err
+	}
+	inc := func(st *remote.Store) func(*rand.Rand) error {
+		return func(rng *rand.Rand) error {
+			_, err := st.Increment(ctx, []byte(fmt.Sprintf("counter/%04d", rng.IntN(1000))), "noncebench", "n", 1)
+			return err
+		}
+	}
+	rawN, nonceN := alternate(ctx, b.opts.Writers, b.opts.Duration, inc(without), inc(with))
+	r.printf("nonces:  %.0f Increments/s with nonces vs %.0f without at %d callers: ratio %.2fx (target >= 0.8x: %s)",
+		nonceN, rawN, b.opts.Writers, nonceN/rawN, r.mark("nonces >= 0.8x without", nonceN/rawN >= 0.8))
+	return nil
+}
+
+// ParseClientResult reads what a client process printed
+// (ClientResult.String).
+func ParseClientResult(s string) (ClientResult, error) {
+	var r ClientResult
+	_, err := fmt.Sscanf(strings.TrimSpace(s), "rate %g calls %g", &r.Rate, &r.Calls)
+	return r, err
+}

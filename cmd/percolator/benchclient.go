@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed-992972ee/percolator/bench"
+)
+
+// benchClientCmd is `bench-client` (hidden): a client process of bench
+// --server's oracle figure, printing what bench.RunClient measured.
+func benchClientCmd() *cobra.Command {
+	var tg target
+	var o bench.ClientOptions
+	var startNS int64
+	c := &cobra.Command{
+		Use:    "bench-client",
+		Short:  "a client process of bench --server's oracle figure",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			o.Start = time.Unix(0, startNS)
+			tok, err := readToken(tg.tokenFile)
+			if err != nil {
+				return err
+			}
+			ctx := c.Context()
+			conn, err := bench.ServerTarget{Addr: tg.server, Token: tok, CAFile: tg.tlsCA}.Dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			res, err := bench.RunClient(ctx, conn, o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(c.OutOrStdout(), res)
+			return nil
+		},
+	}
+	fs := c.Flags()
+	tg.register(fs, "unused")
+	fs.StringVar(&o.Mode, "mode", "oracle", "oracle or ping")
+	fs.IntVar(&o.Goroutines, "goroutines", 64, "concurrent callers")
+	fs.DurationVar(&o.Duration, "duration", time.Second, "how long")
+	fs.Int64Var(&startNS, "start", 0, "start at this Unix time (ns)")
+	return c
+}

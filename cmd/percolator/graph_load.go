@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/progress"
+	"github.com/seed-992972ee/percolator/graph"
+	"github.com/seed-992972ee/percolator/workload"
+)
+
+// graphLoadCmd is `graph load [FILE]`: create the label (unless it
+// exists) and insert every edge of a dependency file.
+func graphLoadCmd(gf *graphFlags) *cobra.Command {
+	var consistency string
+	var workers, limit int
+	c := &cobra.Command{
+		Use:   "load [FILE]",
+		Short: "ingest a dependency graph (default testdata/debian-deps.tsv.gz)",
+		Long: `Ingest a dependency graph: lines of package, dependency, kind and version
+constraint, tab-separated (# comments; gzipped if the name ends in .gz),
+into the label, created with --consistency unless it exists.`,
+		Example: "  percolator graph load --dir D\n  percolator graph load --dir D --label deps2 --consistency txn deps.tsv",
+		Args:    argsBetween(0, 1, "at most one FILE"),
+		RunE: func(c *cobra.Command, args []string) error {
+			con := graph.Consistency(consistency)
+			switch {
+			case workers < 1:
+				return usagef("--workers must be at least 1")
+			case limit < 0:
+				return usagef("--limit must not be negative")
+			case con != graph.Strong && con != graph.Weak && con != graph.Txn:
+				return usagef("--consistency %q (strong, weak or txn)", consistency)
+			}
+			file := ""
+			if len(args) == 1 {
+				file = args[0]
+			}
+			ctx := c.Context()
+			g, closeDB, err := gf.open(ctx, true)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			opts := workload.DepsOptions{Label: gf.label, Consistency: con, RequireConsistency: c.Flags().Changed("consistency"), Workers: workers}
+			return graphLoad(ctx, g, file, limit, opts, c.OutOrStdout(), c.ErrOrStderr())
+		},
+	}
+	c.Flags().StringVar(&consistency, "consistency", "strong", "the label's consistency when load creates it: strong, weak or txn")
+	c.Flags().IntVar(&workers, "workers", 16, "concurrent mutations")
+	c.Flags().IntVar(&limit, "limit", 0, "load at most this many edges (0: all)")
+	return c
+}
+
+// findTestdata finds testdata/name from the working directory up, or next
+// to this source file (go run from anywhere): the shipped corpus and
+// graph.
+func findTestdata(name string) (string, error) {
+	var candidates []string
+	if wd, err := os.Getwd(); err == nil {
+		for d := wd; ; d = filepath.Dir(d) {
+			candidates = append(candidates, filepath.Join(d, "testdata", name))
+			if d == filepath.Dir(d) {
+				break
+			}
+		}
+	}
+	if _, file, _, ok := runtime.Caller(0); ok {
+		candidates = append(candidates, filepath.Join(filepath.Dir(file), "..", "..", "testdata", name))
+	}
+	for _, c := range candidates {
+		if _, err := os.Stat(c); err == nil {
+			return c, nil
+		}
+	}
+	return "", usagef("cannot find testdata/%s from here: give FILE", name)
+}
+
+// graphLoad reads the dependency file (the shipped one if file is "")
+// and loads its first limit edges (all if 0), showing progress.
+func graphLoad(ctx context.Context, g *graph.Graph, file string, limit int, opts workload.DepsOptions, stdout, stderr io.Writer) error {
+	if file == "" {
+		var err error
+		if file, err = findTestdata("debian-deps.tsv.gz"); err != nil {
+			return err
+		}
+	}
+	edges, err := workload.ReadDeps(file)
+	if err != nil {
+		return err
+	}
+	if limit > 0 && limit < len(edges) {
+		edges = edges[:limit]
+	}
+	prog := progress.New(stderr, false)
+	opts.Progress = func(done, total int64) { prog.Show("loading edges", done, total) }
+	start := time.Now()
+	l, err := workload.LoadDeps(ctx, g, edges, opts)
+	prog.End()
+	if errors.Is(err, workload.ErrConsistency) {
+		return usagef("label %s exists with consistency %s, not %s (a label's consistency is fixed when it is created; use another --label)", l.Name, l.Consistency, opts.Consistency)
+	}
+	if err != nil {
+		return err
+	}
+	d := time.Since(start)
+	fmt.Fprintf(stdout, "loaded %d edges from %s into label %s (%s) in %s: %.0f edges/s\n", len(edges), filepath.Base(file), l.Name, l.Consistency, d.Round(time.Millisecond), float64(len(edges))/d.Seconds())
+	return nil
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+
+	"github.com/spf13/pflag"
+)
+
+// logFlags are the long-running commands' logging flags (serve, oracle),
+// defined once.
+type logFlags struct {
+	format  string
+	verbose bool
+}
+
+// register adds --log-format and -v to fs.
+func (l *logFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&l.format, "log-format", "text", "log format on stderr: text or json")
+	fs.BoolVarP(&l.verbose, "v", "v", false, "log debug messages")
+}
+
+func (l *logFlags) validate() error {
+	if l.format != "text" && l.format != "json" {
+		return usagef("--log-format is text or json")
+	}
+	return nil
+}
+
+// logger is the structured logger on stderr of the long-running
+// commands.
+func (l *logFlags) logger(stderr io.Writer) *slog.Logger {
+	level := slog.LevelInfo
+	if l.verbose {
+		level = slog.LevelDebug
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	if l.format == "json" {
+		return slog.New(slog.NewJSONHandler(stderr, hopts))
+	}
+	return slog.New(slog.NewTextHandler(stderr, hopts))
+}

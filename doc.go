@@ -57,7 +57,47 @@
 // *ConflictError with the cell and reason of a conflict. Bad input writes
 // nothing.
 //
-// The protocol, its invariants and its storage layout are documented in
-// package txn, the observers' in package observer, the store interface in
-// package storage, the oracle in package oracle.
+// # Architecture
+//
+// A contributor's map. The packages form layers, and imports go down
+// only (a test, TestLayers, fails when one goes up):
+//
+//	cmd/percolator              the command line: parse flags, call a package, print
+//	bench                       the performance figures, each against its target
+//	docindex, workload          the index job; checked workloads (bank, graph load)
+//	cluster                     wiring of the distributed deployment (Bigtable + etcd)
+//	graph, lock, queue          S2Graph's edges; leased locks; work queues
+//	percolator (this package)   the public facade: Open, DB, Txn, observers, Options
+//	server                      the gRPC services of percolator serve
+//	observer                    registrations, scanners, runs, acks, quarantine
+//	txn                         the Percolator protocol: prewrite, commit, resolve
+//	oracle (+ remote, etcd)     timestamps: allocator, batching client, election
+//	coord (+ remote, etcd)      liveness, advisory locks, membership
+//	storage backends            storage/memory, pebble, bigtable, remote; shared
+//	rpc                         gRPC plumbing shared by clients and server
+//	storage                     the Bigtable-model interface
+//
+// Two departures from the design's list: bench sits above docindex and
+// workload, whose jobs its figures measure; and rpc sits between the
+// storage interface and its backends, since it maps gRPC errors to
+// storage's (storage.ErrUnavailable) and storage/remote is built on it.
+// Within a row a package may build on its own family (oracle/etcd on
+// oracle/remote, the command on its internal packages). Packages that
+// exist for tests (storagetest, etcdtest, servertest, faultproxy, ...)
+// are imported by tests alone, so no binary links them.
+//
+// Each format has one owner, which encodes and decodes it; the others
+// call it. txn owns the protocol's cells (data, lock, write and beat
+// records, the notify keyspace: txn.NotifySpace) and their rendering for
+// humans (txn.FormatCell); observer owns the registry, acks, quarantine
+// and partition records; oracle the high-water mark and lease; server
+// its sessions and nonce records; lock, queue and graph their own
+// families. The system's rows live in a reserved namespace
+// (storage.ReservedPrefix) that clients cannot write.
+//
+// Where to read next: package txn's doc for the protocol's invariants
+// and storage layout, observer's for notifications, storage's for the
+// store contract and its optional capabilities, oracle's for timestamps,
+// server's for the single-server deployment, cluster's for the
+// distributed one.
 package percolator

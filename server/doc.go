@@ -115,7 +115,7 @@
 // traffic, declare themselves and pay nothing.
 //
 // Why sessions, not HBase's nonces by time. HBase's ServerNonceManager
-// (seed 003) keys a call by (group, random nonce) and forgets it a fixed
+// (HBASE-3787) keys a call by (group, random nonce) and forgets it a fixed
 // time after the call ended; a client names no mark. The server then
 // cannot tell a late duplicate of a forgotten call from a new call, so a
 // retry that arrives after the clean-up is applied a second time, silently;

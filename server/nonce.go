@@ -47,7 +47,7 @@ type recordStore interface {
 	ScanRecords(ctx context.Context, prefix []byte, fn func(key, value []byte) bool) error
 }
 
-// nonceTable is the server's nonce manager (seed 003): it runs each call
+// nonceTable is the server's nonce manager (HBase's, HBASE-3787): it runs each call
 // of a (group, seq) once. See doc.go, "Nonces".
 //
 // Concurrency: mu guards groups and every group's and call's fields

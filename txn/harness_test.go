@@ -112,7 +112,7 @@ func (e *env) client(name string) *Client {
 	return c
 }
 
-// dump renders the cells of col in rows as the tables of seed 004: one line
+// dump renders the cells of col in rows as the Bob and Joe tables of the paper's walk-through: one line
 // per timestamp, newest first, with its data, lock and write cells.
 func (e *env) dump(rows []string, col string) string {
 	var b strings.Builder

@@ -415,7 +415,7 @@ func (x *RowMutation) GetMutations() []*Mutation {
 }
 
 // Nonce makes a non-idempotent call run once however often it is sent
-// (seed 003, HBASE-3787): group is the client's registered nonce group,
+// (HBase's nonces, HBASE-3787): group is the client's registered nonce group,
 // seq the call's number in it, low_water the lowest number whose reply
 // the client has not yet received (records below it may be dropped).
 type Nonce struct {

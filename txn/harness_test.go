@@ -112,8 +112,9 @@ func (e *env) client(name string) *Client {
 	return c
 }
 
-// dump renders the cells of col in rows as the Bob and Joe tables of the paper's walk-through: one line
-// per timestamp, newest first, with its data, lock and write cells.
+// dump renders the cells of col in rows as the Bob and Joe tables of the
+// paper's walk-through: one line per timestamp, newest first, with its
+// data, lock and write cells.
 func (e *env) dump(rows []string, col string) string {
 	var b strings.Builder
 	for _, row := range rows {

@@ -40,7 +40,7 @@ type CellFormat struct {
 func (f CellFormat) Format(family, col string, value []byte) string {
 	switch family {
 	case FamilyLock:
-		l, err := DecodeLock(value)
+		l, err := decodeLock(value)
 		if err != nil {
 			return "<corrupt>"
 		}

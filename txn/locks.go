@@ -58,7 +58,7 @@ func (c *Client) lockRecords(ctx context.Context) ([]LockInfo, error) {
 	f := storage.Filter{{Family: FamilyLock, AllQualifiers: true}}
 	err := c.store.Scan(ctx, nil, nil, f, 0, func(r storage.Row) bool {
 		for _, cell := range r.Cells {
-			l, err := DecodeLock(cell.Value)
+			l, err := decodeLock(cell.Value)
 			if err != nil {
 				derr = err
 				return false

@@ -95,8 +95,8 @@ func encodeLock(l *Lock) []byte {
 	return b
 }
 
-// DecodeLock parses a lock record.
-func DecodeLock(b []byte) (Lock, error) {
+// decodeLock parses a lock record.
+func decodeLock(b []byte) (Lock, error) {
 	var l Lock
 	d := decoder{b: b}
 	if d.byte() != recordVersion {

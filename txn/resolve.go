@@ -43,7 +43,7 @@ const maxResolveSteps = 8
 // is raw. It returns nil once the lock is gone, errLocked when its
 // transaction is alive, or a storage error. It never waits.
 func (c *Client) resolveCell(ctx context.Context, row []byte, col string, lockTS uint64, raw []byte) error {
-	lock, err := DecodeLock(raw)
+	lock, err := decodeLock(raw)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func statusOf(cells []storage.Cell, startTS uint64) (txnStatus, error) {
 			continue
 		}
 		if cell.Family == FamilyLock {
-			l, err := DecodeLock(cell.Value)
+			l, err := decodeLock(cell.Value)
 			l.WallMS = lockWall(&l, cells)
 			return txnStatus{kind: stLocked, lock: l}, err
 		}

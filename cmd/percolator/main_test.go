@@ -66,18 +66,31 @@ func TestBankKill(t *testing.T) {
 		}
 		var mu sync.Mutex
 		var round_acks []string
-		done := make(chan struct{})
+		done, first := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(done)
 			sc := bufio.NewScanner(stdout)
 			for sc.Scan() {
 				if row, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
 					mu.Lock()
-					round_acks = append(round_acks, row)
+					if round_acks = append(round_acks, row); len(round_acks) == 1 {
+						close(first)
+					}
 					mu.Unlock()
 				}
 			}
 		}()
+		if round == 0 {
+			// The first run creates the accounts: kill it only once it
+			// transfers, however slow the machine is.
+			select {
+			case <-first:
+			case <-done:
+				t.Fatal("bank exited before acknowledging a transfer")
+			case <-time.After(2 * time.Minute):
+				t.Fatal("bank acknowledged no transfer in 2 minutes")
+			}
+		}
 		time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		<-done

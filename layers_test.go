@@ -44,7 +44,7 @@ var layers = map[string]int{
 var testSupport = map[string]bool{
 	"storage/storagetest": true, "storage/bigtable/bttesting": true, "storage/pebble/faultfs": true,
 	"coord/coordtest": true, "coord/etcd/etcdtest": true, "server/servertest": true,
-	"internal/faultproxy": true, "internal/clockstores": true, "internal/leakcheck": true,
+	"internal/faultproxy": true, "internal/clockstores": true, "internal/leakcheck": true, "internal/manualclock": true,
 	"internal/protogen": true, "internal/protogen/gen": true, // the code generator, run by go generate
 }
 

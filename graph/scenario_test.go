@@ -9,13 +9,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"text/tabwriter"
 	"time"
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/seed-992972ee/percolator/internal/manualclock"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
 )
@@ -32,25 +32,8 @@ func TestScenarios(t *testing.T) {
 	})
 }
 
-// scenarioClock is the wall clock the Graph stamps and judges locks by.
-type scenarioClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
+// scenarioStart is where the scenario's clock starts.
 var scenarioStart = time.UnixMilli(1_700_000_000_000)
-
-func (c *scenarioClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *scenarioClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // scenarioStore is a memory store that loses the reply of the next
 // CheckAndMutate of a snapshot edge when told to (the write applies),
@@ -108,7 +91,7 @@ var scenarioLabel = Label{Name: "rates", Props: map[string]Type{"rating": Float}
 // steps so far, for the table.
 type scenario struct {
 	t     *testing.T
-	clock *scenarioClock
+	clock *manualclock.Clock
 	store *scenarioStore
 	g     *Graph
 	l     *Label
@@ -119,7 +102,7 @@ type scenario struct {
 }
 
 func newScenario(t *testing.T) *scenario {
-	clock := &scenarioClock{now: scenarioStart}
+	clock := manualclock.New(scenarioStart)
 	st := &scenarioStore{Store: memory.New()}
 	t.Cleanup(func() { st.Close() })
 	g := New(st, Options{MaxBackOff: time.Millisecond, MaxRetries: 2, LockExpiry: time.Second, Now: clock.Now})
@@ -321,7 +304,7 @@ func (s *scenario) advance(d *datadriven.TestData) string {
 	if err != nil {
 		d.Fatalf(s.t, "by: %v", err)
 	}
-	s.clock.advance(dur)
+	s.clock.Advance(dur)
 	return "now " + s.rel(s.clock.Now().UnixMilli())
 }
 

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/seed-992972ee/percolator/internal/manualclock"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
 )
@@ -26,26 +26,8 @@ func TestScenarios(t *testing.T) {
 	})
 }
 
-// scenarioClock is the store's clock and the processes' monotonic
-// clocks: they start at scenarioStart and move together, by advance.
-type scenarioClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
+// scenarioStart is where the scenario's clock starts.
 var scenarioStart = time.UnixMilli(1_700_000_000_000)
-
-func (c *scenarioClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *scenarioClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // rel shows a time as its distance from the scenario's start.
 func rel(t time.Time) string { return "+" + t.Sub(scenarioStart).String() }
@@ -55,7 +37,7 @@ func rel(t time.Time) string { return "+" + t.Sub(scenarioStart).String() }
 // told to (the write applies).
 type scenarioStore struct {
 	*memory.Store
-	clock *scenarioClock
+	clock *manualclock.Clock
 	lose  string // "grant", "renewal", "ticket": the next such write's reply is lost
 }
 
@@ -88,7 +70,7 @@ func kindOf(muts []storage.Mutation) string {
 // lock protects, which refuses a token below the highest it has seen.
 type scenario struct {
 	t       *testing.T
-	clock   *scenarioClock
+	clock   *manualclock.Clock
 	store   *scenarioStore
 	lockers map[string]*Locker
 	waiters map[string]*waiter
@@ -99,7 +81,7 @@ type scenario struct {
 const scenarioLock = "db"
 
 func newScenario(t *testing.T) *scenario {
-	clock := &scenarioClock{now: scenarioStart}
+	clock := manualclock.New(scenarioStart)
 	st := &scenarioStore{Store: memory.New(), clock: clock}
 	t.Cleanup(func() { st.Close() })
 	return &scenario{t: t, clock: clock, store: st, lockers: map[string]*Locker{},
@@ -252,7 +234,7 @@ func (s *scenario) use(d *datadriven.TestData) string {
 }
 
 func (s *scenario) advance(d *datadriven.TestData) string {
-	s.clock.advance(duration(s.t, d, "by"))
+	s.clock.Advance(duration(s.t, d, "by"))
 	return "now " + rel(s.clock.Now())
 }
 

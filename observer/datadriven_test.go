@@ -17,6 +17,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/internal/manualclock"
 	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/storage/memory"
 	"github.com/seed-992972ee/percolator/txn"
@@ -40,7 +41,7 @@ func TestScenarios(t *testing.T) {
 type scenario struct {
 	t     *testing.T
 	env   *env
-	clock *scenarioClock
+	clock *manualclock.Clock
 	mu    sync.Mutex
 	log   []string
 	modes map[string]string // observer → behaviour
@@ -55,26 +56,9 @@ type scenario struct {
 // clear may delete, and those written ahead of their prewrite.
 type scanned struct{ seen, ahead []uint64 }
 
-type scenarioClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *scenarioClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *scenarioClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 func newScenario(t *testing.T) *scenario {
 	ctx := context.Background()
-	clock := &scenarioClock{now: time.Unix(1_700_000_000, 0)}
+	clock := manualclock.New(time.Unix(1_700_000_000, 0))
 	st := memory.New()
 	alloc, err := oracle.OpenAllocator("", oracle.AllocatorOptions{})
 	if err != nil {

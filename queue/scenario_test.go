@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/seed-992972ee/percolator/internal/manualclock"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
 )
@@ -29,26 +29,8 @@ func TestScenarios(t *testing.T) {
 	})
 }
 
-// scenarioClock is the store's clock and the processes' monotonic
-// clocks: they start at scenarioStart and move together, by advance.
-type scenarioClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
+// scenarioStart is where the scenario's clock starts.
 var scenarioStart = time.UnixMilli(1_700_000_000_000)
-
-func (c *scenarioClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *scenarioClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // rel shows a time as its distance from the scenario's start.
 func rel(t time.Time) string { return "+" + t.Sub(scenarioStart).String() }
@@ -59,7 +41,7 @@ func relMS(ms int64) string { return rel(time.UnixMilli(ms)) }
 // whose clock is the scenario's.
 type scenarioStore struct {
 	*memory.Store
-	clock *scenarioClock
+	clock *manualclock.Clock
 }
 
 func (s *scenarioStore) Now(context.Context) (time.Time, error) { return s.clock.Now(), nil }
@@ -71,7 +53,7 @@ const scenarioQueue = "jobs"
 // (bodies name items in the file; IDs are random).
 type scenario struct {
 	t      *testing.T
-	clock  *scenarioClock
+	clock  *manualclock.Clock
 	store  *scenarioStore
 	opts   Options
 	queues map[string]*Queue
@@ -81,7 +63,7 @@ type scenario struct {
 }
 
 func newScenario(t *testing.T) *scenario {
-	clock := &scenarioClock{now: scenarioStart}
+	clock := manualclock.New(scenarioStart)
 	st := &scenarioStore{Store: memory.New(), clock: clock}
 	t.Cleanup(func() { st.Close() })
 	return &scenario{t: t, clock: clock, store: st, opts: Options{MaxDeliveries: 3},
@@ -217,7 +199,7 @@ func (s *scenario) valid(d *datadriven.TestData) string {
 }
 
 func (s *scenario) advance(d *datadriven.TestData) string {
-	s.clock.advance(s.duration(d, "by"))
+	s.clock.Advance(s.duration(d, "by"))
 	return "now " + rel(s.clock.Now())
 }
 

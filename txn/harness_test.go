@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seed-992972ee/percolator/coord"
 	"github.com/seed-992972ee/percolator/internal/ctxwait"
+	"github.com/seed-992972ee/percolator/internal/manualclock"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/bigtable/bttesting"
 	"github.com/seed-992972ee/percolator/storage/memory"
@@ -25,24 +25,6 @@ type counterOracle struct{ n atomic.Uint64 }
 
 func (o *counterOracle) Timestamp(context.Context) (uint64, error) { return o.n.Add(1), nil }
 
-// manualClock is a clock tests move by hand.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (m *manualClock) Now() time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.now
-}
-
-func (m *manualClock) Advance(d time.Duration) {
-	m.mu.Lock()
-	m.now = m.now.Add(d)
-	m.mu.Unlock()
-}
-
 // env is one shared store, oracle, liveness and clock, with any number of
 // clients ("processes") on it.
 type env struct {
@@ -50,7 +32,7 @@ type env struct {
 	store   storage.Store
 	oracle  *counterOracle
 	live    *coord.Local
-	clock   *manualClock
+	clock   *manualclock.Clock
 	indexed bool
 	base    *Client
 	clients map[string]*Client
@@ -69,7 +51,7 @@ func newEnv(t testing.TB, indexed bool) *env {
 // newEnvOn is newEnv on st (closed by its opener).
 func newEnvOn(t testing.TB, st storage.Store, indexed bool) *env {
 	return &env{t: t, store: st, oracle: &counterOracle{}, live: coord.NewLocal(),
-		clock: &manualClock{now: time.Unix(1_000_000, 0)}, indexed: indexed, clients: map[string]*Client{}}
+		clock: manualclock.New(time.Unix(1_000_000, 0)), indexed: indexed, clients: map[string]*Client{}}
 }
 
 // backends are the stores the protocol tests run on: memory with the

@@ -1,0 +1,152 @@
+package history
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Type is what an event of a history says of its operation.
+type Type string
+
+const (
+	// Invoke: the process is about to perform the operation.
+	Invoke Type = "invoke"
+	// OK: the operation happened, with the values the event carries.
+	OK Type = "ok"
+	// Fail: the operation certainly did not happen (nothing of it is
+	// visible to anyone, ever).
+	Fail Type = "fail"
+	// Info: the outcome is unknown (a lost reply, a killed process): the
+	// operation may or may not have happened, or may happen later.
+	Info Type = "info"
+)
+
+// Micro-operation functions (Mop.F).
+const (
+	Append   = "append"   // list-append: append Arg to the list at Key
+	Read     = "r"        // read Key: Read is its value (a list, or [] / [x] for a register)
+	Write    = "w"        // write Arg to Key
+	CAS      = "cas"      // compare-and-set Key from Expect to Arg
+	Add      = "add"      // set: add Arg to the set at Key
+	Transfer = "transfer" // bank: move Arg from account Key to account To
+)
+
+// Mop is one micro-operation of an operation. An operation of a
+// transactional workload is a list of them (Jepsen's [[:append k v]
+// [:r k nil]]); a single-key operation is a list of one.
+type Mop struct {
+	F      string `json:"f"`
+	Key    string `json:"k"`
+	To     string `json:"to,omitempty"`     // Transfer's destination account
+	Arg    int64  `json:"v,omitempty"`      // Append, Write, Add, Transfer's amount, CAS's new value
+	Expect int64  `json:"expect,omitempty"` // CAS's expected value
+	// Read is a read's result, nil while unknown (an invocation, or a
+	// completion that did not learn it): a list for list-append and set
+	// reads (in order), [] for a key absent, [x] for a register holding x.
+	// Never omitted: JSON null and [] differ.
+	Read []int64 `json:"read"`
+}
+
+// Op is one event of a history. An invocation and its completion (ok,
+// fail or info) share Process, F and, for the completion, carry the values
+// learnt (reads filled in).
+//
+// Invariant: in a well-formed history each process has at most one
+// operation outstanding; a process whose operation ended info performs no
+// other (a client takes a fresh process id after one).
+type Op struct {
+	Index   int    `json:"index"`   // position in the history, from 0
+	Process int    `json:"process"` // logical process (one thread of one client)
+	Type    Type   `json:"type"`
+	F       string `json:"f"`    // "txn", "read", "write", "cas", "add", "transfer", ...
+	Time    int64  `json:"time"` // CLOCK_MONOTONIC, nanoseconds: comparable across processes of one machine
+	Value   []Mop  `json:"value"`
+	Error   string `json:"error,omitempty"`  // why it failed or is unknown
+	Client  int    `json:"client,omitempty"` // which client process recorded it (for reports)
+}
+
+// String renders an operation compactly for reports.
+func (o Op) String() string {
+	return fmt.Sprintf("%d p%d %s %s %v", o.Index, o.Process, o.Type, o.F, mopsString(o.Value))
+}
+
+func mopsString(ms []Mop) string {
+	s := "["
+	for i, m := range ms {
+		if i > 0 {
+			s += " "
+		}
+		s += m.String()
+	}
+	return s + "]"
+}
+
+// String renders a micro-operation as Jepsen writes it.
+func (m Mop) String() string {
+	switch m.F {
+	case Read:
+		if m.Read == nil {
+			return fmt.Sprintf("[r %s nil]", m.Key)
+		}
+		return fmt.Sprintf("[r %s %v]", m.Key, m.Read)
+	case Transfer:
+		return fmt.Sprintf("[transfer %s->%s %d]", m.Key, m.To, m.Arg)
+	case CAS:
+		return fmt.Sprintf("[cas %s %d->%d]", m.Key, m.Expect, m.Arg)
+	default:
+		return fmt.Sprintf("[%s %s %d]", m.F, m.Key, m.Arg)
+	}
+}
+
+// Sort orders events by Time (ties keep their order) and renumbers
+// Index; histories recorded by several processes are merged with it.
+func Sort(h []Op) {
+	sort.SliceStable(h, func(i, j int) bool { return h[i].Time < h[j].Time })
+	for i := range h {
+		h[i].Index = i
+	}
+}
+
+// Pair is one operation: its invocation and its completion. Completion
+// is nil when the history ends before it (treated as info).
+type Pair struct {
+	Invoke     Op
+	Completion *Op
+}
+
+// Outcome is the pair's type: the completion's, or Info when there is none.
+func (p Pair) Outcome() Type {
+	if p.Completion == nil {
+		return Info
+	}
+	return p.Completion.Type
+}
+
+// Pairs matches each invocation with its process's next completion, in
+// history order. A completion without an invocation is an error, and so
+// is a second invocation while one is outstanding.
+func Pairs(h []Op) ([]Pair, error) {
+	var out []Pair
+	open := map[int]int{} // process -> index in out
+	for _, o := range h {
+		switch o.Type {
+		case Invoke:
+			if i, ok := open[o.Process]; ok {
+				return nil, fmt.Errorf("history: process %d invoked %q at index %d while %d was outstanding", o.Process, o.F, o.Index, out[i].Invoke.Index)
+			}
+			open[o.Process] = len(out)
+			out = append(out, Pair{Invoke: o})
+		case OK, Fail, Info:
+			i, ok := open[o.Process]
+			if !ok {
+				return nil, fmt.Errorf("history: %s at index %d of process %d has no invocation", o.Type, o.Index, o.Process)
+			}
+			c := o
+			out[i].Completion = &c
+			delete(open, o.Process)
+		default:
+			return nil, fmt.Errorf("history: event %d has type %q", o.Index, o.Type)
+		}
+	}
+	return out, nil
+}

@@ -5,9 +5,9 @@ import "testing"
 func TestListAppendValid(t *testing.T) {
 	var b builder
 	b.txn(1, OK, ap("x", 1), rd("x", 1))
-	b.txn(2, Fail, ap("x", 2))                   // never seen: fine
-	b.txn(3, Info, ap("x", 3))                   // seen below: committed
-	b.txn(4, Info, ap("y", 9))                   // never seen: left out
+	b.txn(2, Fail, ap("x", 2)) // never seen: fine
+	b.txn(3, Info, ap("x", 3)) // seen below: committed
+	b.txn(4, Info, ap("y", 9)) // never seen: left out
 	b.txn(5, OK, rd("x", 1, 3), ap("y", 1), rd("y", 1))
 	b.invoke(6, "txn", rd("x")) // never completes
 	r := CheckListAppend(b.h, ListAppendOptions{RealTime: true})

@@ -89,6 +89,17 @@ func TestListAppendRealTime(t *testing.T) {
 			b.txn(2, OK, ap("x", 1))
 			b.txn(3, OK, rd("x", 1, 2))
 		}},
+		{"G-nonadjacent-realtime", func(b *builder) {
+			b.invoke(2, "txn")
+			b.invoke(3, "txn")
+			b.invoke(4, "txn")
+			b.complete(4, OK, "txn", ap("y", 1))
+			b.invoke(1, "txn")
+			b.complete(2, OK, "txn", ap("x", 1), ap("z", 1))
+			b.complete(3, OK, "txn", rd("z", 1), rd("y"))
+			b.complete(1, OK, "txn", rd("x"))
+			b.txn(5, OK, rd("x", 1), rd("y", 1))
+		}},
 		{"G1c-realtime", func(b *builder) { // read from the future
 			b.txn(1, OK, rd("x", 1))
 			b.txn(2, OK, ap("x", 1))
@@ -152,4 +163,44 @@ func TestListAppendMalformed(t *testing.T) {
 	var b builder
 	b.complete(1, OK, "txn", rd("x"))
 	expect(t, CheckListAppend(b.h, ListAppendOptions{}), "malformed", true, "no invocation")
+}
+
+// TestListAppendMostSevere: a component holding write skew (G2) and a
+// G-single cycle is reported as G-single.
+func TestListAppendMostSevere(t *testing.T) {
+	var b builder
+	for p := 1; p <= 3; p++ {
+		b.invoke(p, "txn")
+	}
+	b.complete(1, OK, "txn", rd("x"), ap("y", 1), rd("w", 1))
+	b.complete(2, OK, "txn", ap("x", 1), rd("y"), ap("z", 1))
+	b.complete(3, OK, "txn", rd("z", 1), ap("w", 1))
+	b.txn(4, OK, rd("x", 1), rd("y", 1))
+	r := CheckListAppend(b.h, ListAppendOptions{})
+	expect(t, r, "G-single", true, "-rw(x)->", "-wr(z)->", "-wr(w)->")
+	if r.Counts["G2"] != 0 {
+		t.Errorf("G2 reported too: %s", r.Summary())
+	}
+}
+
+// TestRealTimeFrontier: a serial history of n transactions gets n-1
+// real-time edges, not n(n-1)/2.
+func TestRealTimeFrontier(t *testing.T) {
+	var b builder
+	const n = 200
+	for i := range n {
+		b.txn(i, OK, ap("x", int64(i)))
+	}
+	pairs, err := Pairs(b.h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newListAppend(pairs).graph(true)
+	edges := 0
+	for _, es := range g.adj {
+		edges += len(es)
+	}
+	if edges != n-1 {
+		t.Errorf("%d real-time edges, want %d", edges, n-1)
+	}
 }

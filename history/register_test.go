@@ -88,78 +88,92 @@ func TestRegisterRandom(t *testing.T) {
 	}
 }
 
-// registerSim generates a register history over two keys: each operation
+// regSim generates a register history over two keys: each operation
 // takes effect at once between its invocation and completion.
+type regSim struct {
+	rng   *rand.Rand
+	b     builder
+	vals  map[string]regState
+	procs []*regPending // nil when idle
+	ids   []int
+}
+
+type regPending struct {
+	f       string
+	m       Mop
+	applied bool
+	out     Type
+}
+
 func registerSim(seed uint64, procs, n int) []Op {
-	rng := rand.New(rand.NewPCG(seed, seed))
-	var b builder
-	vals := map[string]regState{}
-	type pending struct {
-		f       string
-		m       Mop
-		applied bool
-		out     Type
+	s := &regSim{rng: rand.New(rand.NewPCG(seed, seed)), vals: map[string]regState{}, procs: make([]*regPending, procs)}
+	for i := range procs {
+		s.ids = append(s.ids, i)
 	}
-	ps := make([]*pending, procs)
-	ids := make([]int, procs)
-	for i := range ids {
-		ids[i] = i
-	}
-	for started := 0; started < n || anyPending(ps); {
-		i := rng.IntN(procs)
-		p := ps[i]
-		switch {
+	for started := 0; started < n || anyPending(s.procs); {
+		i := s.rng.IntN(procs)
+		switch p := s.procs[i]; {
 		case p == nil && started < n:
 			started++
-			p = &pending{out: OK}
-			k := fmt.Sprintf("k%d", rng.IntN(2))
-			switch rng.IntN(3) {
-			case 0:
-				p.f, p.m = "read", Mop{F: Read, Key: k}
-			case 1:
-				p.f, p.m = "write", rwrite(k, int64(started))
-			default:
-				p.f, p.m = "cas", rcas(k, int64(rng.IntN(started)), int64(started))
-			}
-			ps[i] = p
-			b.invoke(ids[i], p.f, p.m)
+			s.invoke(i, int64(started))
 		case p == nil:
 		case !p.applied:
-			p.applied = true
-			s := vals[p.m.Key]
-			switch {
-			case rng.IntN(20) == 0:
-				p.out = Info
-				if rng.IntN(2) == 0 {
-					break
-				}
-				fallthrough
-			default:
-				switch p.f {
-				case "read":
-					p.m.Read = []int64{}
-					if s.set {
-						p.m.Read = []int64{s.value}
-					}
-				case "write":
-					vals[p.m.Key] = regState{true, p.m.Arg}
-				case "cas":
-					if s == (regState{true, p.m.Expect}) {
-						vals[p.m.Key] = regState{true, p.m.Arg}
-					} else if p.out == OK {
-						p.out = Fail
-					}
-				}
-			}
+			s.apply(p)
 		default:
-			b.complete(ids[i], p.out, p.f, p.m)
-			if p.out == Info {
-				ids[i] += procs
-			}
-			ps[i] = nil
+			s.complete(i, p)
 		}
 	}
-	return b.h
+	return s.b.h
+}
+
+func (s *regSim) invoke(i int, v int64) {
+	p := &regPending{out: OK}
+	k := fmt.Sprintf("k%d", s.rng.IntN(2))
+	switch s.rng.IntN(3) {
+	case 0:
+		p.f, p.m = "read", Mop{F: Read, Key: k}
+	case 1:
+		p.f, p.m = "write", rwrite(k, v)
+	default:
+		p.f, p.m = "cas", rcas(k, s.rng.Int64N(v), v)
+	}
+	s.procs[i] = p
+	s.b.invoke(s.ids[i], p.f, p.m)
+}
+
+// apply takes effect, unless the operation ends info and is dropped.
+func (s *regSim) apply(p *regPending) {
+	p.applied = true
+	if s.rng.IntN(20) == 0 {
+		p.out = Info
+		if s.rng.IntN(2) == 0 {
+			return
+		}
+	}
+	st := s.vals[p.m.Key]
+	switch p.f {
+	case "read":
+		p.m.Read = []int64{}
+		if st.set {
+			p.m.Read = []int64{st.value}
+		}
+	case "write":
+		s.vals[p.m.Key] = regState{true, p.m.Arg}
+	case "cas":
+		if st == (regState{true, p.m.Expect}) {
+			s.vals[p.m.Key] = regState{true, p.m.Arg}
+		} else if p.out == OK {
+			p.out = Fail
+		}
+	}
+}
+
+func (s *regSim) complete(i int, p *regPending) {
+	s.b.complete(s.ids[i], p.out, p.f, p.m)
+	if p.out == Info {
+		s.ids[i] += len(s.procs)
+	}
+	s.procs[i] = nil
 }
 
 func anyPending[T any](ps []*T) bool {

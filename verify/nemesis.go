@@ -1,0 +1,80 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"syscall"
+	"time"
+)
+
+const (
+	sigCont = syscall.SIGCONT
+	sigStop = syscall.SIGSTOP
+)
+
+// nemesis injects faults until Duration has passed: every Interval on
+// average it picks one of the faults asked for and a victim among the
+// clients and the processes of the deployment verify started (never an
+// existing deployment's), and faults it.
+func (r *run) nemesis(ctx context.Context) {
+	r.faults = map[string]int{}
+	rng := rand.New(rand.NewPCG(r.o.Seed, 7))
+	deadline := time.Now().Add(r.o.Duration)
+	var kinds []string
+	for _, f := range r.o.Faults {
+		if f != "none" {
+			kinds = append(kinds, f)
+		}
+	}
+	for {
+		wait := time.Duration(float64(r.o.Interval) * (0.5 + rng.Float64()))
+		if left := time.Until(deadline); left < wait {
+			sleep(ctx, left)
+			return
+		}
+		if !sleep(ctx, wait) {
+			return
+		}
+		if len(kinds) == 0 {
+			continue
+		}
+		r.fault(ctx, rng, kinds[rng.IntN(len(kinds))])
+		fmt.Fprintf(r.o.Progress, "verify: %4.0fs  %s\n", r.o.Duration.Seconds()-time.Until(deadline).Seconds(), r.faultsString())
+	}
+}
+
+// fault injects one fault of kind on a random victim.
+func (r *run) fault(ctx context.Context, rng *rand.Rand, kind string) {
+	victims := append(append([]*proc{}, r.clients...), r.dep.procs...)
+	v := victims[rng.IntN(len(victims))]
+	r.faults[kind+" "+v.role]++
+	switch kind {
+	case "kill":
+		v.kill()
+		sleep(ctx, time.Duration(rng.Int64N(int64(300*time.Millisecond))))
+		if err := v.start(ctx); err != nil {
+			fmt.Fprintf(r.o.Progress, "verify: restarting %s: %v\n", v.name, err)
+		}
+	case "pause":
+		v.signal(sigStop, 0)
+		sleep(ctx, time.Duration(float64(r.o.Interval)*rng.Float64()))
+		v.signal(sigCont, 0)
+	}
+}
+
+func (r *run) faultsString() string {
+	s := ""
+	for _, k := range slices.Sorted(maps.Keys(r.faults)) {
+		if s != "" {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s %d", k, r.faults[k])
+	}
+	if s == "" {
+		return "no faults yet"
+	}
+	return s
+}

@@ -1,0 +1,125 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/workload"
+)
+
+// Targets verify deploys itself.
+const (
+	TargetDir         = "dir"         // the embedded store, one client process at a time
+	TargetServer      = "server"      // percolator serve and client processes
+	TargetDistributed = "distributed" // a devcluster, two oracle candidates and client processes
+)
+
+// Faults are the nemeses verify knows.
+var Faults = []string{"none", "kill", "pause"}
+
+// ErrInvalidArgument: the options are not usable; nothing was started.
+var ErrInvalidArgument = errors.New("verify: invalid argument")
+
+// ErrOutExists: Out already holds a run's files; verify writes a run to a
+// directory of its own so two runs' histories never mix.
+var ErrOutExists = errors.New("verify: output directory is not empty")
+
+// Options are a run's.
+type Options struct {
+	Workload string        // one of workload.CheckedNames
+	Faults   []string      // nemeses, combined: "kill" (the default), "pause", "none"
+	Duration time.Duration // how long the workload runs under the nemesis
+	// Target is the deployment verify starts itself (TargetDir,
+	// TargetServer, TargetDistributed), in Dir or a temporary directory;
+	// empty when Server or Bigtable name an existing deployment.
+	Target string
+	Dir    string
+	// An existing deployment: verify faults only its own clients and
+	// writes only under a row prefix of its own, which it removes at the
+	// end through Open.
+	Server, TokenFile, TLSCA string
+	Bigtable, Etcd           string
+	Open                     func(context.Context) (*percolator.DB, error)
+
+	Clients int // client processes (TargetDir: 1)
+	Threads int // logical processes per client
+	// Interval is the nemesis's mean time between faults.
+	Interval time.Duration
+	Seed     uint64
+	// Out is the directory for history.jsonl, report.json, report.txt and
+	// register.html; it must not exist or be empty.
+	Out string
+	// Binary is the percolator command that verify starts (its own
+	// executable), and Env what it adds to their environment.
+	Binary string
+	Env    []string
+	// Progress receives a line now and then; nil for none.
+	Progress io.Writer
+}
+
+// EnsureDefaults fills in the zero fields.
+func (o *Options) EnsureDefaults() {
+	if len(o.Faults) == 0 {
+		o.Faults = []string{"kill"}
+	}
+	if o.Duration == 0 {
+		o.Duration = 10 * time.Second
+	}
+	if o.Target == "" && o.Server == "" && o.Bigtable == "" {
+		o.Target = TargetDir
+	}
+	if o.Clients == 0 {
+		o.Clients = 3
+	}
+	if o.Target == TargetDir {
+		o.Clients = 1 // an embedded store has one owner
+	}
+	if o.Threads == 0 {
+		o.Threads = 4
+	}
+	if o.Interval == 0 {
+		o.Interval = time.Second
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+}
+
+// Validate checks the options.
+func (o *Options) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case !slices.Contains(workload.CheckedNames, o.Workload):
+		return bad("workload %q (one of %s)", o.Workload, strings.Join(workload.CheckedNames, ", "))
+	case o.Duration <= 0 || o.Interval <= 0:
+		return bad("duration and interval must be positive")
+	case o.Clients < 1 || o.Threads < 1:
+		return bad("clients and threads must be at least 1")
+	case o.Out == "":
+		return bad("an output directory is required")
+	case o.Binary == "":
+		return bad("the percolator binary is required")
+	case o.Target != "" && (o.Server != "" || o.Bigtable != ""):
+		return bad("a target to deploy excludes an existing deployment")
+	case o.Target == "" && o.Open == nil:
+		return bad("an existing deployment needs Open, to remove the run's rows")
+	case o.Target != "" && !slices.Contains([]string{TargetDir, TargetServer, TargetDistributed}, o.Target):
+		return bad("target %q (dir, server or distributed)", o.Target)
+	case (o.Bigtable == "") != (o.Etcd == ""):
+		return bad("bigtable and etcd go together")
+	}
+	for _, f := range o.Faults {
+		if !slices.Contains(Faults, f) {
+			return bad("fault %q (one of %s)", f, strings.Join(Faults, ", "))
+		}
+	}
+	return nil
+}

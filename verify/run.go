@@ -1,0 +1,236 @@
+package verify
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/seed-992972ee/percolator/history"
+	"github.com/seed-992972ee/percolator/workload"
+)
+
+// RowPrefix is where every run writes: RowPrefix + run id + "/".
+const RowPrefix = "verify/"
+
+// Run deploys (or joins) the target, runs the workload in client
+// processes under the nemesis for Duration, stops it, performs the final
+// read, merges and checks the history and writes the report to Out. The
+// report's Result says whether a forbidden anomaly was found; the error
+// is for a run that could not be made.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if err := makeOut(o.Out); err != nil {
+		return nil, err
+	}
+	r := &run{o: &o, id: runID(), logs: filepath.Join(o.Out, "logs"), hist: filepath.Join(o.Out, "clients")}
+	for _, d := range []string{r.logs, r.hist} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	base, cleanup, err := r.baseDir()
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	return r.run(ctx, base)
+}
+
+// run is one run's state.
+type run struct {
+	o          *Options
+	id         string // the run's id: its rows are under RowPrefix+id+"/"
+	logs, hist string // Out's logs and client histories
+	dep        *deployment
+	clients    []*proc
+	faults     map[string]int // faults injected, by kind and role ("kill server")
+}
+
+func (r *run) prefix() string { return RowPrefix + r.id + "/" }
+
+func (r *run) run(ctx context.Context, base string) (*Report, error) {
+	dep, err := deploy(ctx, r.o, base, r.logs)
+	if err != nil {
+		return nil, err
+	}
+	r.dep = dep
+	defer dep.stop()
+	if err := r.startClients(ctx); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	r.nemesis(ctx)
+	elapsed := time.Since(start)
+	if err := r.quiesce(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.finalRead(ctx); err != nil {
+		return nil, err
+	}
+	rep, err := r.report(elapsed)
+	if err != nil {
+		return nil, err
+	}
+	if r.o.Target == "" {
+		rep.Removed, err = Remove(ctx, r.o.Open, r.prefix())
+	}
+	return rep, err
+}
+
+// baseDir is where a deployed target lives: Dir, or a temporary
+// directory removed at the end (verify deletes only what it made).
+func (r *run) baseDir() (string, func(), error) {
+	if r.o.Target == "" {
+		return "", func() {}, nil
+	}
+	if r.o.Dir != "" {
+		return r.o.Dir, func() {}, os.MkdirAll(r.o.Dir, 0o755)
+	}
+	tmp, err := os.MkdirTemp("", "percolator-verify-")
+	if err != nil {
+		return "", nil, err
+	}
+	return tmp, func() { _ = os.RemoveAll(tmp) }, nil
+}
+
+// makeOut creates out, refusing one that holds anything: two runs'
+// histories must never mix.
+func makeOut(out string) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(out)
+	if err != nil {
+		return err
+	}
+	if len(ents) > 0 {
+		return fmt.Errorf("%w: %s", ErrOutExists, out)
+	}
+	return nil
+}
+
+func runID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// clientProc is client i: each start appends to a history file of its
+// own under process ids of its own.
+func (r *run) clientProc(i int, final bool) *proc {
+	name := "client" + strconv.Itoa(i)
+	return &proc{role: "client", name: name, bin: r.o.Binary, logs: r.logs, env: append(append([]string{}, r.o.Env...), r.dep.env...),
+		args: func(start int) []string {
+			a := []string{"verify", "client", "--workload", r.o.Workload, "--prefix", r.prefix(),
+				"--history", filepath.Join(r.hist, fmt.Sprintf("%s.%d.jsonl", name, start)),
+				"--process-base", strconv.Itoa((i*10_000 + start + 1) * ProcessSpan),
+				"--threads", strconv.Itoa(r.o.Threads), "--seed", strconv.FormatUint(r.o.Seed+uint64(i*10_000+start), 10)}
+			if final {
+				a = append(a, "--final")
+			}
+			return append(a, r.dep.args...)
+		}}
+}
+
+func (r *run) startClients(ctx context.Context) error {
+	for i := range r.o.Clients {
+		p := r.clientProc(i, false)
+		if err := p.start(ctx); err != nil {
+			return err
+		}
+		r.clients = append(r.clients, p)
+	}
+	return nil
+}
+
+// quiesce ends the faults: every process resumed, the deployment's
+// restarted, the clients stopped.
+func (r *run) quiesce(ctx context.Context) error {
+	for _, p := range append(r.dep.all(), r.clients...) {
+		p.signal(sigCont, 0)
+	}
+	if err := r.dep.ensureRunning(ctx); err != nil {
+		return err
+	}
+	for _, c := range r.clients {
+		c.stop(30 * time.Second)
+	}
+	return nil
+}
+
+// finalRead runs the workload's final read in a client of its own, once
+// nothing else runs.
+func (r *run) finalRead(ctx context.Context) error {
+	f, _ := mustChecked(r.o.Workload).Final()
+	if f == "" {
+		return nil
+	}
+	p := r.clientProc(r.o.Clients, true)
+	if err := p.start(ctx); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	done := p.mu.done
+	p.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		p.kill()
+		return errors.New("verify: the final read did not end within 2 minutes")
+	case <-ctx.Done():
+		p.kill()
+		return ctx.Err()
+	}
+	if err := p.exitErr(); err != nil {
+		return fmt.Errorf("verify: the final read failed (%v):\n%s", err, lastLines(filepath.Join(r.logs, p.name+".0.log"), 20))
+	}
+	return nil
+}
+
+// mustChecked is the checked workload name, known to exist (Validate).
+func mustChecked(name string) workload.Checked {
+	w, err := workload.NewChecked(name, workload.CheckedOptions{})
+	if err != nil {
+		panic(err)
+	}
+	return w
+}
+
+// merge reads every client's history and orders them into one.
+func (r *run) merge() ([]history.Op, int, error) {
+	files, err := filepath.Glob(filepath.Join(r.hist, "*.jsonl"))
+	if err != nil {
+		return nil, 0, err
+	}
+	var h []history.Op
+	torn := 0
+	for _, f := range files {
+		ops, err := readHistory(f)
+		if errors.Is(err, history.ErrTorn) {
+			torn++
+		} else if err != nil {
+			return nil, 0, fmt.Errorf("verify: %s: %w", f, err)
+		}
+		h = append(h, ops...)
+	}
+	history.Sort(h)
+	return h, torn, nil
+}
+
+func readHistory(path string) ([]history.Op, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return history.ReadAll(f)
+}

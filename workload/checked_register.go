@@ -1,0 +1,66 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/history"
+)
+
+// register is single-key reads, writes and compare-and-sets of small
+// integers, each one transaction; checked linearizable per key.
+type register struct{ keyed }
+
+// errCASMismatch: a compare-and-set found another value and wrote
+// nothing.
+var errCASMismatch = errors.New("workload: compare-and-set found another value")
+
+func (w *register) Name() string { return "register" }
+
+func (w *register) Setup(context.Context, *percolator.DB) error { return nil }
+
+func (w *register) Next(rng *rand.Rand) (string, []history.Mop) {
+	k := w.pick(rng)
+	switch rng.IntN(3) {
+	case 0:
+		return "read", []history.Mop{{F: history.Read, Key: k}}
+	case 1:
+		return "write", []history.Mop{{F: history.Write, Key: k, Arg: rng.Int64N(5)}}
+	}
+	return "cas", []history.Mop{{F: history.CAS, Key: k, Expect: rng.Int64N(5), Arg: rng.Int64N(5)}}
+}
+
+func (w *register) Apply(ctx context.Context, db *percolator.DB, f string, in []history.Mop) ([]history.Mop, error) {
+	mops := cloneMops(in)
+	m := &mops[0]
+	row := w.row(m.Key)
+	switch m.F {
+	case history.Read:
+		err := db.View(ctx, func(tx *percolator.Txn) error {
+			l, err := getInts(ctx, tx, row)
+			m.Read = l
+			return err
+		})
+		return mops, err
+	case history.Write:
+		return mops, update(ctx, db, func(tx *percolator.Txn) error { return tx.Set(row, Column, formatInts([]int64{m.Arg})) })
+	}
+	return mops, update(ctx, db, func(tx *percolator.Txn) error {
+		l, err := getInts(ctx, tx, row)
+		if err != nil {
+			return err
+		}
+		if len(l) != 1 || l[0] != m.Expect {
+			return errCASMismatch
+		}
+		return tx.Set(row, Column, formatInts([]int64{m.Arg}))
+	})
+}
+
+func (w *register) Final() (string, []history.Mop) { return "", nil }
+
+func (w *register) Check(h []history.Op) history.Result {
+	return history.CheckRegister(h, history.RegisterOptions{})
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/verify"
+	"github.com/seed-992972ee/percolator/workload"
+)
+
+// verifyCmd is `verify`: a checked history of a workload under faults
+// (package verify), its verdict printed; exit 1 on a forbidden anomaly.
+func verifyCmd() *cobra.Command {
+	var tg target
+	var o verify.Options
+	var faults string
+	var cleanup bool
+	c := &cobra.Command{
+		Use:   "verify",
+		Short: "check a deployment's transactions by a history recorded under faults",
+		Long: `Run a checked workload in several client processes while a nemesis faults
+them, record every operation (invoked, then ok, failed or unknown), then
+check the history for what snapshot isolation forbids. With --target dir,
+server or distributed verify deploys what it tests itself (in --dir or a
+temporary directory) and faults every process it started; with --server or
+--bigtable/--etcd it checks an existing deployment, faulting only its own
+clients, writing only under a row prefix of its own (verify/RUN/), which it
+removes at the end; --cleanup removes what killed runs left. The history,
+report.json, report.txt and (for a register failure) register.html go to
+--out. Exit 1 on any forbidden anomaly.`,
+		Example: `  percolator verify --workload list-append --fault kill --duration 30s
+  percolator verify --target server --workload bank --out /tmp/v1
+  percolator verify --server 127.0.0.1:7420 --workload register --duration 1m
+  percolator verify --server 127.0.0.1:7420 --cleanup`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			o.Faults = strings.Split(faults, ",")
+			if cleanup {
+				return runVerifyCleanup(c, &tg)
+			}
+			return runVerify(c, &tg, o)
+		},
+	}
+	fs := c.Flags()
+	fs.StringVar(&o.Workload, "workload", "list-append", "the checked workload: "+strings.Join(workload.CheckedNames, ", "))
+	fs.StringVar(&faults, "fault", "kill", "faults, comma-separated: kill (SIGKILL and restart), pause (SIGSTOP, then SIGCONT), none")
+	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "how long the workload runs under faults")
+	fs.StringVar(&o.Target, "target", "", "deploy and test: dir (embedded store), server (percolator serve), distributed (Bigtable emulator, etcd, two oracles); default dir unless --server or --bigtable")
+	fs.IntVar(&o.Clients, "clients", 3, "client processes (1 with --target dir)")
+	fs.IntVar(&o.Threads, "threads", 4, "logical processes per client")
+	fs.DurationVar(&o.Interval, "interval", time.Second, "mean time between faults")
+	fs.Uint64Var(&o.Seed, "seed", 0, "seed of the workload's and the nemesis's choices (default: random)")
+	fs.StringVar(&o.Out, "out", "", "directory for the history and the report, new or empty (default: a new temporary directory)")
+	fs.BoolVar(&cleanup, "cleanup", false, "remove the rows every earlier run left on the --server or --bigtable deployment, and exit")
+	tg.register(fs, "with --target: the directory verify deploys in (default: a temporary directory, removed at the end)")
+	c.AddCommand(verifyClientCmd())
+	return c
+}
+
+// runVerify validates the flags, runs and prints the verdict.
+func runVerify(c *cobra.Command, tg *target, o verify.Options) error {
+	if err := verifyTarget(tg, &o); err != nil {
+		return err
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	o.Binary, o.Progress = bin, c.ErrOrStderr()
+	if o.Seed == 0 {
+		o.Seed = uint64(time.Now().UnixNano())
+	}
+	if o.Out == "" {
+		if o.Out, err = os.MkdirTemp("", "percolator-verify-out-"); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(c.ErrOrStderr(), "verify: %s under %s for %s, seed %d\n", o.Workload, strings.Join(o.Faults, ","), o.Duration, o.Seed)
+	rep, err := verify.Run(c.Context(), o)
+	if err != nil {
+		return verifyErr(err)
+	}
+	fmt.Fprint(c.OutOrStdout(), rep.Verdict())
+	if !rep.Valid() {
+		return fmt.Errorf("%w: forbidden anomalies in the history (%s)", errFailed, rep.Out)
+	}
+	return nil
+}
+
+// verifyTarget moves the target flags into o: --dir is where a deployed
+// target lives; --server or --bigtable name an existing deployment.
+func verifyTarget(tg *target, o *verify.Options) error {
+	if tg.server == "" && tg.bigtable == "" {
+		o.Dir = tg.dir
+		return nil
+	}
+	if o.Target != "" || tg.dir != "" {
+		return usagef("--target and --dir deploy a target; --server and --bigtable name an existing one")
+	}
+	if err := tg.validate(); err != nil {
+		return err
+	}
+	o.Server, o.TokenFile, o.TLSCA, o.Bigtable, o.Etcd = tg.server, tg.tokenFile, tg.tlsCA, tg.bigtable, tg.etcd
+	o.Open = func(ctx context.Context) (*percolator.DB, error) { return tg.open(ctx, false) }
+	return nil
+}
+
+// verifyErr makes bad options a usage error.
+func verifyErr(err error) error {
+	if errors.Is(err, verify.ErrInvalidArgument) || errors.Is(err, verify.ErrOutExists) {
+		return usagef("%s", strings.TrimPrefix(strings.TrimPrefix(err.Error(), "verify: invalid argument: "), "verify: "))
+	}
+	return err
+}
+
+// runVerifyCleanup removes every run's rows from an existing deployment.
+func runVerifyCleanup(c *cobra.Command, tg *target) error {
+	if tg.server == "" && tg.bigtable == "" {
+		return usagef("--cleanup needs --server or --bigtable: a deployment verify did not deploy")
+	}
+	if err := tg.validate(); err != nil {
+		return err
+	}
+	n, err := verify.Remove(c.Context(), func(ctx context.Context) (*percolator.DB, error) { return tg.open(ctx, false) }, verify.RowPrefix)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.OutOrStdout(), "verify: removed %d rows under %q\n", n, verify.RowPrefix)
+	return nil
+}
+
+// verifyClientCmd is `verify client` (hidden): one client process of a
+// verify run.
+func verifyClientCmd() *cobra.Command {
+	var tg target
+	var o verify.ClientOptions
+	c := &cobra.Command{
+		Use:    "client",
+		Short:  "one client process of percolator verify",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := tg.validate(); err != nil {
+				return err
+			}
+			o.Open = func(ctx context.Context) (*percolator.DB, error) { return tg.open(ctx, true) }
+			return verify.RunClient(c.Context(), o)
+		},
+	}
+	fs := c.Flags()
+	fs.StringVar(&o.Workload, "workload", "", "the checked workload")
+	fs.StringVar(&o.Prefix, "prefix", "", "the run's row prefix")
+	fs.StringVar(&o.History, "history", "", "the file events are appended to")
+	fs.IntVar(&o.ProcessBase, "process-base", 0, "the first process id")
+	fs.IntVar(&o.Threads, "threads", 4, "logical processes")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed")
+	fs.BoolVar(&o.Final, "final", false, "perform the final read once and exit")
+	fs.DurationVar(&o.OpTimeout, "op-timeout", 10*time.Second, "bound of each operation (one that runs out is unknown)")
+	tg.register(fs, "database directory")
+	return c
+}

@@ -60,7 +60,7 @@ const Column = "v"
 var ErrUnknownWorkload = errors.New("workload: unknown workload")
 
 // CheckedNames are the checked workloads' names.
-var CheckedNames = []string{"list-append", "register", "set", "bank"}
+var CheckedNames = []string{"list-append", "register", "set", "bank", "long-fork", "monotonic"}
 
 // NewChecked returns the checked workload name.
 func NewChecked(name string, o CheckedOptions) (Checked, error) {
@@ -73,6 +73,10 @@ func NewChecked(name string, o CheckedOptions) (Checked, error) {
 		return &set{prefix: o.Prefix + "set/", values: values{base: o.ValueBase}}, nil
 	case "bank":
 		return &checkedBank{keyed: newKeyed(o, 8), initial: 100}, nil
+	case "long-fork":
+		return &longFork{prefix: o.Prefix + "fork/", values: values{base: o.ValueBase}}, nil
+	case "monotonic":
+		return &monotonic{keyed: newKeyed(o, 6)}, nil
 	}
 	return nil, fmt.Errorf("%w %q (one of %s)", ErrUnknownWorkload, name, strings.Join(CheckedNames, ", "))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,7 +22,8 @@ func verifyCmd() *cobra.Command {
 	var tg target
 	var o verify.Options
 	var faults string
-	var cleanup bool
+	var cleanup, matrix bool
+	var budget time.Duration
 	c := &cobra.Command{
 		Use:   "verify",
 		Short: "check a deployment's transactions by a history recorded under faults",
@@ -45,6 +47,9 @@ report.json, report.txt and (for a register failure) register.html go to
 			if cleanup {
 				return runVerifyCleanup(c, &tg)
 			}
+			if matrix {
+				return runVerifyMatrix(c, &tg, o, budget)
+			}
 			return runVerify(c, &tg, o)
 		},
 	}
@@ -58,6 +63,8 @@ report.json, report.txt and (for a register failure) register.html go to
 	fs.DurationVar(&o.Interval, "interval", time.Second, "mean time between faults")
 	fs.Uint64Var(&o.Seed, "seed", 0, "seed of the workload's and the nemesis's choices (default: random)")
 	fs.StringVar(&o.Out, "out", "", "directory for the history and the report, new or empty (default: a new temporary directory)")
+	fs.BoolVar(&matrix, "matrix", false, "run every workload x fault x target (--workload, --fault and --target, when given, pick one of each) and print a table")
+	fs.DurationVar(&budget, "budget", 10*time.Minute, "with --matrix: the wall time the cells' workloads share (each cell gets at least 2s, plus its start and check)")
 	fs.BoolVar(&cleanup, "cleanup", false, "remove the rows every earlier run left on the --server or --bigtable deployment, and exit")
 	tg.register(fs, "with --target: the directory verify deploys in (default: a temporary directory, removed at the end)")
 	c.AddCommand(verifyClientCmd())
@@ -69,19 +76,10 @@ func runVerify(c *cobra.Command, tg *target, o verify.Options) error {
 	if err := verifyTarget(tg, &o); err != nil {
 		return err
 	}
-	bin, err := os.Executable()
-	if err != nil {
+	if err := prepareVerify(&o); err != nil {
 		return err
 	}
-	o.Binary, o.Progress = bin, c.ErrOrStderr()
-	if o.Seed == 0 {
-		o.Seed = uint64(time.Now().UnixNano())
-	}
-	if o.Out == "" {
-		if o.Out, err = os.MkdirTemp("", "percolator-verify-out-"); err != nil {
-			return err
-		}
-	}
+	o.Progress = c.ErrOrStderr()
 	fmt.Fprintf(c.ErrOrStderr(), "verify: %s under %s for %s, seed %d\n", o.Workload, strings.Join(o.Faults, ","), o.Duration, o.Seed)
 	rep, err := verify.Run(c.Context(), o)
 	if err != nil {
@@ -92,6 +90,64 @@ func runVerify(c *cobra.Command, tg *target, o verify.Options) error {
 		return fmt.Errorf("%w: forbidden anomalies in the history (%s)", errFailed, rep.Out)
 	}
 	return nil
+}
+
+// runVerifyMatrix runs the matrix and prints its table; exit 1 if a cell
+// found a forbidden anomaly or could not run.
+func runVerifyMatrix(c *cobra.Command, tg *target, o verify.Options, budget time.Duration) error {
+	if tg.server != "" || tg.bigtable != "" || tg.dir != "" {
+		return usagef("--matrix deploys every target itself: no --dir, --server or --bigtable")
+	}
+	if budget <= 0 {
+		return usagef("--budget must be positive")
+	}
+	m := verify.MatrixOptions{Budget: budget, Base: o}
+	if c.Flags().Changed("workload") {
+		m.Workloads = []string{o.Workload}
+	}
+	if c.Flags().Changed("fault") {
+		m.Faults = [][]string{o.Faults}
+	}
+	if o.Target != "" {
+		m.Targets = []string{o.Target}
+	}
+	var err error
+	if err = prepareVerify(&m.Base); err != nil {
+		return err
+	}
+	m.Out, m.Base.Progress = m.Base.Out, nil
+	cells, err := verify.RunMatrix(c.Context(), m, c.ErrOrStderr())
+	table := verify.Table(cells)
+	fmt.Fprint(c.OutOrStdout(), table)
+	if werr := os.WriteFile(filepath.Join(m.Out, "matrix.md"), []byte(table), 0o644); werr != nil {
+		return werr
+	}
+	if err != nil {
+		return err
+	}
+	for _, cell := range cells {
+		if cell.Report == nil || cell.Forbidden() > 0 {
+			return fmt.Errorf("%w: a cell found forbidden anomalies or could not run (%s)", errFailed, m.Out)
+		}
+	}
+	return nil
+}
+
+// prepareVerify fills in what the command knows: the binary, a seed and
+// an output directory.
+func prepareVerify(o *verify.Options) error {
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	o.Binary = bin
+	if o.Seed == 0 {
+		o.Seed = uint64(time.Now().UnixNano())
+	}
+	if o.Out == "" {
+		o.Out, err = os.MkdirTemp("", "percolator-verify-out-")
+	}
+	return err
 }
 
 // verifyTarget moves the target flags into o: --dir is where a deployed

@@ -91,7 +91,8 @@ func (o *Options) EnsureDefaults() {
 	}
 }
 
-// Validate checks the options.
+// Validate checks the options a user gives (Out and Binary are checked
+// by Run: a caller validates before making them).
 func (o *Options) Validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, a...))
@@ -103,10 +104,6 @@ func (o *Options) Validate() error {
 		return bad("duration and interval must be positive")
 	case o.Clients < 1 || o.Threads < 1:
 		return bad("clients and threads must be at least 1")
-	case o.Out == "":
-		return bad("an output directory is required")
-	case o.Binary == "":
-		return bad("the percolator binary is required")
 	case o.Target != "" && (o.Server != "" || o.Bigtable != ""):
 		return bad("a target to deploy excludes an existing deployment")
 	case o.Target == "" && o.Open == nil:

@@ -50,6 +50,9 @@ func (r *Report) Verdict() string {
 	for _, k := range slices.Sorted(maps.Keys(r.Result.Counts)) {
 		fmt.Fprintf(&b, "anomaly %s: %d%s\n", k, r.Result.Counts[k], allowedNote(r.Result, k))
 	}
+	if r.Removed > 0 {
+		fmt.Fprintf(&b, "removed the run's %d rows from the deployment\n", r.Removed)
+	}
 	fmt.Fprintf(&b, "history and report in %s\n", r.Out)
 	return b.String()
 }
@@ -74,16 +77,16 @@ func faultList(f map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// report merges and checks the history and writes Out's files.
-func (r *run) report(elapsed time.Duration) (*Report, error) {
+// check merges and checks the history.
+func (r *run) check(elapsed time.Duration) (*Report, []history.Op, error) {
 	h, torn, err := r.merge()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rep := &Report{Workload: r.o.Workload, Target: r.targetName(), Faults: r.faults, Seconds: elapsed.Seconds(),
 		Events: len(h), Torn: torn, Out: r.o.Out}
 	rep.Result = mustChecked(r.o.Workload).Check(h)
-	return rep, r.write(h, rep)
+	return rep, h, nil
 }
 
 func (r *run) targetName() string {

@@ -28,6 +28,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	if o.Out == "" || o.Binary == "" {
+		return nil, fmt.Errorf("%w: an output directory and the percolator binary are required", ErrInvalidArgument)
+	}
 	if err := makeOut(o.Out); err != nil {
 		return nil, err
 	}
@@ -76,14 +79,16 @@ func (r *run) run(ctx context.Context, base string) (*Report, error) {
 	if err := r.finalRead(ctx); err != nil {
 		return nil, err
 	}
-	rep, err := r.report(elapsed)
+	rep, h, err := r.check(elapsed)
 	if err != nil {
 		return nil, err
 	}
 	if r.o.Target == "" {
-		rep.Removed, err = Remove(ctx, r.o.Open, r.prefix())
+		if rep.Removed, err = Remove(ctx, r.o.Open, r.prefix()); err != nil {
+			return nil, err
+		}
 	}
-	return rep, err
+	return rep, r.write(h, rep)
 }
 
 // baseDir is where a deployed target lives: Dir, or a temporary

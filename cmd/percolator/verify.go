@@ -76,6 +76,9 @@ func runVerify(c *cobra.Command, tg *target, o verify.Options) error {
 	if err := verifyTarget(tg, &o); err != nil {
 		return err
 	}
+	if err := checkVerify(o); err != nil {
+		return err
+	}
 	if err := prepareVerify(&o); err != nil {
 		return err
 	}
@@ -111,8 +114,10 @@ func runVerifyMatrix(c *cobra.Command, tg *target, o verify.Options, budget time
 	if o.Target != "" {
 		m.Targets = []string{o.Target}
 	}
-	var err error
-	if err = prepareVerify(&m.Base); err != nil {
+	if err := checkVerify(o); err != nil {
+		return err
+	}
+	if err := prepareVerify(&m.Base); err != nil {
 		return err
 	}
 	m.Out, m.Base.Progress = m.Base.Out, nil
@@ -131,6 +136,16 @@ func runVerifyMatrix(c *cobra.Command, tg *target, o verify.Options, budget time
 		}
 	}
 	return nil
+}
+
+// checkVerify refuses bad options before anything is made (the flags
+// have no zero defaults to fall back on).
+func checkVerify(o verify.Options) error {
+	if o.Duration <= 0 || o.Interval <= 0 || o.Clients < 1 || o.Threads < 1 {
+		return usagef("--duration and --interval must be positive, --clients and --threads at least 1")
+	}
+	o.EnsureDefaults()
+	return verifyErr(o.Validate())
 }
 
 // prepareVerify fills in what the command knows: the binary, a seed and
@@ -170,6 +185,9 @@ func verifyTarget(tg *target, o *verify.Options) error {
 
 // verifyErr makes bad options a usage error.
 func verifyErr(err error) error {
+	if err == nil {
+		return nil
+	}
 	if errors.Is(err, verify.ErrInvalidArgument) || errors.Is(err, verify.ErrOutExists) {
 		return usagef("%s", strings.TrimPrefix(strings.TrimPrefix(err.Error(), "verify: invalid argument: "), "verify: "))
 	}

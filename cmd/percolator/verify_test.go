@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/verify"
+)
+
+// runVerifyProc runs `percolator verify args...` as a process of its own
+// (its clients and servers are processes of the same binary) and returns
+// its output and exit status.
+func runVerifyProc(t *testing.T, env []string, args ...string) (string, int) {
+	t.Helper()
+	cmd := command(append([]string{"verify"}, args...)...)
+	cmd.Env = append(cmd.Env, env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out.String(), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), 0
+}
+
+// readReport decodes a run's report.json.
+func readReport(t *testing.T, out string) verify.Report {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r verify.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestVerifyTargets runs a short checked history on each deployment verify
+// starts itself, under kills of every process it started: the verdict is
+// valid, operations were checked, faults injected, and the history, the
+// report and the processes' logs are in --out.
+func TestVerifyTargets(t *testing.T) {
+	for _, c := range []struct{ target, workload string }{
+		{"dir", "list-append"}, {"server", "bank"}, {"distributed", "register"},
+	} {
+		t.Run(c.target, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			text, code := runVerifyProc(t, nil, "--target", c.target, "--workload", c.workload, "--duration", "3s",
+				"--clients", "2", "--threads", "2", "--interval", "700ms", "--out", out)
+			if code != 0 {
+				t.Fatalf("exit %d\n%s", code, text)
+			}
+			if !strings.Contains(text, "VALID: no forbidden anomaly") {
+				t.Fatalf("no verdict:\n%s", text)
+			}
+			r := readReport(t, out)
+			injected := 0
+			for _, n := range r.Faults {
+				injected += n
+			}
+			if r.Result.OK == 0 || injected == 0 || r.Events == 0 || !r.Result.Valid {
+				t.Fatalf("report: %d ok, %d faults, %d events, valid %v\n%s", r.Result.OK, injected, r.Events, r.Result.Valid, text)
+			}
+			for _, f := range []string{"history.jsonl", "report.txt", "logs", "clients"} {
+				if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
+// TestVerifyExistingServer checks a server verify did not start: it faults
+// only its own clients, and removes the rows it wrote; --cleanup removes
+// what a killed run left under verify's prefix and nothing else.
+func TestVerifyExistingServer(t *testing.T) {
+	dir, addr := t.TempDir(), freeAddr(t)
+	serveProc(t, dir, addr)
+	ctx := context.Background()
+	db, err := percolator.Open(ctx, percolator.Options{Server: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	put := func(row string) {
+		t.Helper()
+		if err := db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set(row, "v", []byte("1")) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("users/a") // the operator's own row
+	out := filepath.Join(t.TempDir(), "out")
+	text, code := runVerifyProc(t, nil, "--server", addr, "--workload", "set", "--duration", "2s", "--clients", "2", "--threads", "2", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, text)
+	}
+	r := readReport(t, out)
+	if r.Removed == 0 || r.Result.OK == 0 {
+		t.Fatalf("removed %d rows after %d ok operations\n%s", r.Removed, r.Result.OK, text)
+	}
+	for role := range r.Faults {
+		if !strings.HasSuffix(role, "client") {
+			t.Errorf("faulted %q on a deployment verify did not start", role)
+		}
+	}
+	if n := rowsUnder(t, db, verify.RowPrefix); n != 0 {
+		t.Fatalf("%d rows left under %s", n, verify.RowPrefix)
+	}
+	put(verify.RowPrefix + "killed-run/0") // what a killed run leaves
+	text, code = runVerifyProc(t, nil, "--server", addr, "--cleanup")
+	if code != 0 || !strings.Contains(text, "removed 1 rows") {
+		t.Fatalf("cleanup: exit %d\n%s", code, text)
+	}
+	if rowsUnder(t, db, verify.RowPrefix) != 0 || rowsUnder(t, db, "users/") != 1 {
+		t.Fatal("cleanup removed the wrong rows")
+	}
+}
+
+func rowsUnder(t *testing.T, db *percolator.DB, prefix string) int {
+	t.Helper()
+	var n int
+	err := db.View(context.Background(), func(tx *percolator.Txn) error {
+		kvs, err := tx.Scan(context.Background(), prefix, prefix+"\xff", "v", 0)
+		n = len(kvs)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestVerifyBadInput: bad options exit 2 and start nothing; a reused --out
+// is refused, so two runs' histories never mix.
+func TestVerifyBadInput(t *testing.T) {
+	used := t.TempDir()
+	if err := os.WriteFile(filepath.Join(used, "history.jsonl"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--workload", "nope"},
+		{"--fault", "meteor"},
+		{"--target", "cloud"},
+		{"--duration", "0s"},
+		{"--clients", "0"},
+		{"--target", "server", "--server", "127.0.0.1:1"},
+		{"--cleanup"},
+		{"--matrix", "--server", "127.0.0.1:1"},
+		{"--out", used},
+		{"extra"},
+	} {
+		text, code := runVerifyProc(t, nil, args...)
+		if code != 2 {
+			t.Errorf("verify %v: exit %d, want 2\n%s", args, code, text)
+		}
+	}
+}

@@ -31,9 +31,11 @@
 //   - skip-rollback (invariant 5): rolling a lock back, by its owner's
 //     abort or by a resolver that found the owner dead or the lock
 //     expired, erases the lock and its data but leaves no rollback record
-//     at its start_ts (txn: resolve.go). A late or retried prewrite of
-//     the transaction then succeeds, and it may commit over writes made
-//     since. Expected: list-append (lost updates, G0/G1c), bank (a
+//     at its start_ts; nor does a resolver fence a primary that holds
+//     nothing of the transaction, the record's other writer (txn:
+//     resolve.go, rollbackMutations and resolveCell). A late or retried
+//     prewrite of the transaction then succeeds, and it may commit over
+//     writes made since. Expected: list-append (lost updates, G0/G1c), bank (a
 //     transfer applied on one side only).
 //   - secondaries-first (invariant 4): commit writes the secondaries'
 //     commit records before the primary's (txn: commit.go). Until the

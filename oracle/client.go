@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+
+	"github.com/seed-992972ee/percolator/internal/mutant"
 )
 
 // Backend allocates timestamps; the Client's one dependency. Allocator
@@ -55,6 +57,9 @@ type Client struct {
 	// that batch can be sent. Test knob.
 	onJoin func()
 
+	// repeat is the repeat-timestamp mutant's state (mutants.go).
+	repeat repeater
+
 	mu struct {
 		sync.Mutex
 		// waiting collects the callers that arrived since the last request
@@ -82,6 +87,9 @@ type batch struct {
 
 // NewClient returns a Client that allocates from b.
 func NewClient(b Backend) *Client {
+	if mutant.On(mutant.StaleRange) {
+		b = &aheadBackend{backend: b} // breaks DESIGN.md invariant 1's batching rule (mutants.go)
+	}
 	return &Client{backend: b}
 }
 
@@ -115,7 +123,11 @@ func (c *Client) TimestampVersion(ctx context.Context) (ts, version uint64, ok b
 	if b.err != nil {
 		return 0, 0, false, b.err
 	}
-	return b.first + uint64(i), b.version, b.versioned, nil
+	ts = b.first + uint64(i)
+	if mutant.On(mutant.RepeatTimestamp) {
+		ts = c.repeat.next(ts) // breaks DESIGN.md invariant 1 (mutants.go)
+	}
+	return ts, b.version, b.versioned, nil
 }
 
 // join adds the caller to the waiting batch and, if no request is in

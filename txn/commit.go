@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/seed-992972ee/percolator/internal/mutant"
 	"github.com/seed-992972ee/percolator/storage"
 )
 
@@ -76,6 +77,11 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	// committed is rolled forward by its readers (invariant 4).
 	ctx, cancel := c.detach(ctx)
 	defer cancel()
+	if mutant.On(mutant.SecondariesFirst) {
+		// Breaks invariant 4: the secondaries commit before the commit point.
+		c.commitSecondaries(ctx, t, rows[1:], commitTS)
+		rows = rows[:1]
+	}
 	if err := c.commitPrimary(ctx, t, rows[0], commitTS); err != nil {
 		return err
 	}

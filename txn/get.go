@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/seed-992972ee/percolator/internal/mutant"
 	"github.com/seed-992972ee/percolator/storage"
 )
 
@@ -85,6 +86,9 @@ func (c *Client) visibleCommit(ctx context.Context, ts uint64, row []byte, col s
 	}
 	for i := range r.Cells {
 		if cell := &r.Cells[i]; cell.Family == FamilyLock {
+			if mutant.On(mutant.SkipLockCheck) {
+				continue // breaks invariant 2: reads past the lock
+			}
 			return Write{}, 0, false, resolved(c.resolveCell(ctx, row, col, cell.TS, cell.Value))
 		}
 	}
@@ -96,7 +100,8 @@ func (c *Client) visibleCommit(ctx context.Context, ts uint64, row []byte, col s
 // latest commit is known costs one exact-key read.
 func (c *Client) getIndexed(ctx context.Context, ts uint64, row []byte, col string) ([]byte, error) {
 	v := c.index.view(row, col, ts)
-	if len(v.lockTS) > 0 {
+	// The mutant skip-lock-check breaks invariant 2: it reads past the lock.
+	if len(v.lockTS) > 0 && !mutant.On(mutant.SkipLockCheck) {
 		lr, err := c.read(ctx, row, storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.At(v.lockTS[0])}})
 		if err != nil {
 			return nil, err

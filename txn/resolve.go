@@ -3,6 +3,7 @@ package txn
 import (
 	"context"
 
+	"github.com/seed-992972ee/percolator/internal/mutant"
 	"github.com/seed-992972ee/percolator/storage"
 )
 
@@ -67,6 +68,10 @@ func (c *Client) resolveCell(ctx context.Context, row []byte, col string, lockTS
 		case stAbsent:
 			if c.alive(ctx, &lock) {
 				return errLocked
+			}
+			if mutant.On(mutant.SkipRollback) {
+				// Breaks invariant 5: no fence at the primary either.
+				return c.rollBack(ctx, row, col, lockTS)
 			}
 			if err := c.fencePrimary(ctx, lock.PrimaryRow, lock.PrimaryCol, lockTS); err != nil {
 				return err
@@ -192,11 +197,15 @@ func rollForwardMutations(col string, lockTS, commitTS uint64, l *Lock) []storag
 // rollbackMutations replace a lock with a rollback record: the record
 // first, then the lock's and the data's removal.
 func rollbackMutations(col string, startTS uint64) []storage.Mutation {
-	return []storage.Mutation{
+	muts := []storage.Mutation{
 		storage.SetCell(FamilyWrite, col, startTS, encodeWrite(&Write{Op: OpRollback, StartTS: startTS})),
 		storage.DeleteCell(FamilyLock, col, startTS),
 		storage.DeleteCell(FamilyData, col, startTS),
 	}
+	if mutant.On(mutant.SkipRollback) {
+		return muts[1:] // breaks invariant 5: no record, a late prewrite succeeds
+	}
+	return muts
 }
 
 // fencePrimary leaves a rollback record at a primary cell that holds

@@ -1,0 +1,80 @@
+package mutant
+
+import (
+	"fmt"
+	"strings"
+)
+
+// EnvVar names the environment variable that selects a process's active
+// mutants in a binary built with -tags percolator_mutants: a
+// comma-separated list of names, read once at init. Children inherit it,
+// so one variable reaches every process a run starts.
+const EnvVar = "PERCOLATOR_MUTANT"
+
+// The mutants' names. The hooks use these constants, so a misspelt name
+// does not compile.
+const (
+	SkipLockCheck    = "skip-lock-check"
+	SkipRollback     = "skip-rollback"
+	SecondariesFirst = "secondaries-first"
+	RepeatTimestamp  = "repeat-timestamp"
+	StaleRange       = "stale-range"
+)
+
+// Mutant describes one mutant.
+type Mutant struct {
+	Name string
+	// Invariant is the DESIGN.md protocol invariant it breaks.
+	Invariant int
+	// Description says in one line what the mutant does.
+	Description string
+}
+
+// Names returns every mutant, in a fixed order, in a new slice.
+func Names() []Mutant {
+	return []Mutant{
+		{SkipLockCheck, 2, "a transactional read reads past a lock older than its start_ts instead of waiting on or resolving it"},
+		{SkipRollback, 5, "rolling back a lock erases it without leaving a rollback record at its start_ts, nor a fence at an empty primary"},
+		{SecondariesFirst, 4, "commit writes the secondaries' commit records before the primary's"},
+		{RepeatTimestamp, 1, "the oracle client hands out the timestamp before again, about one call in 50"},
+		{StaleRange, 1, "the oracle client fetches timestamps ahead of its callers and serves later callers from them"},
+	}
+}
+
+// Known reports whether name is a mutant's name.
+func Known(name string) bool {
+	for _, m := range Names() {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Parse splits list, EnvVar's format, into the names it holds. Spaces
+// around a name and empty entries are ignored. An unknown name is an
+// error that lists the known ones.
+func Parse(list string) ([]string, error) {
+	var names []string
+	for _, f := range strings.Split(list, ",") {
+		name := strings.TrimSpace(f)
+		if name == "" {
+			continue
+		}
+		if !Known(name) {
+			return nil, fmt.Errorf("unknown mutant %q; the mutants are:\n%s", name, Usage())
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}
+
+// Usage lists the mutants, one per line: name, the invariant it breaks,
+// and what it does.
+func Usage() string {
+	var b strings.Builder
+	for _, m := range Names() {
+		fmt.Fprintf(&b, "  %-18s breaks invariant %d: %s\n", m.Name, m.Invariant, m.Description)
+	}
+	return b.String()
+}

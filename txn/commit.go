@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -78,9 +79,12 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	ctx, cancel := c.detach(ctx)
 	defer cancel()
 	if mutant.On(mutant.SecondariesFirst) {
-		// Breaks invariant 4: the secondaries commit before the commit point.
+		// Breaks invariant 4: the secondaries commit before the commit
+		// point. The pause widens the window a crash must fall in for the
+		// break to show, so that a kill nemesis of a few seconds finds it.
 		c.commitSecondaries(ctx, t, rows[1:], commitTS)
 		rows = rows[:1]
+		time.Sleep(20 * time.Millisecond)
 	}
 	if err := c.commitPrimary(ctx, t, rows[0], commitTS); err != nil {
 		return err

@@ -35,7 +35,7 @@ var layers = map[string]int{
 	"internal/userstore": 2,
 	"rpc":                1,
 	"storage":            0, "rpc/rpcpb": 0, "internal/ctxwait": 0,
-	"history": 0, "internal/mutant": 0, // histories are plain data: it imports nothing of the module
+	"history": 0, "internal/mutant": 0, "internal/faultproxy": 0, // histories are plain data: it imports nothing of the module
 }
 
 // testSupport are the packages that exist for tests (doubles, fault
@@ -45,7 +45,7 @@ var layers = map[string]int{
 var testSupport = map[string]bool{
 	"storage/storagetest": true, "storage/bigtable/bttesting": true, "storage/pebble/faultfs": true,
 	"coord/coordtest": true, "coord/etcd/etcdtest": true, "server/servertest": true,
-	"internal/faultproxy": true, "internal/clockstores": true, "internal/leakcheck": true, "internal/manualclock": true,
+	"internal/clockstores": true, "internal/leakcheck": true, "internal/manualclock": true,
 	"internal/protogen": true, "internal/protogen/gen": true, // the code generator, run by go generate
 }
 

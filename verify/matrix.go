@@ -67,7 +67,7 @@ func (m *MatrixOptions) ensureDefaults() {
 		m.Workloads = workload.CheckedNames
 	}
 	if len(m.Faults) == 0 {
-		m.Faults = [][]string{{"kill"}, {"pause"}, {"kill", "pause"}}
+		m.Faults = [][]string{{"kill"}, {"pause"}, {"cut", "partition", "delay", "drop"}, {"kill", "pause", "cut", "drop"}}
 	}
 	if len(m.Targets) == 0 {
 		m.Targets = []string{TargetDir, TargetServer, TargetDistributed}
@@ -82,7 +82,14 @@ func (m *MatrixOptions) ensureDefaults() {
 // with its error and the matrix goes on.
 func RunMatrix(ctx context.Context, m MatrixOptions, w io.Writer) ([]Cell, error) {
 	m.ensureDefaults()
-	n := len(m.Workloads) * len(m.Faults) * len(m.Targets)
+	n := 0
+	for _, f := range m.Faults {
+		for _, tg := range m.Targets {
+			if !NetFaults(f) || tg != TargetDir {
+				n += len(m.Workloads)
+			}
+		}
+	}
 	per := max((m.Budget / time.Duration(n)).Truncate(100*time.Millisecond), m.MinCell)
 	fmt.Fprintf(w, "verify matrix: %d cells of %s each\n", n, per)
 	var cells []Cell
@@ -91,6 +98,9 @@ func RunMatrix(ctx context.Context, m MatrixOptions, w io.Writer) ([]Cell, error
 			for _, tg := range m.Targets {
 				if ctx.Err() != nil {
 					return cells, ctx.Err()
+				}
+				if NetFaults(f) && tg == TargetDir {
+					continue // no network between an embedded store and its client
 				}
 				c := runCell(ctx, m, wl, f, tg, per)
 				cells = append(cells, c)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/seed-992972ee/percolator/internal/faultproxy"
 )
 
 const (
@@ -46,8 +48,12 @@ func (r *run) nemesis(ctx context.Context) {
 	}
 }
 
-// fault injects one fault of kind on a random victim.
+// fault injects one fault of kind.
 func (r *run) fault(ctx context.Context, rng *rand.Rand, kind string) {
+	if NetFaults([]string{kind}) {
+		r.netFault(ctx, rng, kind)
+		return
+	}
 	victims := append(append([]*proc{}, r.clients...), r.dep.procs...)
 	v := victims[rng.IntN(len(victims))]
 	r.faults[kind+" "+v.role]++
@@ -62,6 +68,29 @@ func (r *run) fault(ctx context.Context, rng *rand.Rand, kind string) {
 		v.signal(sigStop, 0)
 		sleep(ctx, time.Duration(float64(r.o.Interval)*rng.Float64()))
 		v.signal(sigCont, 0)
+	}
+}
+
+// netFault injects a network fault on the connections to one of the
+// services the clients dial.
+func (r *run) netFault(ctx context.Context, rng *rand.Rand, kind string) {
+	i := rng.IntN(len(r.dep.proxies))
+	p := r.dep.proxies[i]
+	r.faults[kind+" "+r.dep.fronts[i]]++
+	hold := time.Duration(float64(r.o.Interval) * rng.Float64())
+	switch kind {
+	case "cut":
+		p.Cut()
+	case "drop":
+		_ = p.DropNextResponse()
+	case "partition":
+		p.SetBlackhole(true)
+		sleep(ctx, hold)
+		p.SetBlackhole(false)
+	case "delay":
+		_ = p.SetDelay(faultproxy.BothWays, faultproxy.Uniform(0, 50*time.Millisecond))
+		sleep(ctx, hold)
+		_ = p.SetDelay(faultproxy.BothWays, faultproxy.Delay{})
 	}
 }
 

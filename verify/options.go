@@ -20,8 +20,27 @@ const (
 	TargetDistributed = "distributed" // a devcluster, two oracle candidates and client processes
 )
 
-// Faults are the nemeses verify knows.
-var Faults = []string{"none", "kill", "pause"}
+// Faults are the nemeses verify knows: process faults (kill: SIGKILL and
+// restart; pause: SIGSTOP, then SIGCONT) and network faults, through a
+// fault proxy in front of every service the clients dial (cut: every
+// connection closed; partition: connections held, no byte passing, then
+// released; delay: up to 50ms added each way; drop: the next reply lost
+// after the server applied the call).
+var Faults = []string{"none", "kill", "pause", "cut", "partition", "delay", "drop"}
+
+// netFaults are the faults that need a network between the clients and
+// the store.
+var netFaults = []string{"cut", "partition", "delay", "drop"}
+
+// NetFaults reports whether faults holds a network fault.
+func NetFaults(faults []string) bool {
+	for _, f := range faults {
+		if slices.Contains(netFaults, f) {
+			return true
+		}
+	}
+	return false
+}
 
 // ErrInvalidArgument: the options are not usable; nothing was started.
 var ErrInvalidArgument = errors.New("verify: invalid argument")
@@ -117,6 +136,12 @@ func (o *Options) Validate() error {
 		if !slices.Contains(Faults, f) {
 			return bad("fault %q (one of %s)", f, strings.Join(Faults, ", "))
 		}
+	}
+	switch {
+	case NetFaults(o.Faults) && o.Target == TargetDir:
+		return bad("network faults (%s) need a network: --target server or distributed, or --server", strings.Join(netFaults, ", "))
+	case NetFaults(o.Faults) && o.Bigtable != "":
+		return bad("network faults on an existing Bigtable deployment are not supported: use --target distributed")
 	}
 	return nil
 }

@@ -91,6 +91,13 @@ func waitAccepts(ctx context.Context, addr string, done <-chan struct{}, name st
 	}
 }
 
+// logPath is the log file of the process's last start.
+func (p *proc) logPath() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return filepath.Join(p.logs, fmt.Sprintf("%s.%d.log", p.name, p.mu.starts-1))
+}
+
 // running reports whether the process is running.
 func (p *proc) running() bool {
 	p.mu.Lock()

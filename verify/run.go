@@ -160,6 +160,7 @@ func (r *run) startClients(ctx context.Context) error {
 // quiesce ends the faults: every process resumed, the deployment's
 // restarted, the clients stopped.
 func (r *run) quiesce(ctx context.Context) error {
+	r.dep.heal()
 	for _, p := range append(r.dep.all(), r.clients...) {
 		p.signal(sigCont, 0)
 	}
@@ -196,7 +197,7 @@ func (r *run) finalRead(ctx context.Context) error {
 		return ctx.Err()
 	}
 	if err := p.exitErr(); err != nil {
-		return fmt.Errorf("verify: the final read failed (%v):\n%s", err, lastLines(filepath.Join(r.logs, p.name+".0.log"), 20))
+		return fmt.Errorf("verify: the final read failed (%v):\n%s", err, lastLines(p.logPath(), 20))
 	}
 	return nil
 }

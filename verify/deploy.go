@@ -1,12 +1,9 @@
 package verify
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/seed-992972ee/percolator/internal/faultproxy"
@@ -91,109 +88,80 @@ func deployServer(ctx context.Context, o *Options, db, logs string) (*deployment
 	return d, nil
 }
 
-// deployDistributed starts a devcluster (the Bigtable emulator and one
-// etcd member) and two oracle candidates.
+// deployDistributed starts the Bigtable emulator, one etcd member and two
+// oracle candidates, each a process of its own; the nemesis may kill or
+// pause etcd and the oracles, never the emulator (its data is in memory).
 func deployDistributed(ctx context.Context, o *Options, base, logs string) (*deployment, error) {
-	dev := &proc{role: "devcluster", name: "devcluster", bin: o.Binary, logs: logs, env: o.Env,
-		args: func(n int) []string { return []string{"devcluster", "--dir", filepath.Join(base, fmt.Sprintf("dev%d", n))} }}
-	d := &deployment{fixed: []*proc{dev}}
-	emu, table, etcd, err := startDevcluster(ctx, dev)
-	if err != nil {
-		return nil, err
+	var addrs [5]string // emulator, etcd client, etcd peer, two oracles
+	for i := range addrs {
+		a, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		addrs[i] = a
 	}
-	emuFront, err := d.proxy(emu, "bigtable", o.Seed)
-	if err != nil {
+	emu, etcd := addrs[0], addrs[1]
+	d := &deployment{}
+	d.fixed = []*proc{service(o, logs, ServiceOptions{Kind: ServiceEmulator, Listen: emu})}
+	d.procs = []*proc{service(o, logs, ServiceOptions{Kind: ServiceEtcd, Dir: filepath.Join(base, "etcd"), Listen: etcd, Peer: addrs[2]})}
+	for _, p := range d.all() {
+		if err := p.start(ctx); err != nil {
+			d.stop()
+			return nil, err
+		}
+	}
+	if err := d.proxyDistributed(o, emu, etcd); err != nil {
 		d.stop()
 		return nil, err
 	}
-	etcdFront, err := d.proxy(strings.TrimPrefix(etcd, "http://"), "etcd", o.Seed)
-	if err != nil {
-		d.stop()
-		return nil, err
-	}
-	d.env = []string{"BIGTABLE_EMULATOR_HOST=" + emuFront}
-	d.args = []string{"--bigtable", table, "--etcd", "http://" + etcdFront}
-	for i := range 2 {
-		addr, err := freeAddr()
-		if err != nil {
+	for i, addr := range addrs[3:] {
+		if err := d.startOracle(ctx, o, logs, i, addr, emu, etcd); err != nil {
 			d.stop()
 			return nil, err
 		}
-		front, err := d.proxy(addr, "oracle", o.Seed)
-		if err != nil {
-			d.stop()
-			return nil, err
-		}
-		// The oracles reach etcd and the emulator directly; the clients
-		// dial them through a proxy each (advertised in etcd).
-		or := &proc{role: "oracle", name: fmt.Sprintf("oracle%d", i), bin: o.Binary, logs: logs, addr: addr,
-			env: append(append([]string{}, o.Env...), "BIGTABLE_EMULATOR_HOST="+emu),
-			args: func(int) []string {
-				return []string{"oracle", "--etcd", etcd, "--bigtable", table, "--listen", addr, "--advertise", front, "--lease", "2s"}
-			}}
-		if err := or.start(ctx); err != nil {
-			d.stop()
-			return nil, err
-		}
-		d.procs = append(d.procs, or)
 	}
 	return d, nil
 }
 
-// startDevcluster starts devcluster and returns what it printed; a start
-// that fails (a port taken between its choice and its use) is tried
-// again, three times in all.
-func startDevcluster(ctx context.Context, dev *proc) (emu, table, etcd string, err error) {
-	for range 3 {
-		if err = dev.start(ctx); err != nil {
-			return "", "", "", err
-		}
-		if emu, table, etcd, err = devclusterFlags(ctx, dev); err == nil {
-			return emu, table, etcd, nil
-		}
-		dev.stop(10 * time.Second)
-	}
-	return "", "", "", err
+// service is a process of verify service.
+func service(o *Options, logs string, s ServiceOptions) *proc {
+	return &proc{role: s.Kind, name: s.Kind, bin: o.Binary, logs: logs, addr: s.Listen, env: o.Env,
+		args: func(int) []string {
+			return []string{"verify", "service", "--kind", s.Kind, "--dir", s.Dir, "--listen", s.Listen, "--peer", s.Peer}
+		}}
 }
 
-// devclusterFlags reads what devcluster printed: the emulator's address
-// and the --bigtable and --etcd flags.
-func devclusterFlags(ctx context.Context, dev *proc) (emu, table, etcd string, err error) {
-	log := dev.logPath()
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
-		emu, table, etcd = parseDevcluster(log)
-		if emu != "" && table != "" && etcd != "" {
-			return emu, table, etcd, nil
-		}
-		if !dev.running() {
-			break
-		}
-		if !sleep(ctx, 50*time.Millisecond) {
-			return "", "", "", ctx.Err()
-		}
-	}
-	return "", "", "", fmt.Errorf("verify: devcluster did not start:\n%s", lastLines(log, 20))
-}
-
-func parseDevcluster(log string) (emu, table, etcd string) {
-	f, err := os.Open(log)
+// proxyDistributed puts the clients' view of the emulator and etcd behind
+// proxies.
+func (d *deployment) proxyDistributed(o *Options, emu, etcd string) error {
+	emuFront, err := d.proxy(emu, "bigtable", o.Seed)
 	if err != nil {
-		return "", "", ""
+		return err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if v, ok := strings.CutPrefix(line, "export BIGTABLE_EMULATOR_HOST="); ok {
-			emu = v
-		}
-		if strings.HasPrefix(line, "--bigtable ") {
-			if f := strings.Fields(line); len(f) == 4 && f[2] == "--etcd" {
-				table, etcd = f[1], f[3]
-			}
-		}
+	etcdFront, err := d.proxy(etcd, "etcd", o.Seed)
+	if err != nil {
+		return err
 	}
-	return emu, table, etcd
+	d.env = []string{"BIGTABLE_EMULATOR_HOST=" + emuFront}
+	d.args = []string{"--bigtable", DevTable, "--etcd", "http://" + etcdFront}
+	return nil
+}
+
+// startOracle starts oracle candidate i on addr. The oracles reach etcd
+// and the emulator directly; the clients dial each through a proxy, whose
+// address the oracle advertises in etcd.
+func (d *deployment) startOracle(ctx context.Context, o *Options, logs string, i int, addr, emu, etcd string) error {
+	front, err := d.proxy(addr, "oracle", o.Seed)
+	if err != nil {
+		return err
+	}
+	or := &proc{role: "oracle", name: fmt.Sprintf("oracle%d", i), bin: o.Binary, logs: logs, addr: addr,
+		env: append(append([]string{}, o.Env...), "BIGTABLE_EMULATOR_HOST="+emu),
+		args: func(int) []string {
+			return []string{"oracle", "--etcd", "http://" + etcd, "--bigtable", DevTable, "--listen", addr, "--advertise", front, "--lease", "2s"}
+		}}
+	d.procs = append(d.procs, or)
+	return or.start(ctx)
 }
 
 // all is every process of the deployment.

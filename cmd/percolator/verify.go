@@ -67,7 +67,7 @@ report.json, report.txt and (for a register failure) register.html go to
 	fs.DurationVar(&budget, "budget", 10*time.Minute, "with --matrix: the wall time the cells' workloads share (each cell gets at least 2s, plus its start and check)")
 	fs.BoolVar(&cleanup, "cleanup", false, "remove the rows every earlier run left on the --server or --bigtable deployment, and exit")
 	tg.register(fs, "with --target: the directory verify deploys in (default: a temporary directory, removed at the end)")
-	c.AddCommand(verifyClientCmd())
+	c.AddCommand(verifyClientCmd(), verifyServiceCmd())
 	return c
 }
 
@@ -238,5 +238,26 @@ func verifyClientCmd() *cobra.Command {
 	fs.BoolVar(&o.Final, "final", false, "perform the final read once and exit")
 	fs.DurationVar(&o.OpTimeout, "op-timeout", 10*time.Second, "bound of each operation (one that runs out is unknown)")
 	tg.register(fs, "database directory")
+	return c
+}
+
+// verifyServiceCmd is `verify service` (hidden): etcd or the Bigtable
+// emulator as a process of its own, for the distributed target.
+func verifyServiceCmd() *cobra.Command {
+	var o verify.ServiceOptions
+	c := &cobra.Command{
+		Use:    "service",
+		Short:  "a service of percolator verify's distributed target",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return verify.ServeService(c.Context(), o, c.ErrOrStderr())
+		},
+	}
+	fs := c.Flags()
+	fs.StringVar(&o.Kind, "kind", "", "etcd or bigtable")
+	fs.StringVar(&o.Dir, "dir", "", "etcd's data directory")
+	fs.StringVar(&o.Listen, "listen", "", "client address")
+	fs.StringVar(&o.Peer, "peer", "", "etcd's peer address")
 	return c
 }

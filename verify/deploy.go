@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/seed-992972ee/percolator/internal/faultproxy"
@@ -75,6 +76,11 @@ func deployServer(ctx context.Context, o *Options, db, logs string) (*deployment
 	}
 	srv := &proc{role: "server", name: "server", bin: o.Binary, logs: logs, addr: addr, env: o.Env,
 		args: func(int) []string { return []string{"serve", "--dir", db, "--listen", addr} }}
+	if slices.Contains(o.Faults, "powercut") {
+		// Its store is in its memory: a kill would lose it whole.
+		srv = service(o, logs, ServiceOptions{Kind: ServiceCrashable, Listen: addr})
+		srv.role, srv.crashable = "server", true
+	}
 	if err := srv.start(ctx); err != nil {
 		return nil, err
 	}

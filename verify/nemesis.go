@@ -54,7 +54,16 @@ func (r *run) fault(ctx context.Context, rng *rand.Rand, kind string) {
 		r.netFault(ctx, rng, kind)
 		return
 	}
-	victims := append(append([]*proc{}, r.clients...), r.dep.procs...)
+	if kind == "powercut" {
+		r.powerCut(ctx)
+		return
+	}
+	victims := append([]*proc{}, r.clients...)
+	for _, p := range r.dep.procs {
+		if !p.crashable || kind != "kill" {
+			victims = append(victims, p)
+		}
+	}
 	v := victims[rng.IntN(len(victims))]
 	r.faults[kind+" "+v.role]++
 	switch kind {
@@ -68,6 +77,24 @@ func (r *run) fault(ctx context.Context, rng *rand.Rand, kind string) {
 		v.signal(sigStop, 0)
 		sleep(ctx, time.Duration(float64(r.o.Interval)*rng.Float64()))
 		v.signal(sigCont, 0)
+	}
+}
+
+// powerCut cuts the power of the crashable server and waits until it
+// serves again.
+func (r *run) powerCut(ctx context.Context) {
+	for _, p := range r.dep.procs {
+		if p.crashable {
+			r.faults["powercut server"]++
+			p.signal(syscall.SIGUSR1, 0)
+			sleep(ctx, 100*time.Millisecond)
+			p.mu.Lock()
+			done := p.mu.done
+			p.mu.Unlock()
+			if err := waitAccepts(ctx, p.addr, done, p.name); err != nil {
+				fmt.Fprintf(r.o.Progress, "verify: %s after a power cut: %v\n", p.name, err)
+			}
+		}
 	}
 }
 

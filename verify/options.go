@@ -25,8 +25,11 @@ const (
 // fault proxy in front of every service the clients dial (cut: every
 // connection closed; partition: connections held, no byte passing, then
 // released; delay: up to 50ms added each way; drop: the next reply lost
-// after the server applied the call).
-var Faults = []string{"none", "kill", "pause", "cut", "partition", "delay", "drop"}
+// after the server applied the call), and powercut: the server's store on
+// Pebble's crashable filesystem loses what it had not synced and the
+// server restarts (--target server only; a kill then spares the server,
+// whose store is in its memory).
+var Faults = []string{"none", "kill", "pause", "cut", "partition", "delay", "drop", "powercut"}
 
 // netFaults are the faults that need a network between the clients and
 // the store.
@@ -140,6 +143,8 @@ func (o *Options) Validate() error {
 	switch {
 	case NetFaults(o.Faults) && o.Target == TargetDir:
 		return bad("network faults (%s) need a network: --target server or distributed, or --server", strings.Join(netFaults, ", "))
+	case slices.Contains(o.Faults, "powercut") && o.Target != TargetServer:
+		return bad("powercut needs --target server (verify runs the server on a crashable filesystem)")
 	case NetFaults(o.Faults) && o.Bigtable != "":
 		return bad("network faults on an existing Bigtable deployment are not supported: use --target distributed")
 	}

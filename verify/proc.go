@@ -26,6 +26,9 @@ type proc struct {
 	env  []string
 	logs string // directory for stderr files
 	addr string // an address that accepts once the process is up ("" for clients)
+	// crashable: a server whose store is in its memory, whose power the
+	// nemesis cuts (SIGUSR1) and which it never kills.
+	crashable bool
 
 	mu struct {
 		sync.Mutex
@@ -113,8 +116,9 @@ func (p *proc) running() bool {
 	}
 }
 
-// signal sends sig and, for a terminating signal, waits until the
-// process has exited (SIGKILL'd after grace).
+// signal sends sig and, for a signal that ends the process (all but
+// SIGSTOP, SIGCONT and SIGUSR1, the crashable server's power cut), waits
+// until it has exited, SIGKILLing it after grace.
 func (p *proc) signal(sig syscall.Signal, grace time.Duration) {
 	p.mu.Lock()
 	cmd, done := p.mu.cmd, p.mu.done
@@ -123,8 +127,8 @@ func (p *proc) signal(sig syscall.Signal, grace time.Duration) {
 		return
 	}
 	_ = cmd.Process.Signal(sig)
-	if sig == syscall.SIGSTOP || sig == syscall.SIGCONT {
-		return
+	if sig == syscall.SIGSTOP || sig == syscall.SIGCONT || sig == syscall.SIGUSR1 {
+		return // not an end: nothing to wait for
 	}
 	select {
 	case <-done:

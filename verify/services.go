@@ -4,8 +4,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/seed-992972ee/percolator/coord/etcd"
+	"github.com/seed-992972ee/percolator/server"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
 
@@ -15,6 +25,11 @@ import (
 const (
 	ServiceEtcd     = "etcd"     // one etcd member; its data in Dir, so a restart keeps it
 	ServiceEmulator = "bigtable" // the Bigtable emulator with DevTable created
+	// ServiceCrashable is a server whose store lives on Pebble's
+	// crashable in-memory filesystem: SIGUSR1 cuts its power (what was
+	// not synced is lost, in part or whole), and it restarts on what a
+	// disk would have kept, on the same address.
+	ServiceCrashable = "crashable-server"
 )
 
 // DevTable is the table the distributed target's emulator serves.
@@ -60,6 +75,64 @@ func ServeService(ctx context.Context, o ServiceOptions, w io.Writer) error {
 		fmt.Fprintln(w, "verify: Bigtable emulator serving on", o.Listen)
 		<-ctx.Done()
 		return nil
+	case ServiceCrashable:
+		return serveCrashable(ctx, o.Listen, w)
 	}
 	return fmt.Errorf("%w: service %q", ErrInvalidArgument, o.Kind)
+}
+
+// serveCrashable serves a store on a crashable filesystem until ctx ends,
+// cutting its power at each SIGUSR1.
+func serveCrashable(ctx context.Context, addr string, w io.Writer) error {
+	cuts := make(chan os.Signal, 1)
+	signal.Notify(cuts, syscall.SIGUSR1)
+	defer signal.Stop(cuts)
+	fs := vfs.NewCrashableMem()
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
+	for n := 0; ; n++ {
+		srv, err := server.Open(ctx, server.Options{Dir: "/db", FS: fs, Logger: slog.New(slog.NewTextHandler(w, nil))})
+		if err != nil {
+			return fmt.Errorf("verify: opening the store after %d power cuts: %w", n, err)
+		}
+		lis, err := listenAgain(ctx, addr)
+		if err != nil {
+			srv.Kill()
+			return err
+		}
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(lis) }()
+		fmt.Fprintf(w, "verify: crashable server serving on %s (power cuts: %d)\n", addr, n)
+		select {
+		case <-ctx.Done():
+			return srv.Shutdown(context.Background())
+		case err := <-served:
+			srv.Kill()
+			return err
+		case <-cuts:
+		}
+		// The power goes: the disk keeps what was synced and, at random,
+		// part of what was not; the process's memory is gone.
+		cfg := vfs.CrashCloneCfg{}
+		if pct := []int{0, 50, 100}[rng.IntN(3)]; pct > 0 {
+			cfg = vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(rng.Uint64(), 1))}
+		}
+		clone := fs.CrashClone(cfg)
+		srv.Kill()
+		<-served
+		fs = clone
+	}
+}
+
+// listenAgain listens on addr, waiting while the port is still held by
+// the listener before.
+func listenAgain(ctx context.Context, addr string) (net.Listener, error) {
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		lis, err := net.Listen("tcp", addr)
+		if err == nil || time.Now().After(deadline) {
+			return lis, err
+		}
+		if !sleep(ctx, 20*time.Millisecond) {
+			return nil, ctx.Err()
+		}
+	}
 }

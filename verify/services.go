@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -94,11 +95,12 @@ func serveCrashable(ctx context.Context, addr string, w io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("verify: opening the store after %d power cuts: %w", n, err)
 		}
-		lis, err := listenAgain(ctx, addr)
+		l, err := listenAgain(ctx, addr)
 		if err != nil {
 			srv.Kill()
 			return err
 		}
+		lis := &cutListener{Listener: l}
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(lis) }()
 		fmt.Fprintf(w, "verify: crashable server serving on %s (power cuts: %d)\n", addr, n)
@@ -110,8 +112,10 @@ func serveCrashable(ctx context.Context, addr string, w io.Writer) error {
 			return err
 		case <-cuts:
 		}
-		// The power goes: the disk keeps what was synced and, at random,
-		// part of what was not; the process's memory is gone.
+		// The power goes: no reply leaves after it (the connections are
+		// reset before the disk is cloned), the disk keeps what was synced
+		// and, at random, part of what was not; the memory is gone.
+		lis.cut()
 		cfg := vfs.CrashCloneCfg{}
 		if pct := []int{0, 50, 100}[rng.IntN(3)]; pct > 0 {
 			cfg = vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(rng.Uint64(), 1))}
@@ -120,6 +124,45 @@ func serveCrashable(ctx context.Context, addr string, w io.Writer) error {
 		srv.Kill()
 		<-served
 		fs = clone
+	}
+}
+
+// cutListener remembers the connections it accepted, so that a power cut
+// resets them all at once.
+type cutListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	done  bool
+}
+
+func (l *cutListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done {
+		_ = c.Close()
+		return nil, net.ErrClosed
+	}
+	l.conns = append(l.conns, c)
+	return c, nil
+}
+
+// cut closes the listener and resets every connection: what a handler
+// writes after this reaches no client.
+func (l *cutListener) cut() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.done = true
+	_ = l.Listener.Close()
+	for _, c := range l.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // RST: bytes not yet sent are dropped
+		}
+		_ = c.Close()
 	}
 }
 

@@ -71,7 +71,8 @@ type Options struct {
 	// empty for a fresh coord.NewOwnerID().
 	Owner string
 	// LockTTL: how long a lock of a live-but-silent owner stays valid.
-	// Default 10s.
+	// Default 10s; at least 1ms (a lock's TTL is kept in whole
+	// milliseconds).
 	LockTTL time.Duration
 	// MaxValueSize is the largest value a cell may hold. Default 10 MiB.
 	MaxValueSize int
@@ -127,6 +128,8 @@ func (o *Options) Validate() error {
 	switch {
 	case o.LockTTL < 0 || o.MaxValueSize < 0 || o.MaxAttempts < 0 || o.MaxRetries < 0 || o.MaxFailures < 0:
 		return fmt.Errorf("%w: negative option", ErrInvalidArgument)
+	case o.LockTTL != 0 && o.LockTTL < time.Millisecond:
+		return fmt.Errorf("%w: LockTTL %v below 1ms", ErrInvalidArgument, o.LockTTL)
 	case o.Store != nil && o.Dir != "":
 		return fmt.Errorf("%w: both Dir and Store set", ErrInvalidArgument)
 	case o.Server != "" && (o.Store != nil || o.Dir != "" || o.Oracle != nil || o.Liveness != nil):

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/runstatus"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/view"
 	"github.com/seed-992972ee/percolator/workload"
 )
 
@@ -20,7 +20,7 @@ import (
 // acknowledgements printed with --ack. argv is the command line, which
 // the status file names.
 func bankCmd(argv []string) *cobra.Command {
-	var tg target
+	var tg cli.Target
 	var opts workload.BankOptions
 	var quiet bool
 	c := &cobra.Command{
@@ -30,19 +30,19 @@ func bankCmd(argv []string) *cobra.Command {
 readers sum every balance in read-only snapshots; snapshot isolation holds
 exactly when every sum is accounts x initial. Exit 1 if any is not.`,
 		Example: "  percolator bank --dir D --accounts 1000 --workers 64 --duration 10s\n  percolator bank --server 127.0.0.1:7420 --ack --quiet",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := tg.validate(); err != nil {
+			if err := tg.Validate(); err != nil {
 				return err
 			}
 			if opts.Validate() != nil {
-				return usagef("need --accounts >= 2, --workers >= 1, --readers >= 0, --duration > 0, --initial >= 0")
+				return cli.Usagef("need --accounts >= 2, --workers >= 1, --readers >= 0, --duration > 0, --initial >= 0")
 			}
 			return runBank(c.Context(), &tg, opts, quiet, argv, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	fs := c.Flags()
-	tg.register(fs, "database directory (created if needed)")
+	tg.Register(fs, "database directory (created if needed)")
 	fs.IntVar(&opts.Accounts, "accounts", 1000, "number of accounts")
 	fs.IntVar(&opts.Workers, "workers", 64, "concurrent transfer workers")
 	fs.IntVar(&opts.Readers, "readers", 2, "concurrent snapshot readers summing all balances")
@@ -54,19 +54,19 @@ exactly when every sum is accounts x initial. Exit 1 if any is not.`,
 }
 
 // runBank runs the bank on the target's database, publishing its status.
-func runBank(ctx context.Context, tg *target, opts workload.BankOptions, quiet bool, argv []string, stdout, stderr io.Writer) error {
-	db, err := tg.open(ctx, true)
+func runBank(ctx context.Context, tg *cli.Target, opts workload.BankOptions, quiet bool, argv []string, stdout, stderr io.Writer) error {
+	db, err := tg.Open(ctx, true)
 	if err != nil {
 		return err
 	}
-	pub := runstatus.Start(tg.publishDir(), argv)
-	bankReports(&opts, pub, quiet, stdout, stderr)
+	pub := runstatus.Start(tg.PublishDir(), argv)
+	view.BankReports(&opts, pub, quiet, stdout, stderr)
 	res, err := workload.RunBank(ctx, db, opts)
 	if errors.Is(err, workload.ErrAccounts) {
 		err = fmt.Errorf("%s: %w", tg, err)
 	}
 	if err == nil && res.Wrong > 0 {
-		err = fmt.Errorf("%w: %d of %d snapshots saw a wrong total", errFailed, res.Wrong, res.Snapshots)
+		err = fmt.Errorf("%w: %d of %d snapshots saw a wrong total", cli.ErrFailed, res.Wrong, res.Snapshots)
 	}
 	pub.Set(func(p *runstatus.Status) { p.Summary = []string{res.String()} })
 	pub.Finish(err)
@@ -74,29 +74,4 @@ func runBank(ctx context.Context, tg *target, opts workload.BankOptions, quiet b
 		fmt.Fprintln(stdout, res.String())
 	}
 	return errors.Join(err, db.Close())
-}
-
-// bankReports sets where a run's reports go: acknowledgements to stdout
-// (with --ack), wrong snapshots and (unless quiet) a progress line every
-// second to stderr, and the progress to the status file.
-func bankReports(opts *workload.BankOptions, pub *runstatus.Publisher, quiet bool, stdout, stderr io.Writer) {
-	var mu sync.Mutex // stderr's lines, from the progress and the auditors
-	if opts.Record {
-		opts.OnCommit = func(row string) { fmt.Fprintf(stdout, "ack %s\n", row) }
-	}
-	opts.OnWrong = func(a workload.BankAudit) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(stderr, "WRONG SNAPSHOT: %v\n", a.Check(opts.Accounts, opts.Initial))
-	}
-	opts.OnProgress = func(c workload.BankCounts, el time.Duration) {
-		line := fmt.Sprintf("%5.0fs  commits %d  %.0f txn/s  snapshots %d  wrong %d", el.Seconds(),
-			c.Commits, float64(c.Commits)/el.Seconds(), c.Snapshots, c.Wrong)
-		if !quiet {
-			mu.Lock()
-			fmt.Fprintln(stderr, line)
-			mu.Unlock()
-		}
-		pub.Set(func(p *runstatus.Status) { p.Phase, p.Progress = "transfers", strings.TrimSpace(line) })
-	}
 }

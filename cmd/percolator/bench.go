@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/seed-992972ee/percolator/bench"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/progress"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
@@ -26,7 +26,7 @@ type benchConfig struct {
 	opts      bench.Options
 	dir, only string
 	profile   string
-	tg        target // --server, --token-file, --tls-ca
+	tg        cli.Target // --server, --token-file, --tls-ca
 }
 
 // benchCmd is `bench`: the performance figures (package bench), each
@@ -44,7 +44,7 @@ ones in a scratch directory; with --server a server's; with --bigtable or
 		Example: `  percolator bench --only writes --duration 5s
   percolator bench --server 127.0.0.1:7420 --only oracle
   percolator bench --bigtable-emulator --only rpcs`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runBench(c.Context(), &cfg, c.OutOrStdout(), c.ErrOrStderr())
 		},
@@ -74,21 +74,21 @@ func (cfg *benchConfig) register(fs *pflag.FlagSet) {
 	fs.StringVar(&cfg.profile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.BoolVar(&o.BigtableEmulator, "bigtable-emulator", false, "measure the Bigtable figures (RPCs per transaction, reads and writes beside raw Bigtable calls) on a Bigtable emulator started in this process")
 	fs.StringVar(&o.Bigtable, "bigtable", "", "measure the Bigtable figures on this table, PROJECT/INSTANCE/TABLE (created if needed; BIGTABLE_EMULATOR_HOST is honoured)")
-	fs.StringVar(&cfg.tg.server, "server", "", "measure the server figures against the percolator server at this address (its oracle, reads, writes and nonces, each beside raw RPCs)")
-	fs.StringVar(&cfg.tg.tokenFile, "token-file", "", "with --server: file holding the server's token (default: $PERCOLATOR_TOKEN)")
-	fs.StringVar(&cfg.tg.tlsCA, "tls-ca", "", "with --server: CA certificate of the server's TLS")
+	fs.StringVar(&cfg.tg.Server, "server", "", "measure the server figures against the percolator server at this address (its oracle, reads, writes and nonces, each beside raw RPCs)")
+	fs.StringVar(&cfg.tg.TokenFile, "token-file", "", "with --server: file holding the server's token (default: $PERCOLATOR_TOKEN)")
+	fs.StringVar(&cfg.tg.TLSCA, "tls-ca", "", "with --server: CA certificate of the server's TLS")
 }
 
 // runBench checks the flags, prepares the scratch directory and runs
 // the figures.
 func runBench(ctx context.Context, cfg *benchConfig, stdout, stderr io.Writer) error {
-	cfg.opts.Log, cfg.opts.Progress, cfg.opts.Command = stderr, progress.New(stderr, false), commandSelf
+	cfg.opts.Log, cfg.opts.Progress, cfg.opts.Command = stderr, progress.New(stderr, false), cli.CommandSelf
 	if err := cfg.validate(); err != nil {
 		return err
 	}
 	dir, cleanup, err := bench.PrepareDir(cfg.dir)
 	if errors.Is(err, bench.ErrNotScratch) {
-		return usagef("--dir %s is not empty and was not made by bench: give a new or empty directory (bench never deletes what it did not create)", cfg.dir)
+		return cli.Usagef("--dir %s is not empty and was not made by bench: give a new or empty directory (bench never deletes what it did not create)", cfg.dir)
 	}
 	if err != nil {
 		return err
@@ -103,32 +103,32 @@ func runBench(ctx context.Context, cfg *benchConfig, stdout, stderr io.Writer) e
 // corpus if a chosen figure reads it.
 func (cfg *benchConfig) validate() error {
 	o := &cfg.opts
-	o.Server = bench.ServerTarget{Addr: cfg.tg.server, TokenFile: cfg.tg.tokenFile, CAFile: cfg.tg.tlsCA}
+	o.Server = bench.ServerTarget{Addr: cfg.tg.Server, TokenFile: cfg.tg.TokenFile, CAFile: cfg.tg.TLSCA}
 	switch {
 	case o.NotifyDirty < 1 || o.NotifyCells < o.NotifyDirty || o.Rounds < 1 || o.IndexFiles < 1:
-		return usagef("need 1 <= --notify-dirty <= --notify-cells, --rounds >= 1 and --index-files >= 1")
+		return cli.Usagef("need 1 <= --notify-dirty <= --notify-cells, --rounds >= 1 and --index-files >= 1")
 	case o.Duration <= 0 || o.BankDuration <= 0 || o.Writers < 1 || o.Readers < 1 || o.Keys < 1 || o.ValueSize < 0:
-		return usagef("need --duration, --bank-duration > 0, --writers, --readers, --keys >= 1 and --value-size >= 0")
+		return cli.Usagef("need --duration, --bank-duration > 0, --writers, --readers, --keys >= 1 and --value-size >= 0")
 	case o.EditFraction <= 0 || o.EditFraction > 1:
-		return usagef("--edit-fraction must be in (0, 1]")
+		return cli.Usagef("--edit-fraction must be in (0, 1]")
 	case o.Server.Addr != "" && (o.BigtableEmulator || o.Bigtable != ""), o.BigtableEmulator && o.Bigtable != "":
-		return usagef("--server, --bigtable and --bigtable-emulator exclude each other")
+		return cli.Usagef("--server, --bigtable and --bigtable-emulator exclude each other")
 	}
 	if o.Bigtable != "" {
 		var bt bigtable.Options
 		if err := bt.ParseTable(o.Bigtable); err != nil {
-			return usagef("--bigtable: %v", err)
+			return cli.Usagef("--bigtable: %v", err)
 		}
 	}
 	if err := o.Validate(); err != nil {
-		return usagef("%v", err) // what the checks above missed, in the options' words
+		return cli.Usagef("%v", err) // what the checks above missed, in the options' words
 	}
 	suite := o.Suite()
 	if cfg.only != "" && !slices.Contains(bench.Figures(suite), cfg.only) {
-		return usagef("unknown figure %q for --only (want one of %s)", cfg.only, strings.Join(bench.Figures(suite), ", "))
+		return cli.Usagef("unknown figure %q for --only (want one of %s)", cfg.only, strings.Join(bench.Figures(suite), ", "))
 	}
 	if o.Server.Addr != "" {
-		tok, err := readToken(cfg.tg.tokenFile)
+		tok, err := cli.ReadToken(cfg.tg.TokenFile)
 		if err != nil {
 			return err
 		}
@@ -156,16 +156,16 @@ func (cfg *benchConfig) findCorpus() error {
 	if o.Corpus != "" {
 		o.CorpusAsIs = true
 		if fi, err := os.Stat(o.Corpus); err != nil || !fi.IsDir() {
-			return usagef("--corpus %s: not a directory", o.Corpus)
+			return cli.Usagef("--corpus %s: not a directory", o.Corpus)
 		}
 		return nil
 	}
-	c, err := findTestdata("corpus")
+	c, err := cli.FindTestdata("corpus")
 	if err != nil {
-		return usagef("cannot find testdata/corpus from here: give --corpus DIR")
+		return cli.Usagef("cannot find testdata/corpus from here: give --corpus DIR")
 	}
 	if fi, err := os.Stat(c); err != nil || !fi.IsDir() {
-		return usagef("testdata/corpus is not a directory: give --corpus DIR")
+		return cli.Usagef("testdata/corpus is not a directory: give --corpus DIR")
 	}
 	o.Corpus = c
 	return nil
@@ -203,16 +203,4 @@ func (cfg *benchConfig) run(ctx context.Context, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "targets: %d met, %d missed\n", met, missed)
 	return nil
-}
-
-// commandSelf runs this program (the test binary too, through
-// PERCOLATOR_AS_MAIN) with args.
-func commandSelf(ctx context.Context, args ...string) *exec.Cmd {
-	exe, err := os.Executable()
-	if err != nil {
-		exe = os.Args[0]
-	}
-	cmd := exec.CommandContext(ctx, exe, args...)
-	cmd.Env = append(os.Environ(), "PERCOLATOR_AS_MAIN=1")
-	return cmd
 }

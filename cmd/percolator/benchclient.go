@@ -7,27 +7,28 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator/bench"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 )
 
 // benchClientCmd is `bench-client` (hidden): a client process of bench
 // --server's oracle figure, printing what bench.RunClient measured.
 func benchClientCmd() *cobra.Command {
-	var tg target
+	var tg cli.Target
 	var o bench.ClientOptions
 	var startNS int64
 	c := &cobra.Command{
 		Use:    "bench-client",
 		Short:  "a client process of bench --server's oracle figure",
 		Hidden: true,
-		Args:   noArgs,
+		Args:   cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			o.Start = time.Unix(0, startNS)
-			tok, err := readToken(tg.tokenFile)
+			tok, err := cli.ReadToken(tg.TokenFile)
 			if err != nil {
 				return err
 			}
 			ctx := c.Context()
-			conn, err := bench.ServerTarget{Addr: tg.server, Token: tok, CAFile: tg.tlsCA}.Dial(ctx)
+			conn, err := bench.ServerTarget{Addr: tg.Server, Token: tok, CAFile: tg.TLSCA}.Dial(ctx)
 			if err != nil {
 				return err
 			}
@@ -41,7 +42,7 @@ func benchClientCmd() *cobra.Command {
 		},
 	}
 	fs := c.Flags()
-	tg.register(fs, "unused")
+	tg.Register(fs, "unused")
 	fs.StringVar(&o.Mode, "mode", "oracle", "oracle or ping")
 	fs.IntVar(&o.Goroutines, "goroutines", 64, "concurrent callers")
 	fs.DurationVar(&o.Duration, "duration", time.Second, "how long")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 	"github.com/spf13/cobra"
 )
 
@@ -18,7 +19,7 @@ Load it in the current shell with: source <(percolator completion bash)`,
 		ValidArgs: []string{"bash", "zsh", "fish"},
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 || (args[0] != "bash" && args[0] != "zsh" && args[0] != "fish") {
-				return usagef("want one shell: bash, zsh or fish; got %q", args)
+				return cli.Usagef("want one shell: bash, zsh or fish; got %q", args)
 			}
 			return nil
 		},

@@ -4,17 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed-992972ee/percolator/coord/etcd"
-	"github.com/seed-992972ee/percolator/storage/bigtable"
+	"github.com/seed-992972ee/percolator/cluster"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 )
-
-// devTable is the table devcluster creates.
-const devTable = "dev/dev/percolator"
 
 // devclusterCmd is `devcluster --dir D`: the Bigtable emulator and one
 // etcd member on local ports, for trying the distributed commands on one
@@ -25,16 +21,16 @@ func devclusterCmd() *cobra.Command {
 		Use:     "devcluster",
 		Short:   "the Bigtable emulator and one etcd member on local ports, for trying the distributed commands",
 		Example: "  percolator devcluster --dir /tmp/dev",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if dir == "" {
-				return usagef("--dir is required")
+				return cli.Usagef("--dir is required")
 			}
-			if err := requireLoopback(btAddr); err != nil {
+			if err := cli.RequireLoopback(btAddr); err != nil {
 				return err
 			}
 			if etcdAddr != "" {
-				if err := requireLoopback(etcdAddr); err != nil {
+				if err := cli.RequireLoopback(etcdAddr); err != nil {
 					return err
 				}
 			}
@@ -49,23 +45,12 @@ func devclusterCmd() *cobra.Command {
 
 // runDevcluster runs the emulator and the etcd member until a signal.
 func runDevcluster(ctx context.Context, dir, btAddr, etcdAddr string, stdout, stderr io.Writer) error {
-	emu, err := bigtable.StartEmulator(btAddr)
+	dev, err := cluster.StartDev(ctx, cluster.DevOptions{Dir: dir, BigtableAddr: btAddr, EtcdAddr: etcdAddr})
 	if err != nil {
 		return err
 	}
-	defer emu.Close()
-	member, err := etcd.StartEmbedded(ctx, etcd.EmbedOptions{Dir: filepath.Join(dir, "etcd"), ClientAddr: etcdAddr})
-	if err != nil {
-		return err
-	}
-	defer member.Close()
-	var opts bigtable.Options
-	_ = opts.ParseTable(devTable)
-	opts.Emulator = emu.Addr()
-	if err := bigtable.Init(ctx, opts); err != nil {
-		return err
-	}
-	endpoints := strings.Join(member.Endpoints(), ",")
+	defer dev.Close()
+	endpoints, devTable := strings.Join(dev.Endpoints(), ","), cluster.DevTable
 	fmt.Fprintf(stdout, `devcluster: for trying and testing only. The Bigtable emulator keeps its
 data in memory (gone when this stops) and etcd has a single member.
 
@@ -80,10 +65,10 @@ so that commits need not):
   percolator bank --bigtable %s --etcd %s --duration 10s
 
 Stop with Ctrl-C.
-`, emu.Addr(), devTable, endpoints, endpoints, devTable, devTable, endpoints)
+`, dev.EmulatorAddr(), devTable, endpoints, endpoints, devTable, devTable, endpoints)
 	select {
 	case <-ctx.Done():
-	case err := <-member.Err():
+	case err := <-dev.Err():
 		return fmt.Errorf("etcd: %w", err)
 	}
 	fmt.Fprintln(stderr, "devcluster: stopping")

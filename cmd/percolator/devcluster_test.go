@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seed-992972ee/percolator/cluster"
 )
 
 // TestDevclusterOracleCommand: devcluster prints an oracle command line
@@ -30,8 +32,8 @@ func TestDevclusterOracleCommand(t *testing.T) {
 	}
 	t.Cleanup(func() { killProc(dc) })
 	env, args := readDevcluster(t, stdout)
-	if env == "" || !strings.Contains(strings.Join(args, " "), "--bigtable "+devTable) {
-		t.Fatalf("devcluster printed env %q, oracle %q; want BIGTABLE_EMULATOR_HOST and --bigtable %s\n%s", env, args, devTable, dcErr.String())
+	if env == "" || !strings.Contains(strings.Join(args, " "), "--bigtable "+cluster.DevTable) {
+		t.Fatalf("devcluster printed env %q, oracle %q; want BIGTABLE_EMULATOR_HOST and --bigtable %s\n%s", env, args, cluster.DevTable, dcErr.String())
 	}
 	addr := freeAddr(t)
 	for i := range args {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -11,13 +10,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/view"
 	"github.com/seed-992972ee/percolator/graph"
 )
 
 // graphFlags are the flags of every graph command: the target and the
 // label.
 type graphFlags struct {
-	tg    target
+	tg    cli.Target
 	label string
 }
 
@@ -34,9 +35,9 @@ every index and degree against the edges.`,
 		Example: `  percolator graph load --dir D
   percolator graph query --dir D --in libc6 --limit 10`,
 		Args: cobra.ArbitraryArgs,
-		RunE: groupRun,
+		RunE: cli.GroupRun,
 	}
-	gf.tg.register(c.PersistentFlags(), "database directory (created by graph load)")
+	gf.tg.Register(c.PersistentFlags(), "database directory (created by graph load)")
 	c.PersistentFlags().StringVar(&gf.label, "label", "depends", "the edges' label")
 	c.AddCommand(graphLoadCmd(&gf), graphMutateCmd(&gf, "insert"), graphMutateCmd(&gf, "delete"),
 		graphQueryCmd(&gf), graphDegreeCmd(&gf), graphCheckCmd(&gf))
@@ -46,10 +47,10 @@ every index and degree against the edges.`,
 // open opens the target's database (an embedded one created if create)
 // and the graph on its store.
 func (gf *graphFlags) open(ctx context.Context, create bool) (*graph.Graph, func(), error) {
-	if err := gf.tg.validate(); err != nil {
+	if err := gf.tg.Validate(); err != nil {
 		return nil, nil, err
 	}
-	db, err := gf.tg.open(ctx, create && gf.tg.dir != "")
+	db, err := gf.tg.Open(ctx, create && gf.tg.Dir != "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -63,11 +64,11 @@ func graphMutateCmd(gf *graphFlags, op string) *cobra.Command {
 		Use:     "insert SRC TGT [PROP=VALUE...]",
 		Short:   "insert (or update) an edge",
 		Example: "  percolator graph insert --dir D mypkg libc6 kind=Depends constraint='>= 2.34'",
-		Args:    argsBetween(2, -1, "SRC and TGT, then PROP=VALUE pairs"),
+		Args:    cli.ArgsBetween(2, -1, "SRC and TGT, then PROP=VALUE pairs"),
 	}
 	if op == "delete" {
 		c.Use, c.Short, c.Example = "delete SRC TGT", "delete an edge", "  percolator graph delete --dir D mypkg libc6"
-		c.Args = argsBetween(2, 2, "SRC and TGT")
+		c.Args = cli.ArgsBetween(2, 2, "SRC and TGT")
 	}
 	c.RunE = func(c *cobra.Command, args []string) error {
 		ctx := c.Context()
@@ -93,7 +94,7 @@ func (v *vertexFlags) register(c *cobra.Command) {
 func (v *vertexFlags) vertex() (string, byte, error) {
 	switch {
 	case (v.out == "") == (v.in == ""):
-		return "", 0, usagef("exactly one of --out V and --in V")
+		return "", 0, cli.Usagef("exactly one of --out V and --in V")
 	case v.out != "":
 		return v.out, graph.Out, nil
 	}
@@ -110,14 +111,14 @@ func graphQueryCmd(gf *graphFlags) *cobra.Command {
 		Use:     "query (--out V | --in V)",
 		Short:   "neighbours in index order, one per line",
 		Example: "  percolator graph query --dir D --in libc6 --offset 2 --limit 3\n  percolator graph query --dir D --out mypkg --index by_kind --json",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			vertex, dir, err := v.vertex()
 			if err != nil {
 				return err
 			}
 			if limit < 0 || offset < 0 {
-				return usagef("--limit and --offset must not be negative")
+				return cli.Usagef("--limit and --offset must not be negative")
 			}
 			ctx := c.Context()
 			g, closeDB, err := gf.open(ctx, false)
@@ -129,7 +130,7 @@ func graphQueryCmd(gf *graphFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printEdges(es, dir, jsonOut, c.OutOrStdout())
+			return view.Edges(c.OutOrStdout(), es, dir, jsonOut)
 		},
 	}
 	v.register(c)
@@ -147,7 +148,7 @@ func graphDegreeCmd(gf *graphFlags) *cobra.Command {
 		Use:     "degree (--out V | --in V)",
 		Short:   "the number of edges",
 		Example: "  percolator graph degree --dir D --in libc6",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			vertex, dir, err := v.vertex()
 			if err != nil {
@@ -178,7 +179,7 @@ func graphCheckCmd(gf *graphFlags) *cobra.Command {
 		Use:     "check",
 		Short:   "every index and degree against the snapshot edges; exit 1 on a mismatch",
 		Example: "  percolator graph check --dir D",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx, w := c.Context(), c.OutOrStdout()
 			g, closeDB, err := gf.open(ctx, false)
@@ -195,39 +196,12 @@ func graphCheckCmd(gf *graphFlags) *cobra.Command {
 				fmt.Fprintln(w, "mismatch:", m)
 			}
 			if len(rep.Mismatches) > 0 {
-				return fmt.Errorf("%w: %d mismatches", errFailed, len(rep.Mismatches))
+				return fmt.Errorf("%w: %d mismatches", cli.ErrFailed, len(rep.Mismatches))
 			}
 			fmt.Fprintln(w, "ok")
 			return nil
 		},
 	}
-}
-
-// printEdges prints each neighbour on its own line: the other vertex, then
-// the properties in name order.
-func printEdges(es []graph.Edge, dir byte, jsonOut bool, w io.Writer) error {
-	if jsonOut {
-		if es == nil {
-			es = []graph.Edge{}
-		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(es)
-	}
-	for _, e := range es {
-		other := e.Tgt
-		if dir == graph.In {
-			other = e.Src
-		}
-		var props []string
-		for _, k := range sortedKeys(e.Props) {
-			if v := e.Props[k].String(); v != "" {
-				props = append(props, k+"="+v)
-			}
-		}
-		fmt.Fprintln(w, strings.TrimSpace(other+"\t"+strings.Join(props, " ")))
-	}
-	return nil
 }
 
 // graphMutate inserts or deletes one edge; insert's PROP=VALUE pairs are
@@ -244,19 +218,19 @@ func graphMutate(ctx context.Context, g *graph.Graph, cmd, label string, args []
 	for _, kv := range args[2:] {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return usagef("graph insert: %q is not PROP=VALUE", kv)
+			return cli.Usagef("graph insert: %q is not PROP=VALUE", kv)
 		}
 		switch l.Props[k] {
 		case graph.Int:
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				return usagef("graph insert: %s is an int: %q", k, v)
+				return cli.Usagef("graph insert: %s is an int: %q", k, v)
 			}
 			m.Props[k] = graph.IntValue(n)
 		case graph.Float:
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				return usagef("graph insert: %s is a float: %q", k, v)
+				return cli.Usagef("graph insert: %s is a float: %q", k, v)
 			}
 			m.Props[k] = graph.FloatValue(f)
 		default:
@@ -267,25 +241,6 @@ func graphMutate(ctx context.Context, g *graph.Graph, cmd, label string, args []
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(w, mutateOutcome(m, r))
+	fmt.Fprintln(w, view.MutateOutcome(m, r))
 	return nil
-}
-
-// mutateOutcome says what a mutation did, from what it found
-// (graph.Result): a delete of an edge that is not there deleted nothing,
-// which is not an error (the delete is still recorded at its version, so
-// an older insert arriving later is dropped).
-func mutateOutcome(m graph.Mutation, r graph.Result) string {
-	edge := fmt.Sprintf("%s -%s-> %s", m.Src, m.Label, m.Tgt)
-	switch {
-	case r.Dropped:
-		return "dropped: the edge holds a newer version"
-	case m.Op == graph.Delete && !r.Existed:
-		return "no edge " + edge + ": nothing deleted"
-	case m.Op == graph.Delete:
-		return "deleted " + edge
-	case r.Existed:
-		return "updated " + edge
-	}
-	return "inserted " + edge
 }

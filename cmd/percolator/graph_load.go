@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/progress"
 	"github.com/seed-992972ee/percolator/graph"
 	"github.com/seed-992972ee/percolator/workload"
@@ -29,16 +28,16 @@ func graphLoadCmd(gf *graphFlags) *cobra.Command {
 constraint, tab-separated (# comments; gzipped if the name ends in .gz),
 into the label, created with --consistency unless it exists.`,
 		Example: "  percolator graph load --dir D\n  percolator graph load --dir D --label deps2 --consistency txn deps.tsv",
-		Args:    argsBetween(0, 1, "at most one FILE"),
+		Args:    cli.ArgsBetween(0, 1, "at most one FILE"),
 		RunE: func(c *cobra.Command, args []string) error {
 			con := graph.Consistency(consistency)
 			switch {
 			case workers < 1:
-				return usagef("--workers must be at least 1")
+				return cli.Usagef("--workers must be at least 1")
 			case limit < 0:
-				return usagef("--limit must not be negative")
+				return cli.Usagef("--limit must not be negative")
 			case con != graph.Strong && con != graph.Weak && con != graph.Txn:
-				return usagef("--consistency %q (strong, weak or txn)", consistency)
+				return cli.Usagef("--consistency %q (strong, weak or txn)", consistency)
 			}
 			file := ""
 			if len(args) == 1 {
@@ -60,36 +59,12 @@ into the label, created with --consistency unless it exists.`,
 	return c
 }
 
-// findTestdata finds testdata/name from the working directory up, or next
-// to this source file (go run from anywhere): the shipped corpus and
-// graph.
-func findTestdata(name string) (string, error) {
-	var candidates []string
-	if wd, err := os.Getwd(); err == nil {
-		for d := wd; ; d = filepath.Dir(d) {
-			candidates = append(candidates, filepath.Join(d, "testdata", name))
-			if d == filepath.Dir(d) {
-				break
-			}
-		}
-	}
-	if _, file, _, ok := runtime.Caller(0); ok {
-		candidates = append(candidates, filepath.Join(filepath.Dir(file), "..", "..", "testdata", name))
-	}
-	for _, c := range candidates {
-		if _, err := os.Stat(c); err == nil {
-			return c, nil
-		}
-	}
-	return "", usagef("cannot find testdata/%s from here: give FILE", name)
-}
-
 // graphLoad reads the dependency file (the shipped one if file is "")
 // and loads its first limit edges (all if 0), showing progress.
 func graphLoad(ctx context.Context, g *graph.Graph, file string, limit int, opts workload.DepsOptions, stdout, stderr io.Writer) error {
 	if file == "" {
 		var err error
-		if file, err = findTestdata("debian-deps.tsv.gz"); err != nil {
+		if file, err = cli.FindTestdata("debian-deps.tsv.gz"); err != nil {
 			return err
 		}
 	}
@@ -106,7 +81,7 @@ func graphLoad(ctx context.Context, g *graph.Graph, file string, limit int, opts
 	l, err := workload.LoadDeps(ctx, g, edges, opts)
 	prog.End()
 	if errors.Is(err, workload.ErrConsistency) {
-		return usagef("label %s exists with consistency %s, not %s (a label's consistency is fixed when it is created; use another --label)", l.Name, l.Consistency, opts.Consistency)
+		return cli.Usagef("label %s exists with consistency %s, not %s (a label's consistency is fixed when it is created; use another --label)", l.Name, l.Consistency, opts.Consistency)
 	}
 	if err != nil {
 		return err

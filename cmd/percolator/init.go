@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
 
@@ -22,7 +23,7 @@ func initCmd() *cobra.Command {
 		Use:     "init",
 		Short:   "create a Bigtable table for percolator (--bigtable P/I/T; idempotent)",
 		Example: "  percolator init --bigtable my-project/my-instance/percolator\n  percolator init --bigtable my-project/my-instance/percolator --fix",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runInit(c.Context(), table, fix, c.OutOrStdout())
 		},
@@ -34,11 +35,11 @@ func initCmd() *cobra.Command {
 
 func runInit(ctx context.Context, table string, fix bool, stdout io.Writer) error {
 	if table == "" {
-		return usagef("--bigtable PROJECT/INSTANCE/TABLE is required")
+		return cli.Usagef("--bigtable PROJECT/INSTANCE/TABLE is required")
 	}
 	var opts bigtable.Options
 	if err := opts.ParseTable(table); err != nil {
-		return usagef("--bigtable: %v", err)
+		return cli.Usagef("--bigtable: %v", err)
 	}
 	err := bigtable.Init(ctx, opts)
 	var ruleErr *bigtable.GCRuleError

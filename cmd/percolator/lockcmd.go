@@ -6,19 +6,20 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/holding"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/view"
 	"github.com/seed-992972ee/percolator/lock"
 )
 
 // lockCmd is `lock`: leased locks on the database's store (package
 // lock), its commands acquire, release and show.
 func lockCmd() *cobra.Command {
-	var tg target
+	var tg cli.Target
 	c := &cobra.Command{
 		Use:   "lock <command> NAME",
 		Short: "leased locks: acquire (and run a command holding it), release, show",
@@ -28,20 +29,20 @@ lock's holder and waiters.`,
 		Example: `  percolator lock acquire nightly --dir D --ttl 1m -- ./backup.sh
   percolator lock show nightly --dir D`,
 		Args: cobra.ArbitraryArgs,
-		RunE: groupRun,
+		RunE: cli.GroupRun,
 	}
-	tg.register(c.PersistentFlags(), "database directory")
+	tg.Register(c.PersistentFlags(), "database directory")
 	c.AddCommand(lockAcquireCmd(&tg), lockReleaseCmd(&tg), lockShowCmd(&tg))
 	return c
 }
 
 // openLocker opens the target's database (an embedded one created if
 // create) and a Locker on its store.
-func openLocker(ctx context.Context, tg *target, create bool) (*lock.Locker, func(), error) {
-	if err := tg.validate(); err != nil {
+func openLocker(ctx context.Context, tg *cli.Target, create bool) (*lock.Locker, func(), error) {
+	if err := tg.Validate(); err != nil {
 		return nil, nil, err
 	}
-	db, err := tg.open(ctx, create && tg.dir != "")
+	db, err := tg.Open(ctx, create && tg.Dir != "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -54,7 +55,7 @@ func openLocker(ctx context.Context, tg *target, create bool) (*lock.Locker, fun
 }
 
 // lockAcquireCmd is `lock acquire NAME [-- COMMAND ARGS...]`.
-func lockAcquireCmd(tg *target) *cobra.Command {
+func lockAcquireCmd(tg *cli.Target) *cobra.Command {
 	var ttl, wait time.Duration
 	c := &cobra.Command{
 		Use:   "acquire NAME [-- COMMAND ARGS...]",
@@ -72,16 +73,16 @@ leave it to expire or to lock release.`,
 				n = len(args)
 			}
 			if n != 1 {
-				return usagef("want one lock NAME (then -- and a command), got %q", args)
+				return cli.Usagef("want one lock NAME (then -- and a command), got %q", args)
 			}
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			switch {
 			case ttl <= 0:
-				return usagef("--ttl must be positive")
+				return cli.Usagef("--ttl must be positive")
 			case wait < 0:
-				return usagef("--wait must not be negative")
+				return cli.Usagef("--wait must not be negative")
 			}
 			return lockAcquire(c, tg, args[0], args[1:], ttl, wait)
 		},
@@ -93,7 +94,7 @@ leave it to expire or to lock release.`,
 
 // lockAcquire acquires the lock name and prints the lease, or runs
 // command holding it.
-func lockAcquire(c *cobra.Command, tg *target, name string, command []string, ttl, wait time.Duration) error {
+func lockAcquire(c *cobra.Command, tg *cli.Target, name string, command []string, ttl, wait time.Duration) error {
 	ctx := c.Context()
 	lk, closeDB, err := openLocker(ctx, tg, true)
 	if err != nil {
@@ -108,7 +109,7 @@ func lockAcquire(c *cobra.Command, tg *target, name string, command []string, tt
 	}
 	l, err := lk.Acquire(actx, name, ttl)
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return fmt.Errorf("%w: lock %s not acquired within %s", errFailed, name, wait)
+		return fmt.Errorf("%w: lock %s not acquired within %s", cli.ErrFailed, name, wait)
 	}
 	if err != nil {
 		return err
@@ -122,22 +123,22 @@ func lockAcquire(c *cobra.Command, tg *target, name string, command []string, tt
 	err = holding.Run(ctx, lk, l, cmd, c.ErrOrStderr())
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return exitCode(ee.ExitCode()) // the command's status, passed on
+		return cli.ExitCode(ee.ExitCode()) // the command's status, passed on
 	}
 	return err
 }
 
 // lockReleaseCmd is `lock release NAME --token T --id I`.
-func lockReleaseCmd(tg *target) *cobra.Command {
+func lockReleaseCmd(tg *cli.Target) *cobra.Command {
 	var token, id uint64
 	c := &cobra.Command{
 		Use:     "release NAME --token T --id I",
 		Short:   "release a lease acquire printed",
 		Example: "  percolator lock release nightly --dir D --token 7 --id 1234",
-		Args:    argsBetween(1, 1, "one lock NAME"),
+		Args:    cli.ArgsBetween(1, 1, "one lock NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if token == 0 || id == 0 {
-				return usagef("--token and --id are required (acquire prints them)")
+				return cli.Usagef("--token and --id are required (acquire prints them)")
 			}
 			ctx, name := c.Context(), args[0]
 			lk, closeDB, err := openLocker(ctx, tg, false)
@@ -162,12 +163,12 @@ func lockReleaseCmd(tg *target) *cobra.Command {
 }
 
 // lockShowCmd is `lock show NAME`.
-func lockShowCmd(tg *target) *cobra.Command {
+func lockShowCmd(tg *cli.Target) *cobra.Command {
 	return &cobra.Command{
 		Use:     "show NAME",
 		Short:   "holder, token, expiry and waiters",
 		Example: "  percolator lock show nightly --dir D",
-		Args:    argsBetween(1, 1, "one lock NAME"),
+		Args:    cli.ArgsBetween(1, 1, "one lock NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx, name, w := c.Context(), args[0], c.OutOrStdout()
 			lk, closeDB, err := openLocker(ctx, tg, false)
@@ -179,17 +180,7 @@ func lockShowCmd(tg *target) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			switch {
-			case st.Token == 0:
-				fmt.Fprintf(w, "%s: never granted\n", name)
-			case st.Held:
-				fmt.Fprintf(w, "%s: held by %s, token %d, for %s more (store clock)\n", name, st.Holder, st.Token, st.Expiry.Sub(st.Now).Round(time.Millisecond))
-			default:
-				fmt.Fprintf(w, "%s: free (last token %d)\n", name, st.Token)
-			}
-			if len(st.Waiters) > 0 {
-				fmt.Fprintf(w, "waiters, in ticket order: %s\n", strings.Join(st.Waiters, " "))
-			}
+			view.LockState(w, name, st)
 			return nil
 		},
 	}

@@ -2,36 +2,27 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/spf13/cobra"
 
-	"github.com/seed-992972ee/percolator/observer"
+	"github.com/seed-992972ee/percolator/cluster"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 	"github.com/seed-992972ee/percolator/oracle/etcd"
 	"github.com/seed-992972ee/percolator/server"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
-
-// oracleDrainTimeout bounds how long oracle waits for calls in flight
-// after it resigned.
-const oracleDrainTimeout = 5 * time.Second
 
 // oracleConfig is what `oracle` was asked for.
 type oracleConfig struct {
 	endpoints, prefix, table string
 	advertise                string
 	lease                    time.Duration
-	listen                   listenFlags
-	log                      logFlags
+	listen                   cli.ListenFlags
+	log                      cli.LogFlags
 
 	// Set by validate.
 	eps []string
@@ -55,7 +46,7 @@ func oracleCmd() *cobra.Command {
 		Short: "one candidate of the timestamp oracle elected through etcd (run two or more)",
 		Example: `  percolator oracle --etcd http://127.0.0.1:2379 --bigtable P/I/T --listen 127.0.0.1:7431 &
   percolator oracle --etcd http://127.0.0.1:2379 --bigtable P/I/T --listen 127.0.0.1:7432 &`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runOracle(c.Context(), &cfg, c.ErrOrStderr()) },
 	}
 	fs := c.Flags()
@@ -64,8 +55,8 @@ func oracleCmd() *cobra.Command {
 	fs.StringVar(&cfg.table, "bigtable", "", "the deployment's Cloud Bigtable table PROJECT/INSTANCE/TABLE (BIGTABLE_EMULATOR_HOST is honoured), the one the clients use; required: the oracle keeps a copy of its mark there (so etcd restored from an older backup cannot move timestamps back), and its replies carry the table's observer registry version, so committers need not read it")
 	fs.StringVar(&cfg.advertise, "advertise", "", "address clients dial, published in etcd (default: the listen address)")
 	fs.DurationVar(&cfg.lease, "lease", etcd.DefaultOracleLease, "election lease, whole seconds (etcd raises it to its minimum, about 2s): a dead leader is replaced within about this")
-	cfg.listen.register(fs, "127.0.0.1:7430", "ask for timestamps")
-	cfg.log.register(fs)
+	cfg.listen.Register(fs, "127.0.0.1:7430", "ask for timestamps")
+	cfg.log.Register(fs)
 	return c
 }
 
@@ -77,29 +68,28 @@ func (cfg *oracleConfig) validate() error {
 		return err
 	}
 	cfg.eps = eps
-	if err := cfg.log.validate(); err != nil {
+	if err := cfg.log.Validate(); err != nil {
 		return err
 	}
 	if cfg.table == "" {
-		return usagef("--bigtable is required: the deployment's table, where the oracle keeps a copy of its mark")
+		return cli.Usagef("--bigtable is required: the deployment's table, where the oracle keeps a copy of its mark")
 	}
 	if err := cfg.bt.ParseTable(cfg.table); err != nil {
-		return usagef("--bigtable: %v", err)
+		return cli.Usagef("--bigtable: %v", err)
 	}
-	return cfg.listen.check()
+	return cfg.listen.Check()
 }
 
+// runOracle serves one candidate (cluster.ServeOracle) until a signal.
 func runOracle(ctx context.Context, cfg *oracleConfig, stderr io.Writer) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	eps, btOpts := cfg.eps, cfg.bt
-	log := cfg.log.logger(stderr)
-	if cfg.listen.beyond && cfg.listen.tls == nil {
-		log.Warn("serving beyond loopback without TLS (--insecure): the token and every request and reply cross the network in clear", "listen", cfg.listen.addr)
+	log := cfg.log.Logger(stderr)
+	if cfg.listen.Beyond && cfg.listen.TLS == nil {
+		log.Warn("serving beyond loopback without TLS (--insecure): the token and every request and reply cross the network in clear", "listen", cfg.listen.Addr)
 	}
-	opts := server.OracleOptions{Token: cfg.listen.token, Logger: log, TLS: cfg.listen.tls}
-	lis, err := net.Listen("tcp", cfg.listen.addr)
+	lis, err := net.Listen("tcp", cfg.listen.Addr)
 	if err != nil {
 		return err
 	}
@@ -108,40 +98,28 @@ func runOracle(ctx context.Context, cfg *oracleConfig, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cli, err := dialEtcd(ctx, eps)
+	err = cluster.ServeOracle(ctx, cluster.OracleOptions{Etcd: cfg.eps, Prefix: cfg.prefix, Lease: cfg.lease, Bigtable: cfg.bt,
+		Listener: lis, Advertise: addr, Server: server.OracleOptions{Token: cfg.listen.Token, Logger: log, TLS: cfg.listen.TLS}})
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
-	// Before the candidacy: a wrong table never leads.
-	st, err := bigtable.Open(ctx, btOpts)
-	if err != nil {
-		return err
-	}
-	defer st.Close() // after the server has stopped
-	opts.Store, opts.RegistryVersion = st, observer.StoredVersion
-	log.Info("oracle: the mark's copy and the observer registry version in", "bigtable", cfg.table)
-	cand, err := etcd.StartCandidate(cli, etcd.CandidateOptions{Addr: addr, Prefix: cfg.prefix, TTL: cfg.lease, Store: st, Logger: log})
-	if err != nil {
-		return err
-	}
-	return serveOracle(ctx, log, cand, server.NewOracleServer(cand, opts), lis, eps)
+	return cli.ErrDrained
 }
 
 // oracleFlagsValid checks oracle's etcd flags and returns the endpoints.
 func oracleFlagsValid(endpoints, prefix string, lease time.Duration) ([]string, error) {
 	switch {
 	case strings.TrimSpace(endpoints) == "":
-		return nil, usagef("--etcd is required: the etcd cluster's endpoints, comma-separated")
+		return nil, cli.Usagef("--etcd is required: the etcd cluster's endpoints, comma-separated")
 	case prefix == "":
-		return nil, usagef("--etcd-prefix must not be empty")
+		return nil, cli.Usagef("--etcd-prefix must not be empty")
 	case lease < time.Second || lease > time.Hour || lease%time.Second != 0:
-		return nil, usagef("--lease %v: etcd leases are whole seconds, from 1s to 1h", lease)
+		return nil, cli.Usagef("--lease %v: etcd leases are whole seconds, from 1s to 1h", lease)
 	}
 	var eps []string
 	for _, e := range strings.Split(endpoints, ",") {
 		if e = strings.TrimSpace(e); e == "" {
-			return nil, usagef("--etcd %q has an empty endpoint", endpoints)
+			return nil, cli.Usagef("--etcd %q has an empty endpoint", endpoints)
 		}
 		eps = append(eps, e)
 	}
@@ -153,7 +131,7 @@ func oracleFlagsValid(endpoints, prefix string, lease time.Duration) ([]string, 
 func advertised(flagValue, listening string) (string, error) {
 	if flagValue != "" {
 		if _, _, err := net.SplitHostPort(flagValue); err != nil {
-			return "", usagef("--advertise %s: %v", flagValue, err)
+			return "", cli.Usagef("--advertise %s: %v", flagValue, err)
 		}
 		return flagValue, nil
 	}
@@ -162,49 +140,7 @@ func advertised(flagValue, listening string) (string, error) {
 		return "", err
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		return "", usagef("listening on %s: give --advertise, the address clients dial", listening)
+		return "", cli.Usagef("listening on %s: give --advertise, the address clients dial", listening)
 	}
 	return listening, nil
-}
-
-// dialEtcd connects to etcd and checks that it answers, so a wrong
-// --etcd is a clear error, not a candidate that never leads.
-func dialEtcd(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return nil, fmt.Errorf("etcd %s: %w", strings.Join(endpoints, ","), err)
-	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := cli.Get(cctx, "percolator-connection-check", clientv3.WithCountOnly()); err != nil {
-		_ = cli.Close()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("etcd %s unreachable: %w", strings.Join(endpoints, ","), err)
-	}
-	return cli, nil
-}
-
-// serveOracle serves the candidate until ctx ends, then resigns (a
-// standby takes over at once) and drains.
-func serveOracle(ctx context.Context, log *slog.Logger, cand *etcd.Candidate, srv *server.OracleServer, lis net.Listener, eps []string) error {
-	log.Info("oracle: candidate serving", "listen", lis.Addr().String(), "etcd", strings.Join(eps, ","))
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	select {
-	case err := <-done:
-		_ = cand.Close()
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("oracle: resigning", "cause", context.Cause(ctx))
-	err := cand.Close() // first: no timestamp after this, and a standby leads
-	sctx, cancel := context.WithTimeout(context.Background(), oracleDrainTimeout)
-	defer cancel()
-	if err := errors.Join(err, srv.Shutdown(sctx), <-done); err != nil {
-		return err
-	}
-	log.Info("oracle: stopped")
-	return errDrained
 }

@@ -27,6 +27,14 @@ import (
 // pauseTTL is the paused bank's --session-ttl: etcd's minimum.
 const pauseTTL = etcd.MinTTL
 
+// pauseLockTTL is the paused bank's --lock-ttl: longer than the test, so
+// that its locks are resolved by its liveness alone.
+const pauseLockTTL = 10 * time.Minute
+
+// pauseResolveWithin bounds how long after a stop B may take to resolve
+// the paused process's locks on the accounts.
+const pauseResolveWithin = 30 * pauseTTL
+
 // TestBankPausedPastLease: two `bank` processes (A and B) on one Bigtable
 // table, with etcd sessions of 2s, and one `percolator oracle`. Three
 // times, A is stopped with SIGSTOP at a moment it holds a primary lock
@@ -35,9 +43,12 @@ const pauseTTL = etcd.MinTTL
 // it is stopped: etcd expires its lease, so its liveness key goes (the
 // test waits for that: --session-ttl is honoured), and B, finding A's
 // locks on the accounts in its way, judges their owner dead and resolves
-// every one of them — well before the locks' own TTL (10s) would let it;
-// the fate of each transaction A had locks of is then decided at its
-// primary (committed or rolled back). Then A is continued (SIGCONT).
+// every one of them; the fate of each transaction A had locks of is then
+// decided at its primary (committed or rolled back). Then A is continued
+// (SIGCONT). A runs with --lock-ttl 10m, so its locks outlast the test:
+// only its liveness can let B resolve them. (With the default 10s TTL, a
+// busy machine let them expire first, and B resolved them by their TTL,
+// which is not what the test checks.)
 //
 // The designed behaviour (coord/etcd doc.go, invariant 4): A's session
 // finds its lease gone, logs it and is granted a new one under the same
@@ -78,7 +89,7 @@ func TestBankPausedPastLease(t *testing.T) {
 
 	const accounts = 20
 	target := []string{"--bigtable", table, "--etcd", strings.Join(m.Endpoints(), ","), "--session-ttl", pauseTTL.String()}
-	a := startBankProc(t, "A", target, accounts)
+	a := startBankProc(t, "A", append(slices.Clip(target), "--lock-ttl", pauseLockTTL.String()), accounts)
 	a.waitAcks(t, 1, 30*time.Second) // A created the accounts
 	b := startBankProc(t, "B", target, accounts)
 	b.waitAcks(t, 1, 30*time.Second)
@@ -155,9 +166,9 @@ func pauseRound(ctx context.Context, t *testing.T, round int, cli *clientv3.Clie
 		if n == 0 {
 			break
 		}
-		if time.Now().After(expires) {
-			t.Fatalf("round %d: %d of A's locks on the accounts still there when they expire (%v after the stop): B did not resolve them by A's liveness",
-				round, n, time.Since(stopped).Round(time.Millisecond))
+		if time.Now().After(expires) || time.Since(stopped) > pauseResolveWithin {
+			t.Fatalf("round %d: %d of A's locks on the accounts still there %v after the stop (they expire %v after it): B did not resolve them by A's liveness",
+				round, n, time.Since(stopped).Round(time.Millisecond), expires.Sub(stopped).Round(time.Millisecond))
 		}
 	}
 	resolved := time.Since(stopped)

@@ -10,13 +10,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 	"github.com/seed-992972ee/percolator/queue"
 )
 
 // queueCmd is `queue`: work queues on the database's store (package
 // queue), its commands push, consume, stats and dead.
 func queueCmd() *cobra.Command {
-	var tg target
+	var tg cli.Target
 	c := &cobra.Command{
 		Use:   "queue <command> NAME",
 		Short: "work queues: push, consume (pop under a lease, print, ack), stats, dead",
@@ -26,23 +27,23 @@ list or requeue its dead letters.`,
 		Example: `  seq 100 | percolator queue push jobs --dir D
   percolator queue consume jobs --dir D --count 10`,
 		Args: cobra.ArbitraryArgs,
-		RunE: groupRun,
+		RunE: cli.GroupRun,
 	}
-	tg.register(c.PersistentFlags(), "database directory")
+	tg.Register(c.PersistentFlags(), "database directory")
 	c.AddCommand(queuePushCmd(&tg), queueConsumeCmd(&tg), queueStatsCmd(&tg), queueDeadCmd(&tg))
 	return c
 }
 
 // openQueue checks the queue's name and opens the target's database (an
 // embedded one created if create) and the queues on its store.
-func openQueue(ctx context.Context, tg *target, name string, create bool) (*queue.Queue, func(), error) {
+func openQueue(ctx context.Context, tg *cli.Target, name string, create bool) (*queue.Queue, func(), error) {
 	if err := queue.CheckName(name); err != nil {
-		return nil, nil, usageError{err.Error()}
+		return nil, nil, cli.UsageError{Msg: err.Error()}
 	}
-	if err := tg.validate(); err != nil {
+	if err := tg.Validate(); err != nil {
 		return nil, nil, err
 	}
-	db, err := tg.open(ctx, create && tg.dir != "")
+	db, err := tg.Open(ctx, create && tg.Dir != "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -55,12 +56,12 @@ func openQueue(ctx context.Context, tg *target, name string, create bool) (*queu
 }
 
 // queuePushCmd is `queue push NAME [ITEM...]`.
-func queuePushCmd(tg *target) *cobra.Command {
+func queuePushCmd(tg *cli.Target) *cobra.Command {
 	return &cobra.Command{
 		Use:     "push NAME [ITEM...]",
 		Short:   "push each ITEM, or each line of stdin when none",
 		Example: "  percolator queue push jobs a b c --dir D\n  seq 100 | percolator queue push jobs --dir D",
-		Args:    argsBetween(1, -1, "a queue NAME, then the items"),
+		Args:    cli.ArgsBetween(1, -1, "a queue NAME, then the items"),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
 			q, closeDB, err := openQueue(ctx, tg, args[0], true)
@@ -74,7 +75,7 @@ func queuePushCmd(tg *target) *cobra.Command {
 }
 
 // queueConsumeCmd is `queue consume NAME`.
-func queueConsumeCmd(tg *target) *cobra.Command {
+func queueConsumeCmd(tg *cli.Target) *cobra.Command {
 	var count int
 	var idle, ttl time.Duration
 	c := &cobra.Command{
@@ -85,15 +86,15 @@ least once: a consumer killed between the two leaves the item to come
 again once its lease expires); stop after --count items, or after
 --idle-exit with nothing to do (default: run until a signal).`,
 		Example: "  percolator queue consume jobs --dir D --count 10 --ttl 1m",
-		Args:    argsBetween(1, 1, "one queue NAME"),
+		Args:    cli.ArgsBetween(1, 1, "one queue NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
 			switch {
 			case count < 0:
-				return usagef("--count must not be negative")
+				return cli.Usagef("--count must not be negative")
 			case idle < 0:
-				return usagef("--idle-exit must not be negative")
+				return cli.Usagef("--idle-exit must not be negative")
 			case ttl < time.Millisecond:
-				return usagef("--ttl must be at least 1ms")
+				return cli.Usagef("--ttl must be at least 1ms")
 			}
 			ctx := c.Context()
 			q, closeDB, err := openQueue(ctx, tg, args[0], false)
@@ -101,7 +102,7 @@ again once its lease expires); stop after --count items, or after
 				return err
 			}
 			defer closeDB()
-			return queueConsume(ctx, q, args[0], count, idle, ttl, c.OutOrStdout())
+			return queueConsume(ctx, q, args[0], queue.ConsumeOptions{TTL: ttl, Count: count, Idle: idle}, c.OutOrStdout())
 		},
 	}
 	c.Flags().IntVar(&count, "count", 0, "stop after this many items (0: no limit)")
@@ -111,12 +112,12 @@ again once its lease expires); stop after --count items, or after
 }
 
 // queueStatsCmd is `queue stats NAME`.
-func queueStatsCmd(tg *target) *cobra.Command {
+func queueStatsCmd(tg *cli.Target) *cobra.Command {
 	return &cobra.Command{
 		Use:     "stats NAME",
 		Short:   "depth, in flight, oldest item's age, dead letters",
 		Example: "  percolator queue stats jobs --dir D",
-		Args:    argsBetween(1, 1, "one queue NAME"),
+		Args:    cli.ArgsBetween(1, 1, "one queue NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
 			q, closeDB, err := openQueue(ctx, tg, args[0], false)
@@ -135,13 +136,13 @@ func queueStatsCmd(tg *target) *cobra.Command {
 }
 
 // queueDeadCmd is `queue dead NAME [--requeue]`.
-func queueDeadCmd(tg *target) *cobra.Command {
+func queueDeadCmd(tg *cli.Target) *cobra.Command {
 	var requeue bool
 	c := &cobra.Command{
 		Use:     "dead NAME",
 		Short:   "list the dead letters (ID, deliveries, body), or --requeue them",
 		Example: "  percolator queue dead jobs --dir D\n  percolator queue dead jobs --dir D --requeue",
-		Args:    argsBetween(1, 1, "one queue NAME"),
+		Args:    cli.ArgsBetween(1, 1, "one queue NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
 			q, closeDB, err := openQueue(ctx, tg, args[0], false)
@@ -178,20 +179,15 @@ func queueDead(ctx context.Context, q *queue.Queue, name string, requeue bool, s
 	return nil
 }
 
+// queuePush pushes each item, or each line of stdin when there are none.
 func queuePush(ctx context.Context, q *queue.Queue, name string, items []string, stdin io.Reader, stdout io.Writer) error {
 	n := 0
 	push := func(body string) error {
-		id, err := q.Push(ctx, name, []byte(body))
-		// An outcome it could not learn: sent again under its ID, which
-		// never pushes it twice (a plain Push would).
-		for tries := 0; errors.Is(err, queue.ErrUnknown) && tries < 5 && ctx.Err() == nil; tries++ {
-			id, err = q.PushAgain(ctx, name, id, []byte(body))
+		_, err := q.PushUntilKnown(ctx, name, []byte(body), 5)
+		if err == nil {
+			n++
 		}
-		if err != nil {
-			return err
-		}
-		n++
-		return nil
+		return err
 	}
 	if len(items) > 0 {
 		for _, it := range items {
@@ -215,39 +211,14 @@ func queuePush(ctx context.Context, q *queue.Queue, name string, items []string,
 	return nil
 }
 
-// queueConsume pops, prints and acks items. A body is printed before its
-// ack (at least once: a consumer killed between the two leaves the item
-// to be delivered again once its lease expires).
-func queueConsume(ctx context.Context, q *queue.Queue, name string, count int, idle, ttl time.Duration, stdout io.Writer) error {
+// queueConsume prints each item's body on its own line, then acks it
+// (queue.Consume).
+func queueConsume(ctx context.Context, q *queue.Queue, name string, o queue.ConsumeOptions, stdout io.Writer) error {
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
-	for n := 0; count == 0 || n < count; n++ {
-		pctx, cancel := ctx, context.CancelFunc(func() {})
-		if idle > 0 {
-			pctx, cancel = context.WithTimeout(ctx, idle)
-		}
-		d, err := q.Pop(pctx, name, ttl)
-		cancel()
-		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-				return nil // idle for --idle-exit
-			}
-			if ctx.Err() != nil {
-				return nil // stopped by a signal
-			}
-			return err
-		}
+	return q.Consume(ctx, name, o, func(d *queue.Delivery) error {
 		w.Write(d.Body)
 		w.WriteByte('\n')
-		if err := w.Flush(); err != nil {
-			return err
-		}
-		if !d.Valid() {
-			continue // printed after its lease ended: it will come again
-		}
-		if err := q.Ack(context.WithoutCancel(ctx), d); err != nil && !errors.Is(err, queue.ErrNotHeld) {
-			return err
-		}
-	}
-	return nil
+		return w.Flush()
+	})
 }

@@ -2,16 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"io"
-	"log/slog"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/server"
 )
@@ -22,8 +20,8 @@ const drainTimeout = 30 * time.Second
 // serveConfig is what `serve` was asked for.
 type serveConfig struct {
 	dir, metrics string
-	listen       listenFlags
-	log          logFlags
+	listen       cli.ListenFlags
+	log          cli.LogFlags
 	opts         server.Options
 	checkLimits  func() error
 }
@@ -42,40 +40,40 @@ served) to many processes over gRPC: the store, the timestamp oracle and the
 lock service. SIGTERM or SIGINT drains the calls in flight and exits 0.`,
 		Example: `  percolator serve --dir D
   percolator serve --dir D --listen :7420 --token-file tok --tls-cert cert.pem --tls-key key.pem --metrics 127.0.0.1:7421`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return cfg.run(c.Context(), c.ErrOrStderr()) },
 	}
 	fs := c.Flags()
 	fs.StringVar(&cfg.dir, "dir", "", "database directory (created if needed; the embedded layout, so a --dir database can be served)")
 	fs.StringVar(&cfg.metrics, "metrics", "", "address to serve Prometheus metrics on at /metrics (e.g. 127.0.0.1:7421; default none)")
-	cfg.listen.register(fs, "127.0.0.1:7420", "read and write the whole store")
+	cfg.listen.Register(fs, "127.0.0.1:7420", "read and write the whole store")
 	cfg.checkLimits = limitFlags(fs, &cfg.opts)
-	cfg.log.register(fs)
+	cfg.log.Register(fs)
 	return c
 }
 
 // validate checks the flags and reads the token and TLS key pair.
 func (cfg *serveConfig) validate() error {
 	if cfg.dir == "" {
-		return usagef("--dir is required")
+		return cli.Usagef("--dir is required")
 	}
-	if err := cfg.log.validate(); err != nil {
+	if err := cfg.log.Validate(); err != nil {
 		return err
 	}
 	if err := cfg.checkLimits(); err != nil {
 		return err
 	}
-	return cfg.listen.check()
+	return cfg.listen.Check()
 }
 
 func (cfg *serveConfig) run(ctx context.Context, stderr io.Writer) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	log, token := cfg.log.logger(stderr), cfg.listen.token
+	log, token := cfg.log.Logger(stderr), cfg.listen.Token
 	opts := cfg.opts
-	opts.Dir, opts.Token, opts.Logger, opts.TLS = cfg.dir, token, log, cfg.listen.tls
-	lis, err := net.Listen("tcp", cfg.listen.addr)
+	opts.Dir, opts.Token, opts.Logger, opts.TLS = cfg.dir, token, log, cfg.listen.TLS
+	lis, err := net.Listen("tcp", cfg.listen.Addr)
 	if err != nil {
 		return err
 	}
@@ -86,7 +84,7 @@ func (cfg *serveConfig) run(ctx context.Context, stderr io.Writer) error {
 		return err
 	}
 	if cfg.metrics != "" {
-		stop, err := serveMetrics(cfg.metrics, srv, log)
+		stop, err := srv.ServeMetrics(cfg.metrics)
 		if err != nil {
 			_ = lis.Close()
 			srv.Kill()
@@ -94,48 +92,15 @@ func (cfg *serveConfig) run(ctx context.Context, stderr io.Writer) error {
 		}
 		defer stop()
 	}
-	if cfg.listen.beyond && opts.TLS == nil {
+	if cfg.listen.Beyond && opts.TLS == nil {
 		log.Warn("serving beyond loopback without TLS (--insecure): the token and every request and reply cross the network in clear; "+
 			"anyone who can see the traffic can take the token and read and write the whole store", "addr", lis.Addr().String())
 	}
 	log.Info("serving", "addr", lis.Addr().String(), "dir", cfg.dir, "tls", opts.TLS != nil, "token", token != "")
-	return serveUntilSignal(ctx, srv, lis, log)
-}
-
-// serveMetrics serves the server's Prometheus metrics at /metrics on
-// addr, until stop.
-func serveMetrics(addr string, srv *server.Server, log *slog.Logger) (stop func(), err error) {
-	mlis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
+	if err := srv.ServeUntil(ctx, lis, drainTimeout); err != nil {
+		return err // the store failed, or the drain did
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", srv.MetricsHandler())
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(mlis) }()
-	log.Info("serving metrics", "addr", mlis.Addr().String())
-	return func() { _ = hs.Close() }, nil
-}
-
-// serveUntilSignal serves until the store fails or ctx ends, then drains
-// the calls in flight (errDrained: exit 0).
-func serveUntilSignal(ctx context.Context, srv *server.Server, lis net.Listener, log *slog.Logger) error {
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	select {
-	case err := <-done: // the store failed
-		_ = srv.Shutdown(context.Background())
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("draining calls in flight", "cause", context.Cause(ctx))
-	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
-	defer cancel()
-	if err := errors.Join(srv.Shutdown(sctx), <-done); err != nil {
-		return err
-	}
-	log.Info("stopped")
-	return errDrained
+	return cli.ErrDrained
 }
 
 // limitFlags registers serve's --max-* flags, which set opts's limits
@@ -161,7 +126,7 @@ func limitFlags(fs *pflag.FlagSet, opts *server.Options) (check func() error) {
 	return func() error {
 		for _, l := range limits {
 			if *l.field == 0 {
-				return usagef("--%s must be at least 1 (negative: no limit)", l.name)
+				return cli.Usagef("--%s must be at least 1 (negative: no limit)", l.name)
 			}
 		}
 		return nil

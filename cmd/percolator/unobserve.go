@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 )
 
 // unobserveCmd is `unobserve NAME`: unregister an observer
@@ -13,18 +14,18 @@ import (
 // scanners if no other observer watches its column; the index job
 // registers its observers again on its next run.
 func unobserveCmd() *cobra.Command {
-	var tg target
+	var tg cli.Target
 	c := &cobra.Command{
 		Use:     "unobserve NAME",
 		Short:   "unregister an observer: no write notifies it any more",
 		Example: "  percolator unobserve --dir D terms",
-		Args:    argsBetween(1, 1, "the name of one observer (percolator status lists them)"),
+		Args:    cli.ArgsBetween(1, 1, "the name of one observer (percolator status lists them)"),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := tg.validate(); err != nil {
+			if err := tg.Validate(); err != nil {
 				return err
 			}
 			ctx, name := c.Context(), args[0]
-			return withDB(ctx, &tg, func(db *percolator.DB) error {
+			return cli.WithDB(ctx, &tg, func(db *percolator.DB) error {
 				if err := db.Unobserve(ctx, name); err != nil {
 					return err
 				}
@@ -33,6 +34,6 @@ func unobserveCmd() *cobra.Command {
 			})
 		},
 	}
-	tg.register(c.Flags(), "database directory")
+	tg.Register(c.Flags(), "database directory")
 	return c
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 	"github.com/seed-992972ee/percolator/verify"
 	"github.com/seed-992972ee/percolator/workload"
 )
@@ -19,7 +20,7 @@ import (
 // verifyCmd is `verify`: a checked history of a workload under faults
 // (package verify), its verdict printed; exit 1 on a forbidden anomaly.
 func verifyCmd() *cobra.Command {
-	var tg target
+	var tg cli.Target
 	var o verify.Options
 	var faults string
 	var cleanup, matrix bool
@@ -41,7 +42,7 @@ report.json, report.txt and (for a register failure) register.html go to
   percolator verify --target server --workload bank --out /tmp/v1
   percolator verify --server 127.0.0.1:7420 --workload register --duration 1m
   percolator verify --server 127.0.0.1:7420 --cleanup`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			o.Faults = strings.Split(faults, ",")
 			if cleanup {
@@ -66,13 +67,13 @@ report.json, report.txt and (for a register failure) register.html go to
 	fs.BoolVar(&matrix, "matrix", false, "run every workload x fault x target (--workload, --fault and --target, when given, pick one of each) and print a table")
 	fs.DurationVar(&budget, "budget", 10*time.Minute, "with --matrix: the wall time the cells' workloads share (each cell gets at least 2s, plus its start and check)")
 	fs.BoolVar(&cleanup, "cleanup", false, "remove the rows every earlier run left on the --server or --bigtable deployment, and exit")
-	tg.register(fs, "with --target: the directory verify deploys in (default: a temporary directory, removed at the end)")
+	tg.Register(fs, "with --target: the directory verify deploys in (default: a temporary directory, removed at the end)")
 	c.AddCommand(verifyClientCmd(), verifyServiceCmd())
 	return c
 }
 
 // runVerify validates the flags, runs and prints the verdict.
-func runVerify(c *cobra.Command, tg *target, o verify.Options) error {
+func runVerify(c *cobra.Command, tg *cli.Target, o verify.Options) error {
 	if err := verifyTarget(tg, &o); err != nil {
 		return err
 	}
@@ -90,19 +91,19 @@ func runVerify(c *cobra.Command, tg *target, o verify.Options) error {
 	}
 	fmt.Fprint(c.OutOrStdout(), rep.Verdict())
 	if !rep.Valid() {
-		return fmt.Errorf("%w: forbidden anomalies in the history (%s)", errFailed, rep.Out)
+		return fmt.Errorf("%w: forbidden anomalies in the history (%s)", cli.ErrFailed, rep.Out)
 	}
 	return nil
 }
 
 // runVerifyMatrix runs the matrix and prints its table; exit 1 if a cell
 // found a forbidden anomaly or could not run.
-func runVerifyMatrix(c *cobra.Command, tg *target, o verify.Options, budget time.Duration) error {
-	if tg.server != "" || tg.bigtable != "" || tg.dir != "" {
-		return usagef("--matrix deploys every target itself: no --dir, --server or --bigtable")
+func runVerifyMatrix(c *cobra.Command, tg *cli.Target, o verify.Options, budget time.Duration) error {
+	if tg.Server != "" || tg.Bigtable != "" || tg.Dir != "" {
+		return cli.Usagef("--matrix deploys every target itself: no --dir, --server or --bigtable")
 	}
 	if budget <= 0 {
-		return usagef("--budget must be positive")
+		return cli.Usagef("--budget must be positive")
 	}
 	m := verify.MatrixOptions{Budget: budget, Base: o}
 	if c.Flags().Changed("workload") {
@@ -132,7 +133,7 @@ func runVerifyMatrix(c *cobra.Command, tg *target, o verify.Options, budget time
 	}
 	for _, cell := range cells {
 		if cell.Report == nil || cell.Forbidden() > 0 {
-			return fmt.Errorf("%w: a cell found forbidden anomalies or could not run (%s)", errFailed, m.Out)
+			return fmt.Errorf("%w: a cell found forbidden anomalies or could not run (%s)", cli.ErrFailed, m.Out)
 		}
 	}
 	return nil
@@ -142,7 +143,7 @@ func runVerifyMatrix(c *cobra.Command, tg *target, o verify.Options, budget time
 // have no zero defaults to fall back on).
 func checkVerify(o verify.Options) error {
 	if o.Duration <= 0 || o.Interval <= 0 || o.Clients < 1 || o.Threads < 1 {
-		return usagef("--duration and --interval must be positive, --clients and --threads at least 1")
+		return cli.Usagef("--duration and --interval must be positive, --clients and --threads at least 1")
 	}
 	o.EnsureDefaults()
 	return verifyErr(o.Validate())
@@ -167,19 +168,19 @@ func prepareVerify(o *verify.Options) error {
 
 // verifyTarget moves the target flags into o: --dir is where a deployed
 // target lives; --server or --bigtable name an existing deployment.
-func verifyTarget(tg *target, o *verify.Options) error {
-	if tg.server == "" && tg.bigtable == "" {
-		o.Dir = tg.dir
+func verifyTarget(tg *cli.Target, o *verify.Options) error {
+	if tg.Server == "" && tg.Bigtable == "" {
+		o.Dir = tg.Dir
 		return nil
 	}
-	if o.Target != "" || tg.dir != "" {
-		return usagef("--target and --dir deploy a target; --server and --bigtable name an existing one")
+	if o.Target != "" || tg.Dir != "" {
+		return cli.Usagef("--target and --dir deploy a target; --server and --bigtable name an existing one")
 	}
-	if err := tg.validate(); err != nil {
+	if err := tg.Validate(); err != nil {
 		return err
 	}
-	o.Server, o.TokenFile, o.TLSCA, o.Bigtable, o.Etcd = tg.server, tg.tokenFile, tg.tlsCA, tg.bigtable, tg.etcd
-	o.Open = func(ctx context.Context) (*percolator.DB, error) { return tg.open(ctx, false) }
+	o.Server, o.TokenFile, o.TLSCA, o.Bigtable, o.Etcd = tg.Server, tg.TokenFile, tg.TLSCA, tg.Bigtable, tg.Etcd
+	o.Open = func(ctx context.Context) (*percolator.DB, error) { return tg.Open(ctx, false) }
 	return nil
 }
 
@@ -189,20 +190,20 @@ func verifyErr(err error) error {
 		return nil
 	}
 	if errors.Is(err, verify.ErrInvalidArgument) || errors.Is(err, verify.ErrOutExists) {
-		return usagef("%s", strings.TrimPrefix(strings.TrimPrefix(err.Error(), "verify: invalid argument: "), "verify: "))
+		return cli.Usagef("%s", strings.TrimPrefix(strings.TrimPrefix(err.Error(), "verify: invalid argument: "), "verify: "))
 	}
 	return err
 }
 
 // runVerifyCleanup removes every run's rows from an existing deployment.
-func runVerifyCleanup(c *cobra.Command, tg *target) error {
-	if tg.server == "" && tg.bigtable == "" {
-		return usagef("--cleanup needs --server or --bigtable: a deployment verify did not deploy")
+func runVerifyCleanup(c *cobra.Command, tg *cli.Target) error {
+	if tg.Server == "" && tg.Bigtable == "" {
+		return cli.Usagef("--cleanup needs --server or --bigtable: a deployment verify did not deploy")
 	}
-	if err := tg.validate(); err != nil {
+	if err := tg.Validate(); err != nil {
 		return err
 	}
-	n, err := verify.Remove(c.Context(), func(ctx context.Context) (*percolator.DB, error) { return tg.open(ctx, false) }, verify.RowPrefix)
+	n, err := verify.Remove(c.Context(), func(ctx context.Context) (*percolator.DB, error) { return tg.Open(ctx, false) }, verify.RowPrefix)
 	if err != nil {
 		return err
 	}
@@ -213,18 +214,18 @@ func runVerifyCleanup(c *cobra.Command, tg *target) error {
 // verifyClientCmd is `verify client` (hidden): one client process of a
 // verify run.
 func verifyClientCmd() *cobra.Command {
-	var tg target
+	var tg cli.Target
 	var o verify.ClientOptions
 	c := &cobra.Command{
 		Use:    "client",
 		Short:  "one client process of percolator verify",
 		Hidden: true,
-		Args:   noArgs,
+		Args:   cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := tg.validate(); err != nil {
+			if err := tg.Validate(); err != nil {
 				return err
 			}
-			o.Open = func(ctx context.Context) (*percolator.DB, error) { return tg.open(ctx, true) }
+			o.Open = func(ctx context.Context) (*percolator.DB, error) { return tg.Open(ctx, true) }
 			return verify.RunClient(c.Context(), o)
 		},
 	}
@@ -237,7 +238,7 @@ func verifyClientCmd() *cobra.Command {
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed")
 	fs.BoolVar(&o.Final, "final", false, "perform the final read once and exit")
 	fs.DurationVar(&o.OpTimeout, "op-timeout", 10*time.Second, "bound of each operation (one that runs out is unknown)")
-	tg.register(fs, "database directory")
+	tg.Register(fs, "database directory")
 	return c
 }
 
@@ -249,7 +250,7 @@ func verifyServiceCmd() *cobra.Command {
 		Use:    "service",
 		Short:  "a service of percolator verify's distributed target",
 		Hidden: true,
-		Args:   noArgs,
+		Args:   cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return verify.ServeService(c.Context(), o, c.ErrOrStderr())
 		},

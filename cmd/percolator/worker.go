@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 	"github.com/seed-992972ee/percolator/docindex"
 	"github.com/seed-992972ee/percolator/rpc"
 )
@@ -17,29 +18,29 @@ import (
 // on a server's database, until a signal; with --drain, until nothing is
 // left. Several workers (and an index run) keep one index at once.
 func workerCmd() *cobra.Command {
-	var tg target
+	var tg cli.Target
 	var scanners int
 	var drain, random bool
 	c := &cobra.Command{
 		Use:     "worker",
 		Short:   "run the index job's observers in an extra process (--server)",
 		Example: "  percolator worker --server 127.0.0.1:7420 --scanners 4\n  percolator worker --bigtable P/I/T --etcd http://127.0.0.1:2379 --drain",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			switch {
-			case tg.dir != "":
-				return usagef("a worker runs beside other processes: use --server or --bigtable with --etcd (an embedded --dir has one process; run index there)")
+			case tg.Dir != "":
+				return cli.Usagef("a worker runs beside other processes: use --server or --bigtable with --etcd (an embedded --dir has one process; run index there)")
 			case scanners < 1:
-				return usagef("--scanners must be at least 1")
+				return cli.Usagef("--scanners must be at least 1")
 			}
-			if err := tg.validate(); err != nil {
+			if err := tg.Validate(); err != nil {
 				return err
 			}
 			return runWorker(c.Context(), &tg, percolator.WorkerOptions{Scanners: scanners, Drain: drain, Unpartitioned: random}, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	fs := c.Flags()
-	tg.register(fs, "not allowed: a worker shares a database with other processes (--server, or --bigtable with --etcd)")
+	tg.Register(fs, "not allowed: a worker shares a database with other processes (--server, or --bigtable with --etcd)")
 	fs.IntVar(&scanners, "scanners", 4, "scanner threads running the observers")
 	fs.BoolVar(&drain, "drain", false, "exit once no notification is left, instead of at a signal")
 	fs.BoolVar(&random, "random-scan", false, "scan the whole notify keyspace from random places, instead of splitting it with the other workers (with --etcd)")
@@ -47,8 +48,8 @@ func workerCmd() *cobra.Command {
 }
 
 // runWorker runs the observers on the target's database.
-func runWorker(ctx context.Context, tg *target, opts percolator.WorkerOptions, stdout, stderr io.Writer) error {
-	db, err := tg.open(ctx, false)
+func runWorker(ctx context.Context, tg *cli.Target, opts percolator.WorkerOptions, stdout, stderr io.Writer) error {
+	db, err := tg.Open(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -57,12 +58,12 @@ func runWorker(ctx context.Context, tg *target, opts percolator.WorkerOptions, s
 		return err
 	}
 	how := "scanning from random places"
-	if tg.etcd != "" && !opts.Unpartitioned {
+	if tg.Etcd != "" && !opts.Unpartitioned {
 		how = "splitting the notify keyspace with the other workers (etcd membership)"
 	}
 	fmt.Fprintf(stderr, "percolator worker: running the index observers with %d scanners on %s, %s\n", opts.Scanners, tg.String(), how)
 	rctx := ctx
-	if tg.server != "" {
+	if tg.Server != "" {
 		// The run is one operation of the server connection: its scanners
 		// call the server at least every 200ms (WorkerOptions.MaxIdle), so
 		// a server that answers none of them for the retry budget is gone,
@@ -73,7 +74,7 @@ func runWorker(ctx context.Context, tg *target, opts percolator.WorkerOptions, s
 	}
 	rep, err := db.RunWorkers(rctx, opts)
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
-		return errDrained
+		return cli.ErrDrained
 	}
 	if err != nil {
 		return err

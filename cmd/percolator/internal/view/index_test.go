@@ -1,4 +1,4 @@
-package main
+package view
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ func TestIndexReportProgress(t *testing.T) {
 	dir := t.TempDir()
 	var b bytes.Buffer
 	pub := runstatus.Start(dir, []string{"index", "test"})
-	rep := &indexReport{tg: &target{dir: dir}, pub: pub, prog: progress.New(&b, false), out: &b}
+	rep := &IndexReport{Target: "--dir " + dir, Pub: pub, Prog: progress.New(&b, false), Out: &b}
 	line := "observers: 3 notifications left, 0 runs/s"
 	rep.Start(docindex.PhaseObservers)
 	rep.Progress(docindex.JobProgress{Phase: docindex.PhaseObservers, Done: 0, Total: 3, Label: line, Words: line, Observers: &percolator.ObserverStatus{}})

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"crypto/tls"
@@ -8,50 +8,51 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// listenFlags are the flags of a command that serves gRPC (serve,
+// ListenFlags are the flags of a command that serves gRPC (serve,
 // oracle), defined once: the address, the token every call must carry,
 // TLS, and --insecure. Beyond loopback it needs a token, and TLS or
 // --insecure: without TLS the token crosses the network in clear.
-type listenFlags struct {
-	addr, tokenFile   string
+type ListenFlags struct {
+	Addr              string
+	tokenFile         string
 	certFile, keyFile string
 	insecure          bool
 
-	// Set by check.
-	token  string
-	beyond bool        // addr may be reached from other machines
-	tls    *tls.Config // nil without --tls-cert
+	// Set by Check.
+	Token  string
+	Beyond bool        // Addr may be reached from other machines
+	TLS    *tls.Config // nil without --tls-cert
 }
 
-// register adds --listen (default addr), --token-file, --tls-cert,
+// Register adds --listen (default addr), --token-file, --tls-cert,
 // --tls-key and --insecure to fs; exposed says what a token taken off
 // the network lets one do.
-func (l *listenFlags) register(fs *pflag.FlagSet, addr, exposed string) {
-	fs.StringVar(&l.addr, "listen", addr, "address to serve gRPC on")
+func (l *ListenFlags) Register(fs *pflag.FlagSet, addr, exposed string) {
+	fs.StringVar(&l.Addr, "listen", addr, "address to serve gRPC on")
 	fs.StringVar(&l.tokenFile, "token-file", "", "file holding the token every call must carry (default: $PERCOLATOR_TOKEN; none: no token required)")
 	fs.StringVar(&l.certFile, "tls-cert", "", "TLS certificate (PEM); with --tls-key, serve TLS")
 	fs.StringVar(&l.keyFile, "tls-key", "", "TLS private key (PEM)")
 	fs.BoolVar(&l.insecure, "insecure", false, "allow a --listen address beyond loopback without TLS: the token and every request and reply then cross the network in clear, so anyone who can see the traffic can take the token and "+exposed+" (use --tls-cert/--tls-key instead)")
 }
 
-// check checks the flags, reads the token and the TLS key pair, and
+// Check checks the flags, reads the token and the TLS key pair, and
 // refuses an address beyond loopback without a token, or without TLS
 // unless --insecure.
-func (l *listenFlags) check() error {
+func (l *ListenFlags) Check() error {
 	switch {
 	case (l.certFile == "") != (l.keyFile == ""):
-		return usagef("--tls-cert and --tls-key go together")
+		return Usagef("--tls-cert and --tls-key go together")
 	case l.insecure && l.certFile != "":
-		return usagef("--insecure and --tls-cert contradict each other: with TLS nothing crosses the network in clear")
+		return Usagef("--insecure and --tls-cert contradict each other: with TLS nothing crosses the network in clear")
 	}
 	var err error
-	if l.token, err = readToken(l.tokenFile); err != nil {
+	if l.Token, err = ReadToken(l.tokenFile); err != nil {
 		return err
 	}
-	if l.beyond, err = checkListen(l.addr, l.token, l.certFile != "", l.insecure); err != nil {
+	if l.Beyond, err = checkListen(l.Addr, l.Token, l.certFile != "", l.insecure); err != nil {
 		return err
 	}
-	l.tls, err = loadTLS(l.certFile, l.keyFile)
+	l.TLS, err = loadTLS(l.certFile, l.keyFile)
 	return err
 }
 
@@ -77,20 +78,20 @@ func checkListen(listen, token string, hasTLS, insecure bool) (beyond bool, err 
 	}
 	switch {
 	case beyond && token == "":
-		return true, usagef("--listen %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", listen)
+		return true, Usagef("--listen %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", listen)
 	case beyond && !hasTLS && !insecure:
-		return true, usagef("--listen %s is not a loopback address: without TLS the token would cross the network in clear; "+
+		return true, Usagef("--listen %s is not a loopback address: without TLS the token would cross the network in clear; "+
 			"serve TLS with --tls-cert and --tls-key, or pass --insecure to accept the risk", listen)
 	}
 	return beyond, nil
 }
 
-// requireLoopback refuses a listen address other than loopback: without a
+// RequireLoopback refuses a listen address other than loopback: without a
 // token, anyone who can reach the port could read and write everything.
-func requireLoopback(addr string) error {
+func RequireLoopback(addr string) error {
 	beyond, err := beyondLoopback(addr)
 	if err == nil && beyond {
-		err = usagef("--listen %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", addr)
+		err = Usagef("--listen %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", addr)
 	}
 	return err
 }
@@ -101,7 +102,7 @@ func requireLoopback(addr string) error {
 func beyondLoopback(addr string) (bool, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return false, usagef("--listen %s: %v", addr, err)
+		return false, Usagef("--listen %s: %v", addr, err)
 	}
 	if host == "localhost" {
 		return false, nil

@@ -1,4 +1,4 @@
-package main
+package view
 
 import (
 	"encoding/json"
@@ -6,23 +6,25 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
 
-// displayPath is a path as printed: as is if it is printable UTF-8, Go-
-// quoted otherwise (a file name need not be UTF-8, and may hold control
-// bytes), so every path prints on one line and can be told apart.
-func displayPath(p string) string {
+// Path is a path (or row key) as printed: as is if it is printable
+// UTF-8, Go-quoted otherwise (a file name need not be UTF-8, and may
+// hold control bytes), so every path prints on one line and can be told
+// apart.
+func Path(p string) string {
 	if utf8.ValidString(p) && !containsFunc(p, func(r rune) bool { return !unicode.IsPrint(r) }) {
 		return p
 	}
 	return strconv.Quote(p)
 }
 
-// displayText is text as printed: invalid UTF-8 and control characters
+// Text is text as printed: invalid UTF-8 and control characters
 // escaped, everything else as is.
-func displayText(s string) string {
+func Text(s string) string {
 	if utf8.ValidString(s) && !containsFunc(s, unicode.IsControl) {
 		return s
 	}
@@ -39,11 +41,17 @@ func containsFunc(s string, f func(rune) bool) bool {
 	return false
 }
 
-// writeJSON prints v as indented JSON.
-func writeJSON(w io.Writer, v any) error {
+// JSON prints v as indented JSON.
+func JSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// FirstLine is s up to its first newline.
+func FirstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"io"
@@ -7,29 +7,29 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// logFlags are the long-running commands' logging flags (serve, oracle),
+// LogFlags are the long-running commands' logging flags (serve, oracle),
 // defined once.
-type logFlags struct {
+type LogFlags struct {
 	format  string
 	verbose bool
 }
 
-// register adds --log-format and -v to fs.
-func (l *logFlags) register(fs *pflag.FlagSet) {
+// Register adds --log-format and -v to fs.
+func (l *LogFlags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&l.format, "log-format", "text", "log format on stderr: text or json")
 	fs.BoolVarP(&l.verbose, "v", "v", false, "log debug messages")
 }
 
-func (l *logFlags) validate() error {
+func (l *LogFlags) Validate() error {
 	if l.format != "text" && l.format != "json" {
-		return usagef("--log-format is text or json")
+		return Usagef("--log-format is text or json")
 	}
 	return nil
 }
 
-// logger is the structured logger on stderr of the long-running
+// Logger is the structured logger on stderr of the long-running
 // commands.
-func (l *logFlags) logger(stderr io.Writer) *slog.Logger {
+func (l *LogFlags) Logger(stderr io.Writer) *slog.Logger {
 	level := slog.LevelInfo
 	if l.verbose {
 		level = slog.LevelDebug

@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/cluster"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/runstatus"
+	"github.com/seed-992972ee/percolator/coord/etcd"
+	"github.com/seed-992972ee/percolator/storage/bigtable"
+	"github.com/seed-992972ee/percolator/storage/pebble"
+)
+
+// Target is where a command's database is: an embedded store (--dir), a
+// server (--server, with its token and CA), or Bigtable with etcd
+// (--bigtable, --etcd). Its flags are defined once, by Register.
+type Target struct {
+	Dir, Server, TokenFile, TLSCA string
+	Bigtable, Etcd, EtcdPrefix    string
+	// SessionTTL is the lease of the process's liveness session with the
+	// server or etcd; 0 for the default.
+	SessionTTL time.Duration
+	// RetryBudget is how long an operation retries a server that does
+	// not answer (percolator.Options.RetryBudget); 0 for the default.
+	RetryBudget time.Duration
+	// LockTTL is how long the process's locks stay valid without a
+	// heartbeat (percolator.Options.LockTTL); 0 for the default.
+	LockTTL time.Duration
+}
+
+// Register adds the target flags to fs: --dir (described by dirUsage),
+// --server, --token-file, --tls-ca, --retry-budget, --lock-ttl and the
+// cluster's.
+func (t *Target) Register(fs *pflag.FlagSet, dirUsage string) {
+	fs.StringVar(&t.Dir, "dir", "", dirUsage)
+	fs.StringVar(&t.Server, "server", "", "address of a percolator server (percolator serve), instead of --dir")
+	fs.StringVar(&t.TokenFile, "token-file", "", "file holding the server's token (default: $PERCOLATOR_TOKEN)")
+	fs.StringVar(&t.TLSCA, "tls-ca", "", "CA certificate (PEM) to verify the server's TLS certificate with")
+	fs.DurationVar(&t.RetryBudget, "retry-budget", 0, "with --server: how long an operation (a transaction, a read, opening) goes on retrying a server that does not answer before the command fails naming it; with --etcd: how long opening waits for etcd (default 30s)")
+	fs.DurationVar(&t.LockTTL, "lock-ttl", 0, "how long this process's transaction locks stay valid without its heartbeat: another process may resolve a lock once its owner is seen dead (--session-ttl) or once this has passed, whichever comes first; at least 1ms (default 10s)")
+	t.registerCluster(fs)
+}
+
+// registerCluster adds --bigtable, --etcd, --etcd-prefix and
+// --session-ttl to fs.
+func (t *Target) registerCluster(fs *pflag.FlagSet) {
+	fs.StringVar(&t.Bigtable, "bigtable", "", "Cloud Bigtable table PROJECT/INSTANCE/TABLE (with --etcd), instead of --dir (BIGTABLE_EMULATOR_HOST is honoured)")
+	fs.StringVar(&t.Etcd, "etcd", "", "etcd endpoints, comma-separated (with --bigtable): liveness, advisory locks, and the elected oracle (percolator oracle)")
+	fs.StringVar(&t.EtcdPrefix, "etcd-prefix", "", "root of percolator's etcd keys (default percolator/)")
+	fs.DurationVar(&t.SessionTTL, "session-ttl", 0, "lease of this process's liveness session with --server or --etcd: stopped, it is seen dead and its locks resolved about this long after; with --etcd whole seconds, at least 2s (default 10s)")
+}
+
+// Validate requires exactly one of --dir, --server and --bigtable (with
+// --etcd), and checks the flags that go with them.
+func (t *Target) Validate() error {
+	n := 0
+	for _, s := range []string{t.Dir, t.Server, t.Bigtable} {
+		if s != "" {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return Usagef("--dir, --server and --bigtable exclude each other")
+	case n == 0:
+		return Usagef("--dir, --server or --bigtable is required")
+	case t.Dir != "" && (t.TokenFile != "" || t.TLSCA != ""):
+		return Usagef("--token-file and --tls-ca need --server or --bigtable")
+	case t.RetryBudget < 0:
+		return Usagef("--retry-budget must be positive")
+	case t.RetryBudget != 0 && t.Server == "" && t.Etcd == "":
+		return Usagef("--retry-budget needs --server or --etcd")
+	case (t.Bigtable == "") != (t.Etcd == ""):
+		return Usagef("--bigtable and --etcd go together")
+	case t.EtcdPrefix != "" && t.Etcd == "":
+		return Usagef("--etcd-prefix needs --etcd")
+	}
+	return t.validateTTLs()
+}
+
+// validateTTLs refuses a --lock-ttl the database would, a --session-ttl
+// the target's session would, and a --bigtable that names no table.
+func (t *Target) validateTTLs() error {
+	if t.LockTTL != 0 {
+		if err := (&percolator.Options{LockTTL: t.LockTTL}).Validate(); err != nil {
+			return Usagef("--lock-ttl %v: at least 1ms", t.LockTTL)
+		}
+	}
+	if t.SessionTTL != 0 {
+		if err := t.validateSessionTTL(); err != nil {
+			return err
+		}
+	}
+	if t.Bigtable != "" {
+		var o bigtable.Options
+		if err := o.ParseTable(t.Bigtable); err != nil {
+			return Usagef("--bigtable: %v", err)
+		}
+	}
+	return nil
+}
+
+// validateSessionTTL refuses a --session-ttl the target's session would:
+// none on an embedded store, and etcd's leases are whole seconds of at
+// least etcd.MinTTL (a server checks its own bounds).
+func (t *Target) validateSessionTTL() error {
+	switch {
+	case t.Dir != "":
+		return Usagef("--session-ttl needs --server or --etcd")
+	case t.SessionTTL < 0:
+		return Usagef("--session-ttl must be positive")
+	case t.Etcd != "":
+		o := etcd.SessionOptions{Owner: "-", TTL: t.SessionTTL}
+		o.EnsureDefaults()
+		if err := o.Validate(); err != nil {
+			return Usagef("--session-ttl: %v", err)
+		}
+	}
+	return nil
+}
+
+// String names the target for messages: the flag to pass again.
+func (t *Target) String() string {
+	if t.Bigtable != "" {
+		return "--bigtable " + t.Bigtable + " --etcd " + t.Etcd
+	}
+	if t.Server != "" {
+		return "--server " + t.Server
+	}
+	return "--dir " + t.Dir
+}
+
+// PublishDir is where a long-running command publishes its status: the
+// database directory, or nowhere for a server.
+func (t *Target) PublishDir() string { return t.Dir }
+
+// ReadToken reads the token from file, or $PERCOLATOR_TOKEN if file is
+// "".
+func ReadToken(file string) (string, error) {
+	if file == "" {
+		return strings.TrimSpace(os.Getenv("PERCOLATOR_TOKEN")), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("token file %s is empty", file)
+	}
+	return tok, nil
+}
+
+// Open opens the target's database; create allows an embedded store to be
+// created (index and bank), otherwise a directory without one fails.
+func (t *Target) Open(ctx context.Context, create bool) (*percolator.DB, error) {
+	switch {
+	case t.Bigtable != "":
+		return t.openCluster(ctx)
+	case t.Server != "":
+		tok, err := ReadToken(t.TokenFile)
+		if err != nil {
+			return nil, err
+		}
+		return percolator.Open(ctx, percolator.Options{Server: t.Server, Token: tok, TLSCAFile: t.TLSCA, SessionTTL: t.SessionTTL,
+			RetryBudget: t.RetryBudget, LockTTL: t.LockTTL})
+	}
+	db, err := percolator.Open(ctx, percolator.Options{Dir: t.Dir, MustExist: !create, LockTTL: t.LockTTL})
+	if errors.Is(err, pebble.ErrLocked) {
+		hint := ""
+		if !create {
+			hint = " (only 'percolator status' reads what it publishes while it runs)"
+		}
+		return nil, fmt.Errorf("%w\n%s%s", err, runstatus.Holder(t.Dir), hint)
+	}
+	return db, err
+}
+
+// openCluster opens the database on Bigtable and etcd.
+func (t *Target) openCluster(ctx context.Context) (*percolator.DB, error) {
+	tok, err := ReadToken(t.TokenFile)
+	if err != nil {
+		return nil, err
+	}
+	opts := cluster.Options{Etcd: cluster.ParseEndpoints(t.Etcd), Prefix: t.EtcdPrefix, SessionTTL: t.SessionTTL, OracleToken: tok, OracleCAFile: t.TLSCA,
+		DB: percolator.Options{RetryBudget: t.RetryBudget, LockTTL: t.LockTTL}}
+	if err := opts.Bigtable.ParseTable(t.Bigtable); err != nil {
+		return nil, Usagef("--bigtable: %v", err)
+	}
+	db, err := cluster.Open(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return db.DB, nil
+}
+
+// WithDB runs fn on the target's existing database (read commands).
+func WithDB(ctx context.Context, t *Target, fn func(db *percolator.DB) error) error {
+	db, err := t.Open(ctx, false)
+	if err != nil {
+		return err
+	}
+	return errors.Join(fn(db), db.Close())
+}

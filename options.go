@@ -74,6 +74,13 @@ type Options struct {
 	// Default 10s; at least 1ms (a lock's TTL is kept in whole
 	// milliseconds).
 	LockTTL time.Duration
+	// Now is the wall clock this DB stamps its locks with and judges
+	// other processes' locks' TTLs by. Default time.Now. The clocks of
+	// processes sharing a store may disagree: correctness never depends on
+	// them (a lock judged expired too early is rolled back, and its
+	// owner's commit then fails); percolator verify's skew fault gives
+	// its clients skewed ones.
+	Now func() time.Time
 	// MaxValueSize is the largest value a cell may hold. Default 10 MiB.
 	MaxValueSize int
 	// MaxAttempts bounds how many times Update runs its function while

@@ -60,14 +60,14 @@ func (r *run) fault(ctx context.Context, rng *rand.Rand, kind string) {
 	}
 	victims := append([]*proc{}, r.clients...)
 	for _, p := range r.dep.procs {
-		if !p.crashable || kind != "kill" {
+		if kind == "pause" || kind == "kill" && !p.crashable {
 			victims = append(victims, p)
 		}
 	}
 	v := victims[rng.IntN(len(victims))]
 	r.faults[kind+" "+v.role]++
 	switch kind {
-	case "kill":
+	case "kill", "skew": // a client's restart draws a new skew
 		v.kill()
 		sleep(ctx, time.Duration(rng.Int64N(int64(300*time.Millisecond))))
 		if err := v.start(ctx); err != nil {
@@ -76,6 +76,10 @@ func (r *run) fault(ctx context.Context, rng *rand.Rand, kind string) {
 	case "pause":
 		v.signal(sigStop, 0)
 		sleep(ctx, time.Duration(float64(r.o.Interval)*rng.Float64()))
+		v.signal(sigCont, 0)
+	case "expire": // past the lease: the session is gone when it wakes
+		v.signal(sigStop, 0)
+		sleep(ctx, expireTTL+time.Duration(rng.Int64N(int64(2*expireTTL))))
 		v.signal(sigCont, 0)
 	}
 }

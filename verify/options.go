@@ -28,8 +28,12 @@ const (
 // after the server applied the call), and powercut: the server's store on
 // Pebble's crashable filesystem loses what it had not synced and the
 // server restarts (--target server only; a kill then spares the server,
-// whose store is in its memory).
-var Faults = []string{"none", "kill", "pause", "cut", "partition", "delay", "drop", "powercut"}
+// whose store is in its memory); skew: a client restarted with its wall
+// clock, by which lock TTLs are judged, off by up to three TTLs either
+// way (an injected clock, not the system's); expire: a client paused past
+// its liveness session's lease (clients then run with a 2s lease), so
+// others resolve its locks and its commits must be refused.
+var Faults = []string{"none", "kill", "pause", "cut", "partition", "delay", "drop", "powercut", "skew", "expire"}
 
 // netFaults are the faults that need a network between the clients and
 // the store.
@@ -143,6 +147,8 @@ func (o *Options) Validate() error {
 	switch {
 	case NetFaults(o.Faults) && o.Target == TargetDir:
 		return bad("network faults (%s) need a network: --target server or distributed, or --server", strings.Join(netFaults, ", "))
+	case slices.Contains(o.Faults, "expire") && o.Target == TargetDir:
+		return bad("expire needs liveness sessions: --target server or distributed, or an existing deployment")
 	case slices.Contains(o.Faults, "powercut") && o.Target != TargetServer:
 		return bad("powercut needs --target server (verify runs the server on a crashable filesystem)")
 	case NetFaults(o.Faults) && o.Bigtable != "":

@@ -2,12 +2,14 @@ package verify
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -125,7 +127,7 @@ func makeOut(out string) error {
 
 func runID() string {
 	var b [6]byte
-	_, _ = rand.Read(b[:])
+	_, _ = crand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
 
@@ -141,9 +143,31 @@ func (r *run) clientProc(i int, final bool) *proc {
 				"--threads", strconv.Itoa(r.o.Threads), "--seed", strconv.FormatUint(r.o.Seed+uint64(i*10_000+start), 10)}
 			if final {
 				a = append(a, "--final")
+			} else if slices.Contains(r.o.Faults, "skew") {
+				a = append(a, "--clock-skew", r.skew(i, start).String())
+			}
+			if slices.Contains(r.o.Faults, "expire") {
+				a = append(a, "--session-ttl", expireTTL.String())
 			}
 			return append(a, r.dep.args...)
 		}}
+}
+
+// expireTTL is the clients' session lease under the expire fault.
+const expireTTL = 2 * time.Second
+
+// lockTTL is the clients' lock TTL (percolator.Options.LockTTL's default),
+// which the skew fault's skews are measured in.
+const lockTTL = 10 * time.Second
+
+// skew is the clock skew of client i's start-th start: none at its first,
+// then up to three lock TTLs either way, drawn from the run's seed.
+func (r *run) skew(i, start int) time.Duration {
+	if start == 0 {
+		return 0
+	}
+	rng := rand.New(rand.NewPCG(r.o.Seed, uint64(i*10_000+start)))
+	return time.Duration(rng.Int64N(int64(6*lockTTL))) - 3*lockTTL
 }
 
 func (r *run) startClients(ctx context.Context) error {

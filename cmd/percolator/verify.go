@@ -56,7 +56,7 @@ report.json, report.txt and (for a register failure) register.html go to
 	}
 	fs := c.Flags()
 	fs.StringVar(&o.Workload, "workload", "list-append", "the checked workload: "+strings.Join(workload.CheckedNames, ", "))
-	fs.StringVar(&faults, "fault", "kill", "faults, comma-separated: kill (SIGKILL and restart), pause (SIGSTOP, then SIGCONT), none")
+	fs.StringVar(&faults, "fault", "kill", "faults, comma-separated: kill (SIGKILL and restart), pause (SIGSTOP, then SIGCONT), cut, partition, delay, drop (the network, through a proxy), powercut (--target server), skew (a client restarted with its clock off by up to 3 lock TTLs), expire (a client paused past its session's lease), none")
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "how long the workload runs under faults")
 	fs.StringVar(&o.Target, "target", "", "deploy and test: dir (embedded store), server (percolator serve), distributed (Bigtable emulator, etcd, two oracles); default dir unless --server or --bigtable")
 	fs.IntVar(&o.Clients, "clients", 3, "client processes (1 with --target dir)")
@@ -216,6 +216,7 @@ func runVerifyCleanup(c *cobra.Command, tg *cli.Target) error {
 func verifyClientCmd() *cobra.Command {
 	var tg cli.Target
 	var o verify.ClientOptions
+	var skew time.Duration
 	c := &cobra.Command{
 		Use:    "client",
 		Short:  "one client process of percolator verify",
@@ -224,6 +225,9 @@ func verifyClientCmd() *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := tg.Validate(); err != nil {
 				return err
+			}
+			if skew != 0 {
+				tg.Now = func() time.Time { return time.Now().Add(skew) }
 			}
 			o.Open = func(ctx context.Context) (*percolator.DB, error) { return tg.Open(ctx, true) }
 			return verify.RunClient(c.Context(), o)
@@ -237,6 +241,7 @@ func verifyClientCmd() *cobra.Command {
 	fs.IntVar(&o.Threads, "threads", 4, "logical processes")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed")
 	fs.BoolVar(&o.Final, "final", false, "perform the final read once and exit")
+	fs.DurationVar(&skew, "clock-skew", 0, "how far this client's wall clock (the one lock TTLs are judged by) is off")
 	fs.DurationVar(&o.OpTimeout, "op-timeout", 10*time.Second, "bound of each operation (one that runs out is unknown)")
 	tg.Register(fs, "database directory")
 	return c

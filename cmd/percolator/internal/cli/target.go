@@ -33,6 +33,9 @@ type Target struct {
 	// LockTTL is how long the process's locks stay valid without a
 	// heartbeat (percolator.Options.LockTTL); 0 for the default.
 	LockTTL time.Duration
+	// Now, if set, is the wall clock the DB judges locks' TTLs by
+	// (percolator.Options.Now): no flag, percolator verify's clients set it.
+	Now func() time.Time
 }
 
 // Register adds the target flags to fs: --dir (described by dirUsage),
@@ -170,9 +173,9 @@ func (t *Target) Open(ctx context.Context, create bool) (*percolator.DB, error) 
 			return nil, err
 		}
 		return percolator.Open(ctx, percolator.Options{Server: t.Server, Token: tok, TLSCAFile: t.TLSCA, SessionTTL: t.SessionTTL,
-			RetryBudget: t.RetryBudget, LockTTL: t.LockTTL})
+			RetryBudget: t.RetryBudget, LockTTL: t.LockTTL, Now: t.Now})
 	}
-	db, err := percolator.Open(ctx, percolator.Options{Dir: t.Dir, MustExist: !create, LockTTL: t.LockTTL})
+	db, err := percolator.Open(ctx, percolator.Options{Dir: t.Dir, MustExist: !create, LockTTL: t.LockTTL, Now: t.Now})
 	if errors.Is(err, pebble.ErrLocked) {
 		hint := ""
 		if !create {
@@ -190,7 +193,7 @@ func (t *Target) openCluster(ctx context.Context) (*percolator.DB, error) {
 		return nil, err
 	}
 	opts := cluster.Options{Etcd: cluster.ParseEndpoints(t.Etcd), Prefix: t.EtcdPrefix, SessionTTL: t.SessionTTL, OracleToken: tok, OracleCAFile: t.TLSCA,
-		DB: percolator.Options{RetryBudget: t.RetryBudget, LockTTL: t.LockTTL}}
+		DB: percolator.Options{RetryBudget: t.RetryBudget, LockTTL: t.LockTTL, Now: t.Now}}
 	if err := opts.Bigtable.ParseTable(t.Bigtable); err != nil {
 		return nil, Usagef("--bigtable: %v", err)
 	}

@@ -63,8 +63,8 @@
 // only (a test, TestLayers, fails when one goes up):
 //
 //	cmd/percolator              the command line: parse flags, call a package, print
-//	bench                       the performance figures, each against its target
-//	docindex, workload          the index job; checked workloads (bank, graph load)
+//	bench, verify               the performance figures; checked histories under faults
+//	docindex, workload          the index job; checked workloads (bank, list-append, ...)
 //	cluster                     wiring of the distributed deployment (Bigtable + etcd)
 //	graph, lock, queue          S2Graph's edges; leased locks; work queues
 //	percolator (this package)   the public facade: Open, DB, Txn, observers, Options
@@ -75,15 +75,20 @@
 //	coord (+ remote, etcd)      liveness, advisory locks, membership
 //	storage backends            storage/memory, pebble, bigtable, remote; shared
 //	rpc                         gRPC plumbing shared by clients and server
-//	storage                     the Bigtable-model interface
+//	storage, history            the Bigtable-model interface; histories and their checkers
 //
-// Two departures from the design's list: bench sits above docindex and
-// workload, whose jobs its figures measure; and rpc sits between the
+// Below every layer: internal/mutant (the deliberate protocol bugs of
+// builds tagged percolator_mutants, which verify's tests must catch; a
+// constant false otherwise) and internal/faultproxy (the fault proxy of
+// the tests and of verify's nemesis).
+//
+// Two departures from the design's list: bench and verify sit above
+// docindex and workload, whose jobs they measure and check; and rpc sits between the
 // storage interface and its backends, since it maps gRPC errors to
 // storage's (storage.ErrUnavailable) and storage/remote is built on it.
 // Within a row a package may build on its own family (oracle/etcd on
 // oracle/remote, the command on its internal packages). Packages that
-// exist for tests (storagetest, etcdtest, servertest, faultproxy, ...)
+// exist for tests (storagetest, etcdtest, servertest, ...)
 // are imported by tests alone, so no binary links them.
 //
 // Each format has one owner, which encodes and decodes it; the others

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/seed-992972ee/percolator/internal/faultproxy"
@@ -185,11 +186,15 @@ func (d *deployment) ensureRunning(ctx context.Context) error {
 	return nil
 }
 
-// stop ends every process of the deployment and closes its proxies.
+// stop ends every process of the deployment at once (SIGTERM, SIGKILL
+// after a few seconds: what they hold is no longer needed) and closes its
+// proxies.
 func (d *deployment) stop() {
+	var wg sync.WaitGroup
 	for _, p := range d.all() {
-		p.stop(10 * time.Second)
+		wg.Go(func() { p.stop(3 * time.Second) })
 	}
+	wg.Wait()
 	for _, p := range d.proxies {
 		_ = p.Close()
 	}

@@ -67,7 +67,8 @@ func (m *MatrixOptions) ensureDefaults() {
 		m.Workloads = workload.CheckedNames
 	}
 	if len(m.Faults) == 0 {
-		m.Faults = [][]string{{"kill"}, {"pause"}, {"cut", "partition", "delay", "drop"}, {"kill", "pause", "cut", "drop"}}
+		m.Faults = [][]string{{"kill"}, {"pause"}, {"cut", "partition", "delay", "drop"}, {"powercut"}, {"skew", "expire"},
+			{"kill", "pause", "cut", "drop"}}
 	}
 	if len(m.Targets) == 0 {
 		m.Targets = []string{TargetDir, TargetServer, TargetDistributed}
@@ -75,6 +76,14 @@ func (m *MatrixOptions) ensureDefaults() {
 	if m.MinCell == 0 {
 		m.MinCell = 2 * time.Second
 	}
+}
+
+// applies reports whether faults can be injected on target: an embedded
+// store has no network and no sessions, and only the server target runs
+// on a crashable filesystem.
+func applies(faults []string, target string) bool {
+	o := Options{Workload: workload.CheckedNames[0], Faults: faults, Target: target, Duration: 1, Interval: 1, Clients: 1, Threads: 1}
+	return o.Validate() == nil
 }
 
 // RunMatrix runs every cell in turn, printing each cell's line to w as
@@ -85,7 +94,7 @@ func RunMatrix(ctx context.Context, m MatrixOptions, w io.Writer) ([]Cell, error
 	n := 0
 	for _, f := range m.Faults {
 		for _, tg := range m.Targets {
-			if !NetFaults(f) || tg != TargetDir {
+			if applies(f, tg) {
 				n += len(m.Workloads)
 			}
 		}
@@ -99,8 +108,8 @@ func RunMatrix(ctx context.Context, m MatrixOptions, w io.Writer) ([]Cell, error
 				if ctx.Err() != nil {
 					return cells, ctx.Err()
 				}
-				if NetFaults(f) && tg == TargetDir {
-					continue // no network between an embedded store and its client
+				if !applies(f, tg) {
+					continue
 				}
 				c := runCell(ctx, m, wl, f, tg, per)
 				cells = append(cells, c)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/seed-992972ee/percolator/history"
@@ -146,14 +147,18 @@ func (r *run) clientProc(i int, final bool) *proc {
 			} else if slices.Contains(r.o.Faults, "skew") {
 				a = append(a, "--clock-skew", r.skew(i, start).String())
 			}
-			if slices.Contains(r.o.Faults, "expire") {
+			if r.o.Target == TargetServer || r.o.Target == TargetDistributed || slices.Contains(r.o.Faults, "expire") {
+				// A short lease: a killed client's locks are resolved
+				// within seconds, not the default 10s, so that reads do
+				// not stall on them.
 				a = append(a, "--session-ttl", expireTTL.String())
 			}
 			return append(a, r.dep.args...)
 		}}
 }
 
-// expireTTL is the clients' session lease under the expire fault.
+// expireTTL is the clients' session lease on the targets verify deploys
+// with sessions, and under the expire fault.
 const expireTTL = 2 * time.Second
 
 // lockTTL is the clients' lock TTL (percolator.Options.LockTTL's default),
@@ -191,9 +196,11 @@ func (r *run) quiesce(ctx context.Context) error {
 	if err := r.dep.ensureRunning(ctx); err != nil {
 		return err
 	}
+	var wg sync.WaitGroup
 	for _, c := range r.clients {
-		c.stop(30 * time.Second)
+		wg.Go(func() { c.stop(30 * time.Second) })
 	}
+	wg.Wait()
 	return nil
 }
 

@@ -22,15 +22,7 @@ import (
 // the primary-first prewrite order mask it under every nemesis verify has
 // (txn's tagged tests show it breaks invariant 5 in-process).
 func TestVerifyMutants(t *testing.T) {
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go command to build the mutants' binary: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "percolator-mutants")
-	build := exec.Command(goCmd, "build", "-tags", "percolator_mutants", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags percolator_mutants: %v\n%s", err, out)
-	}
+	bin := buildPercolator(t, "percolator_mutants")
 	for _, c := range []struct {
 		mutant string
 		args   []string

@@ -50,16 +50,22 @@ func readReport(t *testing.T, out string) verify.Report {
 }
 
 // TestVerifyTargets runs a short checked history on each deployment verify
-// starts itself, under kills of every process it started: the verdict is
-// valid, operations were checked, faults injected, and the history, the
-// report and the processes' logs are in --out.
+// starts itself, under every kind of fault (processes killed and paused
+// past their leases, the network cut, delayed and replies dropped, a
+// power cut, a skewed clock): the verdict is valid, operations were
+// checked, faults injected, and the history, the report and the
+// processes' logs are in --out. The whole matrix is
+// TestFaultSuiteVerifyMatrix's.
 func TestVerifyTargets(t *testing.T) {
-	for _, c := range []struct{ target, workload string }{
-		{"dir", "list-append"}, {"server", "bank"}, {"distributed", "register"},
+	for _, c := range []struct{ target, workload, faults string }{
+		{"dir", "list-append", "kill"},
+		{"server", "bank", "kill,powercut,drop"},
+		{"server", "set", "expire,cut,delay"},
+		{"distributed", "register", "kill,partition,skew"},
 	} {
-		t.Run(c.target, func(t *testing.T) {
+		t.Run(c.target+"/"+c.faults, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
-			text, code := runVerifyProc(t, nil, "--target", c.target, "--workload", c.workload, "--duration", "3s",
+			text, code := runVerifyProc(t, nil, "--target", c.target, "--workload", c.workload, "--fault", c.faults, "--duration", "3s",
 				"--clients", "2", "--threads", "2", "--interval", "700ms", "--out", out)
 			if code != 0 {
 				t.Fatalf("exit %d\n%s", code, text)
@@ -168,4 +174,38 @@ func TestVerifyBadInput(t *testing.T) {
 			t.Errorf("verify %v: exit %d, want 2\n%s", args, code, text)
 		}
 	}
+}
+
+// TestFaultSuiteVerifyMatrix (PERCOLATOR_FAULT_SUITE=1) runs verify's whole
+// matrix, every workload x fault x target, a few seconds a cell, on a
+// binary built without the race detector (the children are many): no
+// cell may find a forbidden anomaly or fail to run.
+func TestFaultSuiteVerifyMatrix(t *testing.T) {
+	if os.Getenv("PERCOLATOR_FAULT_SUITE") != "1" {
+		t.Skip("the whole matrix: set PERCOLATOR_FAULT_SUITE=1 to run it")
+	}
+	bin := buildPercolator(t, "")
+	out := filepath.Join(t.TempDir(), "matrix")
+	cmd := exec.Command(bin, "verify", "--matrix", "--budget", "2m", "--out", out)
+	text, err := cmd.CombinedOutput()
+	t.Logf("%s", text)
+	if err != nil {
+		t.Fatalf("verify --matrix: %v", err)
+	}
+}
+
+// buildPercolator builds the command with the build tags given into a
+// temporary directory, skipping the test where there is no go command.
+func buildPercolator(t *testing.T, tags string) string {
+	t.Helper()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command to build the binary: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "percolator")
+	build := exec.Command(goCmd, "build", "-tags", tags, "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags %q: %v\n%s", tags, err, out)
+	}
+	return bin
 }

@@ -29,6 +29,7 @@ const (
 	CAS      = "cas"      // compare-and-set Key from Expect to Arg
 	Add      = "add"      // set: add Arg to the set at Key
 	Transfer = "transfer" // bank: move Arg from account Key to account To
+	Hold     = "hold"     // lock: acquire the lock Key, act, release; Lease says what was held
 )
 
 // Mop is one micro-operation of an operation. An operation of a
@@ -45,6 +46,29 @@ type Mop struct {
 	// reads (in order), [] for a key absent, [x] for a register holding x.
 	// Never omitted: JSON null and [] differ.
 	Read []int64 `json:"read"`
+	// Lease is a Hold's lease, once its grant is known (an unknown Hold
+	// may carry it too: the grant was learnt, the release was not).
+	Lease *Lease `json:"lease,omitempty"`
+}
+
+// Lease is what a lock holder knew of its lease, its times on
+// CLOCK_MONOTONIC: when it learnt of the grant, when it stopped acting
+// (sent its release; 0 if it never did), and its deadline, after which
+// it may not act whatever happens.
+type Lease struct {
+	Token    uint64 `json:"token"`
+	Granted  int64  `json:"granted"`
+	Released int64  `json:"released,omitempty"`
+	Deadline int64  `json:"deadline"`
+}
+
+// End is when the holder stopped holding: its release or its deadline,
+// the earlier.
+func (l Lease) End() int64 {
+	if l.Released > 0 && l.Released < l.Deadline {
+		return l.Released
+	}
+	return l.Deadline
 }
 
 // Op is one event of a history. An invocation and its completion (ok,

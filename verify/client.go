@@ -161,11 +161,11 @@ func (c *client) op(ctx context.Context, p int, f string, mops []history.Mop) hi
 		sleep(ctx, 100*time.Millisecond)
 		return history.Fail
 	}
-	c.rec.write(history.Op{Process: p, Type: history.Invoke, F: f, Time: now(), Value: mops})
+	c.rec.write(history.Op{Process: p, Type: history.Invoke, F: f, Time: history.Now(), Value: mops})
 	octx, cancel := context.WithTimeout(ctx, c.o.OpTimeout)
 	out, err := c.w.Apply(octx, db, f, mops)
 	cancel()
-	ev := history.Op{Process: p, Type: workload.Outcome(err, readOnly(f)), F: f, Time: now(), Value: out}
+	ev := history.Op{Process: p, Type: workload.Outcome(err, readOnly(f)), F: f, Time: history.Now(), Value: out}
 	if err != nil {
 		ev.Error = err.Error()
 		if reopen(err) {

@@ -147,6 +147,8 @@ func (o *Options) Validate() error {
 	switch {
 	case NetFaults(o.Faults) && o.Target == TargetDir:
 		return bad("network faults (%s) need a network: --target server or distributed, or --server", strings.Join(netFaults, ", "))
+	case o.Workload == "lock" && o.Target == "":
+		return bad("the lock workload leaves its locks' rows (a lock's fencing-token counter is never deleted): run it on a target verify deploys")
 	case slices.Contains(o.Faults, "expire") && o.Target == TargetDir:
 		return bad("expire needs liveness sessions: --target server or distributed, or an existing deployment")
 	case slices.Contains(o.Faults, "powercut") && o.Target != TargetServer:

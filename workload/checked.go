@@ -60,7 +60,7 @@ const Column = "v"
 var ErrUnknownWorkload = errors.New("workload: unknown workload")
 
 // CheckedNames are the checked workloads' names.
-var CheckedNames = []string{"list-append", "register", "set", "bank", "long-fork", "monotonic"}
+var CheckedNames = []string{"list-append", "register", "set", "bank", "long-fork", "monotonic", "lock"}
 
 // NewChecked returns the checked workload name.
 func NewChecked(name string, o CheckedOptions) (Checked, error) {
@@ -77,6 +77,8 @@ func NewChecked(name string, o CheckedOptions) (Checked, error) {
 		return &longFork{prefix: o.Prefix + "fork/", values: values{base: o.ValueBase}}, nil
 	case "monotonic":
 		return &monotonic{keyed: newKeyed(o, 6)}, nil
+	case "lock":
+		return &lockHolds{prefix: o.Prefix}, nil
 	}
 	return nil, fmt.Errorf("%w %q (one of %s)", ErrUnknownWorkload, name, strings.Join(CheckedNames, ", "))
 }

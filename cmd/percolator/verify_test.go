@@ -60,7 +60,7 @@ func TestVerifyTargets(t *testing.T) {
 	for _, c := range []struct{ target, workload, faults string }{
 		{"dir", "list-append", "kill"},
 		{"server", "bank", "kill,powercut,drop"},
-		{"server", "set", "expire,cut,delay"},
+		{"server", "lock", "expire,cut,delay"},
 		{"distributed", "register", "kill,partition,skew"},
 	} {
 		t.Run(c.target+"/"+c.faults, func(t *testing.T) {
@@ -166,6 +166,10 @@ func TestVerifyBadInput(t *testing.T) {
 		{"--target", "server", "--server", "127.0.0.1:1"},
 		{"--cleanup"},
 		{"--matrix", "--server", "127.0.0.1:1"},
+		{"--workload", "lock", "--server", "127.0.0.1:1"},
+		{"--fault", "cut"},
+		{"--fault", "powercut", "--target", "distributed"},
+		{"--fault", "expire"},
 		{"--out", used},
 		{"extra"},
 	} {

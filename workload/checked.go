@@ -124,6 +124,15 @@ func (k keyed) row(key string) string { return k.prefix + key }
 
 func (k keyed) pick(rng *rand.Rand) string { return k.keys[rng.IntN(len(k.keys))] }
 
+// readEvery is a read of every key, values unknown.
+func (k keyed) readEvery() []history.Mop {
+	mops := make([]history.Mop, len(k.keys))
+	for i, key := range k.keys {
+		mops[i] = history.Mop{F: history.Read, Key: key}
+	}
+	return mops
+}
+
 // update runs fn in one transaction, no retry: a conflict is the
 // operation's outcome. Errors before Commit are marked errBeforeCommit.
 func update(ctx context.Context, db *percolator.DB, fn func(tx *percolator.Txn) error) error {

@@ -55,13 +55,7 @@ func (w *listAppend) Apply(ctx context.Context, db *percolator.DB, f string, in 
 	return mops, err
 }
 
-func (w *listAppend) Final() (string, []history.Mop) {
-	mops := make([]history.Mop, len(w.keys))
-	for i, k := range w.keys {
-		mops[i] = history.Mop{F: history.Read, Key: k}
-	}
-	return "txn", mops
-}
+func (w *listAppend) Final() (string, []history.Mop) { return "txn", w.readEvery() }
 
 func (w *listAppend) Check(h []history.Op) history.Result {
 	return history.CheckListAppend(h, history.ListAppendOptions{RealTime: true})

@@ -84,13 +84,7 @@ func (w *checkedBank) add(ctx context.Context, tx *percolator.Txn, k string, d i
 	return tx.Set(w.row(k), Column, formatInts([]int64{l[0] + d}))
 }
 
-func (w *checkedBank) Final() (string, []history.Mop) {
-	mops := make([]history.Mop, len(w.keys))
-	for i, k := range w.keys {
-		mops[i] = history.Mop{F: history.Read, Key: k}
-	}
-	return "read", mops
-}
+func (w *checkedBank) Final() (string, []history.Mop) { return "read", w.readEvery() }
 
 func (w *checkedBank) Check(h []history.Op) history.Result {
 	return history.CheckBank(h, history.BankOptions{Accounts: w.keys, Initial: w.initial})

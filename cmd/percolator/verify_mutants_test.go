@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,15 +61,5 @@ func runMutantVerify(t *testing.T, bin, name string, args ...string) (string, in
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"verify"}, args...)...)
 	cmd.Env = append(os.Environ(), mutant.EnvVar+"="+name)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return out.String(), ee.ExitCode()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), 0
+	return runExit(t, cmd)
 }

@@ -22,6 +22,13 @@ func runVerifyProc(t *testing.T, env []string, args ...string) (string, int) {
 	t.Helper()
 	cmd := command(append([]string{"verify"}, args...)...)
 	cmd.Env = append(cmd.Env, env...)
+	return runExit(t, cmd)
+}
+
+// runExit runs cmd and returns its output (stdout and stderr) and exit
+// status.
+func runExit(t *testing.T, cmd *exec.Cmd) (string, int) {
+	t.Helper()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()

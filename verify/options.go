@@ -72,6 +72,10 @@ type Options struct {
 	Server, TokenFile, TLSCA string
 	Bigtable, Etcd           string
 	Open                     func(context.Context) (*percolator.DB, error)
+	// ClientFlags are passed to every client process after the target's
+	// (the target flags the user gave: --etcd-prefix, --session-ttl,
+	// --retry-budget, --lock-ttl).
+	ClientFlags []string
 
 	Clients int // client processes (TargetDir: 1)
 	Threads int // logical processes per client

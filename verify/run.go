@@ -153,7 +153,7 @@ func (r *run) clientProc(i int, final bool) *proc {
 				// not stall on them.
 				a = append(a, "--session-ttl", expireTTL.String())
 			}
-			return append(a, r.dep.args...)
+			return append(append(a, r.dep.args...), r.o.ClientFlags...)
 		}}
 }
 

@@ -169,6 +169,7 @@ func prepareVerify(o *verify.Options) error {
 // verifyTarget moves the target flags into o: --dir is where a deployed
 // target lives; --server or --bigtable name an existing deployment.
 func verifyTarget(tg *cli.Target, o *verify.Options) error {
+	o.ClientFlags = clientFlags(tg)
 	if tg.Server == "" && tg.Bigtable == "" {
 		o.Dir = tg.Dir
 		return nil
@@ -182,6 +183,22 @@ func verifyTarget(tg *cli.Target, o *verify.Options) error {
 	o.Server, o.TokenFile, o.TLSCA, o.Bigtable, o.Etcd = tg.Server, tg.TokenFile, tg.TLSCA, tg.Bigtable, tg.Etcd
 	o.Open = func(ctx context.Context) (*percolator.DB, error) { return tg.Open(ctx, false) }
 	return nil
+}
+
+// clientFlags are the target flags given that every client process takes
+// as they are.
+func clientFlags(tg *cli.Target) []string {
+	var f []string
+	add := func(name, v string, set bool) {
+		if set {
+			f = append(f, name, v)
+		}
+	}
+	add("--etcd-prefix", tg.EtcdPrefix, tg.EtcdPrefix != "")
+	add("--session-ttl", tg.SessionTTL.String(), tg.SessionTTL != 0)
+	add("--retry-budget", tg.RetryBudget.String(), tg.RetryBudget != 0)
+	add("--lock-ttl", tg.LockTTL.String(), tg.LockTTL != 0)
+	return f
 }
 
 // verifyErr makes bad options a usage error.

@@ -30,6 +30,10 @@ const (
 	Add      = "add"      // set: add Arg to the set at Key
 	Transfer = "transfer" // bank: move Arg from account Key to account To
 	Hold     = "hold"     // lock: acquire the lock Key, act, release; Lease says what was held
+	Push     = "push"     // queue: push Arg to the queue Key
+	Take     = "take"     // queue: pop an item of Key under a lease (Lease), act, then ack (Expect 1) or not
+	Drain    = "drain"    // queue: the final take of every item left (Read), acked
+	Dead     = "dead"     // queue: the dead letters (Read)
 )
 
 // Mop is one micro-operation of an operation. An operation of a

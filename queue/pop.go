@@ -39,6 +39,9 @@ func (d *Delivery) Valid() bool {
 	return now().Before(d.until)
 }
 
+// Deadline is when Valid turns false, by the worker's monotonic clock.
+func (d *Delivery) Deadline() time.Time { return d.until }
+
 // LeaseID identifies the delivery's lease (another delivery of the same
 // item has another).
 func (d *Delivery) LeaseID() uint64 { return d.lease }

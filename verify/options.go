@@ -153,6 +153,8 @@ func (o *Options) Validate() error {
 		return bad("network faults (%s) need a network: --target server or distributed, or --server", strings.Join(netFaults, ", "))
 	case o.Workload == "lock" && o.Target == "":
 		return bad("the lock workload leaves its locks' rows (a lock's fencing-token counter is never deleted): run it on a target verify deploys")
+	case o.Workload == "queue" && o.Target == "":
+		return bad("the queue workload leaves its queue's rows (package queue deletes no queue): run it on a target verify deploys")
 	case slices.Contains(o.Faults, "expire") && o.Target == TargetDir:
 		return bad("expire needs liveness sessions: --target server or distributed, or an existing deployment")
 	case slices.Contains(o.Faults, "powercut") && o.Target != TargetServer:

@@ -48,13 +48,24 @@ func (r *Report) Verdict() string {
 	}
 	b.WriteString(")\n")
 	for _, k := range slices.Sorted(maps.Keys(r.Result.Counts)) {
-		fmt.Fprintf(&b, "anomaly %s: %d%s\n", k, r.Result.Counts[k], allowedNote(r.Result, k))
+		fmt.Fprintf(&b, "%s %s: %d%s\n", countLabel(r.Result, k), k, r.Result.Counts[k], allowedNote(r.Result, k))
 	}
 	if r.Removed > 0 {
 		fmt.Fprintf(&b, "removed the run's %d rows from the deployment\n", r.Removed)
 	}
 	fmt.Fprintf(&b, "history and report in %s\n", r.Out)
 	return b.String()
+}
+
+// countLabel says whether a count is of anomalies or a note (what was
+// left unchecked, items delivered again): only anomalies have examples.
+func countLabel(res history.Result, kind string) string {
+	for _, a := range res.Anomalies {
+		if a.Kind == kind {
+			return "anomaly"
+		}
+	}
+	return "note"
 }
 
 func allowedNote(res history.Result, kind string) string {

@@ -60,7 +60,7 @@ const Column = "v"
 var ErrUnknownWorkload = errors.New("workload: unknown workload")
 
 // CheckedNames are the checked workloads' names.
-var CheckedNames = []string{"list-append", "register", "set", "bank", "long-fork", "monotonic", "lock"}
+var CheckedNames = []string{"list-append", "register", "set", "bank", "long-fork", "monotonic", "lock", "queue"}
 
 // NewChecked returns the checked workload name.
 func NewChecked(name string, o CheckedOptions) (Checked, error) {
@@ -79,6 +79,8 @@ func NewChecked(name string, o CheckedOptions) (Checked, error) {
 		return &monotonic{keyed: newKeyed(o, 6)}, nil
 	case "lock":
 		return &lockHolds{prefix: o.Prefix}, nil
+	case "queue":
+		return &workQueue{name: o.Prefix + "q", values: values{base: o.ValueBase}}, nil
 	}
 	return nil, fmt.Errorf("%w %q (one of %s)", ErrUnknownWorkload, name, strings.Join(CheckedNames, ", "))
 }

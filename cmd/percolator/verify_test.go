@@ -66,6 +66,7 @@ func readReport(t *testing.T, out string) verify.Report {
 func TestVerifyTargets(t *testing.T) {
 	for _, c := range []struct{ target, workload, faults string }{
 		{"dir", "list-append", "kill"},
+		{"dir", "queue", "kill"},
 		{"server", "bank", "kill,powercut,drop"},
 		{"server", "lock", "expire,cut,delay"},
 		{"distributed", "register", "kill,partition,skew"},
@@ -174,6 +175,7 @@ func TestVerifyBadInput(t *testing.T) {
 		{"--cleanup"},
 		{"--matrix", "--server", "127.0.0.1:1"},
 		{"--workload", "lock", "--server", "127.0.0.1:1"},
+		{"--workload", "queue", "--server", "127.0.0.1:1"},
 		{"--fault", "cut"},
 		{"--fault", "powercut", "--target", "distributed"},
 		{"--fault", "expire"},

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -76,6 +77,26 @@ func (m *MatrixOptions) ensureDefaults() {
 	if m.MinCell == 0 {
 		m.MinCell = 2 * time.Second
 	}
+}
+
+// Validate checks the axes: every name known, and at least one cell that
+// a target can take.
+func (m *MatrixOptions) Validate() error {
+	m.ensureDefaults()
+	for _, f := range m.Faults {
+		for _, tg := range m.Targets {
+			for _, wl := range m.Workloads {
+				o := Options{Workload: wl, Faults: f, Target: tg, Duration: 1, Interval: 1, Clients: 1, Threads: 1}
+				if err := o.Validate(); err != nil && !errors.Is(err, errNotApplicable) {
+					return err
+				}
+			}
+			if applies(f, tg) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: no target of the matrix takes these faults", ErrInvalidArgument)
 }
 
 // applies reports whether faults can be injected on target: an embedded

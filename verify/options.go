@@ -52,6 +52,10 @@ func NetFaults(faults []string) bool {
 // ErrInvalidArgument: the options are not usable; nothing was started.
 var ErrInvalidArgument = errors.New("verify: invalid argument")
 
+// errNotApplicable marks a fault a target cannot take (Validate): a
+// matrix skips such cells.
+var errNotApplicable = fmt.Errorf("%w: fault not applicable to the target", ErrInvalidArgument)
+
 // ErrOutExists: Out already holds a run's files; verify writes a run to a
 // directory of its own so two runs' histories never mix.
 var ErrOutExists = errors.New("verify: output directory is not empty")
@@ -148,17 +152,20 @@ func (o *Options) Validate() error {
 			return bad("fault %q (one of %s)", f, strings.Join(Faults, ", "))
 		}
 	}
+	na := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", errNotApplicable, fmt.Sprintf(format, a...))
+	}
 	switch {
 	case NetFaults(o.Faults) && o.Target == TargetDir:
-		return bad("network faults (%s) need a network: --target server or distributed, or --server", strings.Join(netFaults, ", "))
+		return na("network faults (%s) need a network: --target server or distributed, or --server", strings.Join(netFaults, ", "))
 	case o.Workload == "lock" && o.Target == "":
 		return bad("the lock workload leaves its locks' rows (a lock's fencing-token counter is never deleted): run it on a target verify deploys")
 	case o.Workload == "queue" && o.Target == "":
 		return bad("the queue workload leaves its queue's rows (package queue deletes no queue): run it on a target verify deploys")
 	case slices.Contains(o.Faults, "expire") && o.Target == TargetDir:
-		return bad("expire needs liveness sessions: --target server or distributed, or an existing deployment")
+		return na("expire needs liveness sessions: --target server or distributed, or an existing deployment")
 	case slices.Contains(o.Faults, "powercut") && o.Target != TargetServer:
-		return bad("powercut needs --target server (verify runs the server on a crashable filesystem)")
+		return na("powercut needs --target server (verify runs the server on a crashable filesystem)")
 	case NetFaults(o.Faults) && o.Bigtable != "":
 		return bad("network faults on an existing Bigtable deployment are not supported: use --target distributed")
 	}

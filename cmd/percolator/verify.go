@@ -115,8 +115,11 @@ func runVerifyMatrix(c *cobra.Command, tg *cli.Target, o verify.Options, budget 
 	if o.Target != "" {
 		m.Targets = []string{o.Target}
 	}
-	if err := checkVerify(o); err != nil {
-		return err
+	if o.Duration <= 0 || o.Interval <= 0 || o.Clients < 1 || o.Threads < 1 {
+		return cli.Usagef("--interval must be positive, --clients and --threads at least 1")
+	}
+	if err := m.Validate(); err != nil {
+		return verifyErr(err)
 	}
 	if err := prepareVerify(&m.Base); err != nil {
 		return err

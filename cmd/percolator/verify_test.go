@@ -179,6 +179,7 @@ func TestVerifyBadInput(t *testing.T) {
 		{"--fault", "cut"},
 		{"--fault", "powercut", "--target", "distributed"},
 		{"--fault", "expire"},
+		{"--matrix", "--fault", "powercut", "--target", "dir"},
 		{"--out", used},
 		{"extra"},
 	} {

@@ -34,6 +34,10 @@ const (
 	Take     = "take"     // queue: pop an item of Key under a lease (Lease), act, then ack (Expect 1) or not
 	Drain    = "drain"    // queue: the final take of every item left (Read), acked
 	Dead     = "dead"     // queue: the dead letters (Read)
+	Insert   = "insert"   // graph: insert the edge Key at version Arg (its property v = Arg)
+	Remove   = "delete"   // graph: delete the edge Key at version Arg
+	EdgeRead = "edge"     // graph: the edge Key after the run: [] absent, [version, v] present
+	Checked  = "check"    // graph: the graph's own check after the run: Read[0] mismatches
 )
 
 // Mop is one micro-operation of an operation. An operation of a

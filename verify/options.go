@@ -160,6 +160,8 @@ func (o *Options) Validate() error {
 		return na("network faults (%s) need a network: --target server or distributed, or --server", strings.Join(netFaults, ", "))
 	case o.Workload == "lock" && o.Target == "":
 		return bad("the lock workload leaves its locks' rows (a lock's fencing-token counter is never deleted): run it on a target verify deploys")
+	case o.Workload == "graph" && o.Target == "":
+		return bad("the graph workload leaves its label and edges (package graph deletes no label): run it on a target verify deploys")
 	case o.Workload == "queue" && o.Target == "":
 		return bad("the queue workload leaves its queue's rows (package queue deletes no queue): run it on a target verify deploys")
 	case slices.Contains(o.Faults, "expire") && o.Target == TargetDir:

@@ -60,7 +60,7 @@ const Column = "v"
 var ErrUnknownWorkload = errors.New("workload: unknown workload")
 
 // CheckedNames are the checked workloads' names.
-var CheckedNames = []string{"list-append", "register", "set", "bank", "long-fork", "monotonic", "lock", "queue"}
+var CheckedNames = []string{"list-append", "register", "set", "bank", "long-fork", "monotonic", "lock", "queue", "graph"}
 
 // NewChecked returns the checked workload name.
 func NewChecked(name string, o CheckedOptions) (Checked, error) {
@@ -79,6 +79,9 @@ func NewChecked(name string, o CheckedOptions) (Checked, error) {
 		return &monotonic{keyed: newKeyed(o, 6)}, nil
 	case "lock":
 		return &lockHolds{prefix: o.Prefix}, nil
+	case "graph":
+		// Label names hold no "/": the run's prefix with "_" instead.
+		return &graphEdges{label: strings.ReplaceAll(strings.TrimSuffix(o.Prefix, "/"), "/", "_") + "_edges", values: values{base: o.ValueBase}}, nil
 	case "queue":
 		return &workQueue{name: o.Prefix + "q", values: values{base: o.ValueBase}}, nil
 	}

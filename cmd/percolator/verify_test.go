@@ -69,9 +69,10 @@ func TestVerifyTargets(t *testing.T) {
 		{"dir", "queue", "kill"},
 		{"server", "bank", "kill,powercut,drop"},
 		{"server", "lock", "expire,cut,delay"},
+		{"server", "graph", "kill,drop"},
 		{"distributed", "register", "kill,partition,skew"},
 	} {
-		t.Run(c.target+"/"+c.faults, func(t *testing.T) {
+		t.Run(c.target+"/"+c.workload+"/"+c.faults, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
 			text, code := runVerifyProc(t, nil, "--target", c.target, "--workload", c.workload, "--fault", c.faults, "--duration", "3s",
 				"--clients", "2", "--threads", "2", "--interval", "700ms", "--out", out)
@@ -176,6 +177,7 @@ func TestVerifyBadInput(t *testing.T) {
 		{"--matrix", "--server", "127.0.0.1:1"},
 		{"--workload", "lock", "--server", "127.0.0.1:1"},
 		{"--workload", "queue", "--server", "127.0.0.1:1"},
+		{"--workload", "graph", "--server", "127.0.0.1:1"},
 		{"--fault", "cut"},
 		{"--fault", "powercut", "--target", "distributed"},
 		{"--fault", "expire"},

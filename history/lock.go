@@ -62,13 +62,7 @@ func checkLeases(rep *report, key string, ls []heldLease) {
 		}
 		tokens[h.l.Token] = h
 	}
-	var valid []heldLease
-	for _, h := range ls {
-		if h.l.Granted < h.l.End() {
-			valid = append(valid, h)
-		}
-	}
-	sort.Slice(valid, func(i, j int) bool { return valid[i].l.Granted < valid[j].l.Granted })
+	valid := heldInOrder(ls, func(h heldLease) Lease { return h.l })
 	for i := 1; i < len(valid); i++ {
 		a, b := valid[i-1], valid[i]
 		if b.l.Granted < a.l.End() {
@@ -80,6 +74,21 @@ func checkLeases(rep *report, key string, ls []heldLease) {
 				Explanation: fmt.Sprintf("%s held lock %s with token %d, and %s after it with token %d", name(a.op), key, a.l.Token, name(b.op), b.l.Token)})
 		}
 	}
+}
+
+// heldInOrder keeps the leases that were ever valid (learnt before their
+// end: a grant that came back after its deadline never was), ordered by
+// when they were learnt, the order they were held in if they never
+// overlapped.
+func heldInOrder[T any](xs []T, lease func(T) Lease) []T {
+	var valid []T
+	for _, x := range xs {
+		if l := lease(x); l.Granted < l.End() {
+			valid = append(valid, x)
+		}
+	}
+	sort.Slice(valid, func(i, j int) bool { return lease(valid[i]).Granted < lease(valid[j]).Granted })
+	return valid
 }
 
 func fmtNanos(ns int64) string { return fmt.Sprintf("%.3fms", float64(ns)/1e6) }

@@ -159,13 +159,7 @@ func (q *queueState) checkDeliveries(rep *report, o QueueOptions) {
 // checkOverlaps finds two deliveries of value v whose leases were valid
 // at once.
 func checkOverlaps(rep *report, v int64, ts []take) {
-	var valid []take
-	for _, t := range ts {
-		if t.l.Deadline > 0 && t.l.Granted < t.l.End() {
-			valid = append(valid, t)
-		}
-	}
-	sort.Slice(valid, func(i, j int) bool { return valid[i].l.Granted < valid[j].l.Granted })
+	valid := heldInOrder(ts, func(t take) Lease { return t.l }) // a drain's take holds no lease
 	for i := 1; i < len(valid); i++ {
 		a, b := valid[i-1], valid[i]
 		if b.l.Granted < a.l.End() {

@@ -12,7 +12,8 @@
 //  1. Merge the clients' events with Sort (or read them with ReadAll: a
 //     torn last line is dropped, ErrTorn says so).
 //  2. Call the checker of the workload: CheckListAppend, CheckRegister,
-//     CheckSet, CheckBank, CheckLongFork or CheckMonotonic. Each pairs
+//     CheckSet, CheckBank, CheckLongFork, CheckMonotonic, CheckLock,
+//     CheckQueue, CheckGraph or CheckObserver. Each pairs
 //     invocations with completions (Pairs); an invocation without a
 //     completion counts as info. A malformed history (a completion
 //     without invocation, two outstanding invocations of one process) is
@@ -61,6 +62,13 @@
 //     written twice), "nonmonotonic" (a process reads a key below what it
 //     saw before), "nonmonotonic-realtime" (below what a transaction that
 //     completed before its invocation saw).
+//   - observer (CheckObserver): F "append" and a final read of each key's
+//     list and of what the observer's runs processed. "lost",
+//     "unexpected", "duplicate-elements" of the lists; "unexpected-run"
+//     (a run saw a change never committed), "duplicate-run" (two runs
+//     committed for one change), "out-of-order-run", "unprocessed" (a
+//     committed change no run followed); "changes" and "runs" count
+//     notifications collapsing.
 //
 // # Invariants the checkers rely on
 //

@@ -38,6 +38,9 @@ const (
 	Remove   = "delete"   // graph: delete the edge Key at version Arg
 	EdgeRead = "edge"     // graph: the edge Key after the run: [] absent, [version, v] present
 	Checked  = "check"    // graph: the graph's own check after the run: Read[0] mismatches
+	// Processed is observer's final read of what the observer's runs
+	// appended for Key: Read, one value per committed run.
+	Processed = "processed"
 )
 
 // Mop is one micro-operation of an operation. An operation of a

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/seed-992972ee/percolator/internal/mutant"
 	"github.com/seed-992972ee/percolator/storage"
 )
 
@@ -302,6 +303,9 @@ func (n NotifySpace) fences(ctx context.Context, row []byte, column string, ahea
 		if newest < ts { // nothing at or after ts: the prewrite may come
 			fences = append(fences, storage.SetCell(FamilyWrite, column, ts, encodeWrite(&Write{Op: OpRollback, StartTS: ts})))
 		}
+	}
+	if mutant.On(mutant.SkipRollback) {
+		return nil, true, nil // breaks invariant 5: a late prewrite lands unannounced
 	}
 	return fences, true, nil
 }

@@ -36,6 +36,10 @@ type ClientOptions struct {
 	Final bool
 	// OpTimeout bounds each operation; one that runs out is unknown.
 	OpTimeout time.Duration
+	// Workers runs the workload's workers (workload.Worked) in this
+	// client too: on an embedded store, which has one owner, they cannot
+	// run elsewhere.
+	Workers bool
 	// Open opens the DB (again after it failed or closed).
 	Open func(context.Context) (*percolator.DB, error)
 }
@@ -95,6 +99,15 @@ func (c *client) run(ctx context.Context) error {
 	if err := c.setup(ctx); err != nil {
 		return err
 	}
+	if ww, ok := c.w.(workload.Worked); ok && c.o.Workers {
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			work(wctx, ww, c.db, c.dropDB)
+		}()
+		defer func() { cancel(); <-done }()
+	}
 	if c.o.Final {
 		f, mops := c.w.Final()
 		if f == "" {
@@ -128,8 +141,13 @@ func (c *client) setup(ctx context.Context) error {
 	}
 }
 
+// finalTimeout bounds the final read, which may wait for work to catch
+// up (the observers').
+const finalTimeout = 90 * time.Second
+
 // final performs the final read until it succeeds or ctx ends.
 func (c *client) final(ctx context.Context, f string, mops []history.Mop) error {
+	c.o.OpTimeout = max(c.o.OpTimeout, finalTimeout)
 	for p := c.o.ProcessBase; ctx.Err() == nil; p += c.o.Threads {
 		if c.op(ctx, p, f, mops) == history.OK {
 			return nil
@@ -174,6 +192,50 @@ func (c *client) op(ctx context.Context, p int, f string, mops []history.Mop) hi
 	}
 	c.rec.write(ev)
 	return ev.Type
+}
+
+// work runs the workload's workers on the DB db returns, again after it
+// fails, until ctx ends; drop discards a DB that failed.
+func work(ctx context.Context, w workload.Worked, db func(context.Context) (*percolator.DB, error), drop func(*percolator.DB)) {
+	for ctx.Err() == nil {
+		d, err := db(ctx)
+		if err == nil {
+			err = w.Work(ctx, d)
+			if err != nil && ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "verify: workers: %v\n", err)
+				if reopen(err) {
+					drop(d)
+				}
+			}
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+}
+
+// WorkerOptions are one worker process's: it opens its own DB handle and
+// runs the workload's workers until its context ends.
+type WorkerOptions struct {
+	Workload string
+	Prefix   string // the run's row prefix
+	// OpTimeout bounds opening the DB.
+	OpTimeout time.Duration
+	Open      func(context.Context) (*percolator.DB, error)
+}
+
+// RunWorker runs one worker process until ctx ends.
+func RunWorker(ctx context.Context, o WorkerOptions) error {
+	w, err := workload.NewChecked(o.Workload, workload.CheckedOptions{Prefix: o.Prefix})
+	if err != nil {
+		return err
+	}
+	ww, ok := w.(workload.Worked)
+	if !ok {
+		return fmt.Errorf("%w: the %s workload has no workers", ErrInvalidArgument, o.Workload)
+	}
+	c := &client{o: ClientOptions{OpTimeout: o.OpTimeout, Open: o.Open}}
+	defer c.closeDB()
+	work(ctx, ww, c.db, c.dropDB)
+	return nil
 }
 
 // readOnly reports whether operations of function f write nothing.

@@ -58,7 +58,7 @@ func (r *run) fault(ctx context.Context, rng *rand.Rand, kind string) {
 		r.powerCut(ctx)
 		return
 	}
-	victims := append([]*proc{}, r.clients...)
+	victims := append(append([]*proc{}, r.clients...), r.workers...)
 	for _, p := range r.dep.procs {
 		if kind == "pause" || kind == "kill" && !p.crashable {
 			victims = append(victims, p)

@@ -82,6 +82,10 @@ type Options struct {
 	ClientFlags []string
 
 	Clients int // client processes (TargetDir: 1)
+	// Workers is how many worker processes run a workload's workers
+	// (workload.Worked: the observer workload's observers) beside the
+	// clients; on TargetDir they run in the client.
+	Workers int
 	Threads int // logical processes per client
 	// Interval is the nemesis's mean time between faults.
 	Interval time.Duration
@@ -117,6 +121,9 @@ func (o *Options) EnsureDefaults() {
 	if o.Threads == 0 {
 		o.Threads = 4
 	}
+	if o.Workers == 0 {
+		o.Workers = 2
+	}
 	if o.Interval == 0 {
 		o.Interval = time.Second
 	}
@@ -136,8 +143,8 @@ func (o *Options) Validate() error {
 		return bad("workload %q (one of %s)", o.Workload, strings.Join(workload.CheckedNames, ", "))
 	case o.Duration <= 0 || o.Interval <= 0:
 		return bad("duration and interval must be positive")
-	case o.Clients < 1 || o.Threads < 1:
-		return bad("clients and threads must be at least 1")
+	case o.Clients < 1 || o.Threads < 1 || o.Workers < 1:
+		return bad("clients, threads and workers must be at least 1")
 	case o.Target != "" && (o.Server != "" || o.Bigtable != ""):
 		return bad("a target to deploy excludes an existing deployment")
 	case o.Target == "" && o.Open == nil:

@@ -26,7 +26,7 @@ type Report struct {
 	Events   int            `json:"events"`
 	Torn     int            `json:"torn_histories"` // client histories whose last line a kill tore
 	Result   history.Result `json:"result"`
-	Removed  int            `json:"rows_removed,omitempty"` // an existing deployment's rows the run wrote and removed
+	Removed  int            `json:"cells_removed,omitempty"` // the cells the run wrote on an existing deployment and removed
 	Out      string         `json:"out"`
 }
 
@@ -51,7 +51,7 @@ func (r *Report) Verdict() string {
 		fmt.Fprintf(&b, "%s %s: %d%s\n", countLabel(r.Result, k), k, r.Result.Counts[k], allowedNote(r.Result, k))
 	}
 	if r.Removed > 0 {
-		fmt.Fprintf(&b, "removed the run's %d rows from the deployment\n", r.Removed)
+		fmt.Fprintf(&b, "removed the run's %d cells from the deployment\n", r.Removed)
 	}
 	fmt.Fprintf(&b, "history and report in %s\n", r.Out)
 	return b.String()
@@ -158,25 +158,56 @@ func anomalies(res history.Result) string {
 }
 
 // Remove deletes, in transactions, every row under prefix that the
-// checked workloads write (their one column), and returns how many: a
-// run on an existing deployment removes its own rows at the end, and
+// checked workloads write, and returns how many cells it deleted: a run
+// on an existing deployment removes its own rows at the end, and
 // percolator verify --cleanup what killed runs left (prefix RowPrefix).
+// The observer workload's observers of runs under prefix are removed
+// first (workload.IsObserverUnder), then their columns' cells; the
+// registry keeps the name as unregistered (package observer's rule), and
+// the deployment's scanners clear the notifications left.
 func Remove(ctx context.Context, open func(context.Context) (*percolator.DB, error), prefix string) (int, error) {
 	db, err := open(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer db.Close()
+	st, err := db.ObserverStatus(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("verify: listing observers: %w", err)
+	}
+	columns := []string{workload.Column}
+	for _, o := range st.Observers {
+		if !workload.IsObserverUnder(o.Name, prefix) {
+			continue
+		}
+		if err := db.Unobserve(ctx, o.Name); err != nil {
+			return 0, fmt.Errorf("verify: removing observer %s: %w", o.Name, err)
+		}
+		columns = append(columns, o.Column)
+	}
+	removed := 0
+	for _, col := range columns {
+		n, err := removeColumn(ctx, db, prefix, col)
+		removed += n
+		if err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
+
+// removeColumn deletes column's cells of the rows under prefix.
+func removeColumn(ctx context.Context, db *percolator.DB, prefix, column string) (int, error) {
 	removed := 0
 	for {
 		var n int
 		err := db.Update(ctx, func(tx *percolator.Txn) error {
-			kvs, err := tx.Scan(ctx, prefix, prefix+"\xff", workload.Column, 500)
+			kvs, err := tx.Scan(ctx, prefix, prefix+"\xff", column, 500)
 			if err != nil {
 				return err
 			}
 			for _, kv := range kvs {
-				if err := tx.Delete(string(kv.Row), workload.Column); err != nil {
+				if err := tx.Delete(string(kv.Row), column); err != nil {
 					return err
 				}
 			}

@@ -58,6 +58,7 @@ type run struct {
 	logs, hist string // Out's logs and client histories
 	dep        *deployment
 	clients    []*proc
+	workers    []*proc        // the workload's workers, where they run apart from the clients
 	faults     map[string]int // faults injected, by kind and role ("kill server")
 }
 
@@ -79,7 +80,9 @@ func (r *run) run(ctx context.Context, base string) (*Report, error) {
 	if err := r.quiesce(ctx); err != nil {
 		return nil, err
 	}
-	if err := r.finalRead(ctx); err != nil {
+	err = r.finalRead(ctx)
+	r.stopWorkers()
+	if err != nil {
 		return nil, err
 	}
 	rep, h, err := r.check(elapsed)
@@ -144,18 +147,51 @@ func (r *run) clientProc(i int, final bool) *proc {
 				"--threads", strconv.Itoa(r.o.Threads), "--seed", strconv.FormatUint(r.o.Seed+uint64(i*10_000+start), 10)}
 			if final {
 				a = append(a, "--final")
-			} else if slices.Contains(r.o.Faults, "skew") {
-				a = append(a, "--clock-skew", r.skew(i, start).String())
 			}
-			if r.o.Target == TargetServer || r.o.Target == TargetDistributed || slices.Contains(r.o.Faults, "expire") {
-				// A short lease: a killed client's locks are resolved
-				// within seconds, not the default 10s, so that reads do
-				// not stall on them.
-				a = append(a, "--session-ttl", expireTTL.String())
+			if r.inClientWorkers() {
+				a = append(a, "--workers")
 			}
-			return append(append(a, r.dep.args...), r.o.ClientFlags...)
+			return r.targetArgs(a, i, start, final)
 		}}
 }
+
+// workerProc is worker process i of a workload whose workers run apart.
+func (r *run) workerProc(i int) *proc {
+	return &proc{role: "worker", name: "worker" + strconv.Itoa(i), bin: r.o.Binary, logs: r.logs, env: append(append([]string{}, r.o.Env...), r.dep.env...),
+		args: func(start int) []string {
+			a := []string{"verify", "worker", "--workload", r.o.Workload, "--prefix", r.prefix()}
+			return r.targetArgs(a, workerSkewBase+i, start, false)
+		}}
+}
+
+// workerSkewBase sets the workers' skews apart from the clients'.
+const workerSkewBase = 5_000
+
+// targetArgs appends to a the flags every process on the target takes:
+// a skewed clock when asked for (not at the final read), the lease, the
+// target's.
+func (r *run) targetArgs(a []string, i, start int, final bool) []string {
+	if !final && slices.Contains(r.o.Faults, "skew") {
+		a = append(a, "--clock-skew", r.skew(i, start).String())
+	}
+	if r.o.Target == TargetServer || r.o.Target == TargetDistributed || slices.Contains(r.o.Faults, "expire") {
+		// A short lease: a killed process's locks are resolved within
+		// seconds, not the default 10s, so that reads do not stall on
+		// them.
+		a = append(a, "--session-ttl", expireTTL.String())
+	}
+	return append(append(a, r.dep.args...), r.o.ClientFlags...)
+}
+
+// worked reports whether the workload has workers (workload.Worked).
+func (r *run) worked() bool {
+	_, ok := mustChecked(r.o.Workload).(workload.Worked)
+	return ok
+}
+
+// inClientWorkers reports whether the workload's workers run in the
+// client: on an embedded store, which has one owner.
+func (r *run) inClientWorkers() bool { return r.worked() && r.o.Target == TargetDir }
 
 // expireTTL is the clients' session lease on the targets verify deploys
 // with sessions, and under the expire fault.
@@ -176,6 +212,15 @@ func (r *run) skew(i, start int) time.Duration {
 }
 
 func (r *run) startClients(ctx context.Context) error {
+	if r.worked() && !r.inClientWorkers() {
+		for i := range r.o.Workers {
+			p := r.workerProc(i)
+			if err := p.start(ctx); err != nil {
+				return err
+			}
+			r.workers = append(r.workers, p)
+		}
+	}
 	for i := range r.o.Clients {
 		p := r.clientProc(i, false)
 		if err := p.start(ctx); err != nil {
@@ -186,15 +231,23 @@ func (r *run) startClients(ctx context.Context) error {
 	return nil
 }
 
-// quiesce ends the faults: every process resumed, the deployment's
-// restarted, the clients stopped.
+// quiesce ends the faults: every process resumed, the deployment's and
+// the workers restarted (they go on through the final read), the clients
+// stopped.
 func (r *run) quiesce(ctx context.Context) error {
 	r.dep.heal()
-	for _, p := range append(r.dep.all(), r.clients...) {
+	for _, p := range append(append(r.dep.all(), r.clients...), r.workers...) {
 		p.signal(sigCont, 0)
 	}
 	if err := r.dep.ensureRunning(ctx); err != nil {
 		return err
+	}
+	for _, p := range r.workers {
+		if !p.running() {
+			if err := p.start(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	var wg sync.WaitGroup
 	for _, c := range r.clients {
@@ -202,6 +255,15 @@ func (r *run) quiesce(ctx context.Context) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// stopWorkers ends the worker processes.
+func (r *run) stopWorkers() {
+	var wg sync.WaitGroup
+	for _, p := range r.workers {
+		wg.Go(func() { p.stop(10 * time.Second) })
+	}
+	wg.Wait()
 }
 
 // finalRead runs the workload's final read in a client of its own, once

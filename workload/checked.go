@@ -40,6 +40,16 @@ type Checked interface {
 	Check(h []history.Op) history.Result
 }
 
+// Worked is a checked workload whose work is also done by workers, apart
+// from its operations (the observer workload's observers): percolator
+// verify runs Work in processes of their own beside the clients, and in
+// the client itself on an embedded store, which has one owner.
+type Worked interface {
+	Checked
+	// Work runs the workers on db until ctx ends or db fails.
+	Work(ctx context.Context, db *percolator.DB) error
+}
+
 // CheckedOptions shape a checked workload.
 type CheckedOptions struct {
 	// Prefix is prepended to every row the workload writes: each run of
@@ -60,7 +70,7 @@ const Column = "v"
 var ErrUnknownWorkload = errors.New("workload: unknown workload")
 
 // CheckedNames are the checked workloads' names.
-var CheckedNames = []string{"list-append", "register", "set", "bank", "long-fork", "monotonic", "lock", "queue", "graph"}
+var CheckedNames = []string{"list-append", "register", "set", "bank", "long-fork", "monotonic", "lock", "queue", "graph", "observer"}
 
 // NewChecked returns the checked workload name.
 func NewChecked(name string, o CheckedOptions) (Checked, error) {
@@ -82,6 +92,8 @@ func NewChecked(name string, o CheckedOptions) (Checked, error) {
 	case "graph":
 		// Label names hold no "/": the run's prefix with "_" instead.
 		return &graphEdges{label: strings.ReplaceAll(strings.TrimSuffix(o.Prefix, "/"), "/", "_") + "_edges", values: values{base: o.ValueBase}}, nil
+	case "observer":
+		return newObserved(o), nil
 	case "queue":
 		return &workQueue{name: o.Prefix + "q", values: values{base: o.ValueBase}}, nil
 	}
@@ -152,9 +164,15 @@ func update(ctx context.Context, db *percolator.DB, fn func(tx *percolator.Txn) 
 	return tx.Commit(ctx)
 }
 
-// getInts reads a cell of comma-separated integers: [] when absent.
+// getInts reads row's Column, a cell of comma-separated integers: []
+// when absent.
 func getInts(ctx context.Context, tx *percolator.Txn, row string) ([]int64, error) {
-	v, err := tx.Get(ctx, row, Column)
+	return getIntsAt(ctx, tx, row, Column)
+}
+
+// getIntsAt reads a cell of comma-separated integers: [] when absent.
+func getIntsAt(ctx context.Context, tx *percolator.Txn, row, column string) ([]int64, error) {
+	v, err := tx.Get(ctx, row, column)
 	if errors.Is(err, percolator.ErrNotFound) {
 		return []int64{}, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/verifycmd"
 )
 
 // newRoot builds the command tree for the command line argv (which the
@@ -37,7 +38,7 @@ server, the oracle and the workers.`,
 	root.CompletionOptions.DisableDefaultCmd = true // completion.go's, whose arguments are checked
 	root.AddCommand(indexCmd(argv), statusCmd(), notificationsCmd(), bankCmd(argv), dumpCmd(), locksCmd(), unobserveCmd(),
 		serveCmd(), workerCmd(), oracleCmd(), benchCmd(), initCmd(), lockCmd(), queueCmd(), graphCmd(), devclusterCmd(),
-		versionCmd(), completionCmd(), benchClientCmd(), verifyCmd())
+		versionCmd(), completionCmd(), benchClientCmd(), verifycmd.Command())
 	return root
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/verify"
+	"github.com/seed-992972ee/percolator/workload"
 )
 
 // runVerifyProc runs `percolator verify args...` as a process of its own
@@ -66,11 +67,11 @@ func readReport(t *testing.T, out string) verify.Report {
 func TestVerifyTargets(t *testing.T) {
 	for _, c := range []struct{ target, workload, faults string }{
 		{"dir", "list-append", "kill"},
-		{"dir", "queue", "kill"},
+		{"dir", "observer", "kill"},
 		{"server", "bank", "kill,powercut,drop"},
 		{"server", "lock", "expire,cut,delay"},
 		{"server", "graph", "kill,drop"},
-		{"distributed", "register", "kill,partition,skew"},
+		{"distributed", "observer", "kill,partition,skew"},
 	} {
 		t.Run(c.target+"/"+c.workload+"/"+c.faults, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
@@ -100,8 +101,9 @@ func TestVerifyTargets(t *testing.T) {
 }
 
 // TestVerifyExistingServer checks a server verify did not start: it faults
-// only its own clients, and removes the rows it wrote; --cleanup removes
-// what a killed run left under verify's prefix and nothing else.
+// only its own clients and workers, and removes the rows and the observer
+// it made; --cleanup removes what a killed run left under verify's prefix
+// (its rows, its observer) and nothing else.
 func TestVerifyExistingServer(t *testing.T) {
 	dir, addr := t.TempDir(), freeAddr(t)
 	serveProc(t, dir, addr)
@@ -111,45 +113,79 @@ func TestVerifyExistingServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	put := func(row string) {
+	put := func(row, col string) {
 		t.Helper()
-		if err := db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set(row, "v", []byte("1")) }); err != nil {
+		if err := db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set(row, col, []byte("1")) }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	put("users/a") // the operator's own row
+	put("users/a", "v") // the operator's own row
 	out := filepath.Join(t.TempDir(), "out")
-	text, code := runVerifyProc(t, nil, "--server", addr, "--workload", "set", "--duration", "2s", "--clients", "2", "--threads", "2", "--out", out)
+	text, code := runVerifyProc(t, nil, "--server", addr, "--workload", "observer", "--duration", "2s", "--clients", "2", "--threads", "2", "--workers", "1", "--out", out)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, text)
 	}
 	r := readReport(t, out)
-	if r.Removed == 0 || r.Result.OK == 0 {
-		t.Fatalf("removed %d rows after %d ok operations\n%s", r.Removed, r.Result.OK, text)
+	if r.Removed == 0 || r.Result.OK == 0 || r.Result.Counts["runs"] == 0 {
+		t.Fatalf("removed %d cells after %d ok operations, %d observer runs\n%s", r.Removed, r.Result.OK, r.Result.Counts["runs"], text)
 	}
 	for role := range r.Faults {
-		if !strings.HasSuffix(role, "client") {
+		if !strings.HasSuffix(role, "client") && !strings.HasSuffix(role, "worker") {
 			t.Errorf("faulted %q on a deployment verify did not start", role)
 		}
 	}
-	if n := rowsUnder(t, db, verify.RowPrefix); n != 0 {
+	if n := rowsUnder(t, db, verify.RowPrefix, "v"); n != 0 {
 		t.Fatalf("%d rows left under %s", n, verify.RowPrefix)
 	}
-	put(verify.RowPrefix + "killed-run/0") // what a killed run leaves
+	if n := verifyObservers(t, addr); n != 0 {
+		t.Fatalf("%d observers of the run left", n)
+	}
+
+	// What a killed run leaves: its rows, its observer and its column.
+	killed := verify.RowPrefix + "killed-run/"
+	if err := db.Observe(ctx, percolator.Observer{Name: workload.ObserverName(killed), Column: workload.ObservedColumn(killed),
+		Fn: func(context.Context, *percolator.Txn, string, string) error { return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	put(killed+"0", "v")
+	put(killed+"1", workload.ObservedColumn(killed))
 	text, code = runVerifyProc(t, nil, "--server", addr, "--cleanup")
-	if code != 0 || !strings.Contains(text, "removed 1 rows") {
+	if code != 0 || !strings.Contains(text, "removed 2 cells") {
 		t.Fatalf("cleanup: exit %d\n%s", code, text)
 	}
-	if rowsUnder(t, db, verify.RowPrefix) != 0 || rowsUnder(t, db, "users/") != 1 {
-		t.Fatal("cleanup removed the wrong rows")
+	if a, b, c, d := rowsUnder(t, db, verify.RowPrefix, "v"), rowsUnder(t, db, verify.RowPrefix, workload.ObservedColumn(killed)), verifyObservers(t, addr), rowsUnder(t, db, "users/", "v"); a != 0 || b != 0 || c != 0 || d != 1 {
+		t.Fatalf("after the cleanup: %d rows under %s, %d cells of the killed run's column, %d observers of verify's, %d of the operator's rows (want 1)", a, verify.RowPrefix, b, c, d)
 	}
 }
 
-func rowsUnder(t *testing.T, db *percolator.DB, prefix string) int {
+// verifyObservers counts the observers of verify's runs registered on the
+// server at addr, through a new handle (an open one keeps the registry it
+// loaded).
+func verifyObservers(t *testing.T, addr string) int {
+	t.Helper()
+	db, err := percolator.Open(context.Background(), percolator.Options{Server: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st, err := db.ObserverStatus(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, o := range st.Observers {
+		if workload.IsObserverUnder(o.Name, verify.RowPrefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func rowsUnder(t *testing.T, db *percolator.DB, prefix, column string) int {
 	t.Helper()
 	var n int
 	err := db.View(context.Background(), func(tx *percolator.Txn) error {
-		kvs, err := tx.Scan(context.Background(), prefix, prefix+"\xff", "v", 0)
+		kvs, err := tx.Scan(context.Background(), prefix, prefix+"\xff", column, 0)
 		n = len(kvs)
 		return err
 	})
@@ -172,6 +208,7 @@ func TestVerifyBadInput(t *testing.T) {
 		{"--target", "cloud"},
 		{"--duration", "0s"},
 		{"--clients", "0"},
+		{"--workers", "0"},
 		{"--target", "server", "--server", "127.0.0.1:1"},
 		{"--cleanup"},
 		{"--matrix", "--server", "127.0.0.1:1"},

@@ -32,11 +32,20 @@
 //     abort or by a resolver that found the owner dead or the lock
 //     expired, erases the lock and its data but leaves no rollback record
 //     at its start_ts; nor does a resolver fence a primary that holds
-//     nothing of the transaction, the record's other writer (txn:
-//     resolve.go, rollbackMutations and resolveCell). A late or retried
-//     prewrite of the transaction then succeeds, and it may commit over
-//     writes made since. Expected: list-append (lost updates, G0/G1c), bank (a
-//     transfer applied on one side only).
+//     nothing of the transaction, nor the clear of a notification written
+//     ahead of its prewrite fence that prewrite off (txn: resolve.go,
+//     rollbackMutations and resolveCell; notifyspace.go, fences). A late
+//     or retried prewrite of the transaction then succeeds: it may commit
+//     over writes made since, or, where notifications live in rows of
+//     their own (Bigtable), commit a change whose notification was
+//     cleared; a pause of 300ms between the notifications and the
+//     prewrite, one commit in five, widens that window. Expected: observer
+//     on --target distributed ("unprocessed": a worker cleared the
+//     notification before its prewrite landed). Elsewhere the protocol
+//     masks it: a resolver rolls back only a transaction whose session is
+//     gone, a secondary is prewritten only after its primary's lock
+//     landed, and the commit point requires the primary's lock, so a late
+//     prewrite of a rolled-back transaction cannot commit.
 //   - secondaries-first (invariant 4): commit writes the secondaries'
 //     commit records before the primary's (txn: commit.go). Until the
 //     primary commits a reader sees half the transaction, and a crash in

@@ -34,7 +34,7 @@ type Mutant struct {
 func Names() []Mutant {
 	return []Mutant{
 		{SkipLockCheck, 2, "a transactional read reads past a lock older than its start_ts instead of waiting on or resolving it"},
-		{SkipRollback, 5, "rolling back a lock erases it without leaving a rollback record at its start_ts, nor a fence at an empty primary"},
+		{SkipRollback, 5, "rolling back a lock erases it without leaving a rollback record at its start_ts, nor a fence at an empty primary or at a cleared notification's prewrite"},
 		{SecondariesFirst, 4, "commit writes the secondaries' commit records before the primary's"},
 		{RepeatTimestamp, 1, "the oracle client hands out the timestamp before again, about one call in 50"},
 		{StaleRange, 1, "the oracle client fetches timestamps ahead of its callers and serves later callers from them"},

@@ -1,4 +1,4 @@
-package main
+package verifycmd
 
 import (
 	"context"
@@ -17,9 +17,9 @@ import (
 	"github.com/seed-992972ee/percolator/workload"
 )
 
-// verifyCmd is `verify`: a checked history of a workload under faults
+// Command is `verify`: a checked history of a workload under faults
 // (package verify), its verdict printed; exit 1 on a forbidden anomaly.
-func verifyCmd() *cobra.Command {
+func Command() *cobra.Command {
 	var tg cli.Target
 	var o verify.Options
 	var faults string
@@ -68,7 +68,8 @@ report.json, report.txt and (for a register failure) register.html go to
 	fs.DurationVar(&budget, "budget", 10*time.Minute, "with --matrix: the wall time the cells' workloads share (each cell gets at least 2s, plus its start and check)")
 	fs.BoolVar(&cleanup, "cleanup", false, "remove the rows every earlier run left on the --server or --bigtable deployment, and exit")
 	tg.Register(fs, "with --target: the directory verify deploys in (default: a temporary directory, removed at the end)")
-	c.AddCommand(verifyClientCmd(), verifyServiceCmd())
+	fs.IntVar(&o.Workers, "workers", 2, "worker processes of a workload with workers (observer), beside the clients (in the client with --target dir)")
+	c.AddCommand(verifyClientCmd(), verifyWorkerCmd(), verifyServiceCmd())
 	return c
 }
 
@@ -115,8 +116,8 @@ func runVerifyMatrix(c *cobra.Command, tg *cli.Target, o verify.Options, budget 
 	if o.Target != "" {
 		m.Targets = []string{o.Target}
 	}
-	if o.Duration <= 0 || o.Interval <= 0 || o.Clients < 1 || o.Threads < 1 {
-		return cli.Usagef("--interval must be positive, --clients and --threads at least 1")
+	if o.Duration <= 0 || o.Interval <= 0 || o.Clients < 1 || o.Threads < 1 || o.Workers < 1 {
+		return cli.Usagef("--interval must be positive, --clients, --threads and --workers at least 1")
 	}
 	if err := m.Validate(); err != nil {
 		return verifyErr(err)
@@ -145,8 +146,8 @@ func runVerifyMatrix(c *cobra.Command, tg *cli.Target, o verify.Options, budget 
 // checkVerify refuses bad options before anything is made (the flags
 // have no zero defaults to fall back on).
 func checkVerify(o verify.Options) error {
-	if o.Duration <= 0 || o.Interval <= 0 || o.Clients < 1 || o.Threads < 1 {
-		return cli.Usagef("--duration and --interval must be positive, --clients and --threads at least 1")
+	if o.Duration <= 0 || o.Interval <= 0 || o.Clients < 1 || o.Threads < 1 || o.Workers < 1 {
+		return cli.Usagef("--duration and --interval must be positive, --clients, --threads and --workers at least 1")
 	}
 	o.EnsureDefaults()
 	return verifyErr(o.Validate())
@@ -227,7 +228,7 @@ func runVerifyCleanup(c *cobra.Command, tg *cli.Target) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.OutOrStdout(), "verify: removed %d rows under %q\n", n, verify.RowPrefix)
+	fmt.Fprintf(c.OutOrStdout(), "verify: removed %d cells under %q\n", n, verify.RowPrefix)
 	return nil
 }
 
@@ -261,8 +262,40 @@ func verifyClientCmd() *cobra.Command {
 	fs.IntVar(&o.Threads, "threads", 4, "logical processes")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed")
 	fs.BoolVar(&o.Final, "final", false, "perform the final read once and exit")
+	fs.BoolVar(&o.Workers, "workers", false, "run the workload's workers in this process too")
 	fs.DurationVar(&skew, "clock-skew", 0, "how far this client's wall clock (the one lock TTLs are judged by) is off")
 	fs.DurationVar(&o.OpTimeout, "op-timeout", 10*time.Second, "bound of each operation (one that runs out is unknown)")
+	tg.Register(fs, "database directory")
+	return c
+}
+
+// verifyWorkerCmd is `verify worker` (hidden): one worker process of a
+// verify run, running its workload's workers (the observers).
+func verifyWorkerCmd() *cobra.Command {
+	var tg cli.Target
+	var o verify.WorkerOptions
+	var skew time.Duration
+	c := &cobra.Command{
+		Use:    "worker",
+		Short:  "one worker process of percolator verify",
+		Hidden: true,
+		Args:   cli.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := tg.Validate(); err != nil {
+				return err
+			}
+			if skew != 0 {
+				tg.Now = func() time.Time { return time.Now().Add(skew) }
+			}
+			o.Open = func(ctx context.Context) (*percolator.DB, error) { return tg.Open(ctx, true) }
+			return verify.RunWorker(c.Context(), o)
+		},
+	}
+	fs := c.Flags()
+	fs.StringVar(&o.Workload, "workload", "", "the checked workload")
+	fs.StringVar(&o.Prefix, "prefix", "", "the run's row prefix")
+	fs.DurationVar(&skew, "clock-skew", 0, "how far this worker's wall clock (the one lock TTLs are judged by) is off")
+	fs.DurationVar(&o.OpTimeout, "op-timeout", 10*time.Second, "bound of opening the database")
 	tg.Register(fs, "database directory")
 	return c
 }

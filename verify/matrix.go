@@ -86,7 +86,7 @@ func (m *MatrixOptions) Validate() error {
 	for _, f := range m.Faults {
 		for _, tg := range m.Targets {
 			for _, wl := range m.Workloads {
-				o := Options{Workload: wl, Faults: f, Target: tg, Duration: 1, Interval: 1, Clients: 1, Threads: 1}
+				o := Options{Workload: wl, Faults: f, Target: tg, Duration: 1, Interval: 1, Clients: 1, Threads: 1, Workers: 1}
 				if err := o.Validate(); err != nil && !errors.Is(err, errNotApplicable) {
 					return err
 				}
@@ -103,7 +103,7 @@ func (m *MatrixOptions) Validate() error {
 // store has no network and no sessions, and only the server target runs
 // on a crashable filesystem.
 func applies(faults []string, target string) bool {
-	o := Options{Workload: workload.CheckedNames[0], Faults: faults, Target: target, Duration: 1, Interval: 1, Clients: 1, Threads: 1}
+	o := Options{Workload: workload.CheckedNames[0], Faults: faults, Target: target, Duration: 1, Interval: 1, Clients: 1, Threads: 1, Workers: 1}
 	return o.Validate() == nil
 }
 

@@ -29,6 +29,7 @@ type DB struct {
 	closer []func() error // in reverse order of opening
 	client *txn.Client
 	obs    *observer.Framework
+	format uint64 // the store's on-disk format, checked at open
 }
 
 // Open opens (creating if needed) the database described by opts: the
@@ -59,6 +60,12 @@ func (db *DB) open(ctx context.Context) error {
 		return db.openRemote(ctx)
 	}
 	if err := db.openStore(); err != nil {
+		return err
+	}
+	// A store of another format is refused before anything reads or
+	// writes it.
+	var err error
+	if db.format, err = txn.EnsureFormat(ctx, db.store); err != nil {
 		return err
 	}
 	owner := o.Owner
@@ -111,6 +118,11 @@ func (db *DB) openRemote(ctx context.Context) error {
 		return err
 	}
 	db.closer = append(db.closer, conn.Close)
+	// The server checked its store's format; this client writes records
+	// of its own, so it must be the same.
+	if db.format = max(conn.FormatVersion, 1); db.format != txn.FormatVersion {
+		return &txn.FormatError{What: "store", Found: db.format, Build: txn.FormatVersion}
+	}
 	st, err := remote.New(ctx, conn, remote.Options{})
 	if err != nil {
 		return err
@@ -325,6 +337,10 @@ func (db *DB) View(ctx context.Context, fn func(tx *Txn) error) error {
 // a DeleteRow, and Close (close the DB). Reads of any family but the
 // reserved rows pass, and a scan stops short of the reserved rows.
 func (db *DB) Store() storage.Store { return userstore.Wrap(db.store, apiErr) }
+
+// FormatVersion is the on-disk format of the DB's store, as checked at
+// Open: FormatVersion, or the DB would not have opened.
+func (db *DB) FormatVersion() uint64 { return db.format }
 
 // MaxValueSize is the largest value a cell of this DB may hold
 // (Options.MaxValueSize).

@@ -76,7 +76,16 @@ var (
 	// live. Nothing of it is visible; it is a conflict too (errors.Is
 	// ErrConflict), so Update retries it.
 	ErrSessionLost = fmt.Errorf("%w: liveness session lost", ErrConflict)
+	// ErrFormat: the store, or a record in it, is of an on-disk format
+	// this build does not read (FormatVersion): a store written by a newer
+	// percolator, or an older one not yet upgraded. Nothing was changed;
+	// a lock of an unknown format is never rolled back.
+	ErrFormat = errors.New("percolator: unsupported store format")
 )
+
+// FormatVersion is the on-disk format this build reads and writes; a
+// store records its own at creation (DB.FormatVersion).
+const FormatVersion = txn.FormatVersion
 
 // kinds maps the internal packages' errors to the API's, most specific
 // first.
@@ -104,6 +113,7 @@ var kinds = []struct {
 	{storage.ErrUnavailable, []error{ErrUnavailable}},
 	{rpc.ErrOutcomeUnknown, []error{ErrCommitUnknown}},
 	{rpc.ErrUnauthenticated, []error{ErrUnauthenticated}},
+	{txn.ErrFormat, []error{ErrFormat}},
 }
 
 // apiError is an error as the API returns it: "percolator: " and the

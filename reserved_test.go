@@ -172,6 +172,9 @@ func TestOpenStoreWrittenBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if v, recorded, err := txn.ReadFormat(ctx, raw); err != nil || recorded || v != 1 {
+		t.Fatalf("the fixture's format: %d (recorded %v), %v; want 1, unrecorded", v, recorded, err)
+	}
 	if err := raw.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -179,6 +182,9 @@ func TestOpenStoreWrittenBefore(t *testing.T) {
 	db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(dir, "db")})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if v := db.FormatVersion(); v != 1 {
+		t.Fatalf("opened as format %d; a store from before formats were recorded is format 1", v)
 	}
 	tx, err := db.BeginReadOnly(ctx)
 	if err != nil {

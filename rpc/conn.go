@@ -127,6 +127,10 @@ type Conn struct {
 	Storage rpcpb.StorageClient
 	Oracle  rpcpb.OracleClient
 	Coord   rpcpb.CoordClient
+	// FormatVersion is the on-disk format of the server's store, as its
+	// Ping answered when dialed; 0 from a server that does not say (one
+	// made before stores recorded their format: version 1).
+	FormatVersion uint64
 }
 
 // tokenCreds sends the token on every call.
@@ -201,8 +205,12 @@ func (c *Conn) ping(ctx context.Context, secure bool) error {
 	po := *c
 	po.opts.CallTimeout = c.opts.DialTimeout
 	err := po.Do(ctx, func(actx context.Context, _ int) error {
-		_, err := c.Storage.Ping(actx, &rpcpb.PingRequest{})
-		if err == nil || !Retryable(err) {
+		resp, err := c.Storage.Ping(actx, &rpcpb.PingRequest{})
+		if err == nil {
+			c.FormatVersion = resp.GetFormatVersion()
+			return nil
+		}
+		if !Retryable(err) {
 			return err
 		}
 		msg := status.Convert(err).Message()

@@ -158,6 +158,7 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	store   *pebble.Store
+	format  uint64 // the store's on-disk format (txn.EnsureFormat)
 	alloc   *oracle.Allocator
 	nonces  *nonceTable
 	locks   *presence // the lock family's index (presence.go)
@@ -192,6 +193,12 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.store = st
+	// A store of another format is refused before anything reads or
+	// writes it.
+	if s.format, err = txn.EnsureFormat(ctx, st); err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	// The lock index: its hook before its load, both before serving.
 	s.locks = newPresence(lockFamily)
 	if _, err := st.SetApplyHook(s.locks.apply); err != nil {

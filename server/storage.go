@@ -328,5 +328,5 @@ func (s *storageService) Now(ctx context.Context, _ *rpcpb.NowRequest) (*rpcpb.N
 
 // Ping implements rpcpb.StorageServer.
 func (s *storageService) Ping(context.Context, *rpcpb.PingRequest) (*rpcpb.PingResponse, error) {
-	return &rpcpb.PingResponse{}, nil
+	return &rpcpb.PingResponse{FormatVersion: s.srv.format}, nil
 }

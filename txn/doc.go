@@ -16,6 +16,14 @@
 // record.go has the encodings; the files are the phases: prewrite.go,
 // commit.go, get.go, scan.go, resolve.go, heartbeat.go.
 //
+// The whole layout has a version, FormatVersion (formatversion.go), which
+// the store records in a reserved row at creation and every Open checks
+// (EnsureFormat): a build reads and writes stores of its own version only,
+// so no process writes records another process on the store cannot read.
+// Each record also begins with its record version; a record of a newer
+// version, or with an operation this build does not know, is a
+// *FormatError (ErrFormat) to every reader, never a lock to roll back.
+//
 // # Caller's contract
 //
 //  1. Begin takes start_ts from the oracle. Get and Scan read the snapshot

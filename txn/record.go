@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // Families of the protocol's metadata columns. A user column c lives as
@@ -95,12 +96,14 @@ func encodeLock(l *Lock) []byte {
 	return b
 }
 
-// decodeLock parses a lock record.
+// decodeLock parses a lock record. One of a newer version, or with an
+// operation this build does not know, fails with a *FormatError: readers
+// stop at it, and no resolver rolls it back.
 func decodeLock(b []byte) (Lock, error) {
 	var l Lock
 	d := decoder{b: b}
-	if d.byte() != recordVersion {
-		return l, errCorrupt
+	if err := d.version("lock record"); err != nil {
+		return l, err
 	}
 	l.Op = Op(d.byte())
 	l.Inline = d.byte()&flagInline != 0
@@ -111,6 +114,9 @@ func decodeLock(b []byte) (Lock, error) {
 	l.TTLMS = d.uvarint()
 	if l.Inline {
 		l.Value = d.bytes()
+	}
+	if !d.err && l.Op > OpRollback {
+		return l, &FormatError{What: "lock record", Found: recordVersion, Build: recordVersion, Detail: "operation " + strconv.Itoa(int(l.Op))}
 	}
 	if d.err || (l.Op != OpPut && l.Op != OpDelete) {
 		return l, errCorrupt
@@ -129,12 +135,13 @@ func encodeWrite(w *Write) []byte {
 	return b
 }
 
-// DecodeWrite parses a write record.
+// DecodeWrite parses a write record. One of a newer version, or with an
+// operation this build does not know, fails with a *FormatError.
 func DecodeWrite(b []byte) (Write, error) {
 	var w Write
 	d := decoder{b: b}
-	if d.byte() != recordVersion {
-		return w, errCorrupt
+	if err := d.version("write record"); err != nil {
+		return w, err
 	}
 	w.Op = Op(d.byte())
 	w.Inline = d.byte()&flagInline != 0
@@ -142,7 +149,10 @@ func DecodeWrite(b []byte) (Write, error) {
 	if w.Inline {
 		w.Value = d.bytes()
 	}
-	if d.err || w.Op < OpPut || w.Op > OpRollback {
+	if !d.err && w.Op > OpRollback {
+		return w, &FormatError{What: "write record", Found: recordVersion, Build: recordVersion, Detail: "operation " + strconv.Itoa(int(w.Op))}
+	}
+	if d.err || w.Op < OpPut {
 		return w, errCorrupt
 	}
 	return w, nil
@@ -203,4 +213,18 @@ func (d *decoder) bytes() []byte {
 	v := d.b[:n:n]
 	d.b = d.b[n:]
 	return v
+}
+
+// version reads a record's version byte: recordVersion, or a newer one
+// (a *FormatError naming the record kind what), or a corrupt record.
+func (d *decoder) version(what string) error {
+	switch v := d.byte(); {
+	case d.err || v == 0:
+		return errCorrupt
+	case v > recordVersion:
+		return &FormatError{What: what, Found: uint64(v), Build: recordVersion}
+	case v != recordVersion:
+		return errCorrupt
+	}
+	return nil
 }

@@ -1497,7 +1497,10 @@ func (*PingRequest) Descriptor() ([]byte, []int) {
 }
 
 type PingResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// format_version is the on-disk format of the server's store
+	// (txn.FormatVersion of the build that serves it).
+	FormatVersion uint64 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1530,6 +1533,13 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
 	return file_percolator_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *PingResponse) GetFormatVersion() uint64 {
+	if x != nil {
+		return x.FormatVersion
+	}
+	return 0
 }
 
 type NowRequest struct {
@@ -2355,8 +2365,9 @@ const file_percolator_proto_rawDesc = "" +
 	"\x14CompactFamilyRequest\x12\x16\n" +
 	"\x06family\x18\x01 \x01(\fR\x06family\"\x17\n" +
 	"\x15CompactFamilyResponse\"\r\n" +
-	"\vPingRequest\"\x0e\n" +
-	"\fPingResponse\"\f\n" +
+	"\vPingRequest\"5\n" +
+	"\fPingResponse\x12%\n" +
+	"\x0eformat_version\x18\x01 \x01(\x04R\rformatVersion\"\f\n" +
 	"\n" +
 	"NowRequest\",\n" +
 	"\vNowResponse\x12\x1d\n" +

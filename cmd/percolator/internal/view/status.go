@@ -21,7 +21,9 @@ type Status struct {
 	// Source is "store" (read from the store), "server" or "bigtable", or
 	// "published" (the store is held by a running command; this is what
 	// it published).
-	Source    string                     `json:"source"`
+	Source string `json:"source"`
+	// Format is the store's on-disk format version (0 when published).
+	Format    uint64                     `json:"format_version,omitempty"`
 	Observers *percolator.ObserverStatus `json:"observers,omitempty"`
 	Index     *docindex.Counts           `json:"index,omitempty"`
 	// Run is the status published by the command running now, or by the
@@ -38,6 +40,7 @@ func (s *Status) FromStore(ctx context.Context, db *percolator.DB) error {
 		return err
 	}
 	s.Observers = &st
+	s.Format = db.FormatVersion()
 	has, err := docindex.HasIndex(ctx, db)
 	if err != nil || !has {
 		return err
@@ -72,6 +75,9 @@ func PublishedStatus(dir string, locked error) (Status, error) {
 func PrintStatus(w io.Writer, rep Status) {
 	if rep.Source == "published" {
 		printPublished(w, rep)
+	}
+	if rep.Format != 0 {
+		fmt.Fprintf(w, "store format: %d\n\n", rep.Format)
 	}
 	if rep.Index != nil {
 		fmt.Fprintf(w, "index: %d documents, %d terms, %d duplicate clusters (as last counted)\n\n", rep.Index.Documents, rep.Index.Terms, rep.Index.Clusters)

@@ -52,8 +52,8 @@
 //
 // Every error is testable with errors.Is against this package's sentinels
 // (ErrConflict, ErrNotFound, ErrInvalidArgument, ErrTxnFinished,
-// ErrReadOnly, ErrManaged, ErrCommitUnknown, ErrInUse, ErrClosed,
-// ErrStoreFailed) and says "percolator: ..."; errors.As finds a
+// ErrReadOnly, ErrTxnTooLarge, ErrManaged, ErrCommitUnknown, ErrInUse,
+// ErrClosed, ErrStoreFailed, ErrFormat) and says "percolator: ..."; errors.As finds a
 // *ConflictError with the cell and reason of a conflict. Bad input writes
 // nothing.
 //

@@ -41,6 +41,11 @@ var (
 	// ErrReadOnly: a write in a read-only transaction (errors.Is
 	// ErrInvalidArgument too).
 	ErrReadOnly = fmt.Errorf("%w: write in a read-only transaction", ErrInvalidArgument)
+	// ErrTxnTooLarge: a Set or Delete past the transaction's limits
+	// (Options.MaxTxnWrites, MaxTxnBytes); the write was not buffered and
+	// the transaction holds what it held (errors.Is ErrInvalidArgument
+	// too). Split the work into smaller transactions.
+	ErrTxnTooLarge = fmt.Errorf("%w: transaction too large", ErrInvalidArgument)
 	// ErrManaged: Commit or Rollback called by an observer on the
 	// transaction it runs in, which the framework ends (return nil to
 	// commit, an error to roll back). errors.Is ErrInvalidArgument too.
@@ -95,6 +100,7 @@ var kinds = []struct {
 }{
 	{txn.ErrTxnFinished, []error{ErrTxnFinished, ErrInvalidArgument}},
 	{txn.ErrReadOnly, []error{ErrReadOnly, ErrInvalidArgument}},
+	{txn.ErrTxnTooLarge, []error{ErrTxnTooLarge, ErrInvalidArgument}},
 	{txn.ErrManaged, []error{ErrManaged, ErrInvalidArgument}},
 	{txn.ErrInvalidArgument, []error{ErrInvalidArgument}},
 	{storage.ErrInvalidArgument, []error{ErrInvalidArgument}},

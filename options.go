@@ -83,6 +83,14 @@ type Options struct {
 	Now func() time.Time
 	// MaxValueSize is the largest value a cell may hold. Default 10 MiB.
 	MaxValueSize int
+	// MaxTxnWrites and MaxTxnBytes bound one transaction's writes: the
+	// cells it writes and their bytes (row, column and value of each).
+	// Set and Delete past them fail with ErrTxnTooLarge and buffer
+	// nothing. Defaults 100,000 cells and 100 MiB, what one commit writes
+	// well within its lock TTL, which grows with the transaction's size
+	// (6s per √MiB, at most 50s more) while heartbeats keep it alive.
+	MaxTxnWrites int
+	MaxTxnBytes  int
 	// MaxAttempts bounds how many times Update runs its function while
 	// its commits conflict (1: once, with no retry); 0 retries until the
 	// context ends.
@@ -133,6 +141,8 @@ func (o *Options) EnsureDefaults() {
 // Validate checks the options after EnsureDefaults.
 func (o *Options) Validate() error {
 	switch {
+	case o.MaxTxnWrites < 0 || o.MaxTxnBytes < 0:
+		return fmt.Errorf("%w: negative transaction limit (MaxTxnWrites %d, MaxTxnBytes %d; 0 means the default)", ErrInvalidArgument, o.MaxTxnWrites, o.MaxTxnBytes)
 	case o.LockTTL < 0 || o.MaxValueSize < 0 || o.MaxAttempts < 0 || o.MaxRetries < 0 || o.MaxFailures < 0:
 		return fmt.Errorf("%w: negative option", ErrInvalidArgument)
 	case o.LockTTL != 0 && o.LockTTL < time.Millisecond:

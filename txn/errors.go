@@ -19,6 +19,10 @@ var (
 	ErrTxnFinished = fmt.Errorf("%w: transaction already finished", ErrInvalidArgument)
 	// ErrReadOnly: a write in a read-only transaction.
 	ErrReadOnly = fmt.Errorf("%w: write in a read-only transaction", ErrInvalidArgument)
+	// ErrTxnTooLarge: a write past the transaction's limits
+	// (Options.MaxTxnWrites, MaxTxnBytes); it was not buffered, and the
+	// transaction holds what it held before.
+	ErrTxnTooLarge = fmt.Errorf("%w: transaction too large", ErrInvalidArgument)
 	// ErrManaged: Commit or Rollback of a transaction its framework ends
 	// (an observer's run): return nil from the observer to commit it, an
 	// error to roll it back.

@@ -232,8 +232,7 @@ func SetReserved(t *Txn, row, column string, value []byte) error {
 	if err := validateReserved(row, column); err != nil {
 		return err
 	}
-	t.buffer(mutation{row: []byte(row), col: column, op: OpPut, value: append([]byte{}, value...)})
-	return nil
+	return t.buffer(mutation{row: []byte(row), col: column, op: OpPut, value: append([]byte{}, value...)})
 }
 
 func validateReserved(row, column string) error {

@@ -18,6 +18,14 @@ type Options struct {
 	LockTTL time.Duration
 	// MaxValueSize is the largest value a cell may hold. Default 10 MiB.
 	MaxValueSize int
+	// MaxTxnWrites bounds the cells one transaction writes, and
+	// MaxTxnBytes their bytes (row, column and value of each): a write past
+	// them fails with ErrTxnTooLarge. Defaults 100,000 and 100 MiB
+	// (TiKV's total-size limit): at 16 prewrites in flight, 100,000 cells
+	// are written within a 10s lock TTL over a server (about 1ms each),
+	// and the TTL grows with the size besides (lockTTL).
+	MaxTxnWrites int
+	MaxTxnBytes  int
 	// InlineSize is the largest value stored inline in the lock and write
 	// records instead of in c:data. Default 4 KiB; negative: never inline.
 	InlineSize int
@@ -59,6 +67,12 @@ type Options struct {
 	indexCap int
 }
 
+// The transaction limits' defaults (Options.MaxTxnWrites, MaxTxnBytes).
+const (
+	DefaultMaxTxnWrites = 100_000
+	DefaultMaxTxnBytes  = 100 << 20
+)
+
 // EnsureDefaults fills zero fields with defaults.
 func (o *Options) EnsureDefaults() {
 	if o.LockTTL == 0 {
@@ -66,6 +80,12 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.MaxValueSize == 0 {
 		o.MaxValueSize = 10 << 20
+	}
+	if o.MaxTxnWrites == 0 {
+		o.MaxTxnWrites = DefaultMaxTxnWrites
+	}
+	if o.MaxTxnBytes == 0 {
+		o.MaxTxnBytes = DefaultMaxTxnBytes
 	}
 	if o.InlineSize == 0 {
 		o.InlineSize = 4 << 10
@@ -102,6 +122,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: lock TTL %v below 1ms", ErrInvalidArgument, o.LockTTL)
 	case o.MaxValueSize < 0 || o.StoreRetries < 0 || o.IndexShards < 0 || o.CleanupTimeout < 0:
 		return fmt.Errorf("%w: negative size or count", ErrInvalidArgument)
+	case o.MaxTxnWrites < 0 || o.MaxTxnBytes < 0:
+		return fmt.Errorf("%w: negative transaction limit (MaxTxnWrites %d, MaxTxnBytes %d)", ErrInvalidArgument, o.MaxTxnWrites, o.MaxTxnBytes)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package txn
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/seed-992972ee/percolator/storage"
 )
@@ -83,7 +84,7 @@ func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation, obs Obse
 			storage.Selector{Family: FamilyLock, Qualifier: m.col, Time: storage.From(t.startTS + 1)},
 			w)
 		writes = append(writes, w)
-		l := c.lockFor(m, primary)
+		l := c.lockFor(m, primary, t.lockTTL())
 		muts = append(muts, storage.SetCell(FamilyLock, m.col, t.startTS, encodeLock(&l)))
 		if m.op == OpPut && !l.Inline {
 			muts = append(muts, storage.SetCell(FamilyData, m.col, t.startTS, m.value))
@@ -95,11 +96,12 @@ func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation, obs Obse
 	return pred, writes, muts
 }
 
-// lockFor builds the lock record of m, stamped with the current wall time.
-func (c *Client) lockFor(m, primary *mutation) Lock {
+// lockFor builds the lock record of m, stamped with the current wall time
+// and valid for ttl.
+func (c *Client) lockFor(m, primary *mutation, ttl time.Duration) Lock {
 	l := Lock{
 		Op: m.op, PrimaryRow: primary.row, PrimaryCol: primary.col, Owner: c.opts.Owner,
-		WallMS: c.nowMS(), TTLMS: uint64(c.opts.LockTTL.Milliseconds()),
+		WallMS: c.nowMS(), TTLMS: uint64(ttl.Milliseconds()),
 	}
 	if m.op == OpPut && c.inline(m.value) {
 		l.Inline, l.Value = true, m.value

@@ -3,7 +3,9 @@ package txn
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/seed-992972ee/percolator/storage"
 )
@@ -30,6 +32,7 @@ type Txn struct {
 	// first is the primary. Invariant: at most one entry per cell.
 	writes []mutation
 	pos    map[string]int // cell key → index in writes
+	bytes  int            // the writes' size (writeSize), summed
 }
 
 type mutation struct {
@@ -90,8 +93,7 @@ func (t *Txn) Set(row, column string, value []byte) error {
 	if len(value) > t.c.opts.MaxValueSize {
 		return fmt.Errorf("%w: value of %d bytes exceeds %d", ErrInvalidArgument, len(value), t.c.opts.MaxValueSize)
 	}
-	t.buffer(mutation{row: []byte(row), col: column, op: OpPut, value: append([]byte{}, value...)})
-	return nil
+	return t.buffer(mutation{row: []byte(row), col: column, op: OpPut, value: append([]byte{}, value...)})
 }
 
 // Delete buffers a deletion of (row, column).
@@ -99,22 +101,53 @@ func (t *Txn) Delete(row, column string) error {
 	if err := t.writable(row, column); err != nil {
 		return err
 	}
-	t.buffer(mutation{row: []byte(row), col: column, op: OpDelete})
-	return nil
+	return t.buffer(mutation{row: []byte(row), col: column, op: OpDelete})
 }
 
-func (t *Txn) buffer(m mutation) {
+// buffer adds m, or replaces the write of its cell, within the limits:
+// past them it buffers nothing and fails with ErrTxnTooLarge.
+func (t *Txn) buffer(m mutation) error {
 	if t.pos == nil {
 		t.pos = make(map[string]int)
 	}
 	key := cellKey(m.row, m.col)
-	if i, ok := t.pos[key]; ok {
+	i, replace := t.pos[key]
+	size := t.bytes + writeSize(&m)
+	if replace {
+		size -= writeSize(&t.writes[i])
+	}
+	switch o := &t.c.opts; {
+	case !replace && len(t.writes) >= o.MaxTxnWrites:
+		return fmt.Errorf("%w: more than %d writes (Options.MaxTxnWrites)", ErrTxnTooLarge, o.MaxTxnWrites)
+	case size > o.MaxTxnBytes:
+		return fmt.Errorf("%w: writes of %d bytes exceed %d (Options.MaxTxnBytes)", ErrTxnTooLarge, size, o.MaxTxnBytes)
+	}
+	t.bytes = size
+	if replace {
 		t.writes[i] = m
-		return
+		return nil
 	}
 	t.pos[key] = len(t.writes)
 	t.writes = append(t.writes, m)
+	return nil
 }
+
+// writeSize is what a buffered write counts towards MaxTxnBytes: its
+// row, column and value.
+func writeSize(m *mutation) int { return len(m.row) + len(m.col) + len(m.value) }
+
+// lockTTL is how long the transaction's locks stay valid without a
+// heartbeat: Options.LockTTL, plus, for a large transaction, a term that
+// grows with the square root of its size (TiKV's rule: 6s per √MiB),
+// capped at MaxLockTTLGrowth, so that the commit of many writes is not
+// judged dead midway by a reader that cannot ask its owner's liveness.
+func (t *Txn) lockTTL() time.Duration {
+	grow := time.Duration(float64(6*time.Second) * math.Sqrt(float64(t.bytes)/(1<<20)))
+	return t.c.opts.LockTTL + min(grow, MaxLockTTLGrowth)
+}
+
+// MaxLockTTLGrowth caps what a transaction's size adds to its lock TTL.
+const MaxLockTTLGrowth = 50 * time.Second
 
 // Rollback abandons the transaction. Nothing was written before Commit,
 // so there is nothing to undo.

@@ -74,6 +74,14 @@
 //     copy of an older beat (or of the prewrite) cannot move the lock's
 //     time back: readers take the newest.
 //  8. No one-phase commit, async commit or store-computed commit_ts.
+//  9. Garbage collection works below a safe point that only moves
+//     forward: no snapshot at or above it loses a version it reads, a
+//     read whose start_ts is below it fails with ErrSnapshotTooOld and
+//     returns nothing, a lock below it is resolved before anything of its
+//     row is removed, and no prewrite below it can land on a row it
+//     collected. The argument is "Garbage collection" below; it is the
+//     design the collector is built to, and no collection ships before
+//     it does all of it.
 //
 // # Budgets and cancellation
 //
@@ -215,6 +223,88 @@
 // must catch half a transaction: where the reply was delivered, the lost
 // secondary lock is never re-sent. (A re-sent prewrite restores its lock:
 // the danger is the prewrites the client holds an acknowledgement for.)
+//
+// # Garbage collection
+//
+// A store that keeps every version grows with every commit, and its scans
+// step over every old version. The collector removes versions no snapshot
+// will read again. (Written before the code, as DESIGN.md asks; the
+// collector, the safe point's row and the fence follow it in the next
+// store format, FormatVersion 2.)
+//
+// The safe point S is a timestamp below which no snapshot is read again.
+// It is stored durably in a reserved row this package owns and only moves
+// forward: a write of S' is a CheckAndMutate that applies only while the
+// stored value is below S'.
+//
+// Choosing it. The collector samples a fresh oracle timestamp T and notes
+// its own monotonic clock m; it may propose T only once GCLifetime
+// (default 10 minutes) has passed on that clock since m. Oracle
+// timestamps are counters, not times: the lifetime is what turns "T is
+// old" into a duration, and a sample lives only in the collector's
+// memory, so after a restart or an oracle failover nothing is collected
+// for one lifetime. The proposal is then held back to the oldest start_ts
+// any live transaction or registered long reader needs, as each process
+// publishes it through what already tracks it: in-process when embedded,
+// the server's sessions, etcd leases on Bigtable. Registration is for
+// progress only (a registered reader is not failed); safety rests on the
+// check below, so a transaction paused between Begin and its registration
+// for longer than the lifetime fails rather than read a collected
+// snapshot.
+//
+// Reading. Every read, after it returns and before it hands anything
+// back, checks that its start_ts is at or above the safe point, else it
+// fails with ErrSnapshotTooOld. A process may cache the safe point for at
+// most SafePointCache (a bound measured from when it sent the read of the
+// row, on its monotonic clock; an older cache is read again). The
+// collector deletes below a new safe point S' only once S' has been
+// durable for longer than that bound, measured from when its write
+// returned, plus a margin for clock rates. Then a read that a deletion
+// below S' reached ended after the deletion began, so its check used a
+// value read after S' was durable: at least S', above the read's start_ts
+// whenever the deletion could matter to it (a snapshot at or above S'
+// loses nothing: see below). The check is after the read, not before: a
+// read that passed a check first could be overtaken by a collection.
+//
+// Removing, one row at a time, fenced. Every removal from a row is one
+// CheckAndMutate whose predicate requires that the row holds no lock
+// below S, and which raises the row's GC fence, a cell at version S in a
+// family of its own, to S. Every prewrite's predicate fails on a fence
+// version at or above its start_ts (a conflict: the transaction retries
+// above the safe point). So a prewrite below S that arrives after the
+// collection, delayed, retried or of a transaction resolved as dead,
+// cannot land on collected history; and one that landed before holds a
+// lock, which keeps the collector out of the row until the lock is
+// settled. The later commit paths need that lock (the commit point, and
+// rolling a secondary forward), so a fence never strands a commit. A
+// live owner's unexpired lock below S makes the collector skip the row
+// and try again later (invariant 4: it may not be rolled back); a lock
+// whose owner is dead or expired is resolved first, as a reader resolves
+// it.
+//
+// What goes, per cell. A snapshot at start_ts s >= S reads the newest
+// write record at or below s. Records above S are kept; so is the newest
+// at or below S, a put or a delete alike, with the data at the start_ts it
+// points to: every such snapshot reads what it read before. Older write
+// records and their data go. A removed record can matter to nothing else:
+// a prewrite's conflict check at start_ts t < S asks for a record at or
+// after t, and the kept record is newer than any removed one (and any
+// such prewrite fails on the fence anyway). The kept delete record goes
+// too, leaving the cell empty, only when the fence covers it and no
+// observer's ack of the column is below it: the observers' dirty check
+// compares the newest commit_ts with the ack, and removing an unprocessed
+// delete would make the cell look clean (a lost notification). Rollback
+// records below S go only in a call that raises the fence over them: the
+// fence does their work from then on, for every start_ts below it. The
+// observers' fences of notifications written ahead (rollback records too)
+// follow the same rule. Of each observer's ack column only the newest
+// version is kept. Notification versions are never removed by the
+// collector: only a worker's clear removes them.
+//
+// Lock, queue and graph rows hold tokens and store-clock times, not
+// oracle timestamps: the collector leaves their families alone, their
+// packages clean their own tombstones, and a lock's fencing-token counter
+// is never deleted.
 //
 // # Rejected designs
 //

@@ -43,11 +43,13 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 		return c.abort(ctx, t, nil, err)
 	}
 	if mutant.On(mutant.SkipRollback) && c.notify.apart && obs != nil {
-		// The pause, one commit in five, widens the window in which a
+		// The pause, one commit in ten, widens the window in which a
 		// notification's clear skips the fence its prewrite needs, so
-		// that the workers of a few seconds' run find one.
-		if rand.IntN(5) == 0 {
-			time.Sleep(300 * time.Millisecond)
+		// that the workers of a few seconds' run find one even with a
+		// backlog to work through. It is this goroutine's alone: the
+		// process's liveness session lives on.
+		if rand.IntN(10) == 0 {
+			time.Sleep(2 * time.Second)
 		}
 	}
 	if err := c.prewrite(ctx, t, rows[0], primary, obs); err != nil {

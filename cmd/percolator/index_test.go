@@ -127,7 +127,8 @@ func TestBenchObservers(t *testing.T) {
 	}
 	dir := t.TempDir()
 	out, errOut, code := runCLI(t, "bench", "--dir", dir, "--only", "notify", "--notify-cells", "2000", "--notify-dirty", "50", "--rounds", "1")
-	if code != 0 || !regexp.MustCompile(`finding 50 dirty cells: [0-9,]+ keys visited in .* among 50 cells; [0-9,]+ keys in .* among 2000 processed cells: ratio [0-9.]+x`).MatchString(out) {
+	checkBenchExit(t, out, errOut, code)
+	if !regexp.MustCompile(`finding 50 dirty cells: [0-9,]+ keys visited in .* among 50 cells; [0-9,]+ keys in .* among 2000 processed cells: ratio [0-9.]+x`).MatchString(out) {
 		t.Fatalf("bench notify: exit %d\n%s%s", code, out, errOut)
 	}
 	out, errOut, code = runCLI(t, "bench", "--dir", dir, "--only", "observers", "--corpus", corpus, "--index-files", "60")
@@ -135,7 +136,8 @@ func TestBenchObservers(t *testing.T) {
 		t.Fatalf("bench observers: exit %d\n%s%s", code, out, errOut)
 	}
 	out, errOut, code = runCLI(t, "bench", "--dir", dir, "--only", "rerun", "--index-files", "50")
-	if code != 0 || !regexp.MustCompile(`after editing 1 files \(2.0%, second time\): .* = [0-9.]+x the first run \(target <= 0.03x: (met|MISSED)\)`).MatchString(out) ||
+	checkBenchExit(t, out, errOut, code)
+	if !regexp.MustCompile(`after editing 1 files \(2.0%, second time\): .* = [0-9.]+x the first run \(target <= 0.03x: (met|MISSED)\)`).MatchString(out) ||
 		!strings.Contains(errOut, "equals a from-scratch batch build") && !strings.Contains(errOut, "rerun: verify in") {
 		t.Fatalf("bench rerun: exit %d\n%s%s", code, out, errOut)
 	}

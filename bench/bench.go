@@ -7,6 +7,7 @@ import (
 	"io"
 	"os/exec"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -179,6 +180,30 @@ func (r *Report) mark(name string, ok bool) string {
 	}
 	return "MISSED"
 }
+
+// shown is a figure's value as its line prints it: rounded to a number of
+// decimals, and the value of that text, which its verdict compares. So a
+// printed value that satisfies the printed target is met and one that
+// does not is missed, whatever the digits not printed ("0.25x" against
+// ">= 0.25x" is met even when the ratio was 0.2496).
+type shown struct {
+	text string
+	v    float64 // Invariant: the value text parses to.
+}
+
+// show rounds v to decimals, as %.<decimals>f prints it. NaN (a ratio of
+// two zero rates) is neither at least nor at most any target: missed.
+func show(v float64, decimals int) shown {
+	text := strconv.FormatFloat(v, 'f', decimals, 64)
+	rounded, _ := strconv.ParseFloat(text, 64) // NaN and ±Inf parse back as themselves
+	return shown{text: text, v: rounded}
+}
+
+func (s shown) String() string { return s.text }
+
+// atLeast and atMost are the verdicts of the targets ">= t" and "<= t".
+func (s shown) atLeast(t float64) bool { return s.v >= t }
+func (s shown) atMost(t float64) bool  { return s.v <= t }
 
 // figure is one measurement of a suite.
 type figure struct {

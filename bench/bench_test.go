@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -101,5 +103,69 @@ func TestPrepareDir(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(mine, "precious")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestShownVerdict: a target's verdict is computed from the value as its
+// line prints it, rounded: a value that rounds onto the target is met,
+// one just past the rounding boundary is missed, and the printed text is
+// what %.Nf prints.
+func TestShownVerdict(t *testing.T) {
+	for _, c := range []struct {
+		v        float64
+		decimals int
+		target   float64
+		text     string
+		atLeast  bool // the verdict of ">= target"
+		atMost   bool // the verdict of "<= target"
+	}{
+		{0.25, 2, 0.25, "0.25", true, true},                    // exactly at the target
+		{0.2450001, 2, 0.25, "0.25", true, true},               // just above the rounding boundary: printed 0.25
+		{0.2449999, 2, 0.25, "0.24", false, true},              // just below it: printed 0.24
+		{0.2549999, 2, 0.25, "0.25", true, true},               // just below the next boundary: still 0.25
+		{0.2550001, 2, 0.25, "0.26", true, false},              // just above it: 0.26
+		{0.996, 2, 1, "1.00", true, true},                      // "1.00x" against ">= 1x"
+		{1_999_999.5, 0, 2_000_000, "2000000", true, true},     // a rate, whole numbers
+		{1_999_999.4999, 0, 2_000_000, "1999999", false, true}, // just below its boundary
+		{0.030049, 4, 0.03, "0.0300", true, true},              // the rerun's four decimals
+		{0.030051, 4, 0.03, "0.0301", true, false},             // just above
+		{0.125, 2, 0.13, "0.12", false, true},                  // an exact binary tie rounds to even, as printed
+		{math.NaN(), 2, 0.25, "NaN", false, false},             // two zero rates: missed either way
+		{math.Inf(1), 2, 0.25, "+Inf", true, false},            // a zero reference
+	} {
+		s := show(c.v, c.decimals)
+		if got := fmt.Sprintf("%.*f", c.decimals, c.v); s.String() != got || s.String() != c.text {
+			t.Errorf("show(%v, %d) prints %q, want %q (as %%.%df prints it: %q)", c.v, c.decimals, s, c.text, c.decimals, got)
+		}
+		if s.atLeast(c.target) != c.atLeast || s.atMost(c.target) != c.atMost {
+			t.Errorf("%v printed %s: >= %v %v, <= %v %v; want %v, %v", c.v, s, c.target, s.atLeast(c.target), c.target, s.atMost(c.target), c.atLeast, c.atMost)
+		}
+	}
+}
+
+// TestRerunVerdicts: the rerun figure's verdicts agree with its printed
+// ratio (four decimals) and its printed times (whole milliseconds).
+func TestRerunVerdicts(t *testing.T) {
+	first := 10 * time.Second // no-change limit: max(0.01x = 100ms, 300ms) = 300ms
+	for _, c := range []struct {
+		edit, none time.Duration
+		want       []bool // edits (twice), no change
+		lines      []string
+	}{
+		{300*time.Millisecond + 400*time.Microsecond, 300*time.Millisecond + 400*time.Microsecond, []bool{true, true, true}, []string{
+			"= 0.0300x the first run (target <= 0.03x: met)", "no change: 300ms = 0.0300x the first run (target <= max(0.01x, 300ms) = 300ms: met)"}},
+		{300*time.Millisecond + 600*time.Microsecond, 300*time.Millisecond + 600*time.Microsecond, []bool{false, false, false}, []string{
+			"= 0.0301x the first run (target <= 0.03x: MISSED)", "no change: 301ms = 0.0301x the first run (target <= max(0.01x, 300ms) = 300ms: MISSED)"}},
+	} {
+		var r Report
+		printRerun(&r, 100, 1, first, [2]time.Duration{c.edit, c.edit}, c.none)
+		var got []bool
+		for _, tg := range r.Targets {
+			got = append(got, tg.Met)
+		}
+		text := strings.Join(r.Lines, "\n")
+		if !slices.Equal(got, c.want) || !strings.Contains(text, c.lines[0]) || !strings.Contains(text, c.lines[1]) {
+			t.Errorf("edit %s, none %s: verdicts %v, want %v; lines:\n%s", c.edit, c.none, got, c.want, strings.Join(r.Lines, "\n"))
+		}
 	}
 }

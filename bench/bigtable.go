@@ -245,8 +245,9 @@ func bigtableReads(ctx context.Context, b *runner, r *Report) error {
 	if err != nil {
 		return err
 	}
-	r.printf("bigtable reads:  %.0f reads/s in read-only txns (100 reads each) vs %.0f raw ReadRows/s at %d readers: ratio %.2fx (paper 0.94x: %s)",
-		100*txnN, 100*rawN, b.opts.Readers, txnN/rawN, r.mark("bigtable reads >= 0.94x raw ReadRows", txnN/rawN >= 0.94))
+	ratio := show(txnN/rawN, 2)
+	r.printf("bigtable reads:  %.0f reads/s in read-only txns (100 reads each) vs %.0f raw ReadRows/s at %d readers: ratio %sx (paper 0.94x: %s)",
+		100*txnN, 100*rawN, b.opts.Readers, ratio, r.mark("bigtable reads >= 0.94x raw ReadRows", ratio.atLeast(0.94)))
 	return nil
 }
 
@@ -259,7 +260,8 @@ func bigtableWrites(ctx context.Context, b *runner, r *Report) error {
 	}
 	defer closeAll()
 	rawN, txnN := b.measureWrites(ctx, db, st)
-	r.printf("bigtable writes: %.0f txn/s vs %.0f raw MutateRow/s at %d writers, %d-byte values: ratio %.2fx (paper 0.23x: %s)",
-		txnN, rawN, b.opts.Writers, b.opts.ValueSize, txnN/rawN, r.mark("bigtable writes >= 0.23x raw MutateRow", txnN/rawN >= 0.23))
+	ratio := show(txnN/rawN, 2)
+	r.printf("bigtable writes: %.0f txn/s vs %.0f raw MutateRow/s at %d writers, %d-byte values: ratio %sx (paper 0.23x: %s)",
+		txnN, rawN, b.opts.Writers, b.opts.ValueSize, ratio, r.mark("bigtable writes >= 0.23x raw MutateRow", ratio.atLeast(0.23)))
 	return nil
 }

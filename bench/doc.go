@@ -29,4 +29,7 @@
 //  4. No figure asserts a time: a target missed is a figure, not an error.
 //     A figure fails (ErrCheck) only when what it measured is wrong: a
 //     bank snapshot off, an index that differs from its batch build.
+//  5. A target's verdict is computed from the value as its line prints
+//     it, rounded: a printed value that satisfies the printed target is
+//     met ("0.25x" against ">= 0.25x"), one that does not is missed.
 package bench

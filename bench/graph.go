@@ -96,8 +96,9 @@ func graphFigure(ctx context.Context, b *runner, r *Report) error {
 	}
 	strongFree, weakFree := rates[fmt.Sprint(1_000_000, graph.Strong)], rates[fmt.Sprint(1_000_000, graph.Weak)]
 	strongHot, txnHot := rates[fmt.Sprint(10, graph.Strong)], rates[fmt.Sprint(10, graph.Txn)]
-	r.printf("graph: strong vs weak without contention: %.2fx (target >= 0.5x: %s)", strongFree/weakFree, r.mark("graph strong >= 0.5x weak without contention", strongFree/weakFree >= 0.5))
-	r.printf("graph: txn vs strong under contention: %.2fx (target >= 1x: %s)", txnHot/strongHot, r.mark("graph txn >= strong under contention", txnHot >= strongHot))
+	free, hot := show(strongFree/weakFree, 2), show(txnHot/strongHot, 2)
+	r.printf("graph: strong vs weak without contention: %sx (target >= 0.5x: %s)", free, r.mark("graph strong >= 0.5x weak without contention", free.atLeast(0.5)))
+	r.printf("graph: txn vs strong under contention: %sx (target >= 1x: %s)", hot, r.mark("graph txn >= strong under contention", hot.atLeast(1)))
 	return nil
 }
 

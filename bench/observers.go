@@ -47,14 +47,14 @@ func notify(ctx context.Context, b *runner, r *Report) error {
 		}
 	}
 	sm, bg := median(smalls), median(bigs)
-	timeRatio, keysRatio := bg.scan.Seconds()/sm.scan.Seconds(), float64(bg.keys)/float64(max(sm.keys, 1))
+	timeRatio, keysRatio := show(bg.scan.Seconds()/sm.scan.Seconds(), 2), float64(bg.keys)/float64(max(sm.keys, 1))
 	// The target is in time ("at most 2x the time"); keys are
 	// printed beside it. The keys of a round depend on whether the notify
 	// keyspace was compacted before its idle pass, which a round of 1,000
 	// clears crosses or not (CompactAfter 1,024).
-	r.printf("notify:  finding %d dirty cells: %s keys visited in %s among %d cells; %s keys in %s among %d processed cells: ratio %.2fx in time (target <= 2x: %s), %.2fx in keys",
+	r.printf("notify:  finding %d dirty cells: %s keys visited in %s among %d cells; %s keys in %s among %d processed cells: ratio %sx in time (target <= 2x: %s), %.2fx in keys",
 		b.opts.NotifyDirty, group(sm.keys), sm.scan, b.opts.NotifyDirty, group(bg.keys), bg.scan, b.opts.NotifyCells,
-		timeRatio, r.mark("notify <= 2x the time among processed cells", timeRatio <= 2), keysRatio)
+		timeRatio, r.mark("notify <= 2x the time among processed cells", timeRatio.atMost(2)), keysRatio)
 	return nil
 }
 

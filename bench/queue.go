@@ -217,14 +217,14 @@ func printQueueFigures(r *Report, valueSize int, figs []queueMeasure, lo, hi int
 		return queueMeasure{}
 	}
 	ql, qh, sl, sh := get("queue", lo), get("queue", hi), get("scan", lo), get("scan", hi)
-	growth := qh.keys / max(ql.keys, 1e-9)
-	r.printf("queue:   keys visited per Pop, %d vs %d in flight: queue %.2fx (%.1f -> %.1f), scan %.2fx (%.1f -> %.1f) (target: queue's within 2x: %s)",
-		hi, lo, growth, ql.keys, qh.keys, sh.keys/max(sl.keys, 1e-9), sl.keys, sh.keys, r.mark("queue keys per Pop within 2x", growth <= 2))
+	growth := show(qh.keys/max(ql.keys, 1e-9), 2)
+	r.printf("queue:   keys visited per Pop, %d vs %d in flight: queue %sx (%.1f -> %.1f), scan %.2fx (%.1f -> %.1f) (target: queue's within 2x: %s)",
+		hi, lo, growth, ql.keys, qh.keys, sh.keys/max(sl.keys, 1e-9), sl.keys, sh.keys, r.mark("queue keys per Pop within 2x", growth.atMost(2)))
 	r.printf("queue:   pop+ack items/s, %d vs %d in flight: queue %.2fx (%.0f -> %.0f), scan %.3fx (%.0f -> %.0f)",
 		hi, lo, qh.popAck/max(ql.popAck, 1e-9), ql.popAck, qh.popAck, sh.popAck/max(sl.popAck, 1e-9), sl.popAck, sh.popAck)
-	ratio := qh.popAck / max(sh.popAck, 1e-9)
-	r.printf("queue:   pop+ack at %d in flight: %.0f vs %.0f items/s (scan): ratio %.1fx (target >= 1x: %s); at %d: %.1fx",
-		hi, qh.popAck, sh.popAck, ratio, r.mark("queue pop+ack >= 1x the scan", ratio >= 1), lo, ql.popAck/max(sl.popAck, 1e-9))
+	ratio := show(qh.popAck/max(sh.popAck, 1e-9), 1)
+	r.printf("queue:   pop+ack at %d in flight: %.0f vs %.0f items/s (scan): ratio %sx (target >= 1x: %s); at %d: %.1fx",
+		hi, qh.popAck, sh.popAck, ratio, r.mark("queue pop+ack >= 1x the scan", ratio.atLeast(1)), lo, ql.popAck/max(sl.popAck, 1e-9))
 }
 
 // leasedQueue is the queue package on one queue name.

@@ -72,11 +72,11 @@ func serverOracle(ctx context.Context, b *runner, r *Report) error {
 	// batch into are those of one caller per process. The same 64 callers
 	// making empty calls of their own keep 64 in flight per process, a
 	// rate no batching client can use; both are printed.
-	own, all := ts/(ping1*batch), ts/(ping*batch)
-	r.printf("oracle:  %.0f timestamps/s from %d processes x %d goroutines (target >= 1,000,000: %s); mean batch %.1f, %.0f requests/s;",
-		ts, oracleProcs, oracleCallers, r.mark("server oracle >= 1,000,000 timestamps/s", ts >= 1_000_000), batch, calls)
-	r.printf("         empty unary calls: %.0f/s one in flight per process (the oracle's concurrency): %.2fx of calls x batch (target >= 0.8x: %s); %.0f/s from all %d x %d goroutines: %.2fx",
-		ping1, own, r.mark("server oracle >= 0.8x empty calls", own >= 0.8), ping, oracleProcs, oracleCallers, all)
+	tsShown, own, all := show(ts, 0), show(ts/(ping1*batch), 2), ts/(ping*batch)
+	r.printf("oracle:  %s timestamps/s from %d processes x %d goroutines (target >= 1,000,000: %s); mean batch %.1f, %.0f requests/s;",
+		tsShown, oracleProcs, oracleCallers, r.mark("server oracle >= 1,000,000 timestamps/s", tsShown.atLeast(1_000_000)), batch, calls)
+	r.printf("         empty unary calls: %.0f/s one in flight per process (the oracle's concurrency): %sx of calls x batch (target >= 0.8x: %s); %.0f/s from all %d x %d goroutines: %.2fx",
+		ping1, own, r.mark("server oracle >= 0.8x empty calls", own.atLeast(0.8)), ping, oracleProcs, oracleCallers, all)
 	return nil
 }
 
@@ -142,8 +142,9 @@ func serverReads(ctx context.Context, b *runner, r *Report) error {
 	if err != nil {
 		return err
 	}
-	r.printf("reads:   %.0f reads/s in read-only txns (100 reads each) vs %.0f raw ReadRow RPCs/s at %d readers: ratio %.2fx (target >= 0.94x: %s)",
-		100*txnN, 100*rawN, b.opts.Readers, txnN/rawN, r.mark("server reads >= 0.94x raw ReadRow", txnN/rawN >= 0.94))
+	ratio := show(txnN/rawN, 2)
+	r.printf("reads:   %.0f reads/s in read-only txns (100 reads each) vs %.0f raw ReadRow RPCs/s at %d readers: ratio %sx (target >= 0.94x: %s)",
+		100*txnN, 100*rawN, b.opts.Readers, ratio, r.mark("server reads >= 0.94x raw ReadRow", ratio.atLeast(0.94)))
 	return nil
 }
 
@@ -186,8 +187,9 @@ func serverWrites(ctx context.Context, b *runner, r *Report) error {
 	}
 	defer closeAll()
 	rawN, txnN := b.measureWrites(ctx, db, st)
-	r.printf("writes:  %.0f txn/s vs %.0f raw durable Mutate RPCs/s at %d writers, %d-byte values: ratio %.2fx (target >= 0.30x: %s)",
-		txnN, rawN, b.opts.Writers, b.opts.ValueSize, txnN/rawN, r.mark("server writes >= 0.30x raw Mutate", txnN/rawN >= 0.30))
+	ratio := show(txnN/rawN, 2)
+	r.printf("writes:  %.0f txn/s vs %.0f raw durable Mutate RPCs/s at %d writers, %d-byte values: ratio %sx (target >= 0.30x: %s)",
+		txnN, rawN, b.opts.Writers, b.opts.ValueSize, ratio, r.mark("server writes >= 0.30x raw Mutate", ratio.atLeast(0.30)))
 	return nil
 }
 
@@ -228,8 +230,9 @@ func serverNonces(ctx context.Context, b *runner, r *Report) error {
 		}
 	}
 	rawN, nonceN := alternate(ctx, b.opts.Writers, b.opts.Duration, inc(without), inc(with))
-	r.printf("nonces:  %.0f Increments/s with nonces vs %.0f without at %d callers: ratio %.2fx (target >= 0.8x: %s)",
-		nonceN, rawN, b.opts.Writers, nonceN/rawN, r.mark("nonces >= 0.8x without", nonceN/rawN >= 0.8))
+	ratio := show(nonceN/rawN, 2)
+	r.printf("nonces:  %.0f Increments/s with nonces vs %.0f without at %d callers: ratio %sx (target >= 0.8x: %s)",
+		nonceN, rawN, b.opts.Writers, ratio, r.mark("nonces >= 0.8x without", ratio.atLeast(0.8)))
 	return nil
 }
 

@@ -36,7 +36,11 @@ type Index struct {
 // Build indexes a corpus from scratch. files maps corpus paths (clean,
 // relative, slash-separated) to contents; paths that are not Indexable are
 // ignored. Build keeps no reference to files.
-func Build(files map[string][]byte) *Index {
+func Build(files map[string][]byte) *Index { return BuildChosen(files, Selection{}) }
+
+// BuildChosen is Build over the paths sel chooses, the others ignored:
+// the reference of an index of the files ListDir chose with sel.
+func BuildChosen(files map[string][]byte, sel Selection) *Index {
 	ix := &Index{
 		Docs:      make(map[string]Doc),
 		Canonical: make(map[string]string),
@@ -44,7 +48,7 @@ func Build(files map[string][]byte) *Index {
 		InLinks:   make(map[string]int),
 	}
 	for p, content := range files {
-		if Indexable(p) {
+		if sel.Chooses(p) {
 			ix.Docs[p] = Parse(p, content)
 		}
 	}

@@ -15,9 +15,12 @@
 // slash-separated ("a/b.html"), compared bytewise and case-sensitively.
 //
 //  1. A file is indexable if its extension, compared case-insensitively,
-//     is .html, .htm, .txt or .md. Other files are not part of the corpus.
-//     .html and .htm files are parsed as HTML, every other file as plain
-//     text (Markdown included: it is not rendered and has no links).
+//     is .html, .htm, .txt or .md. Other files are not part of the corpus,
+//     unless a Selection chooses them (its globs replace these four, or
+//     exclude some: ListDir, BuildChosen); Links (step 5 below) go by
+//     these four whatever the Selection. .html and .htm files are parsed
+//     as HTML, every other file as plain text (Markdown included: it is
+//     not rendered and has no links).
 //  2. Words are the distinct terms of a document, sorted bytewise. A term
 //     is a maximal run of runes for which unicode.IsLetter or
 //     unicode.IsDigit holds, lowercased rune by rune with unicode.ToLower,
@@ -124,14 +127,15 @@
 //     (keys.go): a path is the tail of its keys, a term cannot hold the
 //     "/" that ends it, and a link target is length-prefixed, or hashed
 //     when long. Paths are limited to MaxPathSize bytes.
-//  3. Sync (sync.go) takes a file list (ScanDir, MemFiles) and reads only
-//     the files whose Stat (size, modification time, inode) changed since
-//     they were loaded, or all with Rehash. A file it cannot read, over
-//     SyncOptions.MaxFileSize, or with a path over MaxPathSize is a bad
-//     file: skipped, reported in SyncStats.Bad, and what the index held
-//     for it kept (so are the documents under a directory ScanDir could
-//     not read); the others are synced. It refuses, before writing, to
-//     delete more than half of the indexed documents unless allowed.
+//  3. Sync (sync.go) takes a file list (ListDir, ScanDir, MemFiles) and
+//     reads only the files whose Stat (size, modification time, inode)
+//     changed since they were loaded, or all with Rehash. A file it cannot
+//     read, over SyncOptions.MaxFileSize, or with a path over MaxPathSize
+//     is a bad file: skipped, reported in SyncStats.Bad, and what the
+//     index held for it kept (so are the documents under a directory
+//     ListDir could not read); the others are synced. It refuses, before
+//     writing, to delete more than half of the indexed documents unless
+//     allowed.
 //  4. The summary counts (documents, terms, duplicate clusters) are kept
 //     exact at a cost in proportion to what changed: the observers record
 //     what they changed in per-path dirty cells, and CountIndex folds them
@@ -141,11 +145,12 @@
 // # The job
 //
 // RunJob (job.go) is the whole of one run, as percolator index runs it:
-// list a directory (ScanDir), register the observers and load what
+// list a directory (ListDir, with JobOptions.Select; the files it did not
+// choose are counted by extension), register the observers and load what
 // changed (Sync), run the observers to quiescence, fold the counts
 // (CountIndex) and, with JobOptions.Verify, compare the index with a
-// batch build of the files loaded (ErrVerify). A JobReport follows its
-// phases and their progress (a monitor reads the observers' status every
-// second while they run); the command draws and publishes what it is
-// told, and RunJob returns what each phase did (JobSummary).
+// batch build of the files loaded (BuildChosen; ErrVerify). A JobReport
+// follows its phases and their progress (a monitor reads the observers'
+// status every second while they run); the command draws and publishes
+// what it is told, and RunJob returns what each phase did (JobSummary).
 package docindex

@@ -1,10 +1,13 @@
 package docindex
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -36,42 +39,126 @@ type BadFile struct {
 	Path, Reason string
 }
 
-// ScanDir lists the corpus under dir without reading any file: every
-// regular file whose path is Indexable, files and directories whose name
-// starts with "." and symbolic links skipped, sorted by path. A directory
-// it cannot read is returned as a bad file, and the rest listed; only an
-// unreadable dir itself is an error. File names are kept as bytes: they
-// need not be valid UTF-8.
-func ScanDir(dir string) ([]File, []BadFile, error) {
-	if _, err := os.ReadDir(dir); err != nil {
-		return nil, nil, fmt.Errorf("docindex: reading corpus %s: %w", dir, err)
+// ErrBadGlob: a Selection's glob is malformed (path.Match's syntax) or
+// empty.
+var ErrBadGlob = errors.New("docindex: bad glob")
+
+// DefaultInclude are the globs of the files a Selection chooses when it
+// has no Include: the Indexable ones. Unlike Include's globs, they match
+// the extension in any case ("A.HTML" too).
+func DefaultInclude() []string { return []string{"*.html", "*.htm", "*.txt", "*.md"} }
+
+// Selection chooses the files of a source directory that the index holds
+// (ListDir). The zero value chooses the Indexable files. A glob matches a
+// file if path.Match matches it to the file's corpus path (slash-separated,
+// relative to the directory) or to its base name, case-sensitively: "*.go"
+// matches every .go file, "docs/*.md" the .md files in docs.
+//
+// Links are kept by Indexable whatever the Selection (doc.go, Links, 5):
+// a Doc depends on its path and bytes alone.
+type Selection struct {
+	// Include, if not empty, replaces DefaultInclude: a file is chosen if
+	// any of its globs matches it.
+	Include []string
+	// Exclude removes from the files chosen those any of its globs
+	// matches.
+	Exclude []string
+}
+
+// Validate checks every glob: an error wrapping ErrBadGlob names the
+// first malformed or empty one.
+func (s Selection) Validate() error {
+	for _, g := range slices.Concat(s.Include, s.Exclude) {
+		if _, err := path.Match(g, ""); err != nil || g == "" {
+			return fmt.Errorf("%w: %q", ErrBadGlob, g)
+		}
 	}
-	var files []File
-	var bad []BadFile
+	return nil
+}
+
+// Chooses reports whether the file at corpus path p is chosen. A glob
+// Validate refuses matches nothing.
+func (s Selection) Chooses(p string) bool {
+	in := Indexable(p)
+	if len(s.Include) > 0 {
+		in = matchAny(s.Include, p)
+	}
+	return in && !matchAny(s.Exclude, p)
+}
+
+// matchAny reports whether any glob matches p or its base name.
+func matchAny(globs []string, p string) bool {
+	base := path.Base(p)
+	for _, g := range globs {
+		if ok, _ := path.Match(g, p); ok {
+			return true
+		}
+		if ok, _ := path.Match(g, base); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Listing is what ListDir found under a directory.
+type Listing struct {
+	// Files are the regular files the Selection chose, sorted by path.
+	Files []File
+	// Bad are the directories and files the walk could not read, and the
+	// chosen files that could not be stat'ed.
+	Bad []BadFile
+	// Skipped counts the regular files the Selection did not choose, by
+	// the extension of their name as path.Ext gives it ("" for none).
+	// Names starting with "." and symbolic links are skipped uncounted.
+	Skipped map[string]int
+}
+
+// ScanDir lists the Indexable files under dir: ListDir with the zero
+// Selection.
+func ScanDir(dir string) ([]File, []BadFile, error) {
+	l, err := ListDir(dir, Selection{})
+	return l.Files, l.Bad, err
+}
+
+// ListDir lists the corpus under dir without reading any file: every
+// regular file sel chooses, files and directories whose name starts with
+// "." and symbolic links skipped, sorted by path; the regular files sel
+// does not choose are counted by extension. A directory it cannot read is
+// returned as a bad file, and the rest listed; only an unreadable dir
+// itself is an error. File names are kept as bytes: they need not be
+// valid UTF-8. sel must be valid (Selection.Validate).
+func ListDir(dir string, sel Selection) (Listing, error) {
+	l := Listing{Skipped: map[string]int{}}
+	if _, err := os.ReadDir(dir); err != nil {
+		return l, fmt.Errorf("docindex: reading corpus %s: %w", dir, err)
+	}
 	err := filepath.WalkDir(dir, func(full string, d fs.DirEntry, err error) error {
 		rel := relPath(dir, full)
 		switch {
 		case err != nil && d != nil && d.IsDir():
-			bad = append(bad, BadFile{Path: rel + "/", Reason: err.Error()})
+			l.Bad = append(l.Bad, BadFile{Path: rel + "/", Reason: err.Error()})
 			return fs.SkipDir
 		case err != nil:
-			bad = append(bad, BadFile{Path: rel, Reason: err.Error()})
+			l.Bad = append(l.Bad, BadFile{Path: rel, Reason: err.Error()})
 			return nil
 		case rel != "." && strings.HasPrefix(d.Name(), "."):
 			return skip(d)
-		case !d.Type().IsRegular() || !Indexable(rel):
+		case !d.Type().IsRegular():
+			return nil
+		case !sel.Chooses(rel):
+			l.Skipped[path.Ext(d.Name())]++
 			return nil
 		}
 		f, reason := statFile(full, rel, d)
 		if reason != "" {
-			bad = append(bad, BadFile{Path: rel, Reason: reason})
+			l.Bad = append(l.Bad, BadFile{Path: rel, Reason: reason})
 			return nil
 		}
-		files = append(files, f)
+		l.Files = append(l.Files, f)
 		return nil
 	})
-	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-	return files, bad, err
+	sort.Slice(l.Files, func(i, j int) bool { return l.Files[i].Path < l.Files[j].Path })
+	return l, err
 }
 
 func skip(d fs.DirEntry) error {

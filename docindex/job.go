@@ -34,8 +34,12 @@ func (e *VerifyError) Is(target error) bool { return target == ErrVerify }
 // JobOptions configures a run of the index job (RunJob). The zero value
 // is usable given Src.
 type JobOptions struct {
-	// Src is the directory whose files the index holds.
-	Src string
+	// Src is the directory whose files the index holds, those Select
+	// chooses (the zero Selection: the Indexable ones). A run deletes
+	// from the index the documents it no longer chooses (Sync's limit on
+	// deletes applies).
+	Src    string
+	Select Selection
 	// Scanners run the observers (0: 4); Loaders are the loader's
 	// concurrent transactions (0: 8).
 	Scanners, Loaders int
@@ -92,15 +96,18 @@ type JobSummary struct {
 	// Loading: the files listed, what Sync did with them, the bad files
 	// (Bad; a caller prints them as it prints paths), and how long the
 	// listing (with the observers' registration) and the load took.
-	Files     int           `json:"files"`
-	New       int           `json:"new"`
-	Changed   int           `json:"changed"`
-	Deleted   int           `json:"deleted"`
-	Unchanged int           `json:"unchanged"`
-	Read      int           `json:"read"`
-	Bad       []BadFile     `json:"-"`
-	ScanTime  time.Duration `json:"scan_ns"`
-	LoadTime  time.Duration `json:"load_ns"`
+	// Skipped counts the files Select did not choose, by extension
+	// (Listing.Skipped).
+	Files     int            `json:"files"`
+	Skipped   map[string]int `json:"skipped_by_type"`
+	New       int            `json:"new"`
+	Changed   int            `json:"changed"`
+	Deleted   int            `json:"deleted"`
+	Unchanged int            `json:"unchanged"`
+	Read      int            `json:"read"`
+	Bad       []BadFile      `json:"-"`
+	ScanTime  time.Duration  `json:"scan_ns"`
+	LoadTime  time.Duration  `json:"load_ns"`
 	// Observers: the runs of each observer, the scanners and the time
 	// they took; the quarantined notifications, the observers' status
 	// after the run (Observers), and the notifications left for
@@ -143,8 +150,13 @@ type job struct {
 // changed (Sync), runs the observers (Register) to quiescence, folds the
 // counts (CountIndex) and, with Verify, compares the index with a batch
 // build of the files. It returns what each phase did, as far as it got.
+// A bad glob in opts.Select (ErrBadGlob) is refused before anything is
+// done.
 func RunJob(ctx context.Context, db *percolator.DB, opts JobOptions) (JobSummary, error) {
 	opts.EnsureDefaults()
+	if err := opts.Select.Validate(); err != nil {
+		return JobSummary{}, err
+	}
 	if opts.Report == nil {
 		opts.Report = noReport{}
 	}
@@ -170,11 +182,12 @@ func RunJob(ctx context.Context, db *percolator.DB, opts JobOptions) (JobSummary
 // load lists the source directory and loads what changed.
 func (j *job) load(ctx context.Context) error {
 	start := time.Now()
-	files, bad, err := ScanDir(j.opts.Src)
+	list, err := ListDir(j.opts.Src, j.opts.Select)
 	if err != nil {
 		return err
 	}
-	j.files = files
+	files, bad := list.Files, list.Bad
+	j.files, j.sum.Skipped = files, list.Skipped
 	if err := Register(ctx, j.db); err != nil {
 		return err
 	}
@@ -245,7 +258,7 @@ func (j *job) verify(ctx context.Context) error {
 	case len(unread) > 0:
 		return &VerifyError{fmt.Sprintf("%q changed while verifying: %s", unread[0].Path, unread[0].Reason)}
 	}
-	if err := ix.Equal(Build(ref)); err != nil {
+	if err := ix.Equal(BuildChosen(ref, j.opts.Select)); err != nil {
 		return &VerifyError{fmt.Sprintf("the incremental index differs from a batch build: %v", err)}
 	}
 	if c := (Counts{Documents: j.sum.Documents, Terms: j.sum.Terms, Clusters: j.sum.Clusters}); ix.Counts() != c {

@@ -40,7 +40,11 @@ func benchCmd() *cobra.Command {
 		Long: `Measure the performance figures, each beside its reference in the same run
 and marked against its target (met or MISSED): by default the embedded
 ones in a scratch directory; with --server a server's; with --bigtable or
---bigtable-emulator the Bigtable ones.`,
+--bigtable-emulator the Bigtable ones.
+
+A verdict compares the value as printed, rounded: a printed 0.25x meets a
+target of >= 0.25x. Exit status: 0 when every target is met, 1 when any
+is MISSED (the error names them) or a figure fails, 2 on a usage error.`,
 		Example: `  percolator bench --only writes --duration 5s
   percolator bench --server 127.0.0.1:7420 --only oracle
   percolator bench --bigtable-emulator --only rpcs`,
@@ -172,7 +176,7 @@ func (cfg *benchConfig) findCorpus() error {
 }
 
 // run runs the figures, printing each one's lines as it ends, then the
-// targets met and missed.
+// targets met and missed (verdict).
 func (cfg *benchConfig) run(ctx context.Context, stdout io.Writer) error {
 	if cfg.profile != "" {
 		f, err := os.Create(cfg.profile)
@@ -185,22 +189,45 @@ func (cfg *benchConfig) run(ctx context.Context, stdout io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var met, missed int
+	var targets []bench.Target
 	err := bench.Run(ctx, cfg.opts, cfg.figures(), func(r bench.Report) {
 		for _, l := range r.Lines {
 			fmt.Fprintln(stdout, l)
 		}
-		for _, t := range r.Targets {
-			if t.Met {
-				met++
-			} else {
-				missed++
-			}
-		}
+		targets = append(targets, r.Targets...)
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "targets: %d met, %d missed\n", met, missed)
+	return verdict(stdout, targets)
+}
+
+// verdict prints how many targets were met and missed, and returns
+// missedTargets (exit 1) if any was missed.
+func verdict(stdout io.Writer, targets []bench.Target) error {
+	var missed missedTargets
+	for _, t := range targets {
+		if !t.Met {
+			missed = append(missed, t.Name)
+		}
+	}
+	fmt.Fprintf(stdout, "targets: %d met, %d missed\n", len(targets)-len(missed), len(missed))
+	if len(missed) > 0 {
+		return missed
+	}
 	return nil
 }
+
+// missedTargets names the targets a run missed: a failed check
+// (cli.ErrFailed, exit 1), whose message is the names alone.
+type missedTargets []string
+
+func (m missedTargets) Error() string {
+	noun := "targets"
+	if len(m) == 1 {
+		noun = "target"
+	}
+	return fmt.Sprintf("%d %s missed: %s", len(m), noun, strings.Join(m, "; ")) // names hold commas
+}
+
+func (missedTargets) Unwrap() error { return cli.ErrFailed }

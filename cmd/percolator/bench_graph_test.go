@@ -9,9 +9,7 @@ import (
 // scenarios and prints the table and the two ratios.
 func TestBenchGraph(t *testing.T) {
 	out, errOut, code := runCLI(t, "bench", "--dir", t.TempDir(), "--only", "graph", "--duration", "200ms", "--writers", "8")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
+	checkBenchExit(t, out, errOut, code)
 	for _, want := range []string{"10           strong", "10           weak", "10           txn", "1000000      strong", "strong vs weak without contention", "txn vs strong under contention"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -44,6 +45,15 @@ index's observers to quiescence and count; --verify compares the index
 with a from-scratch batch build. With --dups, list the duplicate clusters
 instead; 'index query WORD' lists the documents with WORD.
 
+The files indexed are by default those whose extension, in any case, is
+.html, .htm, .txt or .md (the globs *.html, *.htm, *.txt, *.md).
+--include GLOB replaces that set and --exclude GLOB leaves files out of
+it, each repeatable; a glob (path.Match: *, ?, [a-z], \ escapes; case
+matters) matches a file's slash-separated path under SRC_DIR or its name.
+Names starting with "." and symbolic links are never indexed. The summary
+counts the files skipped by type; a run deletes from the index the
+documents it no longer chooses.
+
 A source directory named query is written ./query, or after "--" (every
 argument after "--" is a directory): percolator index --dir D -- query.`,
 		Example: `  percolator index --dir D --verify ~/docs
@@ -60,6 +70,8 @@ argument after "--" is a directory): percolator index --dir D -- query.`,
 	pfs.BoolVar(&cfg.jsonOut, "json", false, "print the summary, query results or clusters as JSON")
 	fs.IntVar(&cfg.job.Scanners, "scanners", 4, "scanner threads running the observers")
 	fs.IntVar(&cfg.job.Loaders, "loaders", 8, "concurrent loader transactions")
+	fs.StringArrayVar(&cfg.job.Select.Include, "include", nil, "index the files `GLOB` matches instead of the default set, "+strings.Join(docindex.DefaultInclude(), ", ")+" (repeatable)")
+	fs.StringArrayVar(&cfg.job.Select.Exclude, "exclude", nil, "leave out the files `GLOB` matches (repeatable)")
 	fs.Int64Var(&cfg.job.MaxFileSize, "max-file-size", docindex.DefaultMaxFileSize, "largest file to index, in bytes; larger ones are skipped as bad")
 	fs.BoolVar(&cfg.job.Verify, "verify", false, "check the index against a from-scratch batch build of SRC_DIR")
 	fs.BoolVar(&cfg.dups, "dups", false, "list the duplicate clusters")
@@ -99,7 +111,23 @@ func (cfg *indexConfig) validate() error {
 	case cfg.job.MaxFileSize < 1:
 		return cli.Usagef("--max-file-size must be at least 1")
 	}
+	if err := checkGlobs("include", cfg.job.Select.Include); err != nil {
+		return err
+	}
+	if err := checkGlobs("exclude", cfg.job.Select.Exclude); err != nil {
+		return err
+	}
 	return cfg.tg.Validate()
+}
+
+// checkGlobs refuses a malformed or empty glob of the flag.
+func checkGlobs(flag string, globs []string) error {
+	for _, g := range globs {
+		if (docindex.Selection{Include: []string{g}}).Validate() != nil {
+			return cli.Usagef("--%s %q: not a glob (path.Match: *, ?, [a-z], \\ escapes)", flag, g)
+		}
+	}
+	return nil
 }
 
 // indexDir is the index job (docindex.RunJob) on the target's database.
@@ -129,7 +157,7 @@ func indexDir(ctx context.Context, cfg indexConfig, stdout, stderr io.Writer) (e
 		return err
 	}
 	if cfg.jsonOut {
-		sum.Bad = rep.Bad
+		sum.Bad, sum.Skipped = rep.Bad, view.Skipped(sum.JobSummary.Skipped)
 		if err := view.JSON(stdout, sum); err != nil {
 			return err
 		}

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -59,6 +62,46 @@ func TestIndexCommand(t *testing.T) {
 	} {
 		if _, _, code := runCLI(t, args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// TestIndexSelection: index says what it skipped, by type; --include
+// replaces the default set (and --verify checks the index of what it
+// chose), --exclude leaves files out, and a bad glob is a usage error
+// that creates nothing.
+func TestIndexSelection(t *testing.T) {
+	src := writeCorpus(t, map[string]string{"a.md": "alpha", "notes/b.md": "beta", "main.go": "package main // gopher",
+		"lib/x.go": "package lib", "Makefile": "all:", "LICENSE": "MIT"})
+	out, _ := mustRun(t, 0, "index", "--dir", t.TempDir(), "--quiet", src)
+	if !strings.Contains(out, "corpus:    2 files") || !strings.Contains(out, "skipped:   4 files by type: (none) 2, .go 2\n") {
+		t.Fatalf("default set:\n%s", out)
+	}
+	dir := t.TempDir()
+	out, _ = mustRun(t, 0, "index", "--dir", dir, "--quiet", "--verify", "--include", "*.go", src)
+	if !strings.Contains(out, "corpus:    2 files") || !strings.Contains(out, "skipped:   4 files by type: (none) 2, .md 2\n") ||
+		!strings.Contains(out, "equals a from-scratch batch build") {
+		t.Fatalf("--include '*.go':\n%s", out)
+	}
+	if out, _ = mustRun(t, 0, "index", "--dir", dir, "query", "gopher"); !strings.HasPrefix(out, "main.go\t") {
+		t.Fatalf("query gopher after --include '*.go':\n%s", out)
+	}
+	out, _ = mustRun(t, 0, "index", "--dir", t.TempDir(), "--json", "--include", "*.go", "--include", "Makefile", "--exclude", "lib/*", src)
+	var sum struct {
+		Files   int            `json:"files"`
+		Skipped map[string]int `json:"skipped_by_type"`
+	}
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || sum.Files != 2 || !maps.Equal(sum.Skipped, map[string]int{".go": 1, ".md": 2, "": 1}) {
+		t.Fatalf("--include '*.go' --include Makefile --exclude 'lib/*' --json: %+v, %v\n%s", sum, err, out)
+	}
+	for _, flags := range [][]string{{"--include", "["}, {"--exclude", "*.[ch"}, {"--include", "*.go", "--exclude", ""}} {
+		fresh := filepath.Join(t.TempDir(), "store")
+		_, errOut := mustRun(t, 2, append(append([]string{"index", "--dir", fresh}, flags...), src)...)
+		if !strings.Contains(errOut, "not a glob") {
+			t.Errorf("%q: %s", flags, errOut)
+		}
+		if _, err := os.Stat(fresh); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%q: a refused run made %s: %v", flags, fresh, err)
 		}
 	}
 }
@@ -127,7 +170,8 @@ func TestBenchObservers(t *testing.T) {
 	}
 	dir := t.TempDir()
 	out, errOut, code := runCLI(t, "bench", "--dir", dir, "--only", "notify", "--notify-cells", "2000", "--notify-dirty", "50", "--rounds", "1")
-	if code != 0 || !regexp.MustCompile(`finding 50 dirty cells: [0-9,]+ keys visited in .* among 50 cells; [0-9,]+ keys in .* among 2000 processed cells: ratio [0-9.]+x`).MatchString(out) {
+	checkBenchExit(t, out, errOut, code)
+	if !regexp.MustCompile(`finding 50 dirty cells: [0-9,]+ keys visited in .* among 50 cells; [0-9,]+ keys in .* among 2000 processed cells: ratio [0-9.]+x`).MatchString(out) {
 		t.Fatalf("bench notify: exit %d\n%s%s", code, out, errOut)
 	}
 	out, errOut, code = runCLI(t, "bench", "--dir", dir, "--only", "observers", "--corpus", corpus, "--index-files", "60")
@@ -135,7 +179,8 @@ func TestBenchObservers(t *testing.T) {
 		t.Fatalf("bench observers: exit %d\n%s%s", code, out, errOut)
 	}
 	out, errOut, code = runCLI(t, "bench", "--dir", dir, "--only", "rerun", "--index-files", "50")
-	if code != 0 || !regexp.MustCompile(`after editing 1 files \(2.0%, second time\): .* = [0-9.]+x the first run \(target <= 0.03x: (met|MISSED)\)`).MatchString(out) ||
+	checkBenchExit(t, out, errOut, code)
+	if !regexp.MustCompile(`after editing 1 files \(2.0%, second time\): .* = [0-9.]+x the first run \(target <= 0.03x: (met|MISSED)\)`).MatchString(out) ||
 		!strings.Contains(errOut, "equals a from-scratch batch build") && !strings.Contains(errOut, "rerun: verify in") {
 		t.Fatalf("bench rerun: exit %d\n%s%s", code, out, errOut)
 	}

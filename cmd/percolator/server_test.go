@@ -448,9 +448,7 @@ func TestBenchServer(t *testing.T) {
 	dir, addr := t.TempDir(), freeAddr(t)
 	serveProc(t, dir, addr)
 	out, errOut, code := runCLI(t, "bench", "--server", addr, "--duration", "400ms", "--keys", "200", "--writers", "8")
-	if code != 0 {
-		t.Fatalf("bench --server: exit %d\n%s%s", code, out, errOut)
-	}
+	checkBenchExit(t, out, errOut, code)
 	for _, re := range []string{
 		`oracle: +[0-9]+ timestamps/s from 4 processes x 64 goroutines .* mean batch [0-9.]+, [0-9]+ requests/s;\n +empty unary calls: [0-9]+/s one in flight per process .*: [0-9.]+x of calls x batch \(target >= 0.8x: (met|MISSED)\); [0-9]+/s from all 4 x 64 goroutines: [0-9.]+x`,
 		`reads: +[0-9]+ reads/s in read-only txns .* vs [0-9]+ raw ReadRow RPCs/s at 8 readers: ratio [0-9.]+x`,

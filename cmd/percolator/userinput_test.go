@@ -185,12 +185,14 @@ func TestCLIBenchKeepsForeignDir(t *testing.T) {
 	// A new directory is made, marked and reused; a default one is temporary.
 	fresh := filepath.Join(t.TempDir(), "new")
 	for range 2 {
-		out, _ := mustRun(t, 0, "bench", "--dir", fresh, "--only", "oracle", "--duration", "50ms")
+		out, errOut, code := runCLI(t, "bench", "--dir", fresh, "--only", "oracle", "--duration", "50ms")
+		checkBenchExit(t, out, errOut, code)
 		if !regexp.MustCompile(`oracle: .*\(target >= 2,000,000: (met|MISSED)\)`).MatchString(out) {
 			t.Fatalf("bench output:\n%s", out)
 		}
 	}
-	_, errOut = mustRun(t, 0, "bench", "--only", "oracle", "--duration", "50ms")
+	out, errOut, code := runCLI(t, "bench", "--only", "oracle", "--duration", "50ms")
+	checkBenchExit(t, out, errOut, code)
 	tmp := regexp.MustCompile(`scratch directory (\S+)`).FindStringSubmatch(errOut)
 	if tmp == nil {
 		t.Fatalf("no scratch directory named: %s", errOut)

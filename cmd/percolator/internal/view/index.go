@@ -1,9 +1,11 @@
 package view
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,16 +15,31 @@ import (
 	"github.com/seed-992972ee/percolator/docindex"
 )
 
-// maxBadShown bounds the bad files the summary lists.
-const maxBadShown = 20
+// maxBadShown bounds the bad files the summary lists, maxTypesShown the
+// types of the files skipped.
+const (
+	maxBadShown   = 20
+	maxTypesShown = 10
+)
 
 // IndexSummary is what an index run did, as --json prints it: the job's
-// summary, with the bad files' paths as paths print and the time it took
-// to open the database.
+// summary, with the bad files' paths and the skipped files' extensions
+// as paths print (Skipped), and the time it took to open the database.
 type IndexSummary struct {
 	docindex.JobSummary
 	Bad      []runstatus.Bad `json:"bad_files"`
+	Skipped  map[string]int  `json:"skipped_by_type"` // extension ("" for none) -> files
 	OpenTime time.Duration   `json:"open_ns"`
+}
+
+// Skipped is the count of skipped files by extension with each
+// extension as paths print (Path).
+func Skipped(byExt map[string]int) map[string]int {
+	m := make(map[string]int, len(byExt))
+	for ext, n := range byExt {
+		m[Path(ext)] += n
+	}
+	return m
 }
 
 // IndexReport shows a run of the index job (docindex.JobReport): a
@@ -71,6 +88,7 @@ func (r *IndexReport) End(phase string, sum docindex.JobSummary, err error) {
 	case docindex.PhaseLoading:
 		r.say("corpus:    %d files: %d new, %d changed, %d deleted, %d unchanged, %d read (loaded in %s)",
 			sum.Files, sum.New, sum.Changed, sum.Deleted, sum.Unchanged, sum.Read, sum.LoadTime.Round(time.Millisecond))
+		r.saySkipped(sum.Skipped)
 		r.sayBad()
 	case docindex.PhaseObservers:
 		r.sayObservers(sum)
@@ -102,6 +120,36 @@ func (r *IndexReport) sayBad() {
 	if n := len(r.Bad) - maxBadShown; n > 0 {
 		r.say("           ... and %d more (percolator status %s lists them)", n, r.Target)
 	}
+}
+
+// saySkipped counts the files skipped by type, the most common first, up
+// to maxTypesShown types.
+func (r *IndexReport) saySkipped(byExt map[string]int) {
+	total := 0
+	for _, n := range byExt {
+		total += n
+	}
+	if total == 0 {
+		return
+	}
+	exts := sortedKeys(byExt)
+	slices.SortStableFunc(exts, func(a, b string) int { return cmp.Compare(byExt[b], byExt[a]) })
+	var parts []string
+	for _, ext := range exts[:min(len(exts), maxTypesShown)] {
+		label := "(none)"
+		if ext != "" {
+			label = Path(ext)
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", label, byExt[ext]))
+	}
+	if rest := exts[min(len(exts), maxTypesShown):]; len(rest) > 0 {
+		n := 0
+		for _, ext := range rest {
+			n += byExt[ext]
+		}
+		parts = append(parts, fmt.Sprintf("and %d of %d other types", n, len(rest)))
+	}
+	r.say("skipped:   %d files by type: %s", total, strings.Join(parts, ", "))
 }
 
 func (r *IndexReport) sayObservers(sum docindex.JobSummary) {

@@ -237,6 +237,7 @@ func checkServerBank(t *testing.T, addr string, accounts int, acked []string) {
 // processes keep one index at once; one worker is killed with SIGKILL
 // mid-run; the index equals a batch build (--verify).
 func TestIndexOverServerWithWorkers(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess soak")
 	}
@@ -282,6 +283,7 @@ func TestIndexOverServerWithWorkers(t *testing.T) {
 // sets the count; the server package's test restarts 200 times in
 // process, with power cuts).
 func TestOracleMonotonicAcrossServerKills(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess soak")
 	}

@@ -23,6 +23,7 @@ import (
 // under every nemesis verify has (txn's tagged tests show it breaks
 // invariant 5 in-process).
 func TestVerifyMutants(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	bin := buildPercolator(t, "percolator_mutants")
 	for _, c := range []struct {
 		mutant string

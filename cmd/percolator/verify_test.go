@@ -65,6 +65,7 @@ func readReport(t *testing.T, out string) verify.Report {
 // processes' logs are in --out. The whole matrix is
 // TestFaultSuiteVerifyMatrix's.
 func TestVerifyTargets(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	for _, c := range []struct{ target, workload, faults string }{
 		{"dir", "list-append", "kill"},
 		{"dir", "observer", "kill"},
@@ -105,6 +106,7 @@ func TestVerifyTargets(t *testing.T) {
 // it made; --cleanup removes what a killed run left under verify's prefix
 // (its rows, its observer) and nothing else.
 func TestVerifyExistingServer(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	dir, addr := t.TempDir(), freeAddr(t)
 	serveProc(t, dir, addr)
 	ctx := context.Background()

@@ -118,6 +118,8 @@ func RecordFormat(ctx context.Context, st storage.Store, version uint64) error {
 	if version == 0 {
 		return fmt.Errorf("%w: format version 0", ErrInvalidArgument)
 	}
+	// Blind, and not safe to reorder with another RecordFormat: only an
+	// upgrade holding the store (no other process on it) calls it.
 	if err := st.Mutate(ctx, formatRow, storage.SetCell(familyFormat, formatQual, 1, []byte(strconv.FormatUint(version, 10)))); err != nil {
 		return fmt.Errorf("txn: recording the store's format: %w", err)
 	}

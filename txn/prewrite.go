@@ -77,6 +77,7 @@ func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation, obs Obse
 	pred = make(storage.Filter, 0, 3*len(rw.muts))
 	writes = make(storage.Filter, 0, len(rw.muts))
 	muts = make([]storage.Mutation, 0, 2*len(rw.muts))
+	ttl := t.lockTTL()
 	for _, m := range rw.muts {
 		w := storage.Selector{Family: FamilyWrite, Qualifier: m.col, Time: storage.From(t.startTS)}
 		pred = append(pred,
@@ -84,7 +85,7 @@ func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation, obs Obse
 			storage.Selector{Family: FamilyLock, Qualifier: m.col, Time: storage.From(t.startTS + 1)},
 			w)
 		writes = append(writes, w)
-		l := c.lockFor(m, primary, t.lockTTL())
+		l := c.lockFor(m, primary, ttl)
 		muts = append(muts, storage.SetCell(FamilyLock, m.col, t.startTS, encodeLock(&l)))
 		if m.op == OpPut && !l.Inline {
 			muts = append(muts, storage.SetCell(FamilyData, m.col, t.startTS, m.value))

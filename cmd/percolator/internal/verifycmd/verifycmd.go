@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
@@ -232,25 +233,43 @@ func runVerifyCleanup(c *cobra.Command, tg *cli.Target) error {
 	return nil
 }
 
+// child is the target of a process a run starts (client or worker): the
+// target flags, and a wall clock skewed by --clock-skew.
+type child struct {
+	tg   cli.Target
+	skew time.Duration
+}
+
+func (ch *child) register(fs *pflag.FlagSet, who string) {
+	fs.DurationVar(&ch.skew, "clock-skew", 0, "how far this "+who+"'s wall clock (the one lock TTLs are judged by) is off")
+	ch.tg.Register(fs, "database directory")
+}
+
+// open validates the target and returns how to open its DB.
+func (ch *child) open() (func(context.Context) (*percolator.DB, error), error) {
+	if err := ch.tg.Validate(); err != nil {
+		return nil, err
+	}
+	if skew := ch.skew; skew != 0 {
+		ch.tg.Now = func() time.Time { return time.Now().Add(skew) }
+	}
+	return func(ctx context.Context) (*percolator.DB, error) { return ch.tg.Open(ctx, true) }, nil
+}
+
 // verifyClientCmd is `verify client` (hidden): one client process of a
 // verify run.
 func verifyClientCmd() *cobra.Command {
-	var tg cli.Target
+	var ch child
 	var o verify.ClientOptions
-	var skew time.Duration
 	c := &cobra.Command{
 		Use:    "client",
 		Short:  "one client process of percolator verify",
 		Hidden: true,
 		Args:   cli.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			if err := tg.Validate(); err != nil {
+		RunE: func(c *cobra.Command, _ []string) (err error) {
+			if o.Open, err = ch.open(); err != nil {
 				return err
 			}
-			if skew != 0 {
-				tg.Now = func() time.Time { return time.Now().Add(skew) }
-			}
-			o.Open = func(ctx context.Context) (*percolator.DB, error) { return tg.Open(ctx, true) }
 			return verify.RunClient(c.Context(), o)
 		},
 	}
@@ -263,40 +282,33 @@ func verifyClientCmd() *cobra.Command {
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed")
 	fs.BoolVar(&o.Final, "final", false, "perform the final read once and exit")
 	fs.BoolVar(&o.Workers, "workers", false, "run the workload's workers in this process too")
-	fs.DurationVar(&skew, "clock-skew", 0, "how far this client's wall clock (the one lock TTLs are judged by) is off")
 	fs.DurationVar(&o.OpTimeout, "op-timeout", 10*time.Second, "bound of each operation (one that runs out is unknown)")
-	tg.Register(fs, "database directory")
+	ch.register(fs, "client")
 	return c
 }
 
 // verifyWorkerCmd is `verify worker` (hidden): one worker process of a
 // verify run, running its workload's workers (the observers).
 func verifyWorkerCmd() *cobra.Command {
-	var tg cli.Target
+	var ch child
 	var o verify.WorkerOptions
-	var skew time.Duration
 	c := &cobra.Command{
 		Use:    "worker",
 		Short:  "one worker process of percolator verify",
 		Hidden: true,
 		Args:   cli.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			if err := tg.Validate(); err != nil {
+		RunE: func(c *cobra.Command, _ []string) (err error) {
+			if o.Open, err = ch.open(); err != nil {
 				return err
 			}
-			if skew != 0 {
-				tg.Now = func() time.Time { return time.Now().Add(skew) }
-			}
-			o.Open = func(ctx context.Context) (*percolator.DB, error) { return tg.Open(ctx, true) }
 			return verify.RunWorker(c.Context(), o)
 		},
 	}
 	fs := c.Flags()
 	fs.StringVar(&o.Workload, "workload", "", "the checked workload")
 	fs.StringVar(&o.Prefix, "prefix", "", "the run's row prefix")
-	fs.DurationVar(&skew, "clock-skew", 0, "how far this worker's wall clock (the one lock TTLs are judged by) is off")
 	fs.DurationVar(&o.OpTimeout, "op-timeout", 10*time.Second, "bound of opening the database")
-	tg.Register(fs, "database directory")
+	ch.register(fs, "worker")
 	return c
 }
 

@@ -86,6 +86,10 @@ var (
 	// percolator, or an older one not yet upgraded. Nothing was changed;
 	// a lock of an unknown format is never rolled back.
 	ErrFormat = errors.New("percolator: unsupported store format")
+	// ErrSnapshotTooOld: the transaction's start_ts is below the garbage
+	// collector's safe point, under which versions may be gone; the read
+	// returned nothing. Begin a new transaction.
+	ErrSnapshotTooOld = errors.New("percolator: snapshot too old")
 )
 
 // FormatVersion is the on-disk format this build reads and writes; a
@@ -120,6 +124,7 @@ var kinds = []struct {
 	{rpc.ErrOutcomeUnknown, []error{ErrCommitUnknown}},
 	{rpc.ErrUnauthenticated, []error{ErrUnauthenticated}},
 	{txn.ErrFormat, []error{ErrFormat}},
+	{txn.ErrSnapshotTooOld, []error{ErrSnapshotTooOld}},
 }
 
 // apiError is an error as the API returns it: "percolator: " and the

@@ -14,6 +14,7 @@ import (
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
 	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/txn"
 	"github.com/seed-992972ee/percolator/storage/pebble"
 )
 
@@ -327,6 +328,10 @@ func (s *storageService) Now(ctx context.Context, _ *rpcpb.NowRequest) (*rpcpb.N
 }
 
 // Ping implements rpcpb.StorageServer.
-func (s *storageService) Ping(context.Context, *rpcpb.PingRequest) (*rpcpb.PingResponse, error) {
-	return &rpcpb.PingResponse{FormatVersion: s.srv.format}, nil
+func (s *storageService) Ping(ctx context.Context, _ *rpcpb.PingRequest) (*rpcpb.PingResponse, error) {
+	sp, err := txn.ReadSafePoint(ctx, s.srv.store)
+	if err != nil {
+		return nil, grpcStatus(err)
+	}
+	return &rpcpb.PingResponse{FormatVersion: s.srv.format, SafePoint: sp}, nil
 }

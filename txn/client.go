@@ -54,6 +54,9 @@ type Client struct {
 	// row latch: a predicate the index decides is then never read.
 	cond  storage.Conditioned
 	stats stats
+	// safePoints caches the garbage collector's safe point, which every
+	// read checks after it returns (safepoint.go).
+	safePoints safePoints
 
 	// Test knobs.
 	crash          func(point string) bool                    // true stops a commit there

@@ -26,6 +26,13 @@ func (c *Client) get(ctx context.Context, ts uint64, row []byte, col string) ([]
 		v, err = c.getOnce(ctx, ts, row, col)
 		return err
 	})
+	if err == nil || errors.Is(err, ErrNotFound) {
+		// A value, or its absence, may be what a collection left: judged
+		// only now that the read returned.
+		if serr := c.checkSnapshot(ctx, ts); serr != nil {
+			return nil, serr
+		}
+	}
 	return v, err
 }
 

@@ -203,7 +203,14 @@ func CommitTS(ctx context.Context, t *Txn, row, column string) (uint64, error) {
 		_, ts, _, err = t.c.visibleCommit(ctx, t.startTS, []byte(row), column)
 		return err
 	})
-	return ts, err
+	if err == nil {
+		// A commit's absence may be what a collection left (safepoint.go).
+		err = t.c.checkSnapshot(ctx, t.startTS)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return ts, nil
 }
 
 // GetReserved is Get for a reserved column (ReservedPrefix): the

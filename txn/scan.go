@@ -63,7 +63,15 @@ func (c *Client) scan(ctx context.Context, ts uint64, start, end []byte, col str
 		if err != nil {
 			return nil, err
 		}
-		return c.scanCommitted(ctx, ts, start, end, col, limit)
+		kvs, err := c.scanCommitted(ctx, ts, start, end, col, limit)
+		if err == nil {
+			// Judged only now that the scan returned (safepoint.go).
+			err = c.checkSnapshot(ctx, ts)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return kvs, nil
 	}
 }
 

@@ -1501,6 +1501,10 @@ type PingResponse struct {
 	// format_version is the on-disk format of the server's store
 	// (txn.FormatVersion of the build that serves it).
 	FormatVersion uint64 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
+	// safe_point is the garbage collector's safe point of the server's
+	// store (txn.ReadSafePoint), read when the ping arrived: clients may not
+	// read the reserved row that holds it.
+	SafePoint     uint64 `protobuf:"varint,2,opt,name=safe_point,json=safePoint,proto3" json:"safe_point,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1538,6 +1542,13 @@ func (*PingResponse) Descriptor() ([]byte, []int) {
 func (x *PingResponse) GetFormatVersion() uint64 {
 	if x != nil {
 		return x.FormatVersion
+	}
+	return 0
+}
+
+func (x *PingResponse) GetSafePoint() uint64 {
+	if x != nil {
+		return x.SafePoint
 	}
 	return 0
 }
@@ -2365,9 +2376,11 @@ const file_percolator_proto_rawDesc = "" +
 	"\x14CompactFamilyRequest\x12\x16\n" +
 	"\x06family\x18\x01 \x01(\fR\x06family\"\x17\n" +
 	"\x15CompactFamilyResponse\"\r\n" +
-	"\vPingRequest\"5\n" +
+	"\vPingRequest\"T\n" +
 	"\fPingResponse\x12%\n" +
-	"\x0eformat_version\x18\x01 \x01(\x04R\rformatVersion\"\f\n" +
+	"\x0eformat_version\x18\x01 \x01(\x04R\rformatVersion\x12\x1d\n" +
+	"\n" +
+	"safe_point\x18\x02 \x01(\x04R\tsafePoint\"\f\n" +
 	"\n" +
 	"NowRequest\",\n" +
 	"\vNowResponse\x12\x1d\n" +

@@ -202,6 +202,23 @@ func (s *Store) ReadRow(ctx context.Context, row []byte, filter storage.Filter) 
 	return storage.Row{Key: row, Cells: rpc.CellsFromPB(resp.Cells)}, nil
 }
 
+// SafePoint implements txn.SafePointSource: the server's Ping says it
+// (its clients may not read the reserved row it is kept in).
+func (s *Store) SafePoint(ctx context.Context) (uint64, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	var resp *rpcpb.PingResponse
+	err := s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
+		resp, err = s.conn.Storage.Ping(ctx, &rpcpb.PingRequest{})
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return resp.GetSafePoint(), nil
+}
+
 // Scan implements storage.Store.
 func (s *Store) Scan(ctx context.Context, start, end []byte, filter storage.Filter, limit int, fn func(storage.Row) bool) error {
 	_, err := s.ScanCounted(ctx, start, end, filter, limit, fn)

@@ -1,0 +1,132 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// ErrSnapshotTooOld: a read's start_ts is below the garbage collector's
+// safe point, under which versions may be gone; it returned nothing.
+// Begin a new transaction. errors.As finds a *SnapshotTooOldError.
+var ErrSnapshotTooOld = errors.New("txn: snapshot too old")
+
+// SnapshotTooOldError names the read's start_ts and the safe point.
+type SnapshotTooOldError struct{ StartTS, SafePoint uint64 }
+
+func (e *SnapshotTooOldError) Error() string {
+	return fmt.Sprintf("txn: snapshot too old: start_ts %d is below the garbage collector's safe point %d (versions below it may be gone): begin a new transaction", e.StartTS, e.SafePoint)
+}
+
+// Is makes errors.Is(err, ErrSnapshotTooOld) true.
+func (e *SnapshotTooOldError) Is(target error) bool { return target == ErrSnapshotTooOld }
+
+// The safe point's record, owned here (doc.go, "Garbage collection"): the
+// newest version of one cell of a reserved row; its timestamp is the safe
+// point.
+var gcRow = storage.ReservedRow("gc")
+
+const (
+	familyGC      = "gc"
+	safePointQual = "safe_point"
+)
+
+var safePointCell = storage.Filter{{Family: familyGC, Qualifier: safePointQual, Limit: 1}}
+
+// SafePointCache bounds how long a client reads by a safe point it read:
+// from when it sent that read, on its monotonic clock. The collector
+// deletes below a new safe point only once it has been durable for
+// longer (CollectDelay).
+const SafePointCache = 5 * time.Second
+
+// CollectDelay is how long after a new safe point is durable the
+// collector waits before deleting below it: SafePointCache and as much
+// again for the rates of two processes' clocks and a slow read.
+const CollectDelay = 2 * SafePointCache
+
+// ReadSafePoint returns the store's safe point, 0 when none was set.
+func ReadSafePoint(ctx context.Context, st storage.Store) (uint64, error) {
+	r, err := st.ReadRow(ctx, gcRow, safePointCell)
+	if err != nil {
+		return 0, fmt.Errorf("txn: reading the safe point: %w", err)
+	}
+	if len(r.Cells) == 0 {
+		return 0, nil
+	}
+	return r.Cells[0].TS, nil
+}
+
+// AdvanceSafePoint moves the store's safe point up to s, never down, and
+// returns it as stored. One CheckAndMutate: it applies only where no
+// version at or above s exists, so two collectors, a late copy or a
+// retry can only leave the higher value.
+func AdvanceSafePoint(ctx context.Context, st storage.Store, s uint64) (uint64, error) {
+	if s == 0 {
+		return 0, fmt.Errorf("%w: safe point 0", ErrInvalidArgument)
+	}
+	higher := storage.Filter{{Family: familyGC, Qualifier: safePointQual, Time: storage.From(s)}}
+	if _, err := st.CheckAndMutate(ctx, gcRow, higher, nil, []storage.Mutation{
+		storage.SetCell(familyGC, safePointQual, s, nil),
+		{Kind: storage.DeleteCells, Family: familyGC, Qualifier: safePointQual, Time: storage.Before(s)},
+	}); err != nil {
+		return 0, fmt.Errorf("txn: advancing the safe point: %w", err)
+	}
+	return ReadSafePoint(ctx, st)
+}
+
+// SafePointSource is a store that says its safe point itself: a server's,
+// whose reserved rows its clients may not read.
+type SafePointSource interface {
+	SafePoint(ctx context.Context) (uint64, error)
+}
+
+// safePoints is a client's cached safe point.
+type safePoints struct {
+	mu sync.Mutex
+	// value was read by a call sent at sent (valid once read).
+	value uint64
+	sent  time.Time
+	valid bool
+}
+
+// get returns a safe point at least as high as st's was SafePointCache
+// ago, reading it again when the cache is older: from the store itself,
+// or, from a SafePointSource (a server), as it says.
+func (s *safePoints) get(ctx context.Context, st storage.Store) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.valid && time.Since(s.sent) < SafePointCache {
+		return s.value, nil
+	}
+	sent := time.Now()
+	var v uint64
+	var err error
+	if src, ok := st.(SafePointSource); ok {
+		v, err = src.SafePoint(ctx)
+	} else {
+		v, err = ReadSafePoint(ctx, st)
+	}
+	if err != nil {
+		return 0, err
+	}
+	s.value, s.sent, s.valid = max(s.value, v), sent, true
+	return s.value, nil
+}
+
+// checkSnapshot fails a read at startTS that returned, if startTS is below
+// the safe point: what it read may be missing versions collected while it
+// read (doc.go, "Garbage collection": the check comes after the read).
+func (c *Client) checkSnapshot(ctx context.Context, startTS uint64) error {
+	sp, err := c.safePoints.get(ctx, c.store)
+	if err != nil {
+		return err
+	}
+	if startTS < sp {
+		return &SnapshotTooOldError{StartTS: startTS, SafePoint: sp}
+	}
+	return nil
+}

@@ -14,8 +14,8 @@ import (
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
 	"github.com/seed-992972ee/percolator/storage"
-	"github.com/seed-992972ee/percolator/txn"
 	"github.com/seed-992972ee/percolator/storage/pebble"
+	"github.com/seed-992972ee/percolator/txn"
 )
 
 // Limits on a request's shape (the message size is bounded too).

@@ -56,6 +56,10 @@ type cellIndex struct {
 	// write record the hook did not see was written before, so its
 	// timestamp, issued before it was written, is below base.
 	base atomic.Uint64
+	// fenced is the highest GC fence version the hook has applied, in any
+	// row. A fence written before the hook is below base (its version is
+	// a safe point, below a timestamp issued before it was written).
+	fenced atomic.Uint64
 	// maxPerShard bounds each shard's latest and written maps; a full map
 	// is dropped whole (entries are only an optimization; readers refill
 	// them).
@@ -126,6 +130,11 @@ func (ix *cellIndex) writtenSince(rw *rowWrites, ts uint64) (written, decided bo
 	}
 	return false, true
 }
+
+// fencedSince reports whether some row may hold a GC fence at or after
+// ts: the index then cannot decide a prewrite's predicate (writtenSince
+// declines below base anyway).
+func (ix *cellIndex) fencedSince(ts uint64) bool { return ts <= ix.fenced.Load() }
 
 // cellKey names a cell in the index. Columns never contain NUL
 // (validateColumn), so the key is unambiguous.
@@ -221,6 +230,9 @@ func (ix *cellIndex) apply(row []byte, muts []storage.Mutation) {
 			ix.applyLock(row, m)
 		case m.Family == FamilyWrite:
 			ix.applyWrite(row, m)
+		case m.Family == FamilyFence && m.Kind == storage.Put:
+			for old := ix.fenced.Load(); m.TS > old && !ix.fenced.CompareAndSwap(old, m.TS); old = ix.fenced.Load() {
+			}
 		}
 	}
 }

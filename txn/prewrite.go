@@ -51,6 +51,9 @@ func (c *Client) prewrite(ctx context.Context, t *Txn, rw *rowWrites, primary *m
 		if c.index.lockedExcept(rw, t.startTS) {
 			return true, true
 		}
+		if c.index.fencedSince(t.startTS) {
+			return false, false // the store reads the fence
+		}
 		return c.index.writtenSince(rw, t.startTS)
 	}
 	for try := 0; ; try++ {
@@ -94,6 +97,10 @@ func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation, obs Obse
 			muts = append(muts, n)
 		}
 	}
+	// The row's GC fence at or above start_ts: collected history below
+	// it that this prewrite must not land on (doc.go, "Garbage
+	// collection").
+	pred, writes = append(pred, fenceSince(t.startTS)), append(writes, fenceSince(t.startTS))
 	return pred, writes, muts
 }
 

@@ -1,0 +1,160 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// FamilyFence holds a row's GC fence: one cell (fenceQual) whose newest
+// version is the safe point the row was last collected at. Every prewrite
+// fails on a fence version at or above its start_ts (doc.go, "Garbage
+// collection").
+const FamilyFence = "gcfence"
+
+const fenceQual = "fence"
+
+// fenceSince selects a fence version at or after ts: the prewrite's
+// condition.
+func fenceSince(ts uint64) storage.Selector {
+	return storage.Selector{Family: FamilyFence, Qualifier: fenceQual, Time: storage.From(ts)}
+}
+
+// ErrRowLocked: CollectRow left a row alone because a live owner's
+// unexpired lock below the safe point is in it; collect it later.
+var ErrRowLocked = errors.New("txn: row holds a live lock below the safe point")
+
+// Collected is what a collection of one row removed.
+type Collected struct {
+	// Versions are the write records and data versions removed.
+	Versions int
+	// Bytes are their values' bytes.
+	Bytes int
+}
+
+// CollectRow removes from row what no snapshot at or above the safe
+// point sp reads (doc.go, "Garbage collection"): of each column, the write
+// records at or below sp but the newest commit record, every rollback
+// record below sp, and the data versions the removed records point to, or
+// that no record points to, below sp. It first resolves the locks below
+// sp whose owners are dead or expired; a live owner's lock makes it leave
+// the row (ErrRowLocked). The removal is one CheckAndMutate that applies
+// only while the row holds no lock below sp, and raises the row's fence to
+// sp, so a prewrite below sp can never land on what it removed. The
+// newest commit record at or below sp is kept even when it is a delete:
+// removing it would need the observers' acks of the column.
+func (c *Client) CollectRow(ctx context.Context, row []byte, sp uint64) (Collected, error) {
+	ctx = c.operation(ctx)
+	for range maxResolveSteps {
+		r, err := c.read(ctx, row, storage.Filter{
+			{Family: FamilyLock, AllQualifiers: true, Time: storage.Before(sp)},
+			{Family: FamilyWrite, AllQualifiers: true},
+			{Family: FamilyData, AllQualifiers: true, Time: storage.Before(sp)},
+		})
+		if err != nil {
+			return Collected{}, err
+		}
+		locked := false
+		for _, cell := range r.Cells {
+			if cell.Family != FamilyLock {
+				continue
+			}
+			locked = true
+			switch err := c.resolveCell(ctx, row, cell.Qualifier, cell.TS, cell.Value); {
+			case errors.Is(err, errLocked):
+				return Collected{}, ErrRowLocked
+			case err != nil:
+				return Collected{}, err
+			}
+		}
+		if locked {
+			continue // resolved: read the row again
+		}
+		muts, got, err := collectMutations(r.Cells, sp)
+		if err != nil || len(muts) == 0 {
+			return Collected{}, err
+		}
+		anyLock := storage.Filter{{Family: FamilyLock, AllQualifiers: true, Time: storage.Before(sp)}}
+		muts = append(muts,
+			storage.SetCell(FamilyFence, fenceQual, sp, nil),
+			storage.Mutation{Kind: storage.DeleteCells, Family: FamilyFence, Qualifier: fenceQual, Time: storage.Before(sp)})
+		// Safe in any order: a late copy deletes only versions below sp
+		// that a later collection would delete too, and raises the fence
+		// to sp, which a later collection has raised past already.
+		matched, err := c.casIndexed(ctx, row, nil, anyLock, anyLock, nil, muts, false)
+		if err != nil {
+			return Collected{}, err
+		}
+		if !matched {
+			return got, nil
+		}
+		// A lock landed since the read: resolve it, or leave the row.
+	}
+	return Collected{}, ErrRowLocked
+}
+
+// collectMutations returns the deletions of what no snapshot at or above
+// sp reads, given the row's write records and its data versions below sp
+// (doc.go, "What goes, per cell"). Records above sp are kept, and so is
+// the data they point to (a transaction that started below sp and
+// committed above it).
+func collectMutations(cells []storage.Cell, sp uint64) ([]storage.Mutation, Collected, error) {
+	writes := map[string][]storage.Cell{}
+	data := map[string][]storage.Cell{}
+	for _, cell := range cells {
+		switch cell.Family {
+		case FamilyWrite:
+			writes[cell.Qualifier] = append(writes[cell.Qualifier], cell)
+		case FamilyData:
+			data[cell.Qualifier] = append(data[cell.Qualifier], cell)
+		}
+	}
+	var muts []storage.Mutation
+	var got Collected
+	remove := func(family string, cell storage.Cell) {
+		muts = append(muts, storage.DeleteCell(family, cell.Qualifier, cell.TS))
+		got.Versions++
+		got.Bytes += len(cell.Value)
+	}
+	cols := make([]string, 0, len(writes)+len(data))
+	for col := range writes {
+		cols = append(cols, col)
+	}
+	for col := range data {
+		if _, ok := writes[col]; !ok {
+			cols = append(cols, col)
+		}
+	}
+	sort.Strings(cols)
+	for _, col := range cols {
+		ws := writes[col]
+		sort.Slice(ws, func(i, j int) bool { return ws[i].TS > ws[j].TS })
+		keepData := map[uint64]bool{} // data versions kept records point to
+		kept := false                 // the newest commit record at or below sp
+		for _, cell := range ws {
+			w, err := DecodeWrite(cell.Value)
+			if err != nil {
+				return nil, Collected{}, fmt.Errorf("txn: collecting %q/%s at %d: %w", cell.Qualifier, col, cell.TS, err)
+			}
+			switch {
+			case cell.TS > sp:
+				keepData[w.StartTS] = w.Op != OpRollback
+			case w.Op == OpRollback:
+				remove(FamilyWrite, cell) // the fence raised with it does its work
+			case !kept:
+				kept, keepData[w.StartTS] = true, true
+			default:
+				remove(FamilyWrite, cell)
+			}
+		}
+		for _, cell := range data[col] {
+			if !keepData[cell.TS] {
+				remove(FamilyData, cell)
+			}
+		}
+	}
+	return muts, got, nil
+}

@@ -158,3 +158,58 @@ func collectMutations(cells []storage.Cell, sp uint64) ([]storage.Mutation, Coll
 	}
 	return muts, got, nil
 }
+
+// CollectBelow collects every row of the store from start on below the
+// safe point sp (CollectRow), in row order, and returns what it removed,
+// the rows it left for a live lock, and where it stopped: nil when it
+// went through the whole keyspace, else the row to resume at (its context
+// ended, or a row failed). A row is visited only if it has two write
+// records at or below sp, or a rollback record: a row written once and
+// never since costs a scan step.
+func (c *Client) CollectBelow(ctx context.Context, sp uint64, start []byte) (got Collected, skipped int, next []byte, err error) {
+	const batch = 256
+	f := storage.Filter{{Family: FamilyWrite, AllQualifiers: true, Time: storage.Before(sp + 1), Limit: 2}}
+	for {
+		var rows [][]byte
+		seen := 0
+		err := c.store.Scan(ctx, start, []byte(storage.ReservedPrefix), f, batch, func(r storage.Row) bool {
+			seen++
+			if len(r.Cells) > 1 || hasRollback(r.Cells) {
+				rows = append(rows, r.Key)
+			}
+			start = append(append([]byte{}, r.Key...), 0) // the row after it
+			return true
+		})
+		if err != nil {
+			return got, skipped, start, err
+		}
+		for i, row := range rows {
+			g, err := c.CollectRow(ctx, row, sp)
+			switch {
+			case errors.Is(err, ErrRowLocked):
+				skipped++
+			case err != nil:
+				return got, skipped, rows[i], err
+			}
+			got.Versions += g.Versions
+			got.Bytes += g.Bytes
+		}
+		if seen < batch {
+			return got, skipped, nil, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return got, skipped, start, err
+		}
+	}
+}
+
+// hasRollback reports whether cells (write records) hold a rollback
+// record.
+func hasRollback(cells []storage.Cell) bool {
+	for _, cell := range cells {
+		if writeOp(cell.Value) == OpRollback {
+			return true
+		}
+	}
+	return false
+}

@@ -3,7 +3,13 @@ package txn
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seed-992972ee/percolator/storage"
 )
@@ -129,4 +135,129 @@ func TestCollectRowLocks(t *testing.T) {
 	if v, err := reader.Get(ctx, "r", "v"); err != nil || string(v) != "2" {
 		t.Fatalf("the snapshot at the safe point reads %q, %v; want 2", v, err)
 	}
+}
+
+// TestCollectUnderLoad: transfers among accounts and readers summing
+// every balance run while a collector raises the safe point to a fresh
+// timestamp and collects the whole keyspace, again and again (the cache
+// bound 0: every check reads the safe point). Every read either sums to
+// the total or fails with ErrSnapshotTooOld; none sees a missing version.
+// Collections remove versions, and a final read sums right.
+func TestCollectUnderLoad(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e := newEnv(t, true)
+	const accounts, total = 20, 20 * 100
+	init, _ := e.client("init").Begin(ctx)
+	for i := range accounts {
+		_ = init.Set(fmt.Sprint("acct", i), "bal", []byte("100"))
+	}
+	if err := init.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The clients, made before the goroutines (the harness's map is not
+	// safe for concurrent use); the collector does not wait CollectDelay,
+	// so every check reads the safe point.
+	clients := map[string]*Client{}
+	for _, name := range []string{"writer0", "writer1", "writer2", "reader0", "reader1", "gc", "final"} {
+		clients[name] = e.client(name)
+		clients[name].opts.safePointCache = -1
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	var sums, tooOld, removed atomic.Int64
+	errs := make(chan error, 16)
+	for w := range 3 {
+		wg.Go(func() {
+			c := clients[fmt.Sprint("writer", w)]
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			for time.Now().Before(deadline) {
+				tx, _ := c.Begin(ctx)
+				a, b := fmt.Sprint("acct", rng.IntN(accounts)), fmt.Sprint("acct", rng.IntN(accounts))
+				if a == b {
+					continue
+				}
+				va, err1 := tx.Get(ctx, a, "bal")
+				vb, err2 := tx.Get(ctx, b, "bal")
+				if err := errors.Join(err1, err2); err != nil {
+					if !errors.Is(err, ErrSnapshotTooOld) {
+						errs <- err
+						return
+					}
+					continue
+				}
+				x, _ := strconv.Atoi(string(va))
+				y, _ := strconv.Atoi(string(vb))
+				_ = tx.Set(a, "bal", []byte(strconv.Itoa(x-1)))
+				_ = tx.Set(b, "bal", []byte(strconv.Itoa(y+1)))
+				if err := tx.Commit(ctx); err != nil && !errors.Is(err, ErrConflict) {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	sum := func(c *Client) (int, error) {
+		tx, _ := c.Begin(ctx)
+		n := 0
+		for i := range accounts {
+			v, err := tx.Get(ctx, fmt.Sprint("acct", i), "bal")
+			if err != nil {
+				return 0, err
+			}
+			x, _ := strconv.Atoi(string(v))
+			n += x
+			time.Sleep(time.Millisecond) // a long reader, across collections
+		}
+		return n, nil
+	}
+	for r := range 2 {
+		wg.Go(func() {
+			c := clients[fmt.Sprint("reader", r)]
+			for time.Now().Before(deadline) {
+				n, err := sum(c)
+				switch {
+				case errors.Is(err, ErrSnapshotTooOld):
+					tooOld.Add(1)
+				case err != nil:
+					errs <- err
+					return
+				case n != total:
+					errs <- fmt.Errorf("a snapshot sums to %d, want %d", n, total)
+					return
+				default:
+					sums.Add(1)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		gc := clients["gc"]
+		for time.Now().Before(deadline) {
+			tx, _ := gc.Begin(ctx)
+			sp, err := AdvanceSafePoint(ctx, e.store, tx.StartTS())
+			if err == nil {
+				var got Collected
+				got, _, _, err = gc.CollectBelow(ctx, sp, nil)
+				removed.Add(int64(got.Versions))
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if removed.Load() == 0 || sums.Load() == 0 {
+		t.Fatalf("%d versions removed, %d sums checked, %d too old: the test checked nothing", removed.Load(), sums.Load(), tooOld.Load())
+	}
+	if n, err := sum(clients["final"]); err != nil || n != total {
+		t.Fatalf("the final sum: %d, %v", n, err)
+	}
+	t.Logf("%d versions removed; %d sums right, %d too old", removed.Load(), sums.Load(), tooOld.Load())
 }

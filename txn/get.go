@@ -26,9 +26,9 @@ func (c *Client) get(ctx context.Context, ts uint64, row []byte, col string) ([]
 		v, err = c.getOnce(ctx, ts, row, col)
 		return err
 	})
-	if err == nil || errors.Is(err, ErrNotFound) {
-		// A value, or its absence, may be what a collection left: judged
-		// only now that the read returned.
+	if err == nil || ctx.Err() == nil {
+		// A value, its absence, or a record found missing may be what a
+		// collection left: judged only now that the read returned.
 		if serr := c.checkSnapshot(ctx, ts); serr != nil {
 			return nil, serr
 		}

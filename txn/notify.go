@@ -203,9 +203,11 @@ func CommitTS(ctx context.Context, t *Txn, row, column string) (uint64, error) {
 		_, ts, _, err = t.c.visibleCommit(ctx, t.startTS, []byte(row), column)
 		return err
 	})
-	if err == nil {
+	if err == nil || ctx.Err() == nil {
 		// A commit's absence may be what a collection left (safepoint.go).
-		err = t.c.checkSnapshot(ctx, t.startTS)
+		if serr := t.c.checkSnapshot(ctx, t.startTS); serr != nil {
+			err = serr
+		}
 	}
 	if err != nil {
 		return 0, err

@@ -65,6 +65,9 @@ type Options struct {
 	// indexCap bounds each index shard's latest-commit and write-record
 	// maps (test knob: small, so tests drop full maps often). 0: default.
 	indexCap int
+	// safePointCache is how long a read safe point is used (test knob:
+	// negative reads it for every check). 0: SafePointCache.
+	safePointCache time.Duration
 }
 
 // The transaction limits' defaults (Options.MaxTxnWrites, MaxTxnBytes).

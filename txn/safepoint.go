@@ -96,10 +96,13 @@ type safePoints struct {
 // get returns a safe point at least as high as st's was SafePointCache
 // ago, reading it again when the cache is older: from the store itself,
 // or, from a SafePointSource (a server), as it says.
-func (s *safePoints) get(ctx context.Context, st storage.Store) (uint64, error) {
+func (s *safePoints) get(ctx context.Context, st storage.Store, bound time.Duration) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.valid && time.Since(s.sent) < SafePointCache {
+	if bound == 0 {
+		bound = SafePointCache
+	}
+	if s.valid && time.Since(s.sent) < bound {
 		return s.value, nil
 	}
 	sent := time.Now()
@@ -121,7 +124,7 @@ func (s *safePoints) get(ctx context.Context, st storage.Store) (uint64, error) 
 // the safe point: what it read may be missing versions collected while it
 // read (doc.go, "Garbage collection": the check comes after the read).
 func (c *Client) checkSnapshot(ctx context.Context, startTS uint64) error {
-	sp, err := c.safePoints.get(ctx, c.store)
+	sp, err := c.safePoints.get(ctx, c.store, c.opts.safePointCache)
 	if err != nil {
 		return err
 	}

@@ -64,9 +64,12 @@ func (c *Client) scan(ctx context.Context, ts uint64, start, end []byte, col str
 			return nil, err
 		}
 		kvs, err := c.scanCommitted(ctx, ts, start, end, col, limit)
-		if err == nil {
-			// Judged only now that the scan returned (safepoint.go).
-			err = c.checkSnapshot(ctx, ts)
+		if err == nil || ctx.Err() == nil {
+			// Judged only now that the scan returned (safepoint.go): a
+			// record found missing may be what a collection left.
+			if serr := c.checkSnapshot(ctx, ts); serr != nil {
+				err = serr
+			}
 		}
 		if err != nil {
 			return nil, err

@@ -57,6 +57,9 @@ type Client struct {
 	// safePoints caches the garbage collector's safe point, which every
 	// read checks after it returns (safepoint.go).
 	safePoints safePoints
+	// active counts the transactions begun and not yet ended, by start_ts:
+	// the oldest holds the safe point back (OldestActive).
+	active activeSet
 
 	// Test knobs.
 	crash          func(point string) bool                    // true stops a commit there

@@ -57,6 +57,7 @@ func (c *Client) begin(ctx context.Context, readOnly bool) (*Txn, error) {
 	if c.index != nil {
 		c.index.offerBase(ts)
 	}
+	c.active.add(ts)
 	return &Txn{c: c, startTS: ts, readOnly: readOnly}, nil
 }
 
@@ -159,6 +160,7 @@ func (t *Txn) Rollback(context.Context) error {
 		return ErrTxnFinished
 	}
 	t.done = true
+	t.c.active.remove(t.startTS)
 	return nil
 }
 
@@ -173,6 +175,7 @@ func (t *Txn) Commit(ctx context.Context) error {
 		return ErrTxnFinished
 	}
 	t.done = true
+	defer t.c.active.remove(t.startTS)
 	if len(t.writes) == 0 {
 		return nil
 	}

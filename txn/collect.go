@@ -44,8 +44,10 @@ type Collected struct {
 // the row (ErrRowLocked). The removal is one CheckAndMutate that applies
 // only while the row holds no lock below sp, and raises the row's fence to
 // sp, so a prewrite below sp can never land on what it removed. The
-// newest commit record at or below sp is kept even when it is a delete:
-// removing it would need the observers' acks of the column.
+// newest commit record at or below sp goes too when it is a delete of a
+// column no observer watches; an observed column keeps it (its removal
+// would make an unprocessed delete look clean to the observers' dirty
+// check; removing it once every ack is past it is not done yet).
 func (c *Client) CollectRow(ctx context.Context, row []byte, sp uint64) (Collected, error) {
 	ctx = c.operation(ctx)
 	for range maxResolveSteps {
@@ -73,7 +75,11 @@ func (c *Client) CollectRow(ctx context.Context, row []byte, sp uint64) (Collect
 		if locked {
 			continue // resolved: read the row again
 		}
-		muts, got, err := collectMutations(r.Cells, sp)
+		observed, err := c.observedNow(ctx)
+		if err != nil {
+			return Collected{}, err
+		}
+		muts, got, err := collectMutations(r.Cells, sp, observed)
 		if err != nil || len(muts) == 0 {
 			return Collected{}, err
 		}
@@ -96,12 +102,21 @@ func (c *Client) CollectRow(ctx context.Context, row []byte, sp uint64) (Collect
 	return Collected{}, ErrRowLocked
 }
 
+// observedNow is the observer registry as stored now (nil: none).
+func (c *Client) observedNow(ctx context.Context) (Observed, error) {
+	if c.observers == nil {
+		return nil, nil
+	}
+	obs, _, err := c.observers.Refresh(ctx)
+	return obs, err
+}
+
 // collectMutations returns the deletions of what no snapshot at or above
 // sp reads, given the row's write records and its data versions below sp
 // (doc.go, "What goes, per cell"). Records above sp are kept, and so is
 // the data they point to (a transaction that started below sp and
 // committed above it).
-func collectMutations(cells []storage.Cell, sp uint64) ([]storage.Mutation, Collected, error) {
+func collectMutations(cells []storage.Cell, sp uint64, observed Observed) ([]storage.Mutation, Collected, error) {
 	writes := map[string][]storage.Cell{}
 	data := map[string][]storage.Cell{}
 	for _, cell := range cells {
@@ -144,6 +159,9 @@ func collectMutations(cells []storage.Cell, sp uint64) ([]storage.Mutation, Coll
 				keepData[w.StartTS] = w.Op != OpRollback
 			case w.Op == OpRollback:
 				remove(FamilyWrite, cell) // the fence raised with it does its work
+			case !kept && w.Op == OpDelete && (observed == nil || !observed(col)):
+				kept = true // an unobserved delete: nothing below it is read
+				remove(FamilyWrite, cell)
 			case !kept:
 				kept, keepData[w.StartTS] = true, true
 			default:
@@ -164,7 +182,7 @@ func collectMutations(cells []storage.Cell, sp uint64) ([]storage.Mutation, Coll
 // the rows it left for a live lock, and where it stopped: nil when it
 // went through the whole keyspace, else the row to resume at (its context
 // ended, or a row failed). A row is visited only if it has two write
-// records at or below sp, or a rollback record: a row written once and
+// records at or below sp, a rollback record or a delete: a row written once and
 // never since costs a scan step.
 func (c *Client) CollectBelow(ctx context.Context, sp uint64, start []byte) (got Collected, skipped int, next []byte, err error) {
 	const batch = 256
@@ -174,7 +192,7 @@ func (c *Client) CollectBelow(ctx context.Context, sp uint64, start []byte) (got
 		seen := 0
 		err := c.store.Scan(ctx, start, []byte(storage.ReservedPrefix), f, batch, func(r storage.Row) bool {
 			seen++
-			if len(r.Cells) > 1 || hasRollback(r.Cells) {
+			if len(r.Cells) > 1 || hasOp(r.Cells, OpRollback) || hasOp(r.Cells, OpDelete) {
 				rows = append(rows, r.Key)
 			}
 			start = append(append([]byte{}, r.Key...), 0) // the row after it
@@ -203,11 +221,10 @@ func (c *Client) CollectBelow(ctx context.Context, sp uint64, start []byte) (got
 	}
 }
 
-// hasRollback reports whether cells (write records) hold a rollback
-// record.
-func hasRollback(cells []storage.Cell) bool {
+// hasOp reports whether cells (write records) hold a record of op.
+func hasOp(cells []storage.Cell, op Op) bool {
 	for _, cell := range cells {
-		if writeOp(cell.Value) == OpRollback {
+		if writeOp(cell.Value) == op {
 			return true
 		}
 	}

@@ -179,12 +179,21 @@ func TestOpenStoreWrittenBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Format 1: refused until upgraded, and not changed by the refusal.
+	_, err = percolator.Open(ctx, percolator.Options{Dir: filepath.Join(dir, "db")})
+	var fe *txn.FormatError
+	if !errors.Is(err, percolator.ErrFormat) || !errors.As(err, &fe) || fe.Found != 1 || !strings.Contains(err.Error(), "percolator upgrade") {
+		t.Fatalf("Open of a store from before formats were recorded: %v; want format 1, to upgrade", err)
+	}
+	if from, err := percolator.Upgrade(ctx, percolator.Options{Dir: filepath.Join(dir, "db")}); err != nil || from != 1 {
+		t.Fatalf("Upgrade: from %d, %v", from, err)
+	}
 	db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(dir, "db")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := db.FormatVersion(); v != 1 {
-		t.Fatalf("opened as format %d; a store from before formats were recorded is format 1", v)
+	if v := db.FormatVersion(); v != percolator.FormatVersion {
+		t.Fatalf("opened as format %d after the upgrade", v)
 	}
 	tx, err := db.BeginReadOnly(ctx)
 	if err != nil {

@@ -206,3 +206,50 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	}
 	return &DB{DB: pdb, session: sess, etcd: cli}, nil
 }
+
+// Upgrade moves the Bigtable store to percolator.FormatVersion and returns
+// the format it was of (percolator.Upgrade). It refuses, changing
+// nothing, while any process has a live session in etcd under the prefix:
+// a process of the old format would go on writing without the new
+// format's checks. It checks again after recording the new format and
+// reports a process that registered meanwhile (it opened the store while
+// it was of the old format: stop it).
+func Upgrade(ctx context.Context, opts Options) (from uint64, err error) {
+	budget := opts.DB.RetryBudget
+	if budget == 0 {
+		budget = rpc.DefaultRetryBudget
+	}
+	cli, err := DialBudget(ctx, opts.Etcd, budget)
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	live := func() error {
+		owners, err := etcd.LiveOwners(ctx, cli, opts.Prefix)
+		if err != nil {
+			return fmt.Errorf("%w: %w", percolator.ErrUnavailable, err)
+		}
+		if len(owners) > 0 {
+			return fmt.Errorf("%w: %d process(es) are registered on the deployment (%s): stop them first; an upgrade runs alone", percolator.ErrInUse, len(owners), strings.Join(owners[:min(len(owners), 5)], ", "))
+		}
+		return nil
+	}
+	if err := live(); err != nil {
+		return 0, err
+	}
+	st, err := bigtable.Open(ctx, opts.Bigtable)
+	if err != nil {
+		return 0, err
+	}
+	o := opts.DB
+	o.Store = st
+	from, err = percolator.Upgrade(ctx, o)
+	err = errors.Join(err, st.Close())
+	if err != nil {
+		return from, err
+	}
+	if err := live(); err != nil {
+		return from, fmt.Errorf("the store was upgraded from format %d to %d, and a process registered meanwhile: if it is of format %d, stop it: %w", from, percolator.FormatVersion, from, err)
+	}
+	return from, nil
+}

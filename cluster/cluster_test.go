@@ -23,6 +23,7 @@ import (
 	"github.com/seed-992972ee/percolator/server"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 	"github.com/seed-992972ee/percolator/storage/bigtable/bttesting"
+	"github.com/seed-992972ee/percolator/txn"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -381,5 +382,45 @@ func TestWriteTxnRPCs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUpgrade: an upgrade of the Bigtable store is refused while a
+// process has a session in etcd, changing nothing; once it is gone, the
+// store moves to this build's format and opens.
+func TestUpgrade(t *testing.T) {
+	ctx := context.Background()
+	e := start(t)
+	db := e.open(t)
+	if err := db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set("r", "c", []byte("v")) }); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := bigtable.Open(ctx, e.bt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if err := txn.RecordFormat(ctx, raw, percolator.FormatVersion-1); err != nil {
+		t.Fatal(err)
+	}
+	opts := cluster.Options{Bigtable: e.bt, Etcd: e.etcd}
+	if _, err := cluster.Upgrade(ctx, opts); !errors.Is(err, percolator.ErrInUse) || !strings.Contains(err.Error(), db.Session().Owner()) {
+		t.Fatalf("Upgrade while a process is registered: %v; want ErrInUse naming it", err)
+	}
+	if v, _, err := txn.ReadFormat(ctx, raw); err != nil || v != percolator.FormatVersion-1 {
+		t.Fatalf("the refused store's format: %d, %v", v, err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if from, err := cluster.Upgrade(ctx, opts); err != nil || from != percolator.FormatVersion-1 {
+		t.Fatalf("Upgrade: from %d, %v", from, err)
+	}
+	db = e.open(t)
+	if err := db.View(ctx, func(tx *percolator.Txn) error {
+		_, err := tx.Get(ctx, "r", "c")
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -23,6 +23,10 @@
 // Each record also begins with its record version; a record of a newer
 // version, or with an operation this build does not know, is a
 // *FormatError (ErrFormat) to every reader, never a lock to roll back.
+// Version 2 added garbage collection (its fence family and safe point
+// row); a version-1 store is moved to it by Upgrade, which runs alone on
+// the store, since a version-1 process would write without checking
+// fences.
 //
 // # Caller's contract
 //
@@ -229,8 +233,7 @@
 // A store that keeps every version grows with every commit, and its scans
 // step over every old version. The collector removes versions no snapshot
 // will read again. (Written before the code, as DESIGN.md asks; the
-// collector, the safe point's row and the fence follow it in the next
-// store format, FormatVersion 2.)
+// collector, the safe point's row and the fence came with store format 2.)
 //
 // The safe point S is a timestamp below which no snapshot is read again.
 // It is stored durably in a reserved row this package owns and only moves

@@ -11,10 +11,11 @@ import (
 	"github.com/seed-992972ee/percolator/storage/memory"
 )
 
-// TestEnsureFormat: a new store, and one made before stores recorded
-// their format, get today's version recorded; a store of a newer version
-// is refused, naming both versions, and left as it is; a corrupt record
-// is an error.
+// TestEnsureFormat: a new store gets today's version recorded; one made
+// before stores recorded their format (cells, no record) is version 1,
+// refused until Upgrade records today's; a store of a newer version is
+// refused, naming both versions, and left as it is; a corrupt record is
+// an error.
 func TestEnsureFormat(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New()
@@ -30,6 +31,27 @@ func TestEnsureFormat(t *testing.T) {
 		t.Fatalf("after EnsureFormat: version %d, recorded %v, %v", v, recorded, err)
 	}
 
+	old := memory.New()
+	if err := old.Mutate(ctx, []byte("r"), storage.SetCell(FamilyData, "c", 5, []byte("v"))); err != nil {
+		t.Fatal(err)
+	}
+	_, err := EnsureFormat(ctx, old)
+	var fe *FormatError
+	if !errors.As(err, &fe) || fe.Found != 1 || !strings.Contains(err.Error(), "percolator upgrade") {
+		t.Fatalf("a store from before formats were recorded: %v; want format 1, to upgrade", err)
+	}
+	if _, recorded, _ := ReadFormat(ctx, old); recorded {
+		t.Fatal("a refused store got a record")
+	}
+	for range 2 {
+		if from, err := Upgrade(ctx, old); err != nil || (from != 1 && from != FormatVersion) {
+			t.Fatalf("Upgrade: from %d, %v", from, err)
+		}
+	}
+	if v, err := EnsureFormat(ctx, old); err != nil || v != FormatVersion {
+		t.Fatalf("after Upgrade: %d, %v", v, err)
+	}
+
 	newer := memory.New()
 	if err := RecordFormat(ctx, newer, 7); err != nil {
 		t.Fatal(err)
@@ -37,8 +59,10 @@ func TestEnsureFormat(t *testing.T) {
 	if err := RecordFormat(ctx, newer, 0); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("RecordFormat 0: %v", err)
 	}
-	_, err := EnsureFormat(ctx, newer)
-	var fe *FormatError
+	if _, err := Upgrade(ctx, newer); !errors.As(err, &fe) || fe.Found != 7 {
+		t.Fatalf("Upgrade of a newer store: %v", err)
+	}
+	_, err = EnsureFormat(ctx, newer)
 	if !errors.Is(err, ErrFormat) || !errors.As(err, &fe) || fe.Found != 7 || fe.Build != FormatVersion {
 		t.Fatalf("a newer store: %v; want a FormatError of 7 and %d", err, FormatVersion)
 	}

@@ -513,3 +513,21 @@ func (s *Session) Close() error {
 	}
 	return nil
 }
+
+// LiveOwners lists the owners whose sessions are alive under prefix
+// (DefaultPrefix if ""): every process registered on the deployment.
+func LiveOwners(ctx context.Context, cli *clientv3.Client, prefix string) ([]string, error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	live := prefix + "live/"
+	resp, err := cli.Get(ctx, live, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, fmt.Errorf("etcd: listing live sessions: %w", err)
+	}
+	owners := make([]string, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		owners = append(owners, strings.TrimPrefix(string(kv.Key), live))
+	}
+	return owners, nil
+}

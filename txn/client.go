@@ -60,6 +60,8 @@ type Client struct {
 	// active counts the transactions begun and not yet ended, by start_ts:
 	// the oldest holds the safe point back (OldestActive).
 	active activeSet
+	// gc is the garbage collector's state in this process (collector.go).
+	gc gcState
 
 	// Test knobs.
 	crash          func(point string) bool                    // true stops a commit there

@@ -49,6 +49,12 @@ type Collected struct {
 // would make an unprocessed delete look clean to the observers' dirty
 // check; removing it once every ack is past it is not done yet).
 func (c *Client) CollectRow(ctx context.Context, row []byte, sp uint64) (Collected, error) {
+	return c.collectRow(ctx, row, sp, false)
+}
+
+// collectRow is CollectRow; dry, it resolves nothing and removes nothing,
+// and returns what it would remove (ErrRowLocked for any lock below sp).
+func (c *Client) collectRow(ctx context.Context, row []byte, sp uint64, dry bool) (Collected, error) {
 	ctx = c.operation(ctx)
 	for range maxResolveSteps {
 		r, err := c.read(ctx, row, storage.Filter{
@@ -65,6 +71,9 @@ func (c *Client) CollectRow(ctx context.Context, row []byte, sp uint64) (Collect
 				continue
 			}
 			locked = true
+			if dry {
+				return Collected{}, ErrRowLocked
+			}
 			switch err := c.resolveCell(ctx, row, cell.Qualifier, cell.TS, cell.Value); {
 			case errors.Is(err, errLocked):
 				return Collected{}, ErrRowLocked
@@ -80,8 +89,8 @@ func (c *Client) CollectRow(ctx context.Context, row []byte, sp uint64) (Collect
 			return Collected{}, err
 		}
 		muts, got, err := collectMutations(r.Cells, sp, observed)
-		if err != nil || len(muts) == 0 {
-			return Collected{}, err
+		if err != nil || len(muts) == 0 || dry {
+			return got, err
 		}
 		anyLock := storage.Filter{{Family: FamilyLock, AllQualifiers: true, Time: storage.Before(sp)}}
 		muts = append(muts,
@@ -182,9 +191,16 @@ func collectMutations(cells []storage.Cell, sp uint64, observed Observed) ([]sto
 // the rows it left for a live lock, and where it stopped: nil when it
 // went through the whole keyspace, else the row to resume at (its context
 // ended, or a row failed). A row is visited only if it has two write
-// records at or below sp, a rollback record or a delete: a row written once and
-// never since costs a scan step.
+// records at or below sp, a rollback record or a delete: a row written
+// once and never since costs a scan step.
 func (c *Client) CollectBelow(ctx context.Context, sp uint64, start []byte) (got Collected, skipped int, next []byte, err error) {
+	got, _, skipped, next, err = c.collectBelow(ctx, sp, start, false, nil)
+	return got, skipped, next, err
+}
+
+// collectBelow is CollectBelow, dry or not, telling progress of each batch
+// of rows; it also returns the rows visited.
+func (c *Client) collectBelow(ctx context.Context, sp uint64, start []byte, dry bool, progress func(int, Collected)) (got Collected, visited, skipped int, next []byte, err error) {
 	const batch = 256
 	f := storage.Filter{{Family: FamilyWrite, AllQualifiers: true, Time: storage.Before(sp + 1), Limit: 2}}
 	for {
@@ -199,24 +215,28 @@ func (c *Client) CollectBelow(ctx context.Context, sp uint64, start []byte) (got
 			return true
 		})
 		if err != nil {
-			return got, skipped, start, err
+			return got, visited, skipped, start, err
 		}
+		visited += seen
 		for i, row := range rows {
-			g, err := c.CollectRow(ctx, row, sp)
+			g, err := c.collectRow(ctx, row, sp, dry)
 			switch {
 			case errors.Is(err, ErrRowLocked):
 				skipped++
 			case err != nil:
-				return got, skipped, rows[i], err
+				return got, visited, skipped, rows[i], err
 			}
 			got.Versions += g.Versions
 			got.Bytes += g.Bytes
 		}
+		if progress != nil {
+			progress(visited, got)
+		}
 		if seen < batch {
-			return got, skipped, nil, nil
+			return got, visited, skipped, nil, nil
 		}
 		if err := ctx.Err(); err != nil {
-			return got, skipped, start, err
+			return got, visited, skipped, start, err
 		}
 	}
 }

@@ -3,7 +3,9 @@ package txn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed-992972ee/percolator/internal/ctxwait"
@@ -55,7 +57,7 @@ func (c *Client) OldestActive() (uint64, bool) { return c.active.oldest() }
 // become the safe point (TiKV's default).
 const DefaultGCLifetime = 10 * time.Minute
 
-// CollectorOptions shape RunCollector.
+// CollectorOptions shape RunCollector and CollectOnce.
 type CollectorOptions struct {
 	// Lifetime is how long, on this process's monotonic clock, a sampled
 	// timestamp waits before it may become the safe point. Default
@@ -71,32 +73,17 @@ type CollectorOptions struct {
 	Oldest func(ctx context.Context) (uint64, bool, error)
 	// Pass, if set, is told of each pass.
 	Pass func(CollectorPass)
-	// delay is how long a new safe point waits, durable, before deletion
-	// below it (test knob; 0: CollectDelay, negative: none).
-	delay time.Duration
+	// Progress, if set, is told of a pass's progress after each batch of
+	// rows: the rows visited so far and what they gave.
+	Progress func(rows int, got Collected)
+	// Delay is how long a new safe point waits, durable, before deletion
+	// below it: 0 is CollectDelay, the bound every process's cache of the
+	// safe point keeps; shorter only where no other process reads the
+	// store (a test's, or a store this process owns alone).
+	Delay time.Duration
 }
 
-// CollectorPass is what one pass did.
-type CollectorPass struct {
-	SafePoint uint64
-	Collected
-	Skipped  int // rows left for a live lock
-	Duration time.Duration
-}
-
-type sample struct {
-	ts uint64
-	at time.Time // on the monotonic clock
-}
-
-// RunCollector runs the garbage collector until ctx ends (doc.go,
-// "Garbage collection"): it samples a timestamp every Interval; a sample
-// Lifetime old, held back to the oldest start_ts anyone needs, is
-// proposed as the safe point; once a higher safe point is durable it waits
-// CollectDelay (longer than any client caches an older one) and collects
-// the keyspace below it. Samples live in memory: after a restart nothing
-// is collected for one Lifetime.
-func (c *Client) RunCollector(ctx context.Context, o CollectorOptions) error {
+func (o *CollectorOptions) defaults(c *Client) {
 	if o.Lifetime <= 0 {
 		o.Lifetime = DefaultGCLifetime
 	}
@@ -106,24 +93,109 @@ func (c *Client) RunCollector(ctx context.Context, o CollectorOptions) error {
 	if o.Oldest == nil {
 		o.Oldest = func(context.Context) (uint64, bool, error) { ts, ok := c.OldestActive(); return ts, ok, nil }
 	}
-	if o.delay == 0 {
-		o.delay = CollectDelay
+	if o.Delay == 0 {
+		o.Delay = CollectDelay
 	}
-	var samples []sample
-	var collected uint64 // the safe point the last full pass ran at
+}
+
+// CollectorPass is what one pass did (or, dry, would do).
+type CollectorPass struct {
+	SafePoint uint64
+	Collected
+	Rows     int // rows visited
+	Skipped  int // rows left for a live lock
+	Duration time.Duration
+	DryRun   bool
+}
+
+type sample struct {
+	ts uint64
+	at time.Time // on the monotonic clock
+}
+
+// gcState is the collector's state in this process: its samples (in
+// memory only), the safe point it last collected below, when it first
+// knew the current safe point durable, and its counters.
+type gcState struct {
+	mu        sync.Mutex
+	samples   []sample
+	collected uint64    // the safe point the last complete pass ran at
+	known     uint64    // the highest safe point known durable
+	knownAt   time.Time // when it was first known durable
+	knownAge  time.Time // when the sample it came from was taken, if ours
+	pass      sync.Mutex
+
+	passes, versions, bytes, skipped atomic.Uint64
+}
+
+// GCStats are the collector's counters in this process.
+type GCStats struct {
+	Passes, Versions, Bytes, Skipped uint64
+	// SafePoint is the highest safe point this process knows durable,
+	// SampledAt when it was sampled (zero if another process chose it).
+	SafePoint uint64
+	SampledAt time.Time
+}
+
+// GCStats returns the collector's counters.
+func (c *Client) GCStats() GCStats {
+	g := &c.gc
+	g.mu.Lock()
+	sp, at := g.known, g.knownAge
+	g.mu.Unlock()
+	return GCStats{Passes: g.passes.Load(), Versions: g.versions.Load(), Bytes: g.bytes.Load(), Skipped: g.skipped.Load(),
+		SafePoint: sp, SampledAt: at}
+}
+
+// sample takes a fresh oracle timestamp into the samples.
+func (c *Client) sample(ctx context.Context) error {
+	ts, err := c.oracle.Timestamp(ctx)
+	if err != nil {
+		return err
+	}
+	c.gc.mu.Lock()
+	c.gc.samples = append(c.gc.samples, sample{ts: ts, at: time.Now()})
+	c.gc.mu.Unlock()
+	return nil
+}
+
+// eligible returns the newest sample at least lifetime old, dropping the
+// older ones, or how long until the oldest will be.
+func (c *Client) eligible(lifetime time.Duration) (sample, time.Duration, bool) {
+	g := &c.gc
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var got sample
+	ok := false
+	for len(g.samples) > 0 && time.Since(g.samples[0].at) >= lifetime {
+		got, ok, g.samples = g.samples[0], true, g.samples[1:]
+	}
+	if ok {
+		// Kept, so a later pass (or CollectOnce) may use it again.
+		g.samples = append([]sample{got}, g.samples...)
+		return got, 0, true
+	}
+	if len(g.samples) == 0 {
+		return sample{}, lifetime, false
+	}
+	return sample{}, lifetime - time.Since(g.samples[0].at), false
+}
+
+// RunCollector runs the garbage collector until ctx ends (doc.go,
+// "Garbage collection"): it samples a timestamp every Interval; a sample
+// Lifetime old, held back to the oldest start_ts anyone needs, is
+// proposed as the safe point; once a higher safe point is durable it waits
+// Delay (longer than any client caches an older one) and collects the
+// keyspace below it. Samples live in memory: after a restart nothing is
+// collected for one Lifetime.
+func (c *Client) RunCollector(ctx context.Context, o CollectorOptions) error {
+	o.defaults(c)
 	for {
-		if ts, err := c.oracle.Timestamp(ctx); err == nil {
-			samples = append(samples, sample{ts: ts, at: time.Now()})
-		} else if ctx.Err() != nil {
+		if err := c.sample(ctx); err != nil && ctx.Err() != nil {
 			return nil
 		}
-		// The newest sample old enough, and the younger ones kept.
-		cand := uint64(0)
-		for len(samples) > 0 && time.Since(samples[0].at) >= o.Lifetime {
-			cand, samples = samples[0].ts, samples[1:]
-		}
-		if cand != 0 {
-			if err := c.collectAt(ctx, o, cand, &collected); err != nil && ctx.Err() == nil {
+		if s, _, ok := c.eligible(o.Lifetime); ok {
+			if _, err := c.collectAt(ctx, o, s, false); err != nil && ctx.Err() == nil {
 				c.opts.Logger.Warn("txn: garbage collection", "err", err)
 			}
 		}
@@ -133,41 +205,101 @@ func (c *Client) RunCollector(ctx context.Context, o CollectorOptions) error {
 	}
 }
 
-// collectAt proposes cand, held back to the oldest start_ts needed, and
-// collects below the safe point if it rose past the last pass's.
-func (c *Client) collectAt(ctx context.Context, o CollectorOptions, cand uint64, collected *uint64) error {
+// CollectOnce runs one full pass of the collector and returns what it
+// removed (dry: what it would remove, changing nothing). Its safe point
+// is chosen as RunCollector's: the newest sample a Lifetime old, so
+// without one taken a Lifetime ago in this process (by RunCollector or an
+// earlier call) it samples and waits a Lifetime first.
+func (c *Client) CollectOnce(ctx context.Context, o CollectorOptions, dry bool) (CollectorPass, error) {
+	o.defaults(c)
+	for {
+		s, wait, ok := c.eligible(o.Lifetime)
+		if ok {
+			return c.collectAt(ctx, o, s, dry)
+		}
+		if wait == o.Lifetime {
+			if err := c.sample(ctx); err != nil {
+				return CollectorPass{}, err
+			}
+		}
+		if err := ctxwait.Sleep(ctx, wait); err != nil {
+			return CollectorPass{}, err
+		}
+	}
+}
+
+// collectAt proposes the sample s, held back to the oldest start_ts
+// needed, as the safe point, and collects below the safe point once it is
+// durable for Delay. A dry pass proposes nothing and counts what a pass
+// below the higher of the proposal and the stored safe point would remove.
+func (c *Client) collectAt(ctx context.Context, o CollectorOptions, s sample, dry bool) (CollectorPass, error) {
+	g := &c.gc
+	g.pass.Lock()
+	defer g.pass.Unlock()
+	cand := s.ts
 	oldest, ok, err := o.Oldest(ctx)
 	if err != nil {
-		return err
+		return CollectorPass{}, err
 	}
 	if ok && oldest < cand {
 		cand = oldest
 	}
-	if cand <= *collected {
-		return nil
-	}
-	sp, err := AdvanceSafePoint(ctx, c.store, cand)
-	if err != nil {
-		return err
-	}
-	if sp <= *collected {
-		return nil
-	}
-	if o.delay > 0 {
-		if err := ctxwait.Sleep(ctx, o.delay); err != nil {
-			return err
+	var sp uint64
+	if dry {
+		if sp, err = ReadSafePoint(ctx, c.store); err != nil {
+			return CollectorPass{}, err
+		}
+		sp = max(sp, cand)
+	} else {
+		g.mu.Lock()
+		done := cand <= g.collected
+		g.mu.Unlock()
+		if done {
+			return CollectorPass{SafePoint: g.collected}, nil
+		}
+		if sp, err = AdvanceSafePoint(ctx, c.store, cand); err != nil {
+			return CollectorPass{}, err
+		}
+		g.mu.Lock()
+		if sp > g.known {
+			g.known, g.knownAt, g.knownAge = sp, time.Now(), time.Time{}
+			if sp == cand && cand == s.ts {
+				g.knownAge = s.at
+			}
+		}
+		wait := o.Delay - time.Since(g.knownAt)
+		done = sp <= g.collected
+		g.mu.Unlock()
+		if done {
+			return CollectorPass{SafePoint: sp}, nil
+		}
+		if wait > 0 {
+			if err := ctxwait.Sleep(ctx, wait); err != nil {
+				return CollectorPass{}, err
+			}
 		}
 	}
 	start := time.Now()
-	got, skipped, _, err := c.CollectBelow(ctx, sp, nil)
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	if err == nil && skipped == 0 {
-		*collected = sp
+	p := CollectorPass{SafePoint: sp, DryRun: dry}
+	var next []byte
+	p.Collected, p.Rows, p.Skipped, next, err = c.collectBelow(ctx, sp, nil, dry, o.Progress)
+	p.Duration = time.Since(start)
+	if !dry {
+		g.passes.Add(1)
+		g.versions.Add(uint64(p.Versions))
+		g.bytes.Add(uint64(p.Bytes))
+		g.skipped.Add(uint64(p.Skipped))
+		if err == nil && next == nil && p.Skipped == 0 {
+			g.mu.Lock()
+			g.collected = max(g.collected, sp)
+			g.mu.Unlock()
+		}
 	}
 	if o.Pass != nil {
-		o.Pass(CollectorPass{SafePoint: sp, Collected: got, Skipped: skipped, Duration: time.Since(start)})
+		o.Pass(p)
 	}
-	return err
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return p, fmt.Errorf("txn: garbage collection below %d: %w", sp, err)
+	}
+	return p, err
 }

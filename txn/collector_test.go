@@ -28,7 +28,7 @@ func TestRunCollector(t *testing.T) {
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- c.RunCollector(cctx, CollectorOptions{Lifetime: 50 * time.Millisecond, Interval: 10 * time.Millisecond, delay: -1,
+		done <- c.RunCollector(cctx, CollectorOptions{Lifetime: 50 * time.Millisecond, Interval: 10 * time.Millisecond, Delay: -1,
 			Pass: func(p CollectorPass) { mu.Lock(); passes = append(passes, p); mu.Unlock() }})
 	}()
 	waitFor := func(what string, ok func([]CollectorPass) bool) {
@@ -63,5 +63,43 @@ func TestRunCollector(t *testing.T) {
 	now, _ := c.Begin(ctx)
 	if v, err := now.Get(ctx, "r", "v"); err != nil || string(v) != "5" {
 		t.Fatalf("after collection a new transaction reads %q, %v; want 5", v, err)
+	}
+}
+
+// TestCollectOnce: a dry pass counts what a pass removes and changes
+// nothing (not even the safe point); the pass then removes exactly that;
+// a pass waits for a sample a lifetime old first.
+func TestCollectOnce(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, true)
+	for _, v := range []string{"1", "2", "3"} {
+		commitValue(t, e, "w", "r", "v", v)
+	}
+	c := e.client("gc")
+	c.opts.safePointCache = -1
+	o := CollectorOptions{Lifetime: 30 * time.Millisecond, Delay: -1}
+	began := time.Now()
+	dry, err := c.CollectOnce(ctx, o, true)
+	if err != nil || !dry.DryRun || dry.Versions != 4 || dry.Rows != 1 {
+		t.Fatalf("dry pass: %+v, %v; want 4 versions (2 write records, their data) in 1 row", dry, err)
+	}
+	if time.Since(began) < o.Lifetime {
+		t.Fatal("the first pass did not wait for a sample a lifetime old")
+	}
+	if sp, _ := ReadSafePoint(ctx, e.store); sp != 0 {
+		t.Fatalf("a dry pass moved the safe point to %d", sp)
+	}
+	if n := len(versions(t, e, "r", FamilyWrite)); n != 3 {
+		t.Fatalf("a dry pass left %d write records, want 3", n)
+	}
+	p, err := c.CollectOnce(ctx, o, false)
+	if err != nil || p.Versions != dry.Versions || p.SafePoint < dry.SafePoint {
+		t.Fatalf("pass: %+v, %v; want what the dry pass counted", p, err)
+	}
+	if n := len(versions(t, e, "r", FamilyWrite)); n != 1 {
+		t.Fatalf("%d write records left, want 1", n)
+	}
+	if s := c.GCStats(); s.Passes != 1 || s.Versions != 4 || s.SafePoint != p.SafePoint {
+		t.Fatalf("stats %+v", s)
 	}
 }

@@ -30,6 +30,9 @@ type DB struct {
 	client *txn.Client
 	obs    *observer.Framework
 	format uint64 // the store's on-disk format, checked at open
+	// snaps, where the liveness session carries them, publishes this
+	// DB's oldest open transaction and reads every process's (gc.go).
+	snaps coord.Snapshots
 }
 
 // Open opens (creating if needed) the database described by opts: the
@@ -101,7 +104,15 @@ func (db *DB) open(ctx context.Context) error {
 		return err
 	}
 	db.obs, err = observer.New(ctx, db.store, db.client, late.o, locker, observer.Options{Logger: o.Logger, MaxFailures: o.MaxFailures})
-	return err
+	if err != nil {
+		return err
+	}
+	if sn, ok := live.(coord.Snapshots); ok {
+		sn.PublishOldest(db.client.OldestActive)
+		db.snaps = sn
+	}
+	db.startCollector()
+	return nil
 }
 
 // openRemote opens the DB on a server: its store, its oracle (batched in
@@ -154,6 +165,8 @@ func (db *DB) openRemote(ctx context.Context) error {
 		return err
 	}
 	db.closer = append(db.closer, func() error { db.client.Close(); return nil })
+	sess.PublishOldest(db.client.OldestActive)
+	db.snaps = sess
 	db.obs, err = observer.New(ctx, db.store, db.client, orc, sess, observer.Options{Logger: o.Logger, MaxFailures: o.MaxFailures})
 	return err
 }

@@ -91,6 +91,22 @@ type Options struct {
 	// (6s per √MiB, at most 50s more) while heartbeats keep it alive.
 	MaxTxnWrites int
 	MaxTxnBytes  int
+	// GCLifetime is how long a snapshot stays readable at least: the
+	// garbage collector removes only versions no snapshot younger than
+	// this reads (precisely: a sampled timestamp may become the safe point
+	// once this long has passed since, on this process's clock; a
+	// transaction open longer holds it back while its process lives).
+	// Default 10 minutes (txn.DefaultGCLifetime). A transaction older
+	// than the safe point fails its reads with ErrSnapshotTooOld.
+	GCLifetime time.Duration
+	// DisableGC turns off the background garbage collector this DB runs
+	// when it owns its store (Dir, or in memory). DB.GC still runs a pass
+	// when called. On a server, the server collects (serve
+	// --gc-lifetime); on Bigtable, the workers.
+	DisableGC bool
+	// gcDelay is the collector's wait between a new safe point and its
+	// deletions (txn.CollectorOptions.Delay; test knob).
+	gcDelay time.Duration
 	// MaxAttempts bounds how many times Update runs its function while
 	// its commits conflict (1: once, with no retry); 0 retries until the
 	// context ends.
@@ -136,6 +152,9 @@ func (o *Options) EnsureDefaults() {
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = o.MaxRetries
 	}
+	if o.GCLifetime == 0 {
+		o.GCLifetime = txn.DefaultGCLifetime
+	}
 }
 
 // Validate checks the options after EnsureDefaults.
@@ -143,6 +162,8 @@ func (o *Options) Validate() error {
 	switch {
 	case o.MaxTxnWrites < 0 || o.MaxTxnBytes < 0:
 		return fmt.Errorf("%w: negative transaction limit (MaxTxnWrites %d, MaxTxnBytes %d; 0 means the default)", ErrInvalidArgument, o.MaxTxnWrites, o.MaxTxnBytes)
+	case o.GCLifetime < 0:
+		return fmt.Errorf("%w: negative GCLifetime %v (0 means the default, 10 minutes; DisableGC turns the collector off)", ErrInvalidArgument, o.GCLifetime)
 	case o.LockTTL < 0 || o.MaxValueSize < 0 || o.MaxAttempts < 0 || o.MaxRetries < 0 || o.MaxFailures < 0:
 		return fmt.Errorf("%w: negative option", ErrInvalidArgument)
 	case o.LockTTL != 0 && o.LockTTL < time.Millisecond:

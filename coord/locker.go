@@ -52,3 +52,18 @@ func (l *LocalLocker) Held() int {
 	defer l.mu.Unlock()
 	return len(l.owner)
 }
+
+// Snapshots is what a liveness session does for the garbage collector
+// (txn/doc.go, "Garbage collection"): it carries its process's oldest
+// start_ts, published with its renewals, so that the collector holds the
+// safe point at or below it while the session lives, and it reads the
+// oldest that any live session published. Publication is for progress
+// only: a read below the safe point fails whatever was published.
+type Snapshots interface {
+	// PublishOldest gives the session what to publish: the oldest
+	// start_ts its process reads at, and whether there is one.
+	PublishOldest(oldest func() (uint64, bool))
+	// OldestNeeded is the oldest start_ts any live session published,
+	// and whether there is one.
+	OldestNeeded(ctx context.Context) (uint64, bool, error)
+}

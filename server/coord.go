@@ -72,6 +72,9 @@ type session struct {
 	ttl       time.Duration
 	expires   time.Time
 	locks     map[string]struct{}
+	// oldest is the oldest start_ts the session's process reads at, as
+	// of its last renewal; 0 for none.
+	oldest uint64
 }
 
 // longestLeaseKey is the record (pebble.Record, beside the nonce table's)
@@ -260,7 +263,8 @@ func (c *coordService) OpenSession(ctx context.Context, req *rpcpb.OpenSessionRe
 	}
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	s := &session{id: hex.EncodeToString(b[:]), owner: req.Owner, ttl: ttl, expires: time.Now().Add(ttl), locks: map[string]struct{}{}}
+	s := &session{id: hex.EncodeToString(b[:]), owner: req.Owner, ttl: ttl, expires: time.Now().Add(ttl), locks: map[string]struct{}{},
+		oldest: req.OldestStartTs}
 	c.mu.sessions[s.id] = s
 	c.mu.owners[s.owner]++
 	return &rpcpb.OpenSessionResponse{Session: s.id, TtlMs: ttl.Milliseconds()}, nil
@@ -277,7 +281,30 @@ func (c *coordService) KeepAlive(_ context.Context, req *rpcpb.KeepAliveRequest)
 		return nil, status.Error(codes.NotFound, "no such session (expired, or the server restarted)")
 	}
 	s.expires = now.Add(s.ttl)
+	s.oldest = req.OldestStartTs
 	return &rpcpb.KeepAliveResponse{TtlMs: s.ttl.Milliseconds()}, nil
+}
+
+// oldest is the oldest start_ts a live session published, 0 for none.
+func (c *coordService) oldest() uint64 {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var o uint64
+	for id, s := range c.mu.sessions {
+		if c.liveLocked(id, now) == nil || s.oldest == 0 {
+			continue
+		}
+		if o == 0 || s.oldest < o {
+			o = s.oldest
+		}
+	}
+	return o
+}
+
+// Oldest implements rpcpb.CoordServer.
+func (c *coordService) Oldest(context.Context, *rpcpb.OldestRequest) (*rpcpb.OldestResponse, error) {
+	return &rpcpb.OldestResponse{OldestStartTs: c.oldest()}, nil
 }
 
 // CloseSession implements rpcpb.CoordServer; closing an unknown session

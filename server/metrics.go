@@ -59,11 +59,25 @@ func newMetrics(s *Server) *metrics {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
+	counter := func(name, help string, f func(txn.GCStats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f(s.gcStats())) })
+	}
 	m.reg.MustRegister(m.requests, m.latency, m.replays, m.batches, m.batchTS, m.cas,
 		gauge("percolator_nonce_table_calls", "Calls held in the nonce table.", func() float64 { c, _ := s.nonces.size(); return float64(c) }),
 		gauge("percolator_nonce_table_groups", "Nonce groups (client sessions) known.", func() float64 { _, g := s.nonces.size(); return float64(g) }),
 		gauge("percolator_sessions", "Live liveness sessions.", func() float64 { n, _ := s.coord.size(); return float64(n) }),
 		gauge("percolator_advisory_locks", "Advisory row locks held.", func() float64 { _, n := s.coord.size(); return float64(n) }),
+		counter("percolator_gc_passes_total", "Garbage collection passes run.", func(g txn.GCStats) uint64 { return g.Passes }),
+		counter("percolator_gc_versions_removed_total", "Versions (write records and data) the garbage collector removed.", func(g txn.GCStats) uint64 { return g.Versions }),
+		counter("percolator_gc_bytes_removed_total", "Value bytes the garbage collector removed.", func(g txn.GCStats) uint64 { return g.Bytes }),
+		counter("percolator_gc_rows_skipped_total", "Rows a garbage collection pass left for a live transaction's lock.", func(g txn.GCStats) uint64 { return g.Skipped }),
+		gauge("percolator_gc_safe_point", "The garbage collector's safe point (a timestamp): no snapshot below it is readable.", func() float64 { return float64(s.gcStats().SafePoint) }),
+		gauge("percolator_gc_safe_point_lag_seconds", "Time since the sample the safe point came from was taken (at least): how far back snapshots stay readable.", func() float64 {
+			if at := s.gcStats().SampledAt; !at.IsZero() {
+				return time.Since(at).Seconds()
+			}
+			return 0
+		}),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	for _, k := range []string{txn.CASPrewrite, txn.CASConflict, txn.CASCommit, txn.CASRollback, txn.CASLost} {
@@ -97,4 +111,12 @@ func (m *metrics) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 	err := h(srv, ss)
 	m.observe(info.FullMethod, start, err)
 	return err
+}
+
+// gcStats are the garbage collector's counters; zero when it is disabled.
+func (s *Server) gcStats() txn.GCStats {
+	if s.gc == nil {
+		return txn.GCStats{}
+	}
+	return s.gc.GCStats()
 }

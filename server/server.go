@@ -64,6 +64,14 @@ type Options struct {
 	// expired sessions swept. Default 100ms.
 	FlushInterval time.Duration
 
+	// GCLifetime is the garbage collector's lifetime (txn.CollectorOptions):
+	// a snapshot younger than this stays readable. Default 10 minutes.
+	// The server collects its store in the background, holding the safe
+	// point at or below the oldest start_ts its clients' sessions publish.
+	GCLifetime time.Duration
+	// DisableGC turns the background collector off.
+	DisableGC bool
+
 	// Limits on what clients hold open on the server (doc.go, "Limits").
 	// A call that would pass one is refused with ResourceExhausted naming
 	// the limit, the option and the serve flag that raise it, and changes
@@ -118,6 +126,9 @@ func (o *Options) ensureDefaults() {
 	if o.FlushInterval == 0 {
 		o.FlushInterval = 100 * time.Millisecond
 	}
+	if o.GCLifetime == 0 {
+		o.GCLifetime = txn.DefaultGCLifetime
+	}
 	for _, l := range []struct {
 		v   *int
 		def int
@@ -165,6 +176,11 @@ type Server struct {
 	coord   *coordService
 	metrics *metrics
 	auth    tokenAuth
+	// gc is the garbage collector's client of the store (gc.go); nil
+	// when it is disabled.
+	gc     *txn.Client
+	gcStop context.CancelFunc
+	gcDone sync.WaitGroup
 	// serving is the gRPC server, its health service and the drain
 	// signal, as the oracle role's.
 	serving
@@ -185,6 +201,9 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	opts.ensureDefaults()
 	if opts.Dir == "" {
 		return nil, fmt.Errorf("%w: server needs a directory", storage.ErrInvalidArgument)
+	}
+	if opts.GCLifetime < 0 {
+		return nil, fmt.Errorf("%w: negative GCLifetime %v", storage.ErrInvalidArgument, opts.GCLifetime)
 	}
 	s := &Server{opts: opts, log: opts.Logger, stop: make(chan struct{}), failed: make(chan struct{})}
 	s.auth = newTokenAuth(opts.Token)
@@ -246,6 +265,11 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 		version: versionOf(opts.RegistryVersion, s.store),
 	})
 	rpcpb.RegisterCoordServer(s.grpc, s.coord)
+	if err := s.startCollector(ctx); err != nil {
+		_ = s.alloc.Close()
+		_ = st.Close()
+		return nil, err
+	}
 	s.bg.Add(1)
 	go s.background()
 	return s, nil
@@ -295,6 +319,7 @@ func (s *Server) close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.bg.Wait()
+		s.stopCollector()
 		flushErr := s.nonces.flush(context.Background())
 		s.closeErr = errors.Join(s.alloc.Close(), flushErr, s.store.Close())
 	})

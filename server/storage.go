@@ -329,9 +329,13 @@ func (s *storageService) Now(ctx context.Context, _ *rpcpb.NowRequest) (*rpcpb.N
 
 // Ping implements rpcpb.StorageServer.
 func (s *storageService) Ping(ctx context.Context, _ *rpcpb.PingRequest) (*rpcpb.PingResponse, error) {
-	sp, err := txn.ReadSafePoint(ctx, s.srv.store)
+	sp, err := txn.ReadSafePointInfo(ctx, s.srv.store)
 	if err != nil {
 		return nil, grpcStatus(err)
 	}
-	return &rpcpb.PingResponse{FormatVersion: s.srv.format, SafePoint: sp}, nil
+	resp := &rpcpb.PingResponse{FormatVersion: s.srv.format, SafePoint: sp.TS}
+	if !sp.Sampled.IsZero() {
+		resp.SafePointSampledUnixNanos = sp.Sampled.UnixNano()
+	}
+	return resp, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator/internal/ctxwait"
+	"github.com/seed-992972ee/percolator/storage"
 )
 
 // activeSet counts a client's transactions begun and not yet ended, by
@@ -77,9 +78,10 @@ type CollectorOptions struct {
 	// rows: the rows visited so far and what they gave.
 	Progress func(rows int, got Collected)
 	// Delay is how long a new safe point waits, durable, before deletion
-	// below it: 0 is CollectDelay, the bound every process's cache of the
-	// safe point keeps; shorter only where no other process reads the
-	// store (a test's, or a store this process owns alone).
+	// below it: longer than any reader caches an older one. 0 is the
+	// default: none on a store this client owns alone (Indexed: its own
+	// readers share the cache the collector raises), else CollectDelay;
+	// negative is none (tests).
 	Delay time.Duration
 }
 
@@ -95,6 +97,9 @@ func (o *CollectorOptions) defaults(c *Client) {
 	}
 	if o.Delay == 0 {
 		o.Delay = CollectDelay
+		if c.Indexed() {
+			o.Delay = -1
+		}
 	}
 }
 
@@ -126,13 +131,22 @@ type gcState struct {
 	pass      sync.Mutex
 
 	passes, versions, bytes, skipped atomic.Uint64
+	// uncompacted counts the versions removed since the last compaction.
+	uncompacted atomic.Uint64
 }
+
+// compactAfter is how many versions the background collector removes
+// before it compacts what they were removed from (and at least as many
+// as the rows of a pass): a compaction rewrites the families' files.
+const compactAfter = 10_000
 
 // GCStats are the collector's counters in this process.
 type GCStats struct {
 	Passes, Versions, Bytes, Skipped uint64
-	// SafePoint is the highest safe point this process knows durable,
-	// SampledAt when it was sampled (zero if another process chose it).
+	// SafePoint is the highest safe point this process knows durable;
+	// SampledAt, if this process chose it, when the sample it came from
+	// was taken (a safe point held back by an open transaction is older
+	// still), else zero.
 	SafePoint uint64
 	SampledAt time.Time
 }
@@ -195,7 +209,11 @@ func (c *Client) RunCollector(ctx context.Context, o CollectorOptions) error {
 			return nil
 		}
 		if s, _, ok := c.eligible(o.Lifetime); ok {
-			if _, err := c.collectAt(ctx, o, s, false); err != nil && ctx.Err() == nil {
+			p, err := c.collectAt(ctx, o, s, false)
+			if n := c.gc.uncompacted.Load(); err == nil && n >= compactAfter && n >= uint64(p.Rows) {
+				err = c.compact(ctx)
+			}
+			if err != nil && ctx.Err() == nil {
 				c.opts.Logger.Warn("txn: garbage collection", "err", err)
 			}
 		}
@@ -215,7 +233,11 @@ func (c *Client) CollectOnce(ctx context.Context, o CollectorOptions, dry bool) 
 	for {
 		s, wait, ok := c.eligible(o.Lifetime)
 		if ok {
-			return c.collectAt(ctx, o, s, dry)
+			p, err := c.collectAt(ctx, o, s, dry)
+			if err == nil && !dry && c.gc.uncompacted.Load() > 0 {
+				err = c.compact(ctx)
+			}
+			return p, err
 		}
 		if wait == o.Lifetime {
 			if err := c.sample(ctx); err != nil {
@@ -257,14 +279,16 @@ func (c *Client) collectAt(ctx context.Context, o CollectorOptions, s sample, dr
 		if done {
 			return CollectorPass{SafePoint: g.collected}, nil
 		}
-		if sp, err = AdvanceSafePoint(ctx, c.store, cand); err != nil {
+		sampled := time.Now().Add(-time.Since(s.at)) // the sample's wall time, for display
+		if sp, err = advanceSafePoint(ctx, c.store, cand, sampled); err != nil {
 			return CollectorPass{}, err
 		}
+		c.safePoints.raise(sp)
 		g.mu.Lock()
 		if sp > g.known {
 			g.known, g.knownAt, g.knownAge = sp, time.Now(), time.Time{}
-			if sp == cand && cand == s.ts {
-				g.knownAge = s.at
+			if sp == cand {
+				g.knownAge = s.at // held back, it is older still
 			}
 		}
 		wait := o.Delay - time.Since(g.knownAt)
@@ -289,6 +313,7 @@ func (c *Client) collectAt(ctx context.Context, o CollectorOptions, s sample, dr
 		g.versions.Add(uint64(p.Versions))
 		g.bytes.Add(uint64(p.Bytes))
 		g.skipped.Add(uint64(p.Skipped))
+		g.uncompacted.Add(uint64(p.Versions))
 		if err == nil && next == nil && p.Skipped == 0 {
 			g.mu.Lock()
 			g.collected = max(g.collected, sp)
@@ -302,4 +327,21 @@ func (c *Client) collectAt(ctx context.Context, o CollectorOptions, s sample, dr
 		return p, fmt.Errorf("txn: garbage collection below %d: %w", sp, err)
 	}
 	return p, err
+}
+
+// compact compacts the families the collector removes from, on a store
+// that keeps deletion markers until a compaction (storage.Compacter), so
+// that their space comes back and scans stop stepping over them.
+func (c *Client) compact(ctx context.Context) error {
+	cp, ok := c.store.(storage.Compacter)
+	if !ok {
+		return nil
+	}
+	c.gc.uncompacted.Store(0)
+	for _, fam := range []string{FamilyWrite, FamilyData} {
+		if err := cp.CompactFamily(ctx, fam); err != nil {
+			return fmt.Errorf("txn: compacting %s after garbage collection: %w", fam, err)
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package txn
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -101,5 +102,45 @@ func TestCollectOnce(t *testing.T) {
 	}
 	if s := c.GCStats(); s.Passes != 1 || s.Versions != 4 || s.SafePoint != p.SafePoint {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestPausedBeforeRegistration: a transaction paused between its start
+// timestamp and its registration for longer than the lifetime is not
+// waited for (registration is for progress): the collector passes it and
+// removes what its snapshot reads, and its read fails with
+// ErrSnapshotTooOld rather than return a version other than the one it
+// must read.
+func TestPausedBeforeRegistration(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, true)
+	commitValue(t, e, "w", "r", "v", "1")
+	c := e.client("c")
+	paused, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.opts.afterStartTS = func() { once.Do(func() { close(paused); <-release }) }
+	type began struct {
+		tx  *Txn
+		err error
+	}
+	got := make(chan began, 1)
+	go func() { tx, err := c.Begin(ctx); got <- began{tx, err} }()
+	<-paused
+	commitValue(t, e, "w", "r", "v", "2")
+	commitValue(t, e, "w", "r", "v", "3")
+	p, err := c.CollectOnce(ctx, CollectorOptions{Lifetime: 30 * time.Millisecond, Delay: -1}, false)
+	if err != nil || p.Versions == 0 {
+		t.Fatalf("pass: %+v, %v", p, err)
+	}
+	close(release)
+	b := <-got
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	if b.tx.StartTS() >= p.SafePoint {
+		t.Fatalf("start_ts %d not below the safe point %d", b.tx.StartTS(), p.SafePoint)
+	}
+	if v, err := b.tx.Get(ctx, "r", "v"); !errors.Is(err, ErrSnapshotTooOld) {
+		t.Fatalf("the paused transaction read %q, %v; want ErrSnapshotTooOld", v, err)
 	}
 }

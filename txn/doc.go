@@ -268,6 +268,11 @@
 // whenever the deletion could matter to it (a snapshot at or above S'
 // loses nothing: see below). The check is after the read, not before: a
 // read that passed a check first could be overtaken by a collection.
+// A collector whose client owns the store alone (Indexed: the embedded
+// store, one client per store) needs no wait: every reader of the store
+// reads through that client, whose cache the collector raises once S' is
+// durable and before it deletes; a read checked against the older value
+// had returned before the raise, so before the deletion.
 //
 // Removing, one row at a time, fenced. Every removal from a row is one
 // CheckAndMutate whose predicate requires that the row holds no lock

@@ -67,6 +67,9 @@ type Options struct {
 	indexCap int
 	// safePointCache is how long a read safe point is used (test knob:
 	// negative reads it for every check). 0: SafePointCache.
+	// afterStartTS, if set, runs in Begin between the start timestamp's
+	// allocation and the transaction's registration (test knob).
+	afterStartTS func()
 	safePointCache time.Duration
 }
 

@@ -2,6 +2,7 @@ package txn
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -50,14 +51,33 @@ const CollectDelay = 2 * SafePointCache
 
 // ReadSafePoint returns the store's safe point, 0 when none was set.
 func ReadSafePoint(ctx context.Context, st storage.Store) (uint64, error) {
+	info, err := ReadSafePointInfo(ctx, st)
+	return info.TS, err
+}
+
+// SafePointInfo is the safe point as stored: the timestamp, and the wall
+// time at which the collector that set it sampled it (zero if unknown),
+// for display: how far back snapshots stay readable.
+type SafePointInfo struct {
+	TS      uint64
+	Sampled time.Time
+}
+
+// ReadSafePointInfo returns the store's safe point and when it was
+// sampled.
+func ReadSafePointInfo(ctx context.Context, st storage.Store) (SafePointInfo, error) {
 	r, err := st.ReadRow(ctx, gcRow, safePointCell)
 	if err != nil {
-		return 0, fmt.Errorf("txn: reading the safe point: %w", err)
+		return SafePointInfo{}, fmt.Errorf("txn: reading the safe point: %w", err)
 	}
 	if len(r.Cells) == 0 {
-		return 0, nil
+		return SafePointInfo{}, nil
 	}
-	return r.Cells[0].TS, nil
+	info := SafePointInfo{TS: r.Cells[0].TS}
+	if v := r.Cells[0].Value; len(v) == 8 {
+		info.Sampled = time.Unix(0, int64(binary.BigEndian.Uint64(v)))
+	}
+	return info, nil
 }
 
 // AdvanceSafePoint moves the store's safe point up to s, never down, and
@@ -65,12 +85,21 @@ func ReadSafePoint(ctx context.Context, st storage.Store) (uint64, error) {
 // version at or above s exists, so two collectors, a late copy or a
 // retry can only leave the higher value.
 func AdvanceSafePoint(ctx context.Context, st storage.Store, s uint64) (uint64, error) {
+	return advanceSafePoint(ctx, st, s, time.Time{})
+}
+
+// advanceSafePoint is AdvanceSafePoint, recording when s was sampled.
+func advanceSafePoint(ctx context.Context, st storage.Store, s uint64, sampled time.Time) (uint64, error) {
+	var v []byte
+	if !sampled.IsZero() {
+		v = binary.BigEndian.AppendUint64(nil, uint64(sampled.UnixNano()))
+	}
 	if s == 0 {
 		return 0, fmt.Errorf("%w: safe point 0", ErrInvalidArgument)
 	}
 	higher := storage.Filter{{Family: familyGC, Qualifier: safePointQual, Time: storage.From(s)}}
 	if _, err := st.CheckAndMutate(ctx, gcRow, higher, nil, []storage.Mutation{
-		storage.SetCell(familyGC, safePointQual, s, nil),
+		storage.SetCell(familyGC, safePointQual, s, v),
 		{Kind: storage.DeleteCells, Family: familyGC, Qualifier: safePointQual, Time: storage.Before(s)},
 	}); err != nil {
 		return 0, fmt.Errorf("txn: advancing the safe point: %w", err)
@@ -82,6 +111,18 @@ func AdvanceSafePoint(ctx context.Context, st storage.Store, s uint64) (uint64, 
 // whose reserved rows its clients may not read.
 type SafePointSource interface {
 	SafePoint(ctx context.Context) (uint64, error)
+	// SafePointSampled is the safe point and when it was sampled.
+	SafePointSampled(ctx context.Context) (uint64, time.Time, error)
+}
+
+// ReadSafePointOf is ReadSafePointInfo, or the store's own answer where
+// it is a SafePointSource.
+func ReadSafePointOf(ctx context.Context, st storage.Store) (SafePointInfo, error) {
+	if src, ok := st.(SafePointSource); ok {
+		ts, sampled, err := src.SafePointSampled(ctx)
+		return SafePointInfo{TS: ts, Sampled: sampled}, err
+	}
+	return ReadSafePointInfo(ctx, st)
 }
 
 // safePoints is a client's cached safe point.
@@ -118,6 +159,14 @@ func (s *safePoints) get(ctx context.Context, st storage.Store, bound time.Durat
 	}
 	s.value, s.sent, s.valid = max(s.value, v), sent, true
 	return s.value, nil
+}
+
+// raise makes the cache at least sp: the collector's own, once sp is
+// durable, so the readers of its client see it at once.
+func (s *safePoints) raise(sp uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.value = max(s.value, sp)
 }
 
 // checkSnapshot fails a read at startTS that returned, if startTS is below

@@ -57,6 +57,9 @@ func (c *Client) begin(ctx context.Context, readOnly bool) (*Txn, error) {
 	if c.index != nil {
 		c.index.offerBase(ts)
 	}
+	if c.opts.afterStartTS != nil {
+		c.opts.afterStartTS()
+	}
 	c.active.add(ts)
 	return &Txn{c: c, startTS: ts, readOnly: readOnly}, nil
 }

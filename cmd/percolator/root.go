@@ -38,7 +38,7 @@ server, the oracle and the workers.`,
 	root.CompletionOptions.DisableDefaultCmd = true // completion.go's, whose arguments are checked
 	root.AddCommand(indexCmd(argv), statusCmd(), notificationsCmd(), bankCmd(argv), dumpCmd(), locksCmd(), unobserveCmd(),
 		serveCmd(), workerCmd(), oracleCmd(), benchCmd(), initCmd(), lockCmd(), queueCmd(), graphCmd(), devclusterCmd(),
-		versionCmd(), completionCmd(), benchClientCmd(), verifycmd.Command(), upgradeCmd())
+		versionCmd(), completionCmd(), benchClientCmd(), verifycmd.Command(), upgradeCmd(), gcCmd())
 	return root
 }
 

@@ -48,6 +48,7 @@ lock service. SIGTERM or SIGINT drains the calls in flight and exits 0.`,
 	fs.StringVar(&cfg.metrics, "metrics", "", "address to serve Prometheus metrics on at /metrics (e.g. 127.0.0.1:7421; default none)")
 	cfg.listen.Register(fs, "127.0.0.1:7420", "read and write the whole store")
 	cfg.checkLimits = limitFlags(fs, &cfg.opts)
+	cli.RegisterGCLifetime(fs, &cfg.opts.GCLifetime)
 	cfg.log.Register(fs)
 	return c
 }
@@ -63,6 +64,9 @@ func (cfg *serveConfig) validate() error {
 	if err := cfg.checkLimits(); err != nil {
 		return err
 	}
+	if cfg.opts.GCLifetime < 0 {
+		return cli.Usagef("--gc-lifetime must be positive, or 0 to turn the background collector off")
+	}
 	return cfg.listen.Check()
 }
 
@@ -72,6 +76,7 @@ func (cfg *serveConfig) run(ctx context.Context, stderr io.Writer) error {
 	}
 	log, token := cfg.log.Logger(stderr), cfg.listen.Token
 	opts := cfg.opts
+	opts.DisableGC = opts.GCLifetime == 0
 	opts.Dir, opts.Token, opts.Logger, opts.TLS = cfg.dir, token, log, cfg.listen.TLS
 	lis, err := net.Listen("tcp", cfg.listen.Addr)
 	if err != nil {

@@ -60,7 +60,7 @@ func readStatus(ctx context.Context, tg *cli.Target) (view.Status, error) {
 		return rep, err
 	}
 	rep := view.Status{Dir: tg.Dir, Source: "store"}
-	db, err := percolator.Open(ctx, percolator.Options{Dir: tg.Dir, MustExist: true})
+	db, err := percolator.Open(ctx, percolator.Options{Dir: tg.Dir, MustExist: true, DisableGC: true})
 	if errors.Is(err, pebble.ErrLocked) {
 		return view.PublishedStatus(tg.Dir, err)
 	}

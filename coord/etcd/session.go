@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -116,6 +117,10 @@ type Session struct {
 	// members: group → value of every Register that succeeded, put again
 	// under each new lease. Guarded by own.
 	members map[string]string
+	// oldest is what the liveness key's value publishes (coord.Snapshots);
+	// put holds the value last put. Guarded by own.
+	oldest func() (uint64, bool)
+	put    string
 	// memberGen: group → the number of the last Register in it, so that
 	// the end of an earlier registration (Membership) never withdraws a
 	// later one. Guarded by own.
@@ -136,9 +141,62 @@ type Session struct {
 }
 
 var (
-	_ coord.Liveness = (*Session)(nil)
-	_ coord.Locker   = (*Session)(nil)
+	_ coord.Liveness  = (*Session)(nil)
+	_ coord.Locker    = (*Session)(nil)
+	_ coord.Snapshots = (*Session)(nil)
 )
+
+// PublishOldest implements coord.Snapshots: the liveness key's value is
+// the oldest start_ts (decimal; empty for none), put again at each
+// renewal where it changed.
+func (s *Session) PublishOldest(oldest func() (uint64, bool)) {
+	s.own.Lock()
+	defer s.own.Unlock()
+	s.oldest = oldest
+}
+
+// liveValueLocked is the liveness key's value now. s.own is held.
+func (s *Session) liveValueLocked() string {
+	if s.oldest != nil {
+		if ts, ok := s.oldest(); ok {
+			return strconv.FormatUint(ts, 10)
+		}
+	}
+	return ""
+}
+
+// publish puts the liveness key again under lease if its value changed.
+func (s *Session) publish(ctx context.Context, lease clientv3.LeaseID) error {
+	s.own.Lock()
+	defer s.own.Unlock()
+	v := s.liveValueLocked()
+	if v == s.put {
+		return nil
+	}
+	if _, err := s.cli.Put(ctx, s.liveKey(s.owner), v, clientv3.WithLease(lease)); err != nil {
+		return err
+	}
+	s.put = v
+	return nil
+}
+
+// OldestNeeded implements coord.Snapshots: the oldest start_ts the live
+// sessions' liveness keys publish.
+func (s *Session) OldestNeeded(ctx context.Context) (uint64, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.prefix+"live/", clientv3.WithPrefix())
+	if err != nil {
+		return 0, false, fmt.Errorf("etcd: reading the oldest open transaction: %w", err)
+	}
+	var o uint64
+	for _, kv := range resp.Kvs {
+		if ts, err := strconv.ParseUint(string(kv.Value), 10, 64); err == nil && ts != 0 && (o == 0 || ts < o) {
+			o = ts
+		}
+	}
+	return o, o != 0, nil
+}
 
 // Open grants a lease, puts the owner's liveness key under it and renews
 // it in the background every TTL/3 until Close. Bad options wrap
@@ -205,7 +263,8 @@ func (s *Session) grant(ctx context.Context) error {
 // putOwnLocked puts the liveness key and every membership under lease.
 // s.own is held.
 func (s *Session) putOwnLocked(ctx context.Context, lease clientv3.LeaseID) error {
-	ops := []clientv3.Op{clientv3.OpPut(s.liveKey(s.owner), "", clientv3.WithLease(lease))}
+	s.put = s.liveValueLocked()
+	ops := []clientv3.Op{clientv3.OpPut(s.liveKey(s.owner), s.put, clientv3.WithLease(lease))}
 	for group, value := range s.members {
 		ops = append(ops, clientv3.OpPut(s.memberKey(group, s.owner), value, clientv3.WithLease(lease)))
 	}
@@ -282,7 +341,7 @@ func (s *Session) renew(ctx context.Context) error {
 		s.mu.validUntil = sent.Add(margin(time.Duration(resp.TTL) * time.Second))
 	}
 	s.mu.Unlock()
-	return nil
+	return s.publish(ctx, lease)
 }
 
 // lease returns the current lease, or ErrClosed.

@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -65,6 +66,9 @@ type Session struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// oldest is what the session publishes (coord.Snapshots); nil: none.
+	oldest atomic.Pointer[func() (uint64, bool)]
+
 	mu struct {
 		sync.Mutex
 		id string
@@ -75,9 +79,37 @@ type Session struct {
 }
 
 var (
-	_ coord.Liveness = (*Session)(nil)
-	_ coord.Locker   = (*Session)(nil)
+	_ coord.Liveness  = (*Session)(nil)
+	_ coord.Locker    = (*Session)(nil)
+	_ coord.Snapshots = (*Session)(nil)
 )
+
+// PublishOldest implements coord.Snapshots: oldest is sent with every
+// renewal (and a new session's opening).
+func (s *Session) PublishOldest(oldest func() (uint64, bool)) { s.oldest.Store(&oldest) }
+
+// published is the oldest start_ts to send, 0 for none.
+func (s *Session) published() uint64 {
+	if f := s.oldest.Load(); f != nil {
+		if ts, ok := (*f)(); ok {
+			return ts
+		}
+	}
+	return 0
+}
+
+// OldestNeeded implements coord.Snapshots: the server's answer.
+func (s *Session) OldestNeeded(ctx context.Context) (uint64, bool, error) {
+	var resp *rpcpb.OldestResponse
+	err := s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
+		resp, err = s.conn.Coord.Oldest(ctx, &rpcpb.OldestRequest{})
+		return err
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("coord: reading the oldest open transaction: %w", err)
+	}
+	return resp.OldestStartTs, resp.OldestStartTs != 0, nil
+}
 
 // Open opens a session for owner with lease ttl (0: DefaultTTL) and renews
 // it in the background every ttl/3 until Close.
@@ -106,7 +138,7 @@ func (s *Session) open(ctx context.Context) error {
 	var resp *rpcpb.OpenSessionResponse
 	err := s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
 		sent = time.Now()
-		resp, err = s.conn.Coord.OpenSession(ctx, &rpcpb.OpenSessionRequest{Owner: s.owner, TtlMs: s.ttl.Milliseconds()})
+		resp, err = s.conn.Coord.OpenSession(ctx, &rpcpb.OpenSessionRequest{Owner: s.owner, TtlMs: s.ttl.Milliseconds(), OldestStartTs: s.published()})
 		return err
 	})
 	if err != nil {
@@ -141,7 +173,7 @@ func (s *Session) renew(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.ttl/3)
 	defer cancel()
 	sent := time.Now()
-	resp, err := s.conn.Coord.KeepAlive(ctx, &rpcpb.KeepAliveRequest{Session: id})
+	resp, err := s.conn.Coord.KeepAlive(ctx, &rpcpb.KeepAliveRequest{Session: id, OldestStartTs: s.published()})
 	if status.Code(err) == codes.NotFound {
 		s.log.Warn("coord: session expired on the server; opening a new one", "owner", s.owner)
 		return s.open(ctx)

@@ -1504,9 +1504,12 @@ type PingResponse struct {
 	// safe_point is the garbage collector's safe point of the server's
 	// store (txn.ReadSafePoint), read when the ping arrived: clients may not
 	// read the reserved row that holds it.
-	SafePoint     uint64 `protobuf:"varint,2,opt,name=safe_point,json=safePoint,proto3" json:"safe_point,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SafePoint uint64 `protobuf:"varint,2,opt,name=safe_point,json=safePoint,proto3" json:"safe_point,omitempty"`
+	// safe_point_sampled_unix_nanos is when the collector that set the
+	// safe point sampled it (wall clock; 0 if unknown): for display.
+	SafePointSampledUnixNanos int64 `protobuf:"varint,3,opt,name=safe_point_sampled_unix_nanos,json=safePointSampledUnixNanos,proto3" json:"safe_point_sampled_unix_nanos,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *PingResponse) Reset() {
@@ -1549,6 +1552,13 @@ func (x *PingResponse) GetFormatVersion() uint64 {
 func (x *PingResponse) GetSafePoint() uint64 {
 	if x != nil {
 		return x.SafePoint
+	}
+	return 0
+}
+
+func (x *PingResponse) GetSafePointSampledUnixNanos() int64 {
+	if x != nil {
+		return x.SafePointSampledUnixNanos
 	}
 	return 0
 }
@@ -1742,9 +1752,14 @@ func (x *AllocateResponse) GetObserversVersion() uint64 {
 }
 
 type OpenSessionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Owner         string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	TtlMs         int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Owner string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	TtlMs int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// oldest_start_ts is the oldest start_ts the process still reads at
+	// (its oldest open transaction), 0 for none: the server's garbage
+	// collector keeps the safe point at or below it while the session
+	// lives.
+	OldestStartTs uint64 `protobuf:"varint,3,opt,name=oldest_start_ts,json=oldestStartTs,proto3" json:"oldest_start_ts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1789,6 +1804,13 @@ func (x *OpenSessionRequest) GetOwner() string {
 func (x *OpenSessionRequest) GetTtlMs() int64 {
 	if x != nil {
 		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *OpenSessionRequest) GetOldestStartTs() uint64 {
+	if x != nil {
+		return x.OldestStartTs
 	}
 	return 0
 }
@@ -1846,8 +1868,10 @@ func (x *OpenSessionResponse) GetTtlMs() int64 {
 }
 
 type KeepAliveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// oldest_start_ts: as in OpenSessionRequest, as of this renewal.
+	OldestStartTs uint64 `protobuf:"varint,2,opt,name=oldest_start_ts,json=oldestStartTs,proto3" json:"oldest_start_ts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1887,6 +1911,13 @@ func (x *KeepAliveRequest) GetSession() string {
 		return x.Session
 	}
 	return ""
+}
+
+func (x *KeepAliveRequest) GetOldestStartTs() uint64 {
+	if x != nil {
+		return x.OldestStartTs
+	}
+	return 0
 }
 
 type KeepAliveResponse struct {
@@ -2101,6 +2132,88 @@ func (x *AliveResponse) GetAlive() bool {
 	return false
 }
 
+type OldestRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OldestRequest) Reset() {
+	*x = OldestRequest{}
+	mi := &file_percolator_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OldestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OldestRequest) ProtoMessage() {}
+
+func (x *OldestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OldestRequest.ProtoReflect.Descriptor instead.
+func (*OldestRequest) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{38}
+}
+
+// OldestResponse is the oldest start_ts any live session published, 0
+// for none: the garbage collector's safe point stays at or below it.
+type OldestResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OldestStartTs uint64                 `protobuf:"varint,1,opt,name=oldest_start_ts,json=oldestStartTs,proto3" json:"oldest_start_ts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OldestResponse) Reset() {
+	*x = OldestResponse{}
+	mi := &file_percolator_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OldestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OldestResponse) ProtoMessage() {}
+
+func (x *OldestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OldestResponse.ProtoReflect.Descriptor instead.
+func (*OldestResponse) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *OldestResponse) GetOldestStartTs() uint64 {
+	if x != nil {
+		return x.OldestStartTs
+	}
+	return 0
+}
+
 type TryLockRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -2111,7 +2224,7 @@ type TryLockRequest struct {
 
 func (x *TryLockRequest) Reset() {
 	*x = TryLockRequest{}
-	mi := &file_percolator_proto_msgTypes[38]
+	mi := &file_percolator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2123,7 +2236,7 @@ func (x *TryLockRequest) String() string {
 func (*TryLockRequest) ProtoMessage() {}
 
 func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[38]
+	mi := &file_percolator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2136,7 +2249,7 @@ func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockRequest.ProtoReflect.Descriptor instead.
 func (*TryLockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{38}
+	return file_percolator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TryLockRequest) GetSession() string {
@@ -2162,7 +2275,7 @@ type TryLockResponse struct {
 
 func (x *TryLockResponse) Reset() {
 	*x = TryLockResponse{}
-	mi := &file_percolator_proto_msgTypes[39]
+	mi := &file_percolator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2174,7 +2287,7 @@ func (x *TryLockResponse) String() string {
 func (*TryLockResponse) ProtoMessage() {}
 
 func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[39]
+	mi := &file_percolator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2187,7 +2300,7 @@ func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockResponse.ProtoReflect.Descriptor instead.
 func (*TryLockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{39}
+	return file_percolator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TryLockResponse) GetHeld() bool {
@@ -2207,7 +2320,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_percolator_proto_msgTypes[40]
+	mi := &file_percolator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2219,7 +2332,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[40]
+	mi := &file_percolator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2232,7 +2345,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{40}
+	return file_percolator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UnlockRequest) GetSession() string {
@@ -2257,7 +2370,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_percolator_proto_msgTypes[41]
+	mi := &file_percolator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2269,7 +2382,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[41]
+	mi := &file_percolator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2282,7 +2395,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{41}
+	return file_percolator_proto_rawDescGZIP(), []int{43}
 }
 
 var File_percolator_proto protoreflect.FileDescriptor
@@ -2376,11 +2489,12 @@ const file_percolator_proto_rawDesc = "" +
 	"\x14CompactFamilyRequest\x12\x16\n" +
 	"\x06family\x18\x01 \x01(\fR\x06family\"\x17\n" +
 	"\x15CompactFamilyResponse\"\r\n" +
-	"\vPingRequest\"T\n" +
+	"\vPingRequest\"\x96\x01\n" +
 	"\fPingResponse\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\x04R\rformatVersion\x12\x1d\n" +
 	"\n" +
-	"safe_point\x18\x02 \x01(\x04R\tsafePoint\"\f\n" +
+	"safe_point\x18\x02 \x01(\x04R\tsafePoint\x12@\n" +
+	"\x1dsafe_point_sampled_unix_nanos\x18\x03 \x01(\x03R\x19safePointSampledUnixNanos\"\f\n" +
 	"\n" +
 	"NowRequest\",\n" +
 	"\vNowResponse\x12\x1d\n" +
@@ -2391,15 +2505,17 @@ const file_percolator_proto_rawDesc = "" +
 	"\x10AllocateResponse\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x120\n" +
 	"\x11observers_version\x18\x02 \x01(\x04H\x00R\x10observersVersion\x88\x01\x01B\x14\n" +
-	"\x12_observers_version\"A\n" +
+	"\x12_observers_version\"i\n" +
 	"\x12OpenSessionRequest\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x15\n" +
-	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\"F\n" +
+	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12&\n" +
+	"\x0foldest_start_ts\x18\x03 \x01(\x04R\roldestStartTs\"F\n" +
 	"\x13OpenSessionResponse\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x15\n" +
-	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\",\n" +
+	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\"T\n" +
 	"\x10KeepAliveRequest\x12\x18\n" +
-	"\asession\x18\x01 \x01(\tR\asession\"*\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12&\n" +
+	"\x0foldest_start_ts\x18\x02 \x01(\x04R\roldestStartTs\"*\n" +
 	"\x11KeepAliveResponse\x12\x15\n" +
 	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\"/\n" +
 	"\x13CloseSessionRequest\x12\x18\n" +
@@ -2408,7 +2524,10 @@ const file_percolator_proto_rawDesc = "" +
 	"\fAliveRequest\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\"%\n" +
 	"\rAliveResponse\x12\x14\n" +
-	"\x05alive\x18\x01 \x01(\bR\x05alive\"<\n" +
+	"\x05alive\x18\x01 \x01(\bR\x05alive\"\x0f\n" +
+	"\rOldestRequest\"8\n" +
+	"\x0eOldestResponse\x12&\n" +
+	"\x0foldest_start_ts\x18\x01 \x01(\x04R\roldestStartTs\"<\n" +
 	"\x0eTryLockRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\"%\n" +
@@ -2438,14 +2557,15 @@ const file_percolator_proto_rawDesc = "" +
 	"\x03Now\x12\x19.percolator.v1.NowRequest\x1a\x1a.percolator.v1.NowResponse2\xac\x01\n" +
 	"\x06Oracle\x12K\n" +
 	"\bAllocate\x12\x1e.percolator.v1.AllocateRequest\x1a\x1f.percolator.v1.AllocateResponse\x12U\n" +
-	"\x0eAllocateStream\x12\x1e.percolator.v1.AllocateRequest\x1a\x1f.percolator.v1.AllocateResponse(\x010\x012\xdb\x03\n" +
+	"\x0eAllocateStream\x12\x1e.percolator.v1.AllocateRequest\x1a\x1f.percolator.v1.AllocateResponse(\x010\x012\xa2\x04\n" +
 	"\x05Coord\x12T\n" +
 	"\vOpenSession\x12!.percolator.v1.OpenSessionRequest\x1a\".percolator.v1.OpenSessionResponse\x12N\n" +
 	"\tKeepAlive\x12\x1f.percolator.v1.KeepAliveRequest\x1a .percolator.v1.KeepAliveResponse\x12W\n" +
 	"\fCloseSession\x12\".percolator.v1.CloseSessionRequest\x1a#.percolator.v1.CloseSessionResponse\x12B\n" +
 	"\x05Alive\x12\x1b.percolator.v1.AliveRequest\x1a\x1c.percolator.v1.AliveResponse\x12H\n" +
 	"\aTryLock\x12\x1d.percolator.v1.TryLockRequest\x1a\x1e.percolator.v1.TryLockResponse\x12E\n" +
-	"\x06Unlock\x12\x1c.percolator.v1.UnlockRequest\x1a\x1d.percolator.v1.UnlockResponseB/Z-github.com/seed-992972ee/percolator/rpc/rpcpbb\x06proto3"
+	"\x06Unlock\x12\x1c.percolator.v1.UnlockRequest\x1a\x1d.percolator.v1.UnlockResponse\x12E\n" +
+	"\x06Oldest\x12\x1c.percolator.v1.OldestRequest\x1a\x1d.percolator.v1.OldestResponseB/Z-github.com/seed-992972ee/percolator/rpc/rpcpbb\x06proto3"
 
 var (
 	file_percolator_proto_rawDescOnce sync.Once
@@ -2460,7 +2580,7 @@ func file_percolator_proto_rawDescGZIP() []byte {
 }
 
 var file_percolator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_percolator_proto_goTypes = []any{
 	(MutationKind)(0),              // 0: percolator.v1.MutationKind
 	(*TimeRange)(nil),              // 1: percolator.v1.TimeRange
@@ -2501,10 +2621,12 @@ var file_percolator_proto_goTypes = []any{
 	(*CloseSessionResponse)(nil),   // 36: percolator.v1.CloseSessionResponse
 	(*AliveRequest)(nil),           // 37: percolator.v1.AliveRequest
 	(*AliveResponse)(nil),          // 38: percolator.v1.AliveResponse
-	(*TryLockRequest)(nil),         // 39: percolator.v1.TryLockRequest
-	(*TryLockResponse)(nil),        // 40: percolator.v1.TryLockResponse
-	(*UnlockRequest)(nil),          // 41: percolator.v1.UnlockRequest
-	(*UnlockResponse)(nil),         // 42: percolator.v1.UnlockResponse
+	(*OldestRequest)(nil),          // 39: percolator.v1.OldestRequest
+	(*OldestResponse)(nil),         // 40: percolator.v1.OldestResponse
+	(*TryLockRequest)(nil),         // 41: percolator.v1.TryLockRequest
+	(*TryLockResponse)(nil),        // 42: percolator.v1.TryLockResponse
+	(*UnlockRequest)(nil),          // 43: percolator.v1.UnlockRequest
+	(*UnlockResponse)(nil),         // 44: percolator.v1.UnlockResponse
 }
 var file_percolator_proto_depIdxs = []int32{
 	1,  // 0: percolator.v1.Selector.time:type_name -> percolator.v1.TimeRange
@@ -2542,28 +2664,30 @@ var file_percolator_proto_depIdxs = []int32{
 	33, // 32: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
 	35, // 33: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
 	37, // 34: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
-	39, // 35: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
-	41, // 36: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
-	8,  // 37: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
-	11, // 38: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
-	13, // 39: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
-	15, // 40: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
-	18, // 41: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
-	20, // 42: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
-	24, // 43: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
-	22, // 44: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
-	26, // 45: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
-	28, // 46: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
-	30, // 47: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
-	30, // 48: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
-	32, // 49: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
-	34, // 50: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
-	36, // 51: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
-	38, // 52: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
-	40, // 53: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
-	42, // 54: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
-	37, // [37:55] is the sub-list for method output_type
-	19, // [19:37] is the sub-list for method input_type
+	41, // 35: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
+	43, // 36: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
+	39, // 37: percolator.v1.Coord.Oldest:input_type -> percolator.v1.OldestRequest
+	8,  // 38: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
+	11, // 39: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
+	13, // 40: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
+	15, // 41: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
+	18, // 42: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
+	20, // 43: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
+	24, // 44: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
+	22, // 45: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
+	26, // 46: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
+	28, // 47: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
+	30, // 48: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
+	30, // 49: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
+	32, // 50: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
+	34, // 51: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
+	36, // 52: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
+	38, // 53: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
+	42, // 54: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
+	44, // 55: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
+	40, // 56: percolator.v1.Coord.Oldest:output_type -> percolator.v1.OldestResponse
+	38, // [38:57] is the sub-list for method output_type
+	19, // [19:38] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
 	19, // [19:19] is the sub-list for extension extendee
 	0,  // [0:19] is the sub-list for field type_name
@@ -2581,7 +2705,7 @@ func file_percolator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_percolator_proto_rawDesc), len(file_percolator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

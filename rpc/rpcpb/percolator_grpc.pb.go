@@ -627,6 +627,7 @@ const (
 	Coord_Alive_FullMethodName        = "/percolator.v1.Coord/Alive"
 	Coord_TryLock_FullMethodName      = "/percolator.v1.Coord/TryLock"
 	Coord_Unlock_FullMethodName       = "/percolator.v1.Coord/Unlock"
+	Coord_Oldest_FullMethodName       = "/percolator.v1.Coord/Oldest"
 )
 
 // CoordClient is the client API for Coord service.
@@ -639,6 +640,8 @@ type CoordClient interface {
 	Alive(ctx context.Context, in *AliveRequest, opts ...grpc.CallOption) (*AliveResponse, error)
 	TryLock(ctx context.Context, in *TryLockRequest, opts ...grpc.CallOption) (*TryLockResponse, error)
 	Unlock(ctx context.Context, in *UnlockRequest, opts ...grpc.CallOption) (*UnlockResponse, error)
+	// Oldest is the oldest start_ts the live sessions published.
+	Oldest(ctx context.Context, in *OldestRequest, opts ...grpc.CallOption) (*OldestResponse, error)
 }
 
 type coordClient struct {
@@ -709,6 +712,16 @@ func (c *coordClient) Unlock(ctx context.Context, in *UnlockRequest, opts ...grp
 	return out, nil
 }
 
+func (c *coordClient) Oldest(ctx context.Context, in *OldestRequest, opts ...grpc.CallOption) (*OldestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OldestResponse)
+	err := c.cc.Invoke(ctx, Coord_Oldest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordServer is the server API for Coord service.
 // All implementations must embed UnimplementedCoordServer
 // for forward compatibility.
@@ -719,6 +732,8 @@ type CoordServer interface {
 	Alive(context.Context, *AliveRequest) (*AliveResponse, error)
 	TryLock(context.Context, *TryLockRequest) (*TryLockResponse, error)
 	Unlock(context.Context, *UnlockRequest) (*UnlockResponse, error)
+	// Oldest is the oldest start_ts the live sessions published.
+	Oldest(context.Context, *OldestRequest) (*OldestResponse, error)
 	mustEmbedUnimplementedCoordServer()
 }
 
@@ -746,6 +761,9 @@ func (UnimplementedCoordServer) TryLock(context.Context, *TryLockRequest) (*TryL
 }
 func (UnimplementedCoordServer) Unlock(context.Context, *UnlockRequest) (*UnlockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Unlock not implemented")
+}
+func (UnimplementedCoordServer) Oldest(context.Context, *OldestRequest) (*OldestResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Oldest not implemented")
 }
 func (UnimplementedCoordServer) mustEmbedUnimplementedCoordServer() {}
 func (UnimplementedCoordServer) testEmbeddedByValue()               {}
@@ -876,6 +894,24 @@ func _Coord_Unlock_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coord_Oldest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OldestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordServer).Oldest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coord_Oldest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordServer).Oldest(ctx, req.(*OldestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Coord_ServiceDesc is the grpc.ServiceDesc for Coord service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -906,6 +942,10 @@ var Coord_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Unlock",
 			Handler:    _Coord_Unlock_Handler,
+		},
+		{
+			MethodName: "Oldest",
+			Handler:    _Coord_Oldest_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

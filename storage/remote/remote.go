@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
@@ -205,8 +206,15 @@ func (s *Store) ReadRow(ctx context.Context, row []byte, filter storage.Filter) 
 // SafePoint implements txn.SafePointSource: the server's Ping says it
 // (its clients may not read the reserved row it is kept in).
 func (s *Store) SafePoint(ctx context.Context) (uint64, error) {
+	ts, _, err := s.SafePointSampled(ctx)
+	return ts, err
+}
+
+// SafePointSampled implements txn.SafePointSource: the safe point and
+// when it was sampled (zero if unknown).
+func (s *Store) SafePointSampled(ctx context.Context) (uint64, time.Time, error) {
 	if err := s.check(); err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
 	var resp *rpcpb.PingResponse
 	err := s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
@@ -214,9 +222,13 @@ func (s *Store) SafePoint(ctx context.Context) (uint64, error) {
 		return err
 	})
 	if err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
-	return resp.GetSafePoint(), nil
+	var sampled time.Time
+	if ns := resp.GetSafePointSampledUnixNanos(); ns != 0 {
+		sampled = time.Unix(0, ns)
+	}
+	return resp.GetSafePoint(), sampled, nil
 }
 
 // Scan implements storage.Store.

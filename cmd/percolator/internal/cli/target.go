@@ -16,6 +16,7 @@ import (
 	"github.com/seed-992972ee/percolator/coord/etcd"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 	"github.com/seed-992972ee/percolator/storage/pebble"
+	"github.com/seed-992972ee/percolator/txn"
 )
 
 // Target is where a command's database is: an embedded store (--dir), a
@@ -33,6 +34,9 @@ type Target struct {
 	// LockTTL is how long the process's locks stay valid without a
 	// heartbeat (percolator.Options.LockTTL); 0 for the default.
 	LockTTL time.Duration
+	// GCLifetime is the garbage collector's lifetime (--gc-lifetime); 0
+	// turns the background collector off.
+	GCLifetime time.Duration
 	// Now, if set, is the wall clock the DB judges locks' TTLs by
 	// (percolator.Options.Now): no flag, percolator verify's clients set it.
 	Now func() time.Time
@@ -47,6 +51,7 @@ func (t *Target) Register(fs *pflag.FlagSet, dirUsage string) {
 	fs.StringVar(&t.TokenFile, "token-file", "", "file holding the server's token (default: $PERCOLATOR_TOKEN)")
 	fs.StringVar(&t.TLSCA, "tls-ca", "", "CA certificate (PEM) to verify the server's TLS certificate with")
 	fs.DurationVar(&t.RetryBudget, "retry-budget", 0, "with --server: how long an operation (a transaction, a read, opening) goes on retrying a server that does not answer before the command fails naming it; with --etcd: how long opening waits for etcd (default 30s)")
+	RegisterGCLifetime(fs, &t.GCLifetime)
 	fs.DurationVar(&t.LockTTL, "lock-ttl", 0, "how long this process's transaction locks stay valid without its heartbeat: another process may resolve a lock once its owner is seen dead (--session-ttl) or once this has passed, whichever comes first; at least 1ms (default 10s)")
 	t.registerCluster(fs)
 }
@@ -78,6 +83,8 @@ func (t *Target) Validate() error {
 		return Usagef("--token-file and --tls-ca need --server or --bigtable")
 	case t.RetryBudget < 0:
 		return Usagef("--retry-budget must be positive")
+	case t.GCLifetime < 0:
+		return Usagef("--gc-lifetime must be positive, or 0 to turn the background collector off")
 	case t.RetryBudget != 0 && t.Server == "" && t.Etcd == "":
 		return Usagef("--retry-budget needs --server or --etcd")
 	case (t.Bigtable == "") != (t.Etcd == ""):
@@ -144,6 +151,19 @@ func (t *Target) String() string {
 // database directory, or nowhere for a server.
 func (t *Target) PublishDir() string { return t.Dir }
 
+// RegisterGCLifetime adds --gc-lifetime to fs, into d.
+func RegisterGCLifetime(fs *pflag.FlagSet, d *time.Duration) {
+	fs.DurationVar(d, "gc-lifetime", txn.DefaultGCLifetime, "how long a snapshot stays readable: the garbage collector this process runs (embedded store, server; on Bigtable, workers) removes only versions no younger snapshot reads; a transaction older than that fails its reads with snapshot too old unless it is still open; 0 turns background collection off")
+}
+
+// GCOptions are the database options --gc-lifetime sets.
+func (t *Target) GCOptions() (lifetime time.Duration, disabled bool) {
+	if t.GCLifetime == 0 {
+		return 0, true
+	}
+	return t.GCLifetime, false
+}
+
 // ReadToken reads the token from file, or $PERCOLATOR_TOKEN if file is
 // "".
 func ReadToken(file string) (string, error) {
@@ -175,7 +195,9 @@ func (t *Target) Open(ctx context.Context, create bool) (*percolator.DB, error) 
 		return percolator.Open(ctx, percolator.Options{Server: t.Server, Token: tok, TLSCAFile: t.TLSCA, SessionTTL: t.SessionTTL,
 			RetryBudget: t.RetryBudget, LockTTL: t.LockTTL, Now: t.Now})
 	}
-	db, err := percolator.Open(ctx, percolator.Options{Dir: t.Dir, MustExist: !create, LockTTL: t.LockTTL, Now: t.Now})
+	life, off := t.GCOptions()
+	db, err := percolator.Open(ctx, percolator.Options{Dir: t.Dir, MustExist: !create, LockTTL: t.LockTTL, Now: t.Now,
+		GCLifetime: life, DisableGC: off})
 	if errors.Is(err, pebble.ErrLocked) {
 		hint := ""
 		if !create {

@@ -24,6 +24,7 @@ type Status struct {
 	Source string `json:"source"`
 	// Format is the store's on-disk format version (0 when published).
 	Format    uint64                     `json:"format_version,omitempty"`
+	GC        *GCState                   `json:"gc,omitempty"`
 	Observers *percolator.ObserverStatus `json:"observers,omitempty"`
 	Index     *docindex.Counts           `json:"index,omitempty"`
 	// Run is the status published by the command running now, or by the
@@ -41,6 +42,11 @@ func (s *Status) FromStore(ctx context.Context, db *percolator.DB) error {
 	}
 	s.Observers = &st
 	s.Format = db.FormatVersion()
+	gc, err := db.GCStatus(ctx)
+	if err != nil {
+		return err
+	}
+	s.GC = GCStateOf(gc)
 	has, err := docindex.HasIndex(ctx, db)
 	if err != nil || !has {
 		return err
@@ -78,6 +84,9 @@ func PrintStatus(w io.Writer, rep Status) {
 	}
 	if rep.Format != 0 {
 		fmt.Fprintf(w, "store format: %d\n\n", rep.Format)
+	}
+	if rep.GC != nil {
+		printGC(w, rep.GC)
 	}
 	if rep.Index != nil {
 		fmt.Fprintf(w, "index: %d documents, %d terms, %d duplicate clusters (as last counted)\n\n", rep.Index.Documents, rep.Index.Terms, rep.Index.Clusters)

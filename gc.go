@@ -1,0 +1,140 @@
+package percolator
+
+import (
+	"context"
+	"time"
+
+	"github.com/seed-992972ee/percolator/txn"
+)
+
+// GCResult is what a garbage collection pass removed (or, dry, would
+// remove).
+type GCResult struct {
+	// SafePoint is the timestamp the pass collected below: no snapshot
+	// below it is readable any more.
+	SafePoint uint64
+	// Versions are the write records and data versions removed, Bytes
+	// their values' bytes.
+	Versions, Bytes int
+	// Rows is the rows the pass visited; Skipped those it left for a live
+	// transaction's lock (collected by a later pass).
+	Rows, Skipped int
+	Duration      time.Duration
+	DryRun        bool
+}
+
+// GCOptions shape DB.GCWith.
+type GCOptions struct {
+	// DryRun counts what the pass would remove, changing nothing (not
+	// even the safe point).
+	DryRun bool
+	// Progress, if set, is told after each batch of rows of the rows
+	// visited and the versions and bytes found so far.
+	Progress func(rows, versions, bytes int)
+}
+
+// GC runs one full garbage collection pass and returns what it removed.
+// Its safe point is a timestamp sampled at least GCLifetime ago (on this
+// process's clock), held back to the oldest transaction still open: in a
+// process that has run for a lifetime (its background collector samples)
+// it starts at once; otherwise it samples and waits one GCLifetime first.
+func (db *DB) GC(ctx context.Context) (GCResult, error) { return db.GCWith(ctx, GCOptions{}) }
+
+// GCWith is GC with options: a dry run, progress.
+func (db *DB) GCWith(ctx context.Context, o GCOptions) (GCResult, error) {
+	co := db.collectorOptions()
+	if o.Progress != nil {
+		co.Progress = func(rows int, got txn.Collected) { o.Progress(rows, got.Versions, got.Bytes) }
+	}
+	p, err := db.client.CollectOnce(ctx, co, o.DryRun)
+	return GCResult{SafePoint: p.SafePoint, Versions: p.Versions, Bytes: p.Bytes, Rows: p.Rows, Skipped: p.Skipped,
+		Duration: p.Duration, DryRun: p.DryRun}, apiErr(err)
+}
+
+// collectorOptions are the collector's options for this DB: its lifetime,
+// and the oldest start_ts its deployment says is needed.
+func (db *DB) collectorOptions() txn.CollectorOptions {
+	return txn.CollectorOptions{Lifetime: db.opts.GCLifetime, Oldest: db.oldest, Delay: db.opts.gcDelay}
+}
+
+// oldest is the oldest start_ts any process on the store needs: this
+// DB's own, and what the live sessions publish where the liveness session
+// carries it (coord.Snapshots: a server's sessions, etcd's).
+func (db *DB) oldest(ctx context.Context) (uint64, bool, error) {
+	ts, ok := db.client.OldestActive()
+	if db.snaps == nil {
+		return ts, ok, nil
+	}
+	other, ook, err := db.snaps.OldestNeeded(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	switch {
+	case !ook:
+		return ts, ok, nil
+	case !ok || other < ts:
+		return other, true, nil
+	}
+	return ts, true, nil
+}
+
+// GCStats are the garbage collector's figures in this process.
+type GCStats struct {
+	// Passes run, versions and bytes removed, rows skipped for a live
+	// lock, since Open.
+	Passes, Versions, Bytes, Skipped uint64
+	// SafePoint is the highest safe point this process knows; SampledAt
+	// when it was sampled, if this process chose it (zero otherwise).
+	SafePoint uint64
+	SampledAt time.Time
+}
+
+// GCStats returns the garbage collector's figures in this process.
+func (db *DB) GCStats() GCStats {
+	s := db.client.GCStats()
+	return GCStats{Passes: s.Passes, Versions: s.Versions, Bytes: s.Bytes, Skipped: s.Skipped, SafePoint: s.SafePoint, SampledAt: s.SampledAt}
+}
+
+// GCStatus is the garbage collector's state as a DB sees it.
+type GCStatus struct {
+	// SafePoint is the store's safe point: no snapshot below it is
+	// readable (ErrSnapshotTooOld); 0 before the first collection.
+	// SafePointSampled is when it was sampled (zero if unknown): the
+	// time since is how far back snapshots stay readable, at least.
+	SafePoint        uint64
+	SafePointSampled time.Time
+	// OldestOpen is the oldest start_ts an open transaction of this DB,
+	// or of any process whose session publishes it (a server's clients,
+	// etcd's), holds the safe point back to; 0 for none.
+	OldestOpen uint64
+	// Stats are this process's collector's figures.
+	Stats GCStats
+}
+
+// GCStatus returns the garbage collector's state.
+func (db *DB) GCStatus(ctx context.Context) (GCStatus, error) {
+	info, err := txn.ReadSafePointOf(ctx, db.store)
+	if err != nil {
+		return GCStatus{}, apiErr(err)
+	}
+	oldest, _, err := db.oldest(ctx)
+	if err != nil {
+		return GCStatus{}, apiErr(err)
+	}
+	return GCStatus{SafePoint: info.TS, SafePointSampled: info.Sampled, OldestOpen: oldest, Stats: db.GCStats()}, nil
+}
+
+// startCollector runs the background collector until Close, where this
+// DB owns its store and it is not disabled.
+func (db *DB) startCollector() {
+	if db.opts.DisableGC || !db.client.Indexed() {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = db.client.RunCollector(ctx, db.collectorOptions())
+	}()
+	db.closer = append(db.closer, func() error { cancel(); <-done; return nil })
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/seed-992972ee/percolator/storage/remote"
 	"github.com/seed-992972ee/percolator/txn"
 )
 
@@ -42,6 +43,13 @@ func (db *DB) GC(ctx context.Context) (GCResult, error) { return db.GCWith(ctx, 
 
 // GCWith is GC with options: a dry run, progress.
 func (db *DB) GCWith(ctx context.Context, o GCOptions) (GCResult, error) {
+	if rs, ok := db.store.(*remote.Store); ok {
+		// The server collects its store (its clients may not write the
+		// reserved rows the collector keeps its state in).
+		p, err := rs.CollectGarbage(ctx, o.DryRun)
+		return GCResult{SafePoint: p.SafePoint, Versions: p.Versions, Bytes: p.Bytes, Rows: p.Rows, Skipped: p.Skipped,
+			Duration: p.Duration, DryRun: o.DryRun}, apiErr(err)
+	}
 	co := db.collectorOptions()
 	if o.Progress != nil {
 		co.Progress = func(rows int, got txn.Collected) { o.Progress(rows, got.Versions, got.Bytes) }
@@ -137,4 +145,17 @@ func (db *DB) startCollector() {
 		_ = db.client.RunCollector(ctx, db.collectorOptions())
 	}()
 	db.closer = append(db.closer, func() error { cancel(); <-done; return nil })
+}
+
+// RunGC runs the garbage collector in the background until ctx ends: what
+// a DB that owns its store does by itself (Options.DisableGC), for a
+// deployment where no process owns the store (Bigtable: cluster.DB's
+// RunGC, which the workers run). mayCollect, if set, says whether this
+// process may propose and collect now (one collector among many: the
+// holder of an advisory lock); while it says no, the collector only
+// samples, so it can take over at once.
+func (db *DB) RunGC(ctx context.Context, mayCollect func(context.Context) bool) error {
+	o := db.collectorOptions()
+	o.MayCollect = mayCollect
+	return apiErr(db.client.RunCollector(ctx, o))
 }

@@ -253,3 +253,37 @@ func Upgrade(ctx context.Context, opts Options) (from uint64, err error) {
 	}
 	return from, nil
 }
+
+// gcLock is the advisory lock (in etcd) the collecting worker holds.
+const gcLock = "percolator/gc"
+
+// RunGC runs the garbage collector until ctx ends (percolator.DB.RunGC):
+// every process that runs it samples the oracle; the one holding the
+// advisory lock gcLock in etcd proposes safe points and collects, and
+// another takes over when its session ends. The safe point is held at or
+// below the oldest start_ts the live sessions publish. A pass cut short
+// (a crash, a lost lock) resumes from the cursor it saved.
+func (db *DB) RunGC(ctx context.Context) error {
+	var unlock func()
+	release := func() {
+		if unlock != nil {
+			unlock()
+			unlock = nil
+		}
+	}
+	defer release()
+	return db.DB.RunGC(ctx, func(ctx context.Context) bool {
+		// Taken afresh each time: a lock lost with a lease is not
+		// trusted, and the holder takes it back at once.
+		release()
+		if db.session.Check() != nil {
+			return false
+		}
+		u, held, err := db.session.TryLock(ctx, gcLock, db.session.Owner())
+		if err != nil || held {
+			return false
+		}
+		unlock = u
+		return true
+	})
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/oracle/etcd"
 	"github.com/seed-992972ee/percolator/server"
+	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 	"github.com/seed-992972ee/percolator/storage/bigtable/bttesting"
 	"github.com/seed-992972ee/percolator/txn"
@@ -422,5 +423,102 @@ func TestUpgrade(t *testing.T) {
 		return err
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRunGC: workers running RunGC on Bigtable hold the safe point at or
+// below the oldest start_ts the live etcd sessions publish, and collect
+// below it once that transaction ends and its session is gone.
+func TestRunGC(t *testing.T) {
+	ctx := context.Background()
+	e := start(t)
+	openOpts := func(o percolator.Options) *cluster.DB {
+		t.Helper()
+		o.Logger = quiet
+		db, err := cluster.Open(ctx, cluster.Options{Bigtable: e.bt, Etcd: e.etcd, SessionTTL: 2 * time.Second, DB: o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	w := openOpts(percolator.Options{})
+	set := func(v string) {
+		t.Helper()
+		if err := w.Update(ctx, func(tx *percolator.Txn) error {
+			for i := range 3 {
+				if err := tx.Set(fmt.Sprintf("r%d", i), "v", []byte(v)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, v := range []string{"1", "2", "3"} {
+		set(v)
+	}
+	r := openOpts(percolator.Options{})
+	long, err := r.BeginReadOnly(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus := func(what string, ok func(percolator.GCStatus) bool) percolator.GCStatus {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			st, err := w.GCStatus(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok(st) {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s: %+v", what, st)
+			}
+		}
+	}
+	waitStatus("published start_ts", func(st percolator.GCStatus) bool { return st.OldestOpen == long.StartTS() })
+	set("4")
+	set("5")
+	gctx, stop := context.WithCancel(ctx)
+	defer stop()
+	for range 2 {
+		gc := openOpts(percolator.Options{GCLifetime: 50 * time.Millisecond})
+		go func() { _ = gc.RunGC(gctx) }()
+	}
+	st := waitStatus("safe point", func(st percolator.GCStatus) bool { return st.SafePoint != 0 })
+	if st.SafePoint > long.StartTS() {
+		t.Fatalf("safe point %d passed the open transaction's start_ts %d", st.SafePoint, long.StartTS())
+	}
+	if v, err := long.Get(ctx, "r0", "v"); err != nil || string(v) != "3" {
+		t.Fatalf("the open transaction reads %q, %v; want 3", v, err)
+	}
+	_ = long.Rollback(ctx)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus("safe point past the ended transaction", func(st percolator.GCStatus) bool { return st.SafePoint > long.StartTS() })
+	raw, err := bigtable.Open(ctx, e.bt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		row, err := raw.ReadRow(ctx, []byte("r0"), storage.Filter{{Family: txn.FamilyWrite, AllQualifiers: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(row.Cells) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("r0 keeps %d write records", len(row.Cells))
+		}
+	}
+	var v []byte
+	if err := w.View(ctx, func(tx *percolator.Txn) (err error) { v, err = tx.Get(ctx, "r0", "v"); return err }); err != nil || string(v) != "5" {
+		t.Fatalf("after GC: %q, %v", v, err)
 	}
 }

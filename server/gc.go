@@ -41,9 +41,6 @@ func (l sessionLiveness) Alive(ctx context.Context, owner string) (bool, error) 
 // lifetime, longer than the restart grace in which clients renew their
 // sessions and publish again.
 func (s *Server) startCollector(ctx context.Context) error {
-	if s.opts.DisableGC {
-		return nil
-	}
 	c, err := txn.NewClient(ctx, gcStore{s.store, s.store}, oracle.NewClient(s.alloc), sessionLiveness{s.coord},
 		txn.Options{Owner: "server-gc/" + coord.NewOwnerID(), Logger: s.log.With(slog.String("role", "gc"))})
 	if err != nil {
@@ -52,12 +49,31 @@ func (s *Server) startCollector(ctx context.Context) error {
 	s.gc = c
 	cctx, cancel := context.WithCancel(context.Background())
 	s.gcStop = cancel
+	if s.opts.DisableGC {
+		return nil // CollectGarbage still runs a pass
+	}
 	s.gcDone.Add(1)
 	go func() {
 		defer s.gcDone.Done()
-		_ = c.RunCollector(cctx, txn.CollectorOptions{Lifetime: s.opts.GCLifetime, Oldest: s.oldestNeeded})
+		_ = c.RunCollector(cctx, s.collectorOptions())
 	}()
 	return nil
+}
+
+func (s *Server) collectorOptions() txn.CollectorOptions {
+	return txn.CollectorOptions{Lifetime: s.opts.GCLifetime, Oldest: s.oldestNeeded}
+}
+
+// CollectGarbage implements rpcpb.StorageServer: one pass of the
+// collector, which may first wait for a sample a lifetime old (after the
+// server's start) and for the new safe point's delay.
+func (s *storageService) CollectGarbage(ctx context.Context, req *rpcpb.CollectGarbageRequest) (*rpcpb.CollectGarbageResponse, error) {
+	p, err := s.srv.gc.CollectOnce(ctx, s.srv.collectorOptions(), req.DryRun)
+	if err != nil {
+		return nil, grpcStatus(err)
+	}
+	return &rpcpb.CollectGarbageResponse{SafePoint: p.SafePoint, Rows: int64(p.Rows), Versions: int64(p.Versions), Bytes: int64(p.Bytes),
+		Skipped: int64(p.Skipped), DurationNs: int64(p.Duration)}, nil
 }
 
 // oldestNeeded is the oldest start_ts a live session published.

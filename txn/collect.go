@@ -200,7 +200,7 @@ func (c *Client) CollectBelow(ctx context.Context, sp uint64, start []byte) (got
 
 // collectBelow is CollectBelow, dry or not, telling progress of each batch
 // of rows; it also returns the rows visited.
-func (c *Client) collectBelow(ctx context.Context, sp uint64, start []byte, dry bool, progress func(int, Collected)) (got Collected, visited, skipped int, next []byte, err error) {
+func (c *Client) collectBelow(ctx context.Context, sp uint64, start []byte, dry bool, progress func(rows int, got Collected, next []byte)) (got Collected, visited, skipped int, next []byte, err error) {
 	const batch = 256
 	f := storage.Filter{{Family: FamilyWrite, AllQualifiers: true, Time: storage.Before(sp + 1), Limit: 2}}
 	for {
@@ -229,11 +229,14 @@ func (c *Client) collectBelow(ctx context.Context, sp uint64, start []byte, dry 
 			got.Versions += g.Versions
 			got.Bytes += g.Bytes
 		}
-		if progress != nil {
-			progress(visited, got)
-		}
 		if seen < batch {
+			if progress != nil {
+				progress(visited, got, nil)
+			}
 			return got, visited, skipped, nil, nil
+		}
+		if progress != nil {
+			progress(visited, got, start)
 		}
 		if err := ctx.Err(); err != nil {
 			return got, visited, skipped, start, err

@@ -77,6 +77,12 @@ type CollectorOptions struct {
 	// Progress, if set, is told of a pass's progress after each batch of
 	// rows: the rows visited so far and what they gave.
 	Progress func(rows int, got Collected)
+	// MayCollect, if set, says whether this process may propose and
+	// collect now (one collector among many processes: the holder of an
+	// advisory lock); while it says no, RunCollector only samples, so
+	// that it can take over at once. Two collectors at once are safe,
+	// only wasteful.
+	MayCollect func(ctx context.Context) bool
 	// Delay is how long a new safe point waits, durable, before deletion
 	// below it: longer than any reader caches an older one. 0 is the
 	// default: none on a store this client owns alone (Indexed: its own
@@ -208,7 +214,7 @@ func (c *Client) RunCollector(ctx context.Context, o CollectorOptions) error {
 		if err := c.sample(ctx); err != nil && ctx.Err() != nil {
 			return nil
 		}
-		if s, _, ok := c.eligible(o.Lifetime); ok {
+		if s, _, ok := c.eligible(o.Lifetime); ok && (o.MayCollect == nil || o.MayCollect(ctx)) {
 			p, err := c.collectAt(ctx, o, s, false)
 			if n := c.gc.uncompacted.Load(); err == nil && n >= compactAfter && n >= uint64(p.Rows) {
 				err = c.compact(ctx)
@@ -305,8 +311,29 @@ func (c *Client) collectAt(ctx context.Context, o CollectorOptions, s sample, dr
 	}
 	start := time.Now()
 	p := CollectorPass{SafePoint: sp, DryRun: dry}
+	// A pass below sp that a crash or a cancellation interrupted resumes
+	// at its cursor (the rows before it were collected below sp).
+	var from []byte
+	if !dry {
+		if cur, err := readCursor(ctx, c.store); err == nil && cur.sp == sp {
+			from = cur.next
+		}
+	}
+	progress := func(rows int, got Collected, next []byte) {
+		if !dry && next != nil {
+			if err := saveCursor(ctx, c.store, sp, next); err != nil && ctx.Err() == nil {
+				c.opts.Logger.Warn("txn: saving the garbage collector's cursor", "err", err)
+			}
+		}
+		if o.Progress != nil {
+			o.Progress(rows, got)
+		}
+	}
 	var next []byte
-	p.Collected, p.Rows, p.Skipped, next, err = c.collectBelow(ctx, sp, nil, dry, o.Progress)
+	p.Collected, p.Rows, p.Skipped, next, err = c.collectBelow(ctx, sp, from, dry, progress)
+	if !dry && err == nil && next == nil {
+		err = clearCursor(ctx, c.store, sp)
+	}
 	p.Duration = time.Since(start)
 	if !dry {
 		g.passes.Add(1)

@@ -3,6 +3,7 @@ package txn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -142,5 +143,48 @@ func TestPausedBeforeRegistration(t *testing.T) {
 	}
 	if v, err := b.tx.Get(ctx, "r", "v"); !errors.Is(err, ErrSnapshotTooOld) {
 		t.Fatalf("the paused transaction read %q, %v; want ErrSnapshotTooOld", v, err)
+	}
+}
+
+// TestCollectResumes: a pass cut short (its context ended, as a crash
+// would end it) leaves a cursor; the next pass below the same safe point
+// resumes there rather than start over, and finishes the keyspace.
+func TestCollectResumes(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, false)
+	const rows = 600
+	for _, v := range []string{"1", "2"} {
+		tx, _ := e.client("w").Begin(ctx)
+		for i := range rows {
+			_ = tx.Set(fmt.Sprintf("r%03d", i), "v", []byte(v))
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := e.client("gc")
+	c.opts.safePointCache = -1
+	o := CollectorOptions{Lifetime: 10 * time.Millisecond, Delay: -1}
+	dry, err := c.CollectOnce(ctx, o, true)
+	if err != nil || dry.Rows != rows {
+		t.Fatalf("dry pass: %+v, %v", dry, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	o.Progress = func(int, Collected) { cancel() }
+	cut, err := c.CollectOnce(cctx, o, false)
+	if !errors.Is(err, context.Canceled) || cut.Rows == 0 || cut.Rows >= rows {
+		t.Fatalf("the cut pass: %+v, %v", cut, err)
+	}
+	cur, err := readCursor(ctx, e.store)
+	if err != nil || cur.sp != cut.SafePoint || cur.next == nil {
+		t.Fatalf("cursor %+v, %v; want one at safe point %d", cur, err, cut.SafePoint)
+	}
+	o.Progress = nil
+	rest, err := c.CollectOnce(ctx, o, false)
+	if err != nil || rest.SafePoint != cut.SafePoint || rest.Rows+cut.Rows != rows || rest.Versions+cut.Versions != dry.Versions {
+		t.Fatalf("the resumed pass: %+v after %+v, %v; want the %d rows' %d old versions between them", rest, cut, err, rows, dry.Versions)
+	}
+	if cur, _ := readCursor(ctx, e.store); cur.next != nil {
+		t.Fatalf("a finished pass left its cursor: %+v", cur)
 	}
 }

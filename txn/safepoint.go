@@ -34,7 +34,37 @@ var gcRow = storage.ReservedRow("gc")
 const (
 	familyGC      = "gc"
 	safePointQual = "safe_point"
+	// cursorQual holds the collector's cursor: at version sp, the row a
+	// pass below sp resumes at.
+	cursorQual = "cursor"
 )
+
+type cursor struct {
+	sp   uint64
+	next []byte
+}
+
+var cursorCell = storage.Filter{{Family: familyGC, Qualifier: cursorQual, Limit: 1}}
+
+func readCursor(ctx context.Context, st storage.Store) (cursor, error) {
+	r, err := st.ReadRow(ctx, gcRow, cursorCell)
+	if err != nil || len(r.Cells) == 0 {
+		return cursor{}, err
+	}
+	return cursor{sp: r.Cells[0].TS, next: r.Cells[0].Value}, nil
+}
+
+// saveCursor records that a pass below sp goes on at next: one version,
+// the older ones deleted.
+func saveCursor(ctx context.Context, st storage.Store, sp uint64, next []byte) error {
+	return st.Mutate(ctx, gcRow, storage.SetCell(familyGC, cursorQual, sp, next),
+		storage.Mutation{Kind: storage.DeleteCells, Family: familyGC, Qualifier: cursorQual, Time: storage.Before(sp)})
+}
+
+// clearCursor records that the pass below sp finished.
+func clearCursor(ctx context.Context, st storage.Store, sp uint64) error {
+	return st.Mutate(ctx, gcRow, storage.Mutation{Kind: storage.DeleteCells, Family: familyGC, Qualifier: cursorQual, Time: storage.Before(sp + 1)})
+}
 
 var safePointCell = storage.Filter{{Family: familyGC, Qualifier: safePointQual, Limit: 1}}
 

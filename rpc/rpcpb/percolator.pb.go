@@ -1563,6 +1563,137 @@ func (x *PingResponse) GetSafePointSampledUnixNanos() int64 {
 	return 0
 }
 
+// CollectGarbageRequest asks the server to run one garbage collection
+// pass over its store (txn.Client.CollectOnce with the server's lifetime),
+// or, dry, to count what one would remove.
+type CollectGarbageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DryRun        bool                   `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectGarbageRequest) Reset() {
+	*x = CollectGarbageRequest{}
+	mi := &file_percolator_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectGarbageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectGarbageRequest) ProtoMessage() {}
+
+func (x *CollectGarbageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectGarbageRequest.ProtoReflect.Descriptor instead.
+func (*CollectGarbageRequest) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CollectGarbageRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type CollectGarbageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SafePoint     uint64                 `protobuf:"varint,1,opt,name=safe_point,json=safePoint,proto3" json:"safe_point,omitempty"`
+	Rows          int64                  `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"`
+	Versions      int64                  `protobuf:"varint,3,opt,name=versions,proto3" json:"versions,omitempty"`
+	Bytes         int64                  `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Skipped       int64                  `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	DurationNs    int64                  `protobuf:"varint,6,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectGarbageResponse) Reset() {
+	*x = CollectGarbageResponse{}
+	mi := &file_percolator_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectGarbageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectGarbageResponse) ProtoMessage() {}
+
+func (x *CollectGarbageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectGarbageResponse.ProtoReflect.Descriptor instead.
+func (*CollectGarbageResponse) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CollectGarbageResponse) GetSafePoint() uint64 {
+	if x != nil {
+		return x.SafePoint
+	}
+	return 0
+}
+
+func (x *CollectGarbageResponse) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *CollectGarbageResponse) GetVersions() int64 {
+	if x != nil {
+		return x.Versions
+	}
+	return 0
+}
+
+func (x *CollectGarbageResponse) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *CollectGarbageResponse) GetSkipped() int64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *CollectGarbageResponse) GetDurationNs() int64 {
+	if x != nil {
+		return x.DurationNs
+	}
+	return 0
+}
+
 type NowRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1571,7 +1702,7 @@ type NowRequest struct {
 
 func (x *NowRequest) Reset() {
 	*x = NowRequest{}
-	mi := &file_percolator_proto_msgTypes[26]
+	mi := &file_percolator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1714,7 @@ func (x *NowRequest) String() string {
 func (*NowRequest) ProtoMessage() {}
 
 func (x *NowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[26]
+	mi := &file_percolator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1727,7 @@ func (x *NowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NowRequest.ProtoReflect.Descriptor instead.
 func (*NowRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{26}
+	return file_percolator_proto_rawDescGZIP(), []int{28}
 }
 
 // NowResponse is the time by the store server's clock.
@@ -1609,7 +1740,7 @@ type NowResponse struct {
 
 func (x *NowResponse) Reset() {
 	*x = NowResponse{}
-	mi := &file_percolator_proto_msgTypes[27]
+	mi := &file_percolator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1621,7 +1752,7 @@ func (x *NowResponse) String() string {
 func (*NowResponse) ProtoMessage() {}
 
 func (x *NowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[27]
+	mi := &file_percolator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1634,7 +1765,7 @@ func (x *NowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NowResponse.ProtoReflect.Descriptor instead.
 func (*NowResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{27}
+	return file_percolator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NowResponse) GetUnixNanos() int64 {
@@ -1653,7 +1784,7 @@ type AllocateRequest struct {
 
 func (x *AllocateRequest) Reset() {
 	*x = AllocateRequest{}
-	mi := &file_percolator_proto_msgTypes[28]
+	mi := &file_percolator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1796,7 @@ func (x *AllocateRequest) String() string {
 func (*AllocateRequest) ProtoMessage() {}
 
 func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[28]
+	mi := &file_percolator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1809,7 @@ func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRequest.ProtoReflect.Descriptor instead.
 func (*AllocateRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{28}
+	return file_percolator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AllocateRequest) GetCount() uint32 {
@@ -1709,7 +1840,7 @@ type AllocateResponse struct {
 
 func (x *AllocateResponse) Reset() {
 	*x = AllocateResponse{}
-	mi := &file_percolator_proto_msgTypes[29]
+	mi := &file_percolator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1852,7 @@ func (x *AllocateResponse) String() string {
 func (*AllocateResponse) ProtoMessage() {}
 
 func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[29]
+	mi := &file_percolator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1865,7 @@ func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateResponse.ProtoReflect.Descriptor instead.
 func (*AllocateResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{29}
+	return file_percolator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AllocateResponse) GetFirst() uint64 {
@@ -1766,7 +1897,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_percolator_proto_msgTypes[30]
+	mi := &file_percolator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +1909,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[30]
+	mi := &file_percolator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +1922,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{30}
+	return file_percolator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *OpenSessionRequest) GetOwner() string {
@@ -1825,7 +1956,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_percolator_proto_msgTypes[31]
+	mi := &file_percolator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +1968,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[31]
+	mi := &file_percolator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +1981,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{31}
+	return file_percolator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *OpenSessionResponse) GetSession() string {
@@ -1878,7 +2009,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_percolator_proto_msgTypes[32]
+	mi := &file_percolator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +2021,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[32]
+	mi := &file_percolator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +2034,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{32}
+	return file_percolator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *KeepAliveRequest) GetSession() string {
@@ -1929,7 +2060,7 @@ type KeepAliveResponse struct {
 
 func (x *KeepAliveResponse) Reset() {
 	*x = KeepAliveResponse{}
-	mi := &file_percolator_proto_msgTypes[33]
+	mi := &file_percolator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1941,7 +2072,7 @@ func (x *KeepAliveResponse) String() string {
 func (*KeepAliveResponse) ProtoMessage() {}
 
 func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[33]
+	mi := &file_percolator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1954,7 +2085,7 @@ func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{33}
+	return file_percolator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *KeepAliveResponse) GetTtlMs() int64 {
@@ -1973,7 +2104,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_percolator_proto_msgTypes[34]
+	mi := &file_percolator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2116,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[34]
+	mi := &file_percolator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2129,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{34}
+	return file_percolator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CloseSessionRequest) GetSession() string {
@@ -2016,7 +2147,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_percolator_proto_msgTypes[35]
+	mi := &file_percolator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2028,7 +2159,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[35]
+	mi := &file_percolator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2041,7 +2172,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{35}
+	return file_percolator_proto_rawDescGZIP(), []int{37}
 }
 
 type AliveRequest struct {
@@ -2053,7 +2184,7 @@ type AliveRequest struct {
 
 func (x *AliveRequest) Reset() {
 	*x = AliveRequest{}
-	mi := &file_percolator_proto_msgTypes[36]
+	mi := &file_percolator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2065,7 +2196,7 @@ func (x *AliveRequest) String() string {
 func (*AliveRequest) ProtoMessage() {}
 
 func (x *AliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[36]
+	mi := &file_percolator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2209,7 @@ func (x *AliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliveRequest.ProtoReflect.Descriptor instead.
 func (*AliveRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{36}
+	return file_percolator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AliveRequest) GetOwner() string {
@@ -2097,7 +2228,7 @@ type AliveResponse struct {
 
 func (x *AliveResponse) Reset() {
 	*x = AliveResponse{}
-	mi := &file_percolator_proto_msgTypes[37]
+	mi := &file_percolator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2240,7 @@ func (x *AliveResponse) String() string {
 func (*AliveResponse) ProtoMessage() {}
 
 func (x *AliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[37]
+	mi := &file_percolator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2253,7 @@ func (x *AliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliveResponse.ProtoReflect.Descriptor instead.
 func (*AliveResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{37}
+	return file_percolator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AliveResponse) GetAlive() bool {
@@ -2140,7 +2271,7 @@ type OldestRequest struct {
 
 func (x *OldestRequest) Reset() {
 	*x = OldestRequest{}
-	mi := &file_percolator_proto_msgTypes[38]
+	mi := &file_percolator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2152,7 +2283,7 @@ func (x *OldestRequest) String() string {
 func (*OldestRequest) ProtoMessage() {}
 
 func (x *OldestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[38]
+	mi := &file_percolator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2165,7 +2296,7 @@ func (x *OldestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OldestRequest.ProtoReflect.Descriptor instead.
 func (*OldestRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{38}
+	return file_percolator_proto_rawDescGZIP(), []int{40}
 }
 
 // OldestResponse is the oldest start_ts any live session published, 0
@@ -2179,7 +2310,7 @@ type OldestResponse struct {
 
 func (x *OldestResponse) Reset() {
 	*x = OldestResponse{}
-	mi := &file_percolator_proto_msgTypes[39]
+	mi := &file_percolator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2322,7 @@ func (x *OldestResponse) String() string {
 func (*OldestResponse) ProtoMessage() {}
 
 func (x *OldestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[39]
+	mi := &file_percolator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2335,7 @@ func (x *OldestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OldestResponse.ProtoReflect.Descriptor instead.
 func (*OldestResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{39}
+	return file_percolator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *OldestResponse) GetOldestStartTs() uint64 {
@@ -2224,7 +2355,7 @@ type TryLockRequest struct {
 
 func (x *TryLockRequest) Reset() {
 	*x = TryLockRequest{}
-	mi := &file_percolator_proto_msgTypes[40]
+	mi := &file_percolator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2367,7 @@ func (x *TryLockRequest) String() string {
 func (*TryLockRequest) ProtoMessage() {}
 
 func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[40]
+	mi := &file_percolator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2380,7 @@ func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockRequest.ProtoReflect.Descriptor instead.
 func (*TryLockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{40}
+	return file_percolator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *TryLockRequest) GetSession() string {
@@ -2275,7 +2406,7 @@ type TryLockResponse struct {
 
 func (x *TryLockResponse) Reset() {
 	*x = TryLockResponse{}
-	mi := &file_percolator_proto_msgTypes[41]
+	mi := &file_percolator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2287,7 +2418,7 @@ func (x *TryLockResponse) String() string {
 func (*TryLockResponse) ProtoMessage() {}
 
 func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[41]
+	mi := &file_percolator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2300,7 +2431,7 @@ func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockResponse.ProtoReflect.Descriptor instead.
 func (*TryLockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{41}
+	return file_percolator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TryLockResponse) GetHeld() bool {
@@ -2320,7 +2451,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_percolator_proto_msgTypes[42]
+	mi := &file_percolator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +2463,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[42]
+	mi := &file_percolator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +2476,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{42}
+	return file_percolator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *UnlockRequest) GetSession() string {
@@ -2370,7 +2501,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_percolator_proto_msgTypes[43]
+	mi := &file_percolator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2382,7 +2513,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[43]
+	mi := &file_percolator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2395,7 +2526,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{43}
+	return file_percolator_proto_rawDescGZIP(), []int{45}
 }
 
 var File_percolator_proto protoreflect.FileDescriptor
@@ -2494,7 +2625,18 @@ const file_percolator_proto_rawDesc = "" +
 	"\x0eformat_version\x18\x01 \x01(\x04R\rformatVersion\x12\x1d\n" +
 	"\n" +
 	"safe_point\x18\x02 \x01(\x04R\tsafePoint\x12@\n" +
-	"\x1dsafe_point_sampled_unix_nanos\x18\x03 \x01(\x03R\x19safePointSampledUnixNanos\"\f\n" +
+	"\x1dsafe_point_sampled_unix_nanos\x18\x03 \x01(\x03R\x19safePointSampledUnixNanos\"0\n" +
+	"\x15CollectGarbageRequest\x12\x17\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"\xb8\x01\n" +
+	"\x16CollectGarbageResponse\x12\x1d\n" +
+	"\n" +
+	"safe_point\x18\x01 \x01(\x04R\tsafePoint\x12\x12\n" +
+	"\x04rows\x18\x02 \x01(\x03R\x04rows\x12\x1a\n" +
+	"\bversions\x18\x03 \x01(\x03R\bversions\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x03R\x05bytes\x12\x18\n" +
+	"\askipped\x18\x05 \x01(\x03R\askipped\x12\x1f\n" +
+	"\vduration_ns\x18\x06 \x01(\x03R\n" +
+	"durationNs\"\f\n" +
 	"\n" +
 	"NowRequest\",\n" +
 	"\vNowResponse\x12\x1d\n" +
@@ -2542,7 +2684,7 @@ const file_percolator_proto_rawDesc = "" +
 	"\x03PUT\x10\x01\x12\x10\n" +
 	"\fDELETE_CELLS\x10\x02\x12\x0e\n" +
 	"\n" +
-	"DELETE_ROW\x10\x032\x99\x06\n" +
+	"DELETE_ROW\x10\x032\xf8\x06\n" +
 	"\aStorage\x12H\n" +
 	"\aReadRow\x12\x1d.percolator.v1.ReadRowRequest\x1a\x1e.percolator.v1.ReadRowResponse\x12A\n" +
 	"\x04Scan\x12\x1a.percolator.v1.ScanRequest\x1a\x1b.percolator.v1.ScanResponse0\x01\x12E\n" +
@@ -2554,7 +2696,8 @@ const file_percolator_proto_rawDesc = "" +
 	"\rCompactFamily\x12#.percolator.v1.CompactFamilyRequest\x1a$.percolator.v1.CompactFamilyResponse\x12]\n" +
 	"\x0eOpenNonceGroup\x12$.percolator.v1.OpenNonceGroupRequest\x1a%.percolator.v1.OpenNonceGroupResponse\x12?\n" +
 	"\x04Ping\x12\x1a.percolator.v1.PingRequest\x1a\x1b.percolator.v1.PingResponse\x12<\n" +
-	"\x03Now\x12\x19.percolator.v1.NowRequest\x1a\x1a.percolator.v1.NowResponse2\xac\x01\n" +
+	"\x03Now\x12\x19.percolator.v1.NowRequest\x1a\x1a.percolator.v1.NowResponse\x12]\n" +
+	"\x0eCollectGarbage\x12$.percolator.v1.CollectGarbageRequest\x1a%.percolator.v1.CollectGarbageResponse2\xac\x01\n" +
 	"\x06Oracle\x12K\n" +
 	"\bAllocate\x12\x1e.percolator.v1.AllocateRequest\x1a\x1f.percolator.v1.AllocateResponse\x12U\n" +
 	"\x0eAllocateStream\x12\x1e.percolator.v1.AllocateRequest\x1a\x1f.percolator.v1.AllocateResponse(\x010\x012\xa2\x04\n" +
@@ -2580,7 +2723,7 @@ func file_percolator_proto_rawDescGZIP() []byte {
 }
 
 var file_percolator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_percolator_proto_goTypes = []any{
 	(MutationKind)(0),              // 0: percolator.v1.MutationKind
 	(*TimeRange)(nil),              // 1: percolator.v1.TimeRange
@@ -2609,24 +2752,26 @@ var file_percolator_proto_goTypes = []any{
 	(*CompactFamilyResponse)(nil),  // 24: percolator.v1.CompactFamilyResponse
 	(*PingRequest)(nil),            // 25: percolator.v1.PingRequest
 	(*PingResponse)(nil),           // 26: percolator.v1.PingResponse
-	(*NowRequest)(nil),             // 27: percolator.v1.NowRequest
-	(*NowResponse)(nil),            // 28: percolator.v1.NowResponse
-	(*AllocateRequest)(nil),        // 29: percolator.v1.AllocateRequest
-	(*AllocateResponse)(nil),       // 30: percolator.v1.AllocateResponse
-	(*OpenSessionRequest)(nil),     // 31: percolator.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),    // 32: percolator.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),       // 33: percolator.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),      // 34: percolator.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),    // 35: percolator.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),   // 36: percolator.v1.CloseSessionResponse
-	(*AliveRequest)(nil),           // 37: percolator.v1.AliveRequest
-	(*AliveResponse)(nil),          // 38: percolator.v1.AliveResponse
-	(*OldestRequest)(nil),          // 39: percolator.v1.OldestRequest
-	(*OldestResponse)(nil),         // 40: percolator.v1.OldestResponse
-	(*TryLockRequest)(nil),         // 41: percolator.v1.TryLockRequest
-	(*TryLockResponse)(nil),        // 42: percolator.v1.TryLockResponse
-	(*UnlockRequest)(nil),          // 43: percolator.v1.UnlockRequest
-	(*UnlockResponse)(nil),         // 44: percolator.v1.UnlockResponse
+	(*CollectGarbageRequest)(nil),  // 27: percolator.v1.CollectGarbageRequest
+	(*CollectGarbageResponse)(nil), // 28: percolator.v1.CollectGarbageResponse
+	(*NowRequest)(nil),             // 29: percolator.v1.NowRequest
+	(*NowResponse)(nil),            // 30: percolator.v1.NowResponse
+	(*AllocateRequest)(nil),        // 31: percolator.v1.AllocateRequest
+	(*AllocateResponse)(nil),       // 32: percolator.v1.AllocateResponse
+	(*OpenSessionRequest)(nil),     // 33: percolator.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),    // 34: percolator.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),       // 35: percolator.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),      // 36: percolator.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),    // 37: percolator.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),   // 38: percolator.v1.CloseSessionResponse
+	(*AliveRequest)(nil),           // 39: percolator.v1.AliveRequest
+	(*AliveResponse)(nil),          // 40: percolator.v1.AliveResponse
+	(*OldestRequest)(nil),          // 41: percolator.v1.OldestRequest
+	(*OldestResponse)(nil),         // 42: percolator.v1.OldestResponse
+	(*TryLockRequest)(nil),         // 43: percolator.v1.TryLockRequest
+	(*TryLockResponse)(nil),        // 44: percolator.v1.TryLockResponse
+	(*UnlockRequest)(nil),          // 45: percolator.v1.UnlockRequest
+	(*UnlockResponse)(nil),         // 46: percolator.v1.UnlockResponse
 }
 var file_percolator_proto_depIdxs = []int32{
 	1,  // 0: percolator.v1.Selector.time:type_name -> percolator.v1.TimeRange
@@ -2657,37 +2802,39 @@ var file_percolator_proto_depIdxs = []int32{
 	23, // 25: percolator.v1.Storage.CompactFamily:input_type -> percolator.v1.CompactFamilyRequest
 	21, // 26: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
 	25, // 27: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
-	27, // 28: percolator.v1.Storage.Now:input_type -> percolator.v1.NowRequest
-	29, // 29: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
-	29, // 30: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
-	31, // 31: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
-	33, // 32: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
-	35, // 33: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
-	37, // 34: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
-	41, // 35: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
-	43, // 36: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
-	39, // 37: percolator.v1.Coord.Oldest:input_type -> percolator.v1.OldestRequest
-	8,  // 38: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
-	11, // 39: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
-	13, // 40: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
-	15, // 41: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
-	18, // 42: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
-	20, // 43: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
-	24, // 44: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
-	22, // 45: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
-	26, // 46: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
-	28, // 47: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
-	30, // 48: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
-	30, // 49: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
-	32, // 50: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
-	34, // 51: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
-	36, // 52: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
-	38, // 53: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
-	42, // 54: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
-	44, // 55: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
-	40, // 56: percolator.v1.Coord.Oldest:output_type -> percolator.v1.OldestResponse
-	38, // [38:57] is the sub-list for method output_type
-	19, // [19:38] is the sub-list for method input_type
+	29, // 28: percolator.v1.Storage.Now:input_type -> percolator.v1.NowRequest
+	27, // 29: percolator.v1.Storage.CollectGarbage:input_type -> percolator.v1.CollectGarbageRequest
+	31, // 30: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
+	31, // 31: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
+	33, // 32: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
+	35, // 33: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
+	37, // 34: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
+	39, // 35: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
+	43, // 36: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
+	45, // 37: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
+	41, // 38: percolator.v1.Coord.Oldest:input_type -> percolator.v1.OldestRequest
+	8,  // 39: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
+	11, // 40: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
+	13, // 41: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
+	15, // 42: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
+	18, // 43: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
+	20, // 44: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
+	24, // 45: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
+	22, // 46: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
+	26, // 47: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
+	30, // 48: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
+	28, // 49: percolator.v1.Storage.CollectGarbage:output_type -> percolator.v1.CollectGarbageResponse
+	32, // 50: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
+	32, // 51: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
+	34, // 52: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
+	36, // 53: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
+	38, // 54: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
+	40, // 55: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
+	44, // 56: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
+	46, // 57: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
+	42, // 58: percolator.v1.Coord.Oldest:output_type -> percolator.v1.OldestResponse
+	39, // [39:59] is the sub-list for method output_type
+	19, // [19:39] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
 	19, // [19:19] is the sub-list for extension extendee
 	0,  // [0:19] is the sub-list for field type_name
@@ -2698,14 +2845,14 @@ func file_percolator_proto_init() {
 	if File_percolator_proto != nil {
 		return
 	}
-	file_percolator_proto_msgTypes[29].OneofWrappers = []any{}
+	file_percolator_proto_msgTypes[31].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_percolator_proto_rawDesc), len(file_percolator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   44,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -36,6 +36,7 @@ const (
 	Storage_OpenNonceGroup_FullMethodName = "/percolator.v1.Storage/OpenNonceGroup"
 	Storage_Ping_FullMethodName           = "/percolator.v1.Storage/Ping"
 	Storage_Now_FullMethodName            = "/percolator.v1.Storage/Now"
+	Storage_CollectGarbage_FullMethodName = "/percolator.v1.Storage/CollectGarbage"
 )
 
 // StorageClient is the client API for Storage service.
@@ -55,6 +56,8 @@ type StorageClient interface {
 	// Now is the time by the server's clock (storage.Clock): leases judged
 	// in one clock, whatever the clients' clocks say.
 	Now(ctx context.Context, in *NowRequest, opts ...grpc.CallOption) (*NowResponse, error)
+	// CollectGarbage runs one garbage collection pass on the server.
+	CollectGarbage(ctx context.Context, in *CollectGarbageRequest, opts ...grpc.CallOption) (*CollectGarbageResponse, error)
 }
 
 type storageClient struct {
@@ -174,6 +177,16 @@ func (c *storageClient) Now(ctx context.Context, in *NowRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *storageClient) CollectGarbage(ctx context.Context, in *CollectGarbageRequest, opts ...grpc.CallOption) (*CollectGarbageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CollectGarbageResponse)
+	err := c.cc.Invoke(ctx, Storage_CollectGarbage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // StorageServer is the server API for Storage service.
 // All implementations must embed UnimplementedStorageServer
 // for forward compatibility.
@@ -191,6 +204,8 @@ type StorageServer interface {
 	// Now is the time by the server's clock (storage.Clock): leases judged
 	// in one clock, whatever the clients' clocks say.
 	Now(context.Context, *NowRequest) (*NowResponse, error)
+	// CollectGarbage runs one garbage collection pass on the server.
+	CollectGarbage(context.Context, *CollectGarbageRequest) (*CollectGarbageResponse, error)
 	mustEmbedUnimplementedStorageServer()
 }
 
@@ -230,6 +245,9 @@ func (UnimplementedStorageServer) Ping(context.Context, *PingRequest) (*PingResp
 }
 func (UnimplementedStorageServer) Now(context.Context, *NowRequest) (*NowResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Now not implemented")
+}
+func (UnimplementedStorageServer) CollectGarbage(context.Context, *CollectGarbageRequest) (*CollectGarbageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CollectGarbage not implemented")
 }
 func (UnimplementedStorageServer) mustEmbedUnimplementedStorageServer() {}
 func (UnimplementedStorageServer) testEmbeddedByValue()                 {}
@@ -425,6 +443,24 @@ func _Storage_Now_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Storage_CollectGarbage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CollectGarbageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageServer).CollectGarbage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Storage_CollectGarbage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageServer).CollectGarbage(ctx, req.(*CollectGarbageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Storage_ServiceDesc is the grpc.ServiceDesc for Storage service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -467,6 +503,10 @@ var Storage_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Now",
 			Handler:    _Storage_Now_Handler,
+		},
+		{
+			MethodName: "CollectGarbage",
+			Handler:    _Storage_CollectGarbage_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -474,3 +474,29 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed); err = nil })
 	return err
 }
+
+// GCPass is what a garbage collection pass on the server did.
+type GCPass struct {
+	SafePoint                      uint64
+	Rows, Versions, Bytes, Skipped int
+	Duration                       time.Duration
+}
+
+// CollectGarbage asks the server to run one garbage collection pass over
+// its store (dry: to count what one would remove). The server may first
+// wait for a timestamp it sampled a lifetime ago.
+func (s *Store) CollectGarbage(ctx context.Context, dry bool) (GCPass, error) {
+	if err := s.check(); err != nil {
+		return GCPass{}, err
+	}
+	var resp *rpcpb.CollectGarbageResponse
+	err := s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
+		resp, err = s.conn.Storage.CollectGarbage(ctx, &rpcpb.CollectGarbageRequest{DryRun: dry})
+		return err
+	})
+	if err != nil {
+		return GCPass{}, err
+	}
+	return GCPass{SafePoint: resp.SafePoint, Rows: int(resp.Rows), Versions: int(resp.Versions), Bytes: int(resp.Bytes),
+		Skipped: int(resp.Skipped), Duration: time.Duration(resp.DurationNs)}, nil
+}

@@ -210,20 +210,26 @@ func (t *Target) Open(ctx context.Context, create bool) (*percolator.DB, error) 
 
 // openCluster opens the database on Bigtable and etcd.
 func (t *Target) openCluster(ctx context.Context) (*percolator.DB, error) {
-	tok, err := ReadToken(t.TokenFile)
-	if err != nil {
-		return nil, err
-	}
-	opts := cluster.Options{Etcd: cluster.ParseEndpoints(t.Etcd), Prefix: t.EtcdPrefix, SessionTTL: t.SessionTTL, OracleToken: tok, OracleCAFile: t.TLSCA,
-		DB: percolator.Options{RetryBudget: t.RetryBudget, LockTTL: t.LockTTL, Now: t.Now}}
-	if err := opts.Bigtable.ParseTable(t.Bigtable); err != nil {
-		return nil, Usagef("--bigtable: %v", err)
-	}
-	db, err := cluster.Open(ctx, opts)
+	db, err := t.OpenCluster(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return db.DB, nil
+}
+
+// OpenCluster opens the database on Bigtable and etcd (--bigtable).
+func (t *Target) OpenCluster(ctx context.Context) (*cluster.DB, error) {
+	tok, err := ReadToken(t.TokenFile)
+	if err != nil {
+		return nil, err
+	}
+	life, _ := t.GCOptions()
+	opts := cluster.Options{Etcd: cluster.ParseEndpoints(t.Etcd), Prefix: t.EtcdPrefix, SessionTTL: t.SessionTTL, OracleToken: tok, OracleCAFile: t.TLSCA,
+		DB: percolator.Options{RetryBudget: t.RetryBudget, LockTTL: t.LockTTL, Now: t.Now, GCLifetime: life}}
+	if err := opts.Bigtable.ParseTable(t.Bigtable); err != nil {
+		return nil, Usagef("--bigtable: %v", err)
+	}
+	return cluster.Open(ctx, opts)
 }
 
 // WithDB runs fn on the target's existing database (read commands).

@@ -1,0 +1,196 @@
+package percolator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/rpc"
+	"github.com/seed-992972ee/percolator/rpc/rpcpb"
+	"github.com/seed-992972ee/percolator/server"
+	"github.com/seed-992972ee/percolator/server/servertest"
+)
+
+// setAll commits value to column v of rows r0..r(n-1).
+func setAll(t *testing.T, db *percolator.DB, n int, value string) {
+	t.Helper()
+	err := db.Update(context.Background(), func(tx *percolator.Txn) error {
+		for i := range n {
+			if err := tx.Set(fmt.Sprintf("r%d", i), "v", []byte(value)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGC: DB.GC on an embedded store removes every version no open
+// snapshot reads, holding the safe point back to the oldest open
+// transaction, which reads its snapshot whole; a dry run counts the same
+// and changes nothing; a transaction begun before a safe point it was not
+// holding fails with ErrSnapshotTooOld; the background collector runs
+// by itself; a negative lifetime is refused.
+func TestGC(t *testing.T) {
+	ctx := context.Background()
+	const rows = 10
+	db := open(t, percolator.Options{Dir: t.TempDir(), GCLifetime: 20 * time.Millisecond, DisableGC: true})
+	for _, v := range []string{"1", "2", "3"} {
+		setAll(t, db, rows, v)
+	}
+	long, err := db.BeginReadOnly(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setAll(t, db, rows, "4")
+	setAll(t, db, rows, "5")
+
+	dry, err := db.GCWith(ctx, percolator.GCOptions{DryRun: true})
+	// Below the open transaction: versions 1 and 2 go (a write record
+	// each, holding its small value inline).
+	if err != nil || !dry.DryRun || dry.Versions != rows*2 || dry.SafePoint > long.StartTS() {
+		t.Fatalf("dry run: %+v, %v; want %d versions below start_ts %d", dry, err, rows*2, long.StartTS())
+	}
+	if st, _ := db.GCStatus(ctx); st.SafePoint != 0 || st.OldestOpen != long.StartTS() {
+		t.Fatalf("after a dry run: %+v; want no safe point, the open transaction holding", st)
+	}
+	res, err := db.GC(ctx)
+	if err != nil || res.Versions != dry.Versions || res.SafePoint != long.StartTS() {
+		t.Fatalf("GC: %+v, %v; want %d versions below %d", res, err, dry.Versions, long.StartTS())
+	}
+	for i := range rows {
+		if v, err := long.Get(ctx, fmt.Sprintf("r%d", i), "v"); err != nil || string(v) != "3" {
+			t.Fatalf("the open transaction reads %q, %v; want 3", v, err)
+		}
+	}
+	_ = long.Rollback(ctx)
+	res, err = db.GC(ctx)
+	if err != nil || res.Versions != rows*2 || res.SafePoint <= long.StartTS() {
+		t.Fatalf("GC after the transaction ended: %+v, %v; want versions 3 and 4 gone", res, err)
+	}
+	if _, err := long.Get(ctx, "r0", "v"); err == nil {
+		t.Fatal("an ended transaction read")
+	}
+	if got := get(t, db, "r0"); got != "5" {
+		t.Fatalf("after GC: %q", got)
+	}
+	st, err := db.GCStatus(ctx)
+	if err != nil || st.SafePoint != res.SafePoint || st.Stats.Passes != 2 || st.Stats.Versions != uint64(rows*4) || st.SafePointSampled.IsZero() {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+
+	// The background collector, with no call.
+	bg := open(t, percolator.Options{Dir: t.TempDir(), GCLifetime: 20 * time.Millisecond})
+	for _, v := range []string{"1", "2", "3"} {
+		setAll(t, bg, rows, v)
+	}
+	for deadline := time.Now().Add(20 * time.Second); bg.GCStats().Versions < rows*2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the background collector removed nothing: %+v", bg.GCStats())
+		}
+	}
+	if got := get(t, bg, "r0"); got != "3" {
+		t.Fatalf("after background GC: %q", got)
+	}
+
+	if _, err := percolator.Open(ctx, percolator.Options{GCLifetime: -time.Second}); !errors.Is(err, percolator.ErrInvalidArgument) {
+		t.Fatalf("a negative lifetime: %v", err)
+	}
+	if _, err := server.Open(ctx, server.Options{Dir: t.TempDir(), GCLifetime: -time.Second}); err == nil {
+		t.Fatal("a server with a negative lifetime opened")
+	}
+}
+
+// TestGCHeldBySessions: a server's collector holds the safe point at or
+// below the oldest start_ts its clients' sessions publish: an open
+// transaction of a client, and one of a process that died without a word
+// (its session is never renewed again), until that session expires; then
+// the safe point moves past both.
+func TestGCHeldBySessions(t *testing.T) {
+	ctx := context.Background()
+	srv := servertest.Start(t, server.Options{GCLifetime: 50 * time.Millisecond}, "")
+	db := open(t, percolator.Options{Server: srv.Addr, SessionTTL: time.Second})
+	setAll(t, db, 3, "1")
+	long, err := db.BeginReadOnly(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer long.Rollback(ctx)
+	// A process that opened a session publishing an older transaction,
+	// then died: nothing renews it.
+	conn := servertest.Dial(t, srv.Addr, rpc.DialOptions{})
+	dead := long.StartTS() - 1
+	if _, err := conn.Coord.OpenSession(ctx, &rpcpb.OpenSessionRequest{Owner: "dead", TtlMs: 2000, OldestStartTs: dead}); err != nil {
+		t.Fatal(err)
+	}
+	setAll(t, db, 3, "2")
+	var first uint64
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st, err := db.GCStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.SafePoint != 0 {
+			if st.SafePoint > dead {
+				t.Fatalf("safe point %d passed the dead session's published start_ts %d while it lived", st.SafePoint, dead)
+			}
+			first = st.SafePoint
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no safe point")
+		}
+	}
+	if v, err := long.Get(ctx, "r0", "v"); err != nil || string(v) != "1" {
+		t.Fatalf("the open transaction reads %q, %v", v, err)
+	}
+	_ = long.Rollback(ctx)
+	// The dead session expires (2s); the next safe point comes after the
+	// collector's wait past the first (txn.CollectDelay).
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		st, err := db.GCStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.SafePoint > long.StartTS() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the safe point stayed at %d (first %d) after the transactions ended", st.SafePoint, first)
+		}
+	}
+	if got := get(t, db, "r0"); got != "2" {
+		t.Fatalf("after GC: %q", got)
+	}
+}
+
+// TestGCOverServer: DB.GC on a server's client runs the pass on the
+// server (a dry run first), and the server's status reports it.
+func TestGCOverServer(t *testing.T) {
+	ctx := context.Background()
+	srv := servertest.Start(t, server.Options{GCLifetime: 20 * time.Millisecond, DisableGC: true}, "")
+	db := open(t, percolator.Options{Server: srv.Addr})
+	for _, v := range []string{"1", "2", "3"} {
+		setAll(t, db, 5, v)
+	}
+	dry, err := db.GCWith(ctx, percolator.GCOptions{DryRun: true})
+	if err != nil || !dry.DryRun || dry.Versions != 10 || dry.Rows != 5 {
+		t.Fatalf("dry run over the server: %+v, %v", dry, err)
+	}
+	res, err := db.GC(ctx)
+	if err != nil || res.Versions != 10 {
+		t.Fatalf("GC over the server: %+v, %v", res, err)
+	}
+	st, err := db.GCStatus(ctx)
+	if err != nil || st.SafePoint != res.SafePoint || st.SafePointSampled.IsZero() {
+		t.Fatalf("status over the server: %+v, %v; want safe point %d", st, err, res.SafePoint)
+	}
+	if got := get(t, db, "r0"); got != "3" {
+		t.Fatalf("after GC: %q", got)
+	}
+}

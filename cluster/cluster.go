@@ -48,6 +48,9 @@ type Options struct {
 	SessionTTL time.Duration
 	// OracleToken and OracleCAFile reach oracles run with a token or TLS.
 	OracleToken, OracleCAFile string
+	// RunGC makes the DB run the garbage collector in the background
+	// (DB.RunGC) until Close, with DB.GCLifetime: what the workers do.
+	RunGC bool
 	// DB holds the remaining database options (LockTTL, MaxRetries,
 	// Logger, ...). Its Dir, Server, Store, Oracle, Liveness and Owner
 	// must be empty: Open sets them.
@@ -199,12 +202,40 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	}
 	closers = append(closers, backend)
 	o.Store, o.Oracle, o.Liveness, o.Owner = st, oracle.NewClient(backend), sess, owner
+	gc := &gcRun{}
+	if opts.RunGC {
+		closers = append(closers, gc) // closed after the DB: first of these
+	}
 	o.Closers = append(closers, o.Closers...)
 	pdb, err := percolator.Open(ctx, o) // owns the closers from here
 	if err != nil {
 		return nil, err
 	}
-	return &DB{DB: pdb, session: sess, etcd: cli}, nil
+	db := &DB{DB: pdb, session: sess, etcd: cli}
+	if opts.RunGC {
+		gc.start(db)
+	}
+	return db, nil
+}
+
+// gcRun is a DB's background collector (Options.RunGC), stopped by Close.
+type gcRun struct {
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func (g *gcRun) start(db *DB) {
+	ctx, stop := context.WithCancel(context.Background())
+	g.stop, g.done = stop, make(chan struct{})
+	go func() { defer close(g.done); _ = db.RunGC(ctx) }()
+}
+
+func (g *gcRun) Close() error {
+	if g.stop != nil {
+		g.stop()
+		<-g.done
+	}
+	return nil
 }
 
 // Upgrade moves the Bigtable store to percolator.FormatVersion and returns

@@ -71,12 +71,15 @@ var safePointCell = storage.Filter{{Family: familyGC, Qualifier: safePointQual, 
 // SafePointCache bounds how long a client reads by a safe point it read:
 // from when it sent that read, on its monotonic clock. The collector
 // deletes below a new safe point only once it has been durable for
-// longer (CollectDelay).
-const SafePointCache = 5 * time.Second
+// longer (CollectDelay). A client re-reads it at most once per bound,
+// and only while it reads: one small read a second.
+const SafePointCache = time.Second
 
 // CollectDelay is how long after a new safe point is durable the
 // collector waits before deleting below it: SafePointCache and as much
-// again for the rates of two processes' clocks and a slow read.
+// again, a margin for the rates of two processes' monotonic clocks (which
+// differ by parts per million) and for the time from a read's return to
+// its check.
 const CollectDelay = 2 * SafePointCache
 
 // ReadSafePoint returns the store's safe point, 0 when none was set.

@@ -76,7 +76,13 @@ func deployServer(ctx context.Context, o *Options, db, logs string) (*deployment
 		return nil, err
 	}
 	srv := &proc{role: "server", name: "server", bin: o.Binary, logs: logs, addr: addr, env: o.Env,
-		args: func(int) []string { return []string{"serve", "--dir", db, "--listen", addr} }}
+		args: func(int) []string {
+			a := []string{"serve", "--dir", db, "--listen", addr}
+			if o.GCLifetime != 0 {
+				a = append(a, "--gc-lifetime", o.GCLifetime.String())
+			}
+			return a
+		}}
 	if slices.Contains(o.Faults, "powercut") {
 		// Its store is in its memory: a kill would lose it whole.
 		srv = service(o, logs, ServiceOptions{Kind: ServiceCrashable, Listen: addr})

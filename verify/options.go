@@ -80,6 +80,10 @@ type Options struct {
 	// (the target flags the user gave: --etcd-prefix, --session-ttl,
 	// --retry-budget, --lock-ttl).
 	ClientFlags []string
+	// GCLifetime, if set, is the deployed server's garbage collection
+	// lifetime (serve --gc-lifetime); the clients get theirs through
+	// ClientFlags.
+	GCLifetime time.Duration
 
 	Clients int // client processes (TargetDir: 1)
 	// Workers is how many worker processes run a workload's workers

@@ -63,7 +63,8 @@ func readReport(t *testing.T, out string) verify.Report {
 // power cut, a skewed clock): the verdict is valid, operations were
 // checked, faults injected, and the history, the report and the
 // processes' logs are in --out. The whole matrix is
-// TestFaultSuiteVerifyMatrix's.
+// processes' logs are in --out. The garbage collector runs throughout, at
+// a 300ms lifetime. The whole matrix is
 func TestVerifyTargets(t *testing.T) {
 	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	for _, c := range []struct{ target, workload, faults string }{
@@ -76,8 +77,10 @@ func TestVerifyTargets(t *testing.T) {
 	} {
 		t.Run(c.target+"/"+c.workload+"/"+c.faults, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
+			// The garbage collector runs at a short lifetime: the history
+			// must hold no forbidden anomaly with it collecting.
 			text, code := runVerifyProc(t, nil, "--target", c.target, "--workload", c.workload, "--fault", c.faults, "--duration", "3s",
-				"--clients", "2", "--threads", "2", "--interval", "700ms", "--out", out)
+				"--clients", "2", "--threads", "2", "--interval", "700ms", "--gc-lifetime", "300ms", "--out", out)
 			if code != 0 {
 				t.Fatalf("exit %d\n%s", code, text)
 			}

@@ -49,29 +49,12 @@ func workerCmd() *cobra.Command {
 
 // runWorker runs the observers on the target's database.
 func runWorker(ctx context.Context, tg *cli.Target, opts percolator.WorkerOptions, stdout, stderr io.Writer) error {
-	var db *percolator.DB
-	if tg.Bigtable != "" {
-		cdb, err := tg.OpenCluster(ctx)
-		if err != nil {
-			return err
-		}
-		defer cdb.Close()
-		db = cdb.DB
-		if _, off := tg.GCOptions(); !off {
-			// The workers collect Bigtable's garbage: one at a time, the
-			// holder of an advisory lock in etcd.
-			gctx, stop := context.WithCancel(ctx)
-			done := make(chan struct{})
-			go func() { defer close(done); _ = cdb.RunGC(gctx) }()
-			defer func() { stop(); <-done }()
-		}
-	} else {
-		var err error
-		if db, err = tg.Open(ctx, false); err != nil {
-			return err
-		}
-		defer db.Close()
+	tg.RunGC = true // on Bigtable the workers collect garbage: one at a time, the holder of a lock in etcd
+	db, err := tg.Open(ctx, false)
+	if err != nil {
+		return err
 	}
+	defer db.Close()
 	if err := docindex.Register(ctx, db); err != nil {
 		return err
 	}

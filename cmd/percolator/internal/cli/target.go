@@ -37,6 +37,10 @@ type Target struct {
 	// GCLifetime is the garbage collector's lifetime (--gc-lifetime); 0
 	// turns the background collector off.
 	GCLifetime time.Duration
+	// RunGC, on Bigtable, makes the DB run the garbage collector in the
+	// background (cluster.Options.RunGC) unless --gc-lifetime is 0: the
+	// workers' part.
+	RunGC bool
 	// Now, if set, is the wall clock the DB judges locks' TTLs by
 	// (percolator.Options.Now): no flag, percolator verify's clients set it.
 	Now func() time.Time
@@ -223,8 +227,8 @@ func (t *Target) OpenCluster(ctx context.Context) (*cluster.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	life, _ := t.GCOptions()
-	opts := cluster.Options{Etcd: cluster.ParseEndpoints(t.Etcd), Prefix: t.EtcdPrefix, SessionTTL: t.SessionTTL, OracleToken: tok, OracleCAFile: t.TLSCA,
+	life, off := t.GCOptions()
+	opts := cluster.Options{RunGC: t.RunGC && !off, Etcd: cluster.ParseEndpoints(t.Etcd), Prefix: t.EtcdPrefix, SessionTTL: t.SessionTTL, OracleToken: tok, OracleCAFile: t.TLSCA,
 		DB: percolator.Options{RetryBudget: t.RetryBudget, LockTTL: t.LockTTL, Now: t.Now, GCLifetime: life}}
 	if err := opts.Bigtable.ParseTable(t.Bigtable); err != nil {
 		return nil, Usagef("--bigtable: %v", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
+	"github.com/seed-992972ee/percolator/txn"
 	"github.com/seed-992972ee/percolator/verify"
 	"github.com/seed-992972ee/percolator/workload"
 )
@@ -175,6 +176,9 @@ func prepareVerify(o *verify.Options) error {
 // target lives; --server or --bigtable name an existing deployment.
 func verifyTarget(tg *cli.Target, o *verify.Options) error {
 	o.ClientFlags = clientFlags(tg)
+	if tg.GCLifetime != txn.DefaultGCLifetime {
+		o.GCLifetime = tg.GCLifetime
+	}
 	if tg.Server == "" && tg.Bigtable == "" {
 		o.Dir = tg.Dir
 		return nil
@@ -203,6 +207,7 @@ func clientFlags(tg *cli.Target) []string {
 	add("--session-ttl", tg.SessionTTL.String(), tg.SessionTTL != 0)
 	add("--retry-budget", tg.RetryBudget.String(), tg.RetryBudget != 0)
 	add("--lock-ttl", tg.LockTTL.String(), tg.LockTTL != 0)
+	add("--gc-lifetime", tg.GCLifetime.String(), tg.GCLifetime != txn.DefaultGCLifetime)
 	return f
 }
 
@@ -253,6 +258,7 @@ func (ch *child) open() (func(context.Context) (*percolator.DB, error), error) {
 	if skew := ch.skew; skew != 0 {
 		ch.tg.Now = func() time.Time { return time.Now().Add(skew) }
 	}
+	ch.tg.RunGC = true // on Bigtable, the run's processes collect (one at a time)
 	return func(ctx context.Context) (*percolator.DB, error) { return ch.tg.Open(ctx, true) }, nil
 }
 

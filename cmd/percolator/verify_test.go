@@ -62,9 +62,8 @@ func readReport(t *testing.T, out string) verify.Report {
 // past their leases, the network cut, delayed and replies dropped, a
 // power cut, a skewed clock): the verdict is valid, operations were
 // checked, faults injected, and the history, the report and the
-// processes' logs are in --out. The whole matrix is
 // processes' logs are in --out. The garbage collector runs throughout, at
-// a 300ms lifetime. The whole matrix is
+// a 300ms lifetime. The whole matrix is TestFaultSuiteVerifyMatrix's.
 func TestVerifyTargets(t *testing.T) {
 	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	for _, c := range []struct{ target, workload, faults string }{

@@ -186,14 +186,18 @@ func collectMutations(cells []storage.Cell, sp uint64, observed Observed) ([]sto
 	return muts, got, nil
 }
 
-// CollectBelow collects every row of the store from start on below the
-// safe point sp (CollectRow), in row order, and returns what it removed,
+// CollectBelow resolves every lock below the safe point sp it may (doc.go,
+// "Locks first"), then collects every row of the store from start on
+// below sp (CollectRow), in row order, and returns what it removed,
 // the rows it left for a live lock, and where it stopped: nil when it
 // went through the whole keyspace, else the row to resume at (its context
 // ended, or a row failed). A row is visited only if it has two write
 // records at or below sp, a rollback record or a delete: a row written
 // once and never since costs a scan step.
 func (c *Client) CollectBelow(ctx context.Context, sp uint64, start []byte) (got Collected, skipped int, next []byte, err error) {
+	if err := c.resolveBelow(ctx, sp); err != nil {
+		return got, 0, start, err
+	}
 	got, _, skipped, next, err = c.collectBelow(ctx, sp, start, false, nil)
 	return got, skipped, next, err
 }
@@ -252,4 +256,43 @@ func hasOp(cells []storage.Cell, op Op) bool {
 		}
 	}
 	return false
+}
+
+// resolveBelow resolves every lock in the store below sp whose
+// transaction is decided or whose owner is dead or expired, as readers
+// resolve them: the first phase of a pass (doc.go, "Locks first"). A
+// live owner's lock stays; its transaction commits above sp.
+func (c *Client) resolveBelow(ctx context.Context, sp uint64) error {
+	ctx = c.operation(ctx)
+	type lockAt struct {
+		row, col []byte
+		ts       uint64
+		value    []byte
+	}
+	var start []byte
+	const batch = 256
+	f := storage.Filter{{Family: FamilyLock, AllQualifiers: true, Time: storage.Before(sp)}}
+	for {
+		var locks []lockAt
+		seen := 0
+		err := c.store.Scan(ctx, start, []byte(storage.ReservedPrefix), f, batch, func(r storage.Row) bool {
+			seen++
+			for _, cell := range r.Cells {
+				locks = append(locks, lockAt{row: r.Key, col: []byte(cell.Qualifier), ts: cell.TS, value: cell.Value})
+			}
+			start = append(append([]byte{}, r.Key...), 0)
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		for _, l := range locks {
+			if err := c.resolveCell(ctx, l.row, string(l.col), l.ts, l.value); err != nil && !errors.Is(err, errLocked) {
+				return fmt.Errorf("txn: resolving the lock of %q/%s at %d before collecting: %w", l.row, l.col, l.ts, err)
+			}
+		}
+		if seen < batch {
+			return nil
+		}
+	}
 }

@@ -329,6 +329,13 @@ func (c *Client) collectAt(ctx context.Context, o CollectorOptions, s sample, dr
 			o.Progress(rows, got)
 		}
 	}
+	if !dry {
+		// Locks first: no commit record a lock's resolution needs goes
+		// before the lock is resolved (doc.go, "Locks first").
+		if err := c.resolveBelow(ctx, sp); err != nil {
+			return p, fmt.Errorf("txn: garbage collection below %d: %w", sp, err)
+		}
+	}
 	var next []byte
 	p.Collected, p.Rows, p.Skipped, next, err = c.collectBelow(ctx, sp, from, dry, progress)
 	if !dry && err == nil && next == nil {

@@ -290,6 +290,20 @@
 // whose owner is dead or expired is resolved first, as a reader resolves
 // it.
 //
+// Locks first. A pass below S first resolves every lock in the store
+// below S that a reader could resolve (its transaction decided, or its
+// owner dead or expired), and only then removes anything. A removed
+// commit record may be a primary's whose secondaries still hold their
+// locks (its owner died after the commit point): resolved later, from a
+// primary with no record, such a secondary would be rolled back although
+// its transaction committed. After the first phase no such lock is left
+// below S: a transaction whose commit record is at or below S reached its
+// commit point before S was sampled, so its locks were all written
+// before, and the phase found them; a lock the phase leaves (a live
+// owner's, not yet at its commit point) belongs to a transaction that
+// commits above S, whose records a pass keeps. TestCollectLocksFirst
+// fails without the phase.
+//
 // What goes, per cell. A snapshot at start_ts s >= S reads the newest
 // write record at or below s. Records above S are kept; so is the newest
 // at or below S, a put or a delete alike, with the data at the start_ts it

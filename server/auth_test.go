@@ -54,6 +54,7 @@ func authRequests(sid string) map[string]proto.Message {
 		"/percolator.v1.Coord/TryLock":          &rpcpb.TryLockRequest{Session: sid, Key: "free"},
 		"/percolator.v1.Coord/Unlock":           &rpcpb.UnlockRequest{Session: sid, Key: "held"},
 		"/percolator.v1.Coord/Oldest":           &rpcpb.OldestRequest{},
+		"/percolator.v1.Storage/CollectGarbage": &rpcpb.CollectGarbageRequest{DryRun: true},
 		"/grpc.health.v1.Health/Check":          &healthpb.HealthCheckRequest{},
 		"/grpc.health.v1.Health/List":           &healthpb.HealthListRequest{},
 		"/grpc.health.v1.Health/Watch":          &healthpb.HealthCheckRequest{},

@@ -69,7 +69,7 @@ type Options struct {
 	// negative reads it for every check). 0: SafePointCache.
 	// afterStartTS, if set, runs in Begin between the start timestamp's
 	// allocation and the transaction's registration (test knob).
-	afterStartTS func()
+	afterStartTS   func()
 	safePointCache time.Duration
 }
 

@@ -35,19 +35,20 @@ type Collected struct {
 	Bytes int
 }
 
-// CollectRow removes from row what no snapshot at or above the safe
-// point sp reads (doc.go, "Garbage collection"): of each column, the write
+// CollectRow removes from row what no snapshot at or above the safe point
+// sp reads (doc.go, "Garbage collection"): of each column, the write
 // records at or below sp but the newest commit record of a put or delete,
-// every rollback and lock-only record below sp, and the data versions the
-// removed records point to, or that no record points to, below sp. It first resolves the locks below
-// sp whose owners are dead or expired; a live owner's lock makes it leave
-// the row (ErrRowLocked). The removal is one CheckAndMutate that applies
-// only while the row holds no lock below sp, and raises the row's fence to
-// sp, so a prewrite below sp can never land on what it removed. The
-// newest commit record at or below sp goes too when it is a delete of a
-// column no observer watches; an observed column keeps it (its removal
-// would make an unprocessed delete look clean to the observers' dirty
-// check; removing it once every ack is past it is not done yet).
+// every rollback and lock-only record at or below sp, and the data
+// versions the removed records point to, or that no record points to,
+// below sp. It first resolves the locks below sp whose owners are dead or
+// expired; a live owner's lock makes it leave the row (ErrRowLocked). The
+// removal is one CheckAndMutate that applies only while the row holds no
+// lock below sp, and raises the row's fence to sp, so a prewrite below sp
+// can never land on what it removed. The newest commit record at or below
+// sp goes too when it is a delete of a column no observer watches; an
+// observed column keeps it (its removal would make an unprocessed delete
+// look clean to the observers' dirty check; removing it once every ack is
+// past it is not done yet).
 func (c *Client) CollectRow(ctx context.Context, row []byte, sp uint64) (Collected, error) {
 	ctx = c.operation(ctx)
 	for range maxResolveSteps {

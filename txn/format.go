@@ -22,10 +22,10 @@ func FormatCell(family string, value []byte) string {
 // test scenarios, through FormatCell) in the vocabulary of the paper's
 // tables: a lock cell its op, the primary it points at and its owner; a
 // write cell "rollback", "lock start@" and the start_ts of a lock-only
-// record, or its op and the start_ts its data is at; a data
-// cell its value, and a lock or write record the value it inlines. A
-// record that does not decode renders as "<corrupt>". The zero value
-// renders values Go-quoted and names as they are.
+// record, or its op and the start_ts its data is at; a data cell its
+// value, and a lock or write record the value it inlines. A record that
+// does not decode renders as "<corrupt>". The zero value renders values
+// Go-quoted and names as they are.
 type CellFormat struct {
 	// Value renders a value of column col: a data cell's, or one a lock
 	// or write record inlines. Nil: Go-quoted (%q).

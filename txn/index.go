@@ -80,11 +80,11 @@ type indexShard struct {
 	// (0: none), where readers read: rollback and lock-only (OpLock)
 	// records are no version of the value, and never latest.
 	latest map[string]uint64
-	// written answers "has the cell a write record (commit or rollback)
-	// at or after ts?" for every ts above floor and the index's base.
-	// Invariant: each write record of a cell of this shard that the hook
-	// saw, with ts > floor, has written[cell] >= ts. A full map is dropped
-	// and floor raised to the largest timestamp it held.
+	// written answers "has the cell a write record (commit, lock-only or
+	// rollback) at or after ts?" for every ts above floor and the index's
+	// base. Invariant: each write record of a cell of this shard that the
+	// hook saw, with ts > floor, has written[cell] >= ts. A full map is
+	// dropped and floor raised to the largest timestamp it held.
 	floor   uint64
 	written map[string]uint64
 }

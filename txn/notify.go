@@ -195,9 +195,8 @@ func (c *Client) notifyNewlyObserved(ctx context.Context, t *Txn, rows []*rowWri
 
 // CommitTS returns the commit_ts of the newest version of (row, column)
 // in t's snapshot, deletions included and lock-only records (OpLock)
-// skipped, or 0 if the cell has none. Like
-// Get, it waits on or resolves every older lock first. Reserved columns
-// are allowed.
+// skipped, or 0 if the cell has none. Like Get, it waits on or resolves
+// every older lock first. Reserved columns are allowed.
 func CommitTS(ctx context.Context, t *Txn, row, column string) (uint64, error) {
 	if err := t.usable(); err != nil {
 		return 0, err

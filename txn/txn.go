@@ -29,12 +29,13 @@ type Txn struct {
 	// managed: a framework (the observers') ends the transaction; Commit
 	// and Rollback called by its user fail with ErrManaged.
 	managed bool
-	// writes buffers the transaction's writes, in first-write order but
-	// for the primary, writes[0]. Invariant: at most one entry per cell;
-	// writes[0] is a put or a delete whenever any is buffered (primaryFirst:
-	// a lock-only record is collected below the safe point even when it is
-	// the cell's newest, and a primary's commit record decides its
-	// secondaries).
+	// writes buffers the transaction's writes in first-write order, but
+	// for the primary, writes[0]. Invariant: at most one entry per cell,
+	// and writes[0] is a put or a delete whenever one is buffered
+	// (primaryFirst): the collector removes a lock-only commit record
+	// below the safe point even when it is its cell's newest, and a
+	// primary's commit record is what its secondaries are rolled forward
+	// from.
 	writes []mutation
 	pos    map[string]int // cell key → index in writes
 	bytes  int            // the writes' size (writeSize), summed
@@ -168,12 +169,13 @@ func (t *Txn) buffer(m mutation) error {
 		return fmt.Errorf("%w: writes of %d bytes exceed %d (Options.MaxTxnBytes)", ErrTxnTooLarge, size, o.MaxTxnBytes)
 	}
 	t.bytes = size
-	if !replace {
+	if replace {
+		t.writes[i] = m
+	} else {
 		i = len(t.writes)
 		t.pos[key] = i
 		t.writes = append(t.writes, m)
 	}
-	t.writes[i] = m
 	t.primaryFirst(i)
 	return nil
 }

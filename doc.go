@@ -26,14 +26,17 @@
 //		return tx.Set("Bob", "bal", newValue) // buffered until commit
 //	})
 //
-// Update retries write conflicts with jittered back-off until it commits or
-// its context ends; View runs a read-only snapshot; Begin hands out a
+// Update retries write conflicts with jittered back-off until it commits
+// or its context ends; View runs a read-only snapshot; Begin hands out a
 // transaction to drive by hand (Commit, Rollback). A transaction reads the
 // snapshot at its start timestamp: every transaction that committed before
 // it began and nothing after, plus its own writes. Of two concurrent
-// transactions that write one cell, at most one commits. A Commit that
-// returned nil is durable; one whose outcome could not be learned returns
-// ErrCommitUnknown, never success or failure.
+// transactions that write one cell, at most one commits. Two that each
+// read a cell the other writes may both commit (write skew); GetForUpdate
+// reads a cell and locks it at Commit as a write would, without changing
+// it, so they conflict instead. A Commit that returned nil is durable; one
+// whose outcome could not be learned returns ErrCommitUnknown, never
+// success or failure.
 //
 // # Observers
 //

@@ -38,6 +38,19 @@ func (tx *Txn) Get(ctx context.Context, row, column string) ([]byte, error) {
 	return v, apiErr(err)
 }
 
+// GetForUpdate is Get, and also locks the cell at Commit as if it were
+// written, without changing it: a concurrent transaction that writes the
+// cell, or reads it with GetForUpdate, conflicts with this one (at most
+// one commits; ErrConflict). Reading with GetForUpdate the cells whose
+// values decide a write rules out write skew, which snapshot isolation
+// allows: two transactions that each read what the other writes. A Set or
+// Delete of the cell takes its place; it counts towards the transaction's
+// limits as a write. ErrReadOnly in a read-only transaction.
+func (tx *Txn) GetForUpdate(ctx context.Context, row, column string) ([]byte, error) {
+	v, err := tx.t.GetForUpdate(ctx, row, column)
+	return v, apiErr(err)
+}
+
 // Set buffers a write of value to (row, column); the value is copied. It
 // becomes visible at Commit.
 func (tx *Txn) Set(row, column string, value []byte) error {

@@ -410,3 +410,51 @@ func TestWeakNotifications(t *testing.T) {
 // notifyAll selects every notification of a row, where notifications share
 // the data rows (tests look at the layout directly).
 var notifyAll = storage.Filter{{Family: txn.FamilyNotify, AllQualifiers: true}}
+
+// TestGetForUpdateIsNoChange: a lock-only record (txn.GetForUpdate)
+// changes no value, so it sets no notification and does not make the
+// cell dirty: a notification set by hand over it finds the cell clean.
+// An observer that reads its own cell with GetForUpdate runs once per
+// change, and is no self-trigger loop.
+func TestGetForUpdateIsNoChange(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := context.Background()
+	var runs atomic.Int64
+	copyForUpdate := func(ctx context.Context, tx *txn.Txn, row, col string) error {
+		runs.Add(1)
+		v, err := tx.GetForUpdate(ctx, row, col)
+		if err != nil {
+			return err
+		}
+		return tx.Set(row, "out", v)
+	}
+	if err := e.f.Register(ctx, Observer{Name: "copy", Column: "in", Fn: copyForUpdate}); err != nil {
+		t.Fatal(err)
+	}
+	e.set("r", "in", "v1")
+	e.drain(1)
+	if runs.Load() != 1 || e.get("r", "out") != "v1" || e.pending() != 0 {
+		t.Fatalf("after a change: %d runs, out %q, %d notifications left; want 1 run, v1, none", runs.Load(), e.get("r", "out"), e.pending())
+	}
+	e.update(func(tx *txn.Txn) error {
+		if _, err := tx.GetForUpdate(ctx, "r", "in"); err != nil {
+			return err
+		}
+		return tx.Set("r", "elsewhere", []byte("x"))
+	})
+	if n := e.pending(); n != 0 {
+		t.Fatalf("a lock-only commit of an observed cell set %d notifications", n)
+	}
+	tx, _ := e.client.Begin(ctx)
+	if err := e.client.Notifications().Set(ctx, [][]byte{[]byte("r")}, "in", tx.StartTS()); err != nil {
+		t.Fatal(err)
+	}
+	_ = tx.Rollback(ctx)
+	e.drain(1)
+	if runs.Load() != 1 || e.pending() != 0 {
+		t.Fatalf("a notification over a lock-only record: %d runs, %d left; want the cell clean, no run", runs.Load(), e.pending())
+	}
+	if c := e.counts("copy"); c["self_triggers"] != 0 {
+		t.Fatalf("counts %v: a read for update counted as a write of the observed cell", c)
+	}
+}

@@ -31,7 +31,6 @@ func (l sessionLiveness) Alive(ctx context.Context, owner string) (bool, error) 
 	return resp.Alive, nil
 }
 
-
 // startCollector starts the background garbage collector (txn/doc.go,
 // "Garbage collection"): a client of the store with the server's oracle,
 // judging lock owners by the sessions, holding the safe point at or below

@@ -35,19 +35,20 @@ type Collected struct {
 	Bytes int
 }
 
-// CollectRow removes from row what no snapshot at or above the safe
-// point sp reads (doc.go, "Garbage collection"): of each column, the write
-// records at or below sp but the newest commit record, every rollback
-// record below sp, and the data versions the removed records point to, or
-// that no record points to, below sp. It first resolves the locks below
-// sp whose owners are dead or expired; a live owner's lock makes it leave
-// the row (ErrRowLocked). The removal is one CheckAndMutate that applies
-// only while the row holds no lock below sp, and raises the row's fence to
-// sp, so a prewrite below sp can never land on what it removed. The
-// newest commit record at or below sp goes too when it is a delete of a
-// column no observer watches; an observed column keeps it (its removal
-// would make an unprocessed delete look clean to the observers' dirty
-// check; removing it once every ack is past it is not done yet).
+// CollectRow removes from row what no snapshot at or above the safe point
+// sp reads (doc.go, "Garbage collection"): of each column, the write
+// records at or below sp but the newest commit record of a put or delete,
+// every rollback and lock-only record at or below sp, and the data
+// versions the removed records point to, or that no record points to,
+// below sp. It first resolves the locks below sp whose owners are dead or
+// expired; a live owner's lock makes it leave the row (ErrRowLocked). The
+// removal is one CheckAndMutate that applies only while the row holds no
+// lock below sp, and raises the row's fence to sp, so a prewrite below sp
+// can never land on what it removed. The newest commit record at or below
+// sp goes too when it is a delete of a column no observer watches; an
+// observed column keeps it (its removal would make an unprocessed delete
+// look clean to the observers' dirty check; removing it once every ack is
+// past it is not done yet).
 func (c *Client) CollectRow(ctx context.Context, row []byte, sp uint64) (Collected, error) {
 	return c.collectRow(ctx, row, sp, false)
 }
@@ -124,7 +125,10 @@ func (c *Client) observedNow(ctx context.Context) (Observed, error) {
 // sp reads, given the row's write records and its data versions below sp
 // (doc.go, "What goes, per cell"). Records above sp are kept, and so is
 // the data they point to (a transaction that started below sp and
-// committed above it).
+// committed above it). A lock-only record (OpLock) at or below sp goes as
+// a rollback record does: it points at no data, so it is never the
+// newest commit record kept, and the fence raised with it refuses the
+// prewrites below sp it would have refused.
 func collectMutations(cells []storage.Cell, sp uint64, observed Observed) ([]storage.Mutation, Collected, error) {
 	writes := map[string][]storage.Cell{}
 	data := map[string][]storage.Cell{}
@@ -166,7 +170,7 @@ func collectMutations(cells []storage.Cell, sp uint64, observed Observed) ([]sto
 			switch {
 			case cell.TS > sp:
 				keepData[w.StartTS] = w.Op != OpRollback
-			case w.Op == OpRollback:
+			case w.Op == OpRollback || w.Op == OpLock:
 				remove(FamilyWrite, cell) // the fence raised with it does its work
 			case !kept && w.Op == OpDelete && (observed == nil || !observed(col)):
 				kept = true // an unobserved delete: nothing below it is read
@@ -192,8 +196,8 @@ func collectMutations(cells []storage.Cell, sp uint64, observed Observed) ([]sto
 // the rows it left for a live lock, and where it stopped: nil when it
 // went through the whole keyspace, else the row to resume at (its context
 // ended, or a row failed). A row is visited only if it has two write
-// records at or below sp, a rollback record or a delete: a row written
-// once and never since costs a scan step.
+// records at or below sp, a rollback record, a lock-only record or a
+// delete: a row written once and never since costs a scan step.
 func (c *Client) CollectBelow(ctx context.Context, sp uint64, start []byte) (got Collected, skipped int, next []byte, err error) {
 	if err := c.resolveBelow(ctx, sp); err != nil {
 		return got, 0, start, err
@@ -212,7 +216,7 @@ func (c *Client) collectBelow(ctx context.Context, sp uint64, start []byte, dry 
 		seen := 0
 		err := c.store.Scan(ctx, start, []byte(storage.ReservedPrefix), f, batch, func(r storage.Row) bool {
 			seen++
-			if len(r.Cells) > 1 || hasOp(r.Cells, OpRollback) || hasOp(r.Cells, OpDelete) {
+			if len(r.Cells) > 1 || hasOp(r.Cells, OpRollback) || hasOp(r.Cells, OpLock) || hasOp(r.Cells, OpDelete) {
 				rows = append(rows, r.Key)
 			}
 			start = append(append([]byte{}, r.Key...), 0) // the row after it

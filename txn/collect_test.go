@@ -354,7 +354,83 @@ func TestCollectLocksFirst(t *testing.T) {
 	}
 }
 
+// TestCollectLockOnly: a lock-only record (OpLock) at or below the safe
+// point goes as a rollback record does, newest of its cell or not, and
+// is never the commit record kept: the put below it stays with its data,
+// and a cell with only lock-only records is left empty (CollectBelow
+// visits a row whose one record is lock-only). One above the safe point
+// stays. Snapshots at the safe point read what they read before.
+func TestCollectLockOnly(t *testing.T) {
+	for _, backend := range []string{"indexed", "shared"} {
+		t.Run(backend, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t, backend == "indexed")
+			commitValue(t, e, "w", "r", "v", "1")
+			commitForUpdate(t, e, "w", "r/v", "r/only", "lone/v")
+			commitForUpdate(t, e, "w", "r/v")
+			reader, _ := e.client("reader").Begin(ctx)
+			sp := reader.StartTS()
+			above := commitForUpdate(t, e, "w", "r/v")
+
+			got, skipped, next, err := e.client("gc").CollectBelow(ctx, sp, nil)
+			// r/v: two lock-only records; r/only: one; lone/v: one.
+			if err != nil || skipped != 0 || next != nil || got.Versions != 4 {
+				t.Fatalf("collected %+v (skipped %d, next %q), %v; want 4 versions", got, skipped, next, err)
+			}
+			left := writeRecords(t, e, "r", "v")
+			if len(left) != 2 || writeOp(left[0].Value) != OpLock || left[0].TS <= sp || writeOp(left[1].Value) != OpPut {
+				t.Fatalf("r/v keeps %v; want the lock-only record above the safe point and the put", left)
+			}
+			if n := len(versions(t, e, "r", FamilyData)); n != 1 {
+				t.Fatalf("r keeps %d data versions, want the put's", n)
+			}
+			if recs := append(writeRecords(t, e, "r", "only"), writeRecords(t, e, "lone", "v")...); len(recs) != 0 {
+				t.Fatalf("cells with only lock-only records keep %v", recs)
+			}
+			if v, err := reader.Get(ctx, "r", "v"); err != nil || string(v) != "1" {
+				t.Fatalf("the snapshot at the safe point reads %q, %v; want 1", v, err)
+			}
+			if _, err := reader.Get(ctx, "lone", "v"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("a collected lock-only cell: %v; want not found", err)
+			}
+			if ts, err := CommitTS(ctx, reader, "r", "v"); err != nil || ts == 0 || ts >= above.StartTS() {
+				t.Fatalf("CommitTS at the safe point = %d, %v; want the put's", ts, err)
+			}
+		})
+	}
+}
+
 func countLocksIn(t *testing.T, e *env, row string) int {
 	t.Helper()
 	return len(versions(t, e, row, FamilyLock))
+}
+
+// TestCollectMutationsLockOnly: collectMutations removes a lock-only
+// record at or below the safe point wherever it is in its cell, and keeps
+// the newest put below it with its data.
+func TestCollectMutationsLockOnly(t *testing.T) {
+	rec := func(ts uint64, op Op, start uint64) storage.Cell {
+		return storage.Cell{Family: FamilyWrite, Qualifier: "v", TS: ts, Value: encodeWrite(&Write{Op: op, StartTS: start})}
+	}
+	cells := []storage.Cell{
+		rec(20, OpLock, 19), // above the safe point: kept
+		rec(9, OpLock, 8),   // the newest at or below it: removed, not kept
+		rec(6, OpPut, 5),    // kept, with its data
+		rec(4, OpLock, 3),   // removed
+		rec(2, OpPut, 1),    // removed, with its data
+		{Family: FamilyData, Qualifier: "v", TS: 5, Value: []byte("five")},
+		{Family: FamilyData, Qualifier: "v", TS: 1, Value: []byte("one")},
+	}
+	muts, got, err := collectMutations(cells, 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var removed []string
+	for _, m := range muts {
+		removed = append(removed, fmt.Sprintf("%s@%d", m.Family, m.Time.Start))
+	}
+	want := []string{"write@9", "write@4", "write@2", "data@1"}
+	if fmt.Sprint(removed) != fmt.Sprint(want) || got.Versions != 4 {
+		t.Fatalf("removed %v (%+v), want %v", removed, got, want)
+	}
 }

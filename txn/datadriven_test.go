@@ -84,6 +84,12 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 			return errString(err)
 		}
 		return fmt.Sprintf("%q", v)
+	case "get-for-update":
+		v, err := st().t.GetForUpdate(ctx, arg("row"), arg("col"))
+		if err != nil {
+			return errString(err)
+		}
+		return fmt.Sprintf("%q", v)
 	case "prewrite":
 		return s.prewrite(ctx, st(), arg("rows"))
 	case "commit-primary":

@@ -6,8 +6,9 @@
 //
 // Each user cell (row, c) is kept in three families (locality groups) of
 // the same row: (lock, c) holds a lock record at the owner's start_ts,
-// (write, c) holds commit records at commit_ts (pointing at start_ts) and
-// rollback records at start_ts, and (data, c) holds values too large to
+// (write, c) holds commit records at commit_ts (pointing at start_ts; a
+// lock-only one, "Write skew" below, at no data) and rollback records at
+// start_ts, and (data, c) holds values too large to
 // inline (InlineSize) at start_ts. Small values travel inline in the lock
 // and then the commit record, so a read of a small value is one read. A
 // primary lock's heartbeats are versions of a fourth family (FamilyBeat,
@@ -31,13 +32,14 @@
 // # Caller's contract
 //
 //  1. Begin takes start_ts from the oracle. Get and Scan read the snapshot
-//     at start_ts; Set and Delete only buffer.
-//  2. Commit picks the first buffered write as the primary and prewrites its
-//     row, then the other rows (in parallel): one CheckAndMutate per row
-//     that applies only if no cell has another transaction's lock or a
-//     write record at or after start_ts, and then writes the lock records
-//     (naming the primary, this process as owner, a wall time and a TTL)
-//     and the data.
+//     at start_ts; Set and Delete only buffer; GetForUpdate reads as Get
+//     and buffers a lock-only mark of the cell.
+//  2. Commit picks the first buffered write as the primary (the first put
+//     or delete when there is one) and prewrites its row, then the other
+//     rows (in parallel): one CheckAndMutate per row that applies only if
+//     no cell has another transaction's lock or a write record at or
+//     after start_ts, and then writes the lock records (naming the
+//     primary, this process as owner, a wall time and a TTL) and the data.
 //  3. A conflict rolls back what was prewritten (primary row first) and
 //     returns a *ConflictError (errors.Is ErrConflict).
 //  4. Commit takes commit_ts from the oracle, then commits the primary's
@@ -86,6 +88,33 @@
 //     collected. The argument is "Garbage collection" below; it is the
 //     design the collector is built to, and no collection ships before
 //     it does all of it.
+//
+// # Write skew
+//
+// Snapshot isolation checks write-write conflicts only, so two
+// transactions that each read a cell the other writes both commit: two
+// doctors on call each read that the other is on call and go off call,
+// and nobody is left (write skew). GetForUpdate reads a cell as Get does
+// and marks it for a lock-only write (OpLock): at commit the cell is
+// prewritten with an OpLock lock under the same predicate as any write,
+// and committed as an OpLock write record that points at no data. Each
+// of the two transactions then writes both cells, one with its value and
+// the other lock-only, so they write-write conflict on both and at most
+// one commits (invariant 3); a GetForUpdate conflicts in the same way with
+// any concurrent writer of the cell, and with another GetForUpdate of it.
+// A Set or Delete of the cell in the same transaction takes the mark's
+// place.
+//
+// Readers ignore OpLock records as they ignore rollback records: Get,
+// Scan and CommitTS read the newest put or delete, the owner's index
+// never takes one for a cell's latest commit, an OpLock prewrite sets no
+// notification, and the observers' dirty check (CommitTS) does not see
+// one. Locks are resolved as any other: rolled forward, an OpLock lock
+// becomes an OpLock record, and rolled back, a rollback record. The
+// collector removes OpLock records below the safe point ("What goes, per
+// cell"), the newest of a cell included, so the primary is a put or a
+// delete whenever the transaction has one: a primary's commit record is
+// what its secondaries are rolled forward from.
 //
 // # Budgets and cancellation
 //
@@ -304,22 +333,24 @@
 // commits above S, whose records a pass keeps. TestCollectLocksFirst
 // fails without the phase.
 //
-// What goes, per cell. A snapshot at start_ts s >= S reads the newest
-// write record at or below s. Records above S are kept; so is the newest
-// at or below S, a put or a delete alike, with the data at the start_ts it
+// What goes, per cell. A snapshot at start_ts s >= S reads the newest put
+// or delete record at or below s. Records above S are kept; so is the
+// newest put or delete at or below S, with the data at the start_ts it
 // points to: every such snapshot reads what it read before. Older write
 // records and their data go. A removed record can matter to nothing else:
 // a prewrite's conflict check at start_ts t < S asks for a record at or
-// after t, and the kept record is newer than any removed one (and any
-// such prewrite fails on the fence anyway). The kept delete record goes
-// too, leaving the cell empty, only when the fence covers it and no
-// observer's ack of the column is below it: the observers' dirty check
-// compares the newest commit_ts with the ack, and removing an unprocessed
-// delete would make the cell look clean (a lost notification). Rollback
-// records below S go only in a call that raises the fence over them: the
-// fence does their work from then on, for every start_ts below it. The
-// observers' fences of notifications written ahead (rollback records too)
-// follow the same rule. Of each observer's ack column only the newest
+// after t, and the kept record is newer than any removed put or delete;
+// any such prewrite fails on the fence anyway, which is all a removed
+// rollback or lock-only record did. The kept delete record goes too,
+// leaving the cell empty, only when the fence covers it and no observer's
+// ack of the column is below it: the observers' dirty check compares the
+// newest commit_ts with the ack, and removing an unprocessed delete would
+// make the cell look clean (a lost notification). Rollback records below S
+// go only in a call that raises the fence over them: the fence does their
+// work from then on, for every start_ts below it. The observers' fences of
+// notifications written ahead (rollback records too) follow the same rule,
+// and so do lock-only (OpLock) records, which no snapshot reads, the
+// newest of a cell included. Of each observer's ack column only the newest
 // version is kept. Notification versions are never removed by the
 // collector: only a worker's clear removes them.
 //

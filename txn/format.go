@@ -21,10 +21,11 @@ func FormatCell(family string, value []byte) string {
 // CellFormat renders protocol cells for humans (percolator dump and the
 // test scenarios, through FormatCell) in the vocabulary of the paper's
 // tables: a lock cell its op, the primary it points at and its owner; a
-// write cell "rollback", or its op and the start_ts its data is at; a data
-// cell its value, and a lock or write record the value it inlines. A
-// record that does not decode renders as "<corrupt>". The zero value
-// renders values Go-quoted and names as they are.
+// write cell "rollback", "lock start@" and the start_ts of a lock-only
+// record, or its op and the start_ts its data is at; a data cell its
+// value, and a lock or write record the value it inlines. A record that
+// does not decode renders as "<corrupt>". The zero value renders values
+// Go-quoted and names as they are.
 type CellFormat struct {
 	// Value renders a value of column col: a data cell's, or one a lock
 	// or write record inlines. Nil: Go-quoted (%q).
@@ -64,8 +65,11 @@ func (f CellFormat) lock(col string, l *Lock) string {
 }
 
 func (f CellFormat) write(col string, w *Write) string {
-	if w.Op == OpRollback {
+	switch w.Op {
+	case OpRollback:
 		return "rollback"
+	case OpLock:
+		return fmt.Sprintf("lock start@%d", w.StartTS)
 	}
 	s := fmt.Sprintf("%s data@%d", w.Op, w.StartTS)
 	if w.Inline {

@@ -90,6 +90,7 @@ func TestUnknownRecordFormat(t *testing.T) {
 	locks := map[string][]byte{
 		"newer version": {recordVersion + 1, byte(OpPut), 0},
 		"unknown op":    encodeLock(&Lock{Op: OpRollback + 5, PrimaryRow: []byte("r"), PrimaryCol: "v", Owner: "future"}),
+		"next op":       encodeLock(&Lock{Op: OpLock + 1, PrimaryRow: []byte("r"), PrimaryCol: "v", Owner: "future"}),
 	}
 	for _, backend := range []string{"indexed", "shared"} {
 		for name, raw := range locks {
@@ -123,6 +124,7 @@ func TestUnknownRecordFormat(t *testing.T) {
 	for name, raw := range map[string][]byte{
 		"newer version": {recordVersion + 1, byte(OpPut), 0, 5},
 		"unknown op":    encodeWrite(&Write{Op: OpRollback + 5, StartTS: 5}),
+		"next op":       encodeWrite(&Write{Op: OpLock + 1, StartTS: 5}),
 	} {
 		if _, err := DecodeWrite(raw); !errors.Is(err, ErrFormat) {
 			t.Errorf("write record of a %s: %v; want ErrFormat", name, err)

@@ -14,7 +14,7 @@ import (
 var errRetryNow = errors.New("txn: retry read")
 
 // writePage is how many write-record versions a read fetches per round
-// trip when it must skip rollback records or newer commits.
+// trip when it must skip rollback and lock-only records or newer commits.
 const writePage = 8
 
 // get reads (row, col) at snapshot ts, waiting on or resolving every lock
@@ -81,8 +81,8 @@ func (c *Client) getOnce(ctx context.Context, ts uint64, row []byte, col string)
 }
 
 // visibleCommit is one read step without the index: the newest commit
-// record of (row, col) below ts and its commit_ts, once no lock older than
-// ts is left; errLocked or errRetryNow as getOnce.
+// record of a put or delete of (row, col) below ts and its commit_ts, once
+// no lock older than ts is left; errLocked or errRetryNow as getOnce.
 func (c *Client) visibleCommit(ctx context.Context, ts uint64, row []byte, col string) (Write, uint64, bool, error) {
 	r, err := c.read(ctx, row, storage.Filter{
 		{Family: FamilyLock, Qualifier: col, Time: storage.Before(ts)},
@@ -165,15 +165,18 @@ func orNotFound(err error) error {
 	return err
 }
 
-// latestCommitTS returns the cell's newest commit_ts, or 0 if it has none.
+// latestCommitTS returns the commit_ts of the cell's newest put or
+// delete, or 0 if it has none.
 func (c *Client) latestCommitTS(ctx context.Context, row []byte, col string) (uint64, error) {
 	_, ts, _, err := c.newestCommit(ctx, row, col, storage.MaxTimestamp+1, nil)
 	return ts, err
 }
 
-// newestCommit finds the newest commit record of (row, col) with
-// commit_ts < before, skipping rollback records. first, if not nil, holds
-// the newest write cells below before already read (at most writePage).
+// newestCommit finds the newest commit record of a put or delete of
+// (row, col) with commit_ts < before, skipping rollback and lock-only
+// (OpLock) records, which are no version of the value. first, if not nil,
+// holds the newest write cells below before already read (at most
+// writePage).
 func (c *Client) newestCommit(ctx context.Context, row []byte, col string, before uint64, first []storage.Cell) (Write, uint64, bool, error) {
 	cells, fetched := first, first != nil
 	for {
@@ -195,7 +198,7 @@ func (c *Client) newestCommit(ctx context.Context, row []byte, col string, befor
 			if err != nil {
 				return Write{}, 0, false, err
 			}
-			if w.Op != OpRollback {
+			if valueOp(w.Op) {
 				return w, cells[i].TS, true, nil
 			}
 			before = cells[i].TS

@@ -72,15 +72,19 @@ const maxLatestPerShard = 1 << 14
 type indexShard struct {
 	mu sync.RWMutex
 	// gen counts changes to latest; Invariant: bumped under mu on every
-	// commit-record write or write-record delete in this shard.
-	gen    uint64
-	locks  map[string][]uint64 // cell key → start_ts of its locks
-	latest map[string]uint64   // cell key → latest commit_ts (0: none)
-	// written answers "has the cell a write record (commit or rollback)
-	// at or after ts?" for every ts above floor and the index's base.
-	// Invariant: each write record of a cell of this shard that the hook
-	// saw, with ts > floor, has written[cell] >= ts. A full map is dropped
-	// and floor raised to the largest timestamp it held.
+	// write of a put's or delete's commit record, and every write-record
+	// delete, in this shard.
+	gen   uint64
+	locks map[string][]uint64 // cell key → start_ts of its locks
+	// latest maps a cell key to the commit_ts of its latest put or delete
+	// (0: none), where readers read: rollback and lock-only (OpLock)
+	// records are no version of the value, and never latest.
+	latest map[string]uint64
+	// written answers "has the cell a write record (commit, lock-only or
+	// rollback) at or after ts?" for every ts above floor and the index's
+	// base. Invariant: each write record of a cell of this shard that the
+	// hook saw, with ts > floor, has written[cell] >= ts. A full map is
+	// dropped and floor raised to the largest timestamp it held.
 	floor   uint64
 	written map[string]uint64
 }
@@ -275,8 +279,10 @@ func (ix *cellIndex) applyWrite(row []byte, m *storage.Mutation) {
 		ix.noteWrittenLocked(s, key, m.TS)
 	}
 	// A deleted write record stays counted in written: an upper bound
-	// costs at most a spurious conflict, never a missed one.
-	if m.Kind == storage.Put && writeOp(m.Value) == OpRollback {
+	// costs at most a spurious conflict, never a missed one. A rollback or
+	// lock-only record counts there (prewrite conflicts on it) but changes
+	// no value: latest and gen stay.
+	if m.Kind == storage.Put && !valueOp(writeOp(m.Value)) {
 		return
 	}
 	s.gen++

@@ -75,13 +75,20 @@ func (c *Client) observedSnapshot() (Observed, uint64) {
 	return c.observers.Snapshot()
 }
 
-// notifyMutation is the notification a prewrite of col writes, if obs
-// observes col.
-func (c *Client) notifyMutation(obs Observed, col string, startTS uint64) (storage.Mutation, bool) {
-	if obs == nil || !obs(col) {
+// notifyMutation is the notification a prewrite of m writes, if obs
+// observes its column.
+func (c *Client) notifyMutation(obs Observed, m *mutation, startTS uint64) (storage.Mutation, bool) {
+	if !announced(obs, m) {
 		return storage.Mutation{}, false
 	}
-	return storage.SetCell(FamilyNotify, col, startTS, encodeNotify(c.nowMS())), true
+	return storage.SetCell(FamilyNotify, m.col, startTS, encodeNotify(c.nowMS())), true
+}
+
+// announced reports whether a prewrite of m sets a notification under
+// obs: a put or delete of an observed column. A lock-only mark
+// (GetForUpdate) changes no value, so no observer has anything to see.
+func announced(obs Observed, m *mutation) bool {
+	return obs != nil && m.op != OpLock && obs(m.col)
 }
 
 // notifyAhead writes, on a store that keeps notifications apart, the
@@ -95,7 +102,7 @@ func (c *Client) notifyAhead(ctx context.Context, t *Txn, rows []*rowWrites, obs
 	for _, rw := range rows {
 		var muts []storage.Mutation
 		for _, m := range rw.muts {
-			if obs(m.col) {
+			if announced(obs, m) {
 				muts = append(muts, storage.SetCell(FamilyNotify, m.col, t.startTS, encodeNotifyAhead(c.nowMS())))
 			}
 		}
@@ -172,8 +179,7 @@ func (c *Client) notifyNewlyObserved(ctx context.Context, t *Txn, rows []*rowWri
 	for _, rw := range rows {
 		var muts []storage.Mutation
 		for _, m := range rw.muts {
-			if now(m.col) && (obs == nil || !obs(m.col)) {
-				n, _ := c.notifyMutation(now, m.col, t.startTS)
+			if n, ok := c.notifyMutation(now, m, t.startTS); ok && !announced(obs, m) {
 				muts = append(muts, n)
 			}
 		}
@@ -188,9 +194,9 @@ func (c *Client) notifyNewlyObserved(ctx context.Context, t *Txn, rows []*rowWri
 }
 
 // CommitTS returns the commit_ts of the newest version of (row, column)
-// in t's snapshot, deletions included, or 0 if the cell has none. Like
-// Get, it waits on or resolves every older lock first. Reserved columns
-// are allowed.
+// in t's snapshot, deletions included and lock-only records (OpLock)
+// skipped, or 0 if the cell has none. Like Get, it waits on or resolves
+// every older lock first. Reserved columns are allowed.
 func CommitTS(ctx context.Context, t *Txn, row, column string) (uint64, error) {
 	if err := t.usable(); err != nil {
 		return 0, err

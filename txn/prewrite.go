@@ -75,7 +75,9 @@ func (c *Client) prewrite(ctx context.Context, t *Txn, rw *rowWrites, primary *m
 
 // prewriteCall returns the prewrite's predicate, its write-record half
 // (the part the lock index cannot answer) and its mutations, with a
-// notification for each cell of a column obs observes.
+// notification for each put or delete of a column obs observes. A
+// lock-only mark (OpLock) is locked and checked as any write, and writes
+// no data.
 func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation, obs Observed) (pred, writes storage.Filter, muts []storage.Mutation) {
 	pred = make(storage.Filter, 0, 3*len(rw.muts))
 	writes = make(storage.Filter, 0, len(rw.muts))
@@ -93,7 +95,7 @@ func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation, obs Obse
 		if m.op == OpPut && !l.Inline {
 			muts = append(muts, storage.SetCell(FamilyData, m.col, t.startTS, m.value))
 		}
-		if n, ok := c.notifyMutation(obs, m.col, t.startTS); ok && !c.notify.apart {
+		if n, ok := c.notifyMutation(obs, m, t.startTS); ok && !c.notify.apart {
 			muts = append(muts, n)
 		}
 	}
@@ -159,6 +161,8 @@ func (c *Client) blocker(ctx context.Context, row []byte, cell *storage.Cell, st
 		return "this transaction was rolled back by another client", false
 	case w.Op == OpRollback:
 		return fmt.Sprintf("rolled-back transaction at %d after start", cell.TS), false
+	case w.Op == OpLock:
+		return fmt.Sprintf("newer read for update committed at %d", cell.TS), false
 	}
 	return fmt.Sprintf("newer write committed at %d", cell.TS), false
 }

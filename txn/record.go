@@ -27,6 +27,11 @@ const (
 	// OpRollback marks a write record left by a rollback at the rolled-back
 	// transaction's start_ts (invariant 5). It is never a lock's op.
 	OpRollback
+	// OpLock is a lock-only write (Txn.GetForUpdate): a lock, then a commit
+	// record, that change no value and point at no data. Prewrite's
+	// conflict check counts it as any write; readers skip it (doc.go,
+	// "Write skew").
+	OpLock
 )
 
 func (o Op) String() string {
@@ -37,6 +42,8 @@ func (o Op) String() string {
 		return "delete"
 	case OpRollback:
 		return "rollback"
+	case OpLock:
+		return "lock"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -65,7 +72,8 @@ func (l *Lock) IsPrimary(row []byte, col string) bool {
 }
 
 // Write is the content of a c:write cell: a commit record at commit_ts
-// pointing at start_ts, or a rollback record at start_ts.
+// pointing at start_ts (a lock-only one, OpLock, points at no data), or a
+// rollback record at start_ts.
 type Write struct {
 	Op      Op
 	StartTS uint64
@@ -115,10 +123,10 @@ func decodeLock(b []byte) (Lock, error) {
 	if l.Inline {
 		l.Value = d.bytes()
 	}
-	if !d.err && l.Op > OpRollback {
+	if !d.err && l.Op > OpLock {
 		return l, &FormatError{What: "lock record", Found: recordVersion, Build: recordVersion, Detail: "operation " + strconv.Itoa(int(l.Op))}
 	}
-	if d.err || (l.Op != OpPut && l.Op != OpDelete) {
+	if d.err || l.Op < OpPut || l.Op == OpRollback {
 		return l, errCorrupt
 	}
 	return l, nil
@@ -149,7 +157,7 @@ func DecodeWrite(b []byte) (Write, error) {
 	if w.Inline {
 		w.Value = d.bytes()
 	}
-	if !d.err && w.Op > OpRollback {
+	if !d.err && w.Op > OpLock {
 		return w, &FormatError{What: "write record", Found: recordVersion, Build: recordVersion, Detail: "operation " + strconv.Itoa(int(w.Op))}
 	}
 	if d.err || w.Op < OpPut {
@@ -166,6 +174,11 @@ func writeOp(b []byte) Op {
 	}
 	return Op(b[1])
 }
+
+// valueOp reports whether a write record of op is a version of the cell's
+// value (a put or a delete), what readers read; rollback and lock-only
+// records are not.
+func valueOp(op Op) bool { return op == OpPut || op == OpDelete }
 
 func inlineFlag(inline bool) byte {
 	if inline {

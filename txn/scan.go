@@ -110,7 +110,8 @@ func (c *Client) resolveRange(ctx context.Context, ts uint64, start, end []byte,
 }
 
 // scanCommitted reads the newest commit record below ts of each row,
-// falling back to a point read where the newest record is a rollback.
+// falling back to a point read where the newest record is a rollback or
+// a lock-only record.
 func (c *Client) scanCommitted(ctx context.Context, ts uint64, start, end []byte, col string, limit int) ([]KV, error) {
 	var (
 		kvs []KV
@@ -138,7 +139,7 @@ func (c *Client) committedValue(ctx context.Context, ts uint64, r storage.Row) (
 	if err != nil {
 		return nil, err
 	}
-	if w.Op == OpRollback {
+	if !valueOp(w.Op) {
 		var found bool
 		if w, _, found, err = c.newestCommit(ctx, r.Key, cell.Qualifier, cell.TS, nil); err != nil || !found {
 			return nil, orNotFound(err)
@@ -147,9 +148,14 @@ func (c *Client) committedValue(ctx context.Context, ts uint64, r storage.Row) (
 	return c.value(ctx, r.Key, cell.Qualifier, &w)
 }
 
+// ownInRange returns t's buffered puts and deletes of col in [start,
+// end) (end nil: unbounded), in row order.
 func (t *Txn) ownInRange(start, end []byte, col string) []mutation {
 	var own []mutation
 	for _, m := range t.writes {
+		if m.op == OpLock {
+			continue // a lock-only mark hides no stored value
+		}
 		if m.col == col && bytes.Compare(m.row, start) >= 0 && (end == nil || bytes.Compare(m.row, end) < 0) {
 			own = append(own, m)
 		}

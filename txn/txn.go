@@ -2,6 +2,7 @@ package txn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -28,8 +29,13 @@ type Txn struct {
 	// managed: a framework (the observers') ends the transaction; Commit
 	// and Rollback called by its user fail with ErrManaged.
 	managed bool
-	// writes buffers the transaction's writes, in first-write order; the
-	// first is the primary. Invariant: at most one entry per cell.
+	// writes buffers the transaction's writes in first-write order, but
+	// for the primary, writes[0]. Invariant: at most one entry per cell,
+	// and writes[0] is a put or a delete whenever one is buffered
+	// (primaryFirst): the collector removes a lock-only commit record
+	// below the safe point even when it is its cell's newest, and a
+	// primary's commit record is what its secondaries are rolled forward
+	// from.
 	writes []mutation
 	pos    map[string]int // cell key → index in writes
 	bytes  int            // the writes' size (writeSize), summed
@@ -79,14 +85,53 @@ func (t *Txn) Get(ctx context.Context, row, column string) ([]byte, error) {
 	if err := validateCell(row, column); err != nil {
 		return nil, err
 	}
-	if i, ok := t.pos[cellKey([]byte(row), column)]; ok {
-		m := &t.writes[i]
+	return t.get(ctx, row, column)
+}
+
+// get is Get of a valid cell.
+func (t *Txn) get(ctx context.Context, row, column string) ([]byte, error) {
+	if m := t.own(row, column); m != nil {
 		if m.op == OpDelete {
 			return nil, ErrNotFound
 		}
 		return append([]byte(nil), m.value...), nil
 	}
 	return t.c.get(ctx, t.startTS, []byte(row), column)
+}
+
+// own returns t's buffered put or delete of (row, column), or nil (a
+// lock-only mark changes no value).
+func (t *Txn) own(row, column string) *mutation {
+	i, ok := t.pos[cellKey([]byte(row), column)]
+	if !ok || t.writes[i].op == OpLock {
+		return nil
+	}
+	return &t.writes[i]
+}
+
+// GetForUpdate is Get, and marks (row, column) for a lock-only write: at
+// Commit the cell is locked and committed as an OpLock record, which
+// changes no value but conflicts as a write does with every concurrent
+// transaction that writes the cell or reads it for update (doc.go, "Write
+// skew"). A Set or Delete of the cell in t, before or after, takes the
+// mark's place. The mark counts towards the transaction's limits as a
+// write of an empty value; it is not made when the read fails (ErrNotFound
+// aside: an absent cell is marked too). ErrReadOnly in a read-only
+// transaction.
+func (t *Txn) GetForUpdate(ctx context.Context, row, column string) ([]byte, error) {
+	if err := t.writable(row, column); err != nil {
+		return nil, err
+	}
+	v, err := t.get(ctx, row, column)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	if _, ok := t.pos[cellKey([]byte(row), column)]; !ok {
+		if berr := t.buffer(mutation{row: []byte(row), col: column, op: OpLock}); berr != nil {
+			return nil, berr
+		}
+	}
+	return v, err
 }
 
 // Set buffers a write of value to (row, column). The value is copied.
@@ -129,11 +174,25 @@ func (t *Txn) buffer(m mutation) error {
 	t.bytes = size
 	if replace {
 		t.writes[i] = m
-		return nil
+	} else {
+		i = len(t.writes)
+		t.pos[key] = i
+		t.writes = append(t.writes, m)
 	}
-	t.pos[key] = len(t.writes)
-	t.writes = append(t.writes, m)
+	t.primaryFirst(i)
 	return nil
+}
+
+// primaryFirst moves writes[i] to the front when it is a put or a delete
+// and the front holds a lock-only mark (the invariant on Txn.writes).
+func (t *Txn) primaryFirst(i int) {
+	if i == 0 || t.writes[0].op != OpLock || t.writes[i].op == OpLock {
+		return
+	}
+	w := t.writes
+	w[0], w[i] = w[i], w[0]
+	t.pos[cellKey(w[0].row, w[0].col)] = 0
+	t.pos[cellKey(w[i].row, w[i].col)] = i
 }
 
 // writeSize is what a buffered write counts towards MaxTxnBytes: its
@@ -246,8 +305,6 @@ func RollbackManaged(ctx context.Context, t *Txn) error {
 // Managed reports whether t is ended by a framework.
 func (t *Txn) Managed() bool { return t.managed }
 
-// Writes reports whether t has a buffered write of (row, column).
-func Writes(t *Txn, row, column string) bool {
-	_, ok := t.pos[cellKey([]byte(row), column)]
-	return ok
-}
+// Writes reports whether t has a buffered put or delete of (row, column)
+// (a lock-only mark, GetForUpdate's, is no write of the cell's value).
+func Writes(t *Txn, row, column string) bool { return t.own(row, column) != nil }

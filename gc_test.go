@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,5 +193,94 @@ func TestGCOverServer(t *testing.T) {
 	}
 	if got := get(t, db, "r0"); got != "3" {
 		t.Fatalf("after GC: %q", got)
+	}
+}
+
+// TestGCObservers: an observer's notifications survive rounds of garbage
+// collection between the writes (puts and deletes) and its runs: each
+// round, every row's mirror ends at the column's last state, none lost,
+// and no change runs twice (the runs are counted against the changes'
+// collapsing: at most one run per row per round).
+func TestGCObservers(t *testing.T) {
+	ctx := context.Background()
+	const rows, rounds = 30, 4
+	db := open(t, percolator.Options{Dir: t.TempDir(), GCLifetime: 10 * time.Millisecond, DisableGC: true})
+	var mu sync.Mutex
+	runs := map[string]int{}
+	mirror := func(ctx context.Context, tx *percolator.Txn, row, col string) error {
+		v, err := tx.Get(ctx, row, col)
+		switch {
+		case errors.Is(err, percolator.ErrNotFound):
+			v = []byte("deleted")
+		case err != nil:
+			return err
+		}
+		mu.Lock()
+		runs[row]++
+		mu.Unlock()
+		return tx.Set(row, "mirror", v)
+	}
+	if err := db.Observe(ctx, percolator.Observer{Name: "mirror", Column: "c", Fn: mirror}); err != nil {
+		t.Fatal(err)
+	}
+	for round := range rounds {
+		// Two changes per row (collapsed into one run), the last a delete
+		// in odd rounds; then collect, then run the observer.
+		for _, last := range []bool{false, true} {
+			err := db.Update(ctx, func(tx *percolator.Txn) error {
+				for i := range rows {
+					row := fmt.Sprintf("r%02d", i)
+					if last && round%2 == 1 {
+						if err := tx.Delete(row, "c"); err != nil {
+							return err
+						}
+						continue
+					}
+					if err := tx.Set(row, "c", []byte(fmt.Sprint(round, last))); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := db.GC(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		clear(runs)
+		mu.Unlock()
+		if _, err := db.RunWorkers(ctx, percolator.WorkerOptions{Drain: true}); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprint(round, true)
+		if round%2 == 1 {
+			want = "deleted"
+		}
+		err := db.View(ctx, func(tx *percolator.Txn) error {
+			for i := range rows {
+				row := fmt.Sprintf("r%02d", i)
+				v, err := tx.Get(ctx, row, "mirror")
+				if err != nil || string(v) != want {
+					return fmt.Errorf("round %d: %s mirrors %q, %v; want %q", round, row, v, err, want)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		for row, n := range runs {
+			if n > 1 {
+				t.Errorf("round %d: %s ran %d times for one round's changes", round, row, n)
+			}
+		}
+		if len(runs) != rows {
+			t.Errorf("round %d: %d rows ran, want %d", round, len(runs), rows)
+		}
+		mu.Unlock()
 	}
 }

@@ -154,7 +154,8 @@ func backupTo(t testing.TB, db *percolator.DB, o Options) ([]byte, Summary) {
 // TestRoundTrip: a backup in small pages holds the snapshot's cells
 // (values of every size, binary rows; no deletion) and observers, its
 // summary says what the file holds, and a restore reproduces them on the
-// embedded store, in memory and on disk.
+// embedded store, in memory and on disk, every restored cell of an
+// observed column notified.
 func TestRoundTrip(t *testing.T) {
 	for _, backend := range []string{"memory", "pebble"} {
 		t.Run(backend, func(t *testing.T) {
@@ -187,6 +188,10 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("Restore = %+v, Write = %+v", r, s)
 			}
 			sameContents(t, "restored", contents(t, to), want)
+			pending, err := to.PendingNotifications(ctx, 0)
+			if err != nil || len(pending) != 60 {
+				t.Fatalf("%d notifications pending (%v), want one per restored cell of the observed column c02: 60", len(pending), err)
+			}
 		})
 	}
 }

@@ -71,13 +71,13 @@
 //     the DB's MaxValueSize and transaction limits, Observer.Validate, no
 //     name twice, no column of both kinds). Nothing is written; any
 //     failure ends the restore here, the database as it was.
-//  2. Load: the file is read again and its cells committed in
+//  2. Load: the observers are registered without code (DB.Observe with
+//     Fn nil), then the file is read again and its cells committed in
 //     transactions of at most RestoreOptions.BatchCells cells and
 //     BatchBytes bytes (never above the DB's MaxTxnWrites and
-//     MaxTxnBytes), several at a time; then the observers are registered
-//     without code (DB.Observe with Fn nil). The pass verifies the
-//     checksum again and fails (ErrCorrupt) if it differs from the first
-//     pass's: the file changed in between.
+//     MaxTxnBytes), several at a time. The pass verifies the checksum
+//     again and fails (ErrCorrupt) if it differs from the first pass's:
+//     the file changed in between.
 //
 // A restore is not one transaction: a reader during the load sees part of
 // the cells, and a load that fails (the file changed, the store failed,
@@ -90,12 +90,13 @@
 // # What a restored store processes again
 //
 // No ack and no notification travels in a backup, and the restored cells
-// are new writes. Registering a strong observer notifies every cell of its
-// column that exists (its backfill), so once a process registers the
-// observers' code (DB.Observe with Fn) and runs workers, every strong
-// observer runs once on every cell of its column: every change pending at
-// the snapshot is processed, and every change already processed is
-// processed again (observers are written to tolerate that: a run may
-// repeat after a conflict anyway). Weak observers run on nothing until
-// notified again.
+// are new writes. The observers are registered before the cells are
+// loaded, so each load transaction notifies the observed cells it writes,
+// as any commit does. Once a process registers the observers' code
+// (DB.Observe with Fn) and runs workers, every observer runs once on
+// every restored cell of its column: every change pending at the
+// snapshot is processed, and every change already processed is processed
+// again, its observer rewriting what the backup already holds. An
+// observer whose run is not idempotent (one that appends or counts) does
+// its work twice for what it had processed before the backup.
 package backup

@@ -67,8 +67,9 @@ func Verify(r io.Reader, o ReadOptions) (Summary, error) {
 // no observer (else ErrNotEmpty), in the two passes of the package doc:
 // the whole file is checked before anything is written (a corrupt or
 // truncated file is ErrCorrupt, a cell or observer db would refuse is
-// percolator.ErrInvalidArgument, and db is left as it was), then loaded
-// in transactions and its observers registered without code. r is read
+// percolator.ErrInvalidArgument, and db is left as it was), then its
+// observers are registered without code and its cells loaded in
+// transactions. r is read
 // twice (from its start each time) and must not change meanwhile.
 func Restore(ctx context.Context, db *percolator.DB, r io.ReadSeeker, o RestoreOptions) (Summary, error) {
 	o.ensureDefaults(db)
@@ -81,8 +82,11 @@ func Restore(ctx context.Context, db *percolator.DB, r io.ReadSeeker, o RestoreO
 		return Summary{}, fmt.Errorf("backup: %w", err)
 	}
 	p := &progress{fn: o.Progress, total: size, began: began}
-	checked, err := check(ctx, db, r, &o, p)
+	checked, obs, err := check(ctx, db, r, &o, p)
 	if err != nil {
+		return Summary{}, err
+	}
+	if err := register(ctx, db, obs); err != nil {
 		return Summary{}, err
 	}
 	if err := load(ctx, db, r, &o, p, checked); err != nil {
@@ -161,28 +165,28 @@ func reader(db *percolator.DB, r io.ReadSeeker) (*Reader, error) {
 }
 
 // check is the first pass: the whole file read and verified, every record
-// checked against db. It writes nothing.
-func check(ctx context.Context, db *percolator.DB, r io.ReadSeeker, o *RestoreOptions, p *progress) (Summary, error) {
+// checked against db. It writes nothing, and returns the observers.
+func check(ctx context.Context, db *percolator.DB, r io.ReadSeeker, o *RestoreOptions, p *progress) (Summary, []percolator.Observer, error) {
 	rd, err := reader(db, r)
 	if err != nil {
-		return Summary{}, err
+		return Summary{}, nil, err
 	}
 	_, maxBytes := db.TxnLimits()
 	c := checker{names: map[string]bool{}, kinds: map[string]bool{}, maxValue: db.MaxValueSize(), maxBytes: maxBytes}
 	for n := 1; ; n++ {
 		rec, err := rd.Next()
 		if err == io.EOF {
-			return rd.Summary(), nil
+			return rd.Summary(), c.observers, nil
 		}
 		if err == nil {
 			err = c.record(rec)
 		}
 		if err != nil {
-			return Summary{}, err
+			return Summary{}, nil, err
 		}
 		if n%1000 == 0 {
 			if err := ctx.Err(); err != nil {
-				return Summary{}, err
+				return Summary{}, nil, err
 			}
 			p.report("check", rd.cells, rd.Offset())
 		}
@@ -191,10 +195,11 @@ func check(ctx context.Context, db *percolator.DB, r io.ReadSeeker, o *RestoreOp
 
 // checker checks records against what the database accepts.
 type checker struct {
-	names    map[string]bool // observer names seen
-	kinds    map[string]bool // observed column → weak
-	maxValue int             // the largest value of a cell
-	maxBytes int             // the most bytes of one transaction
+	observers []percolator.Observer
+	names     map[string]bool // observer names seen
+	kinds     map[string]bool // observed column → weak
+	maxValue  int             // the largest value of a cell
+	maxBytes  int             // the most bytes of one transaction
 }
 
 func (c *checker) record(rec Record) error {
@@ -227,12 +232,30 @@ func (c *checker) observer(o percolator.Observer) error {
 		return fmt.Errorf("backup: observer %q: %w: column %q mixes weak and strong observers", o.Name, percolator.ErrInvalidArgument, o.Column)
 	}
 	c.names[o.Name], c.kinds[o.Column] = true, o.Weak
+	c.observers = append(c.observers, o)
+	return nil
+}
+
+// register registers the observers without code, before any cell is
+// loaded: each load's commit then notifies its observed cells, as any
+// commit does.
+//
+// Registering them after the load was tried: each registration's
+// backfill then finds the cells of its column by a scan that, on an LSM
+// store, steps again over every lock the load just deleted at each chunk
+// of rows (a tombstone until a compaction), which made it quadratic in
+// the cells: 2s for 10,000 rows, and growing with their square.
+func register(ctx context.Context, db *percolator.DB, obs []percolator.Observer) error {
+	for _, ob := range obs {
+		if err := db.Observe(ctx, ob); err != nil {
+			return fmt.Errorf("backup: registering observer %q: %w", ob.Name, err)
+		}
+	}
 	return nil
 }
 
 // load is the second pass: the cells committed in batches, several at a
-// time, then the observers registered. The checksum must be the first
-// pass's.
+// time. The checksum must be the first pass's.
 func load(ctx context.Context, db *percolator.DB, r io.ReadSeeker, o *RestoreOptions, p *progress, checked Summary) error {
 	rd, err := reader(db, r)
 	if err != nil {
@@ -240,7 +263,7 @@ func load(ctx context.Context, db *percolator.DB, r io.ReadSeeker, o *RestoreOpt
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(o.Concurrency)
-	obs, err := loadCells(gctx, db, rd, o, p, g)
+	err = loadCells(gctx, db, rd, o, p, g)
 	if werr := g.Wait(); werr != nil {
 		err = werr
 	}
@@ -250,18 +273,12 @@ func load(ctx context.Context, db *percolator.DB, r io.ReadSeeker, o *RestoreOpt
 	if rd.Summary().Checksum != checked.Checksum {
 		return &CorruptError{Offset: rd.Offset(), Reason: "the file changed between the check and the load"}
 	}
-	for _, ob := range obs {
-		if err := db.Observe(ctx, ob); err != nil {
-			return fmt.Errorf("backup: registering observer %q: %w", ob.Name, err)
-		}
-	}
 	return nil
 }
 
-// loadCells reads the records and hands each batch of cells to g, and
-// returns the observers read.
-func loadCells(ctx context.Context, db *percolator.DB, rd *Reader, o *RestoreOptions, p *progress, g *errgroup.Group) ([]percolator.Observer, error) {
-	var obs []percolator.Observer
+// loadCells reads the records and hands each batch of cells to g (the
+// observers were registered from the first pass).
+func loadCells(ctx context.Context, db *percolator.DB, rd *Reader, o *RestoreOptions, p *progress, g *errgroup.Group) error {
 	var b batch
 	for {
 		rec, err := rd.Next()
@@ -269,10 +286,9 @@ func loadCells(ctx context.Context, db *percolator.DB, rd *Reader, o *RestoreOpt
 			break
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if rec.Kind == KindObserver {
-			obs = append(obs, rec.Observer)
 			continue
 		}
 		if !b.fits(&rec.Cell, o) {
@@ -281,11 +297,11 @@ func loadCells(ctx context.Context, db *percolator.DB, rd *Reader, o *RestoreOpt
 		}
 		b.add(rec.Cell)
 		if ctx.Err() != nil {
-			return nil, ctx.Err() // a batch failed (g's context), or the caller's ended
+			return ctx.Err() // a batch failed (g's context), or the caller's ended
 		}
 	}
 	commitBatch(ctx, db, g, b.cells, rd.Offset(), p)
-	return obs, nil
+	return nil
 }
 
 // batch is the cells of one transaction of the load.

@@ -26,11 +26,11 @@ into an empty database of any target: a directory (created if needed), a
 server, or Bigtable with etcd. The whole file is checked first (its
 checksum, and every cell against the database's limits); a corrupt or
 truncated file, or a database that holds any cell or observer, is refused
-and nothing is written. The cells are then committed in transactions,
-several at a time, and the observers registered without code: once a
-process registers their code, every strong observer runs on every cell
-of its column. A restore cut short leaves what it committed: restore into
-a fresh database again (docs/backup.md).`,
+and nothing is written. The observers are then registered without code
+and the cells committed in transactions, several at a time: each
+restored cell of an observed column is notified, and its observers run
+on it once a process registers their code. A restore cut short leaves
+what it committed: restore into a fresh database again (docs/backup.md).`,
 		Example: `  percolator restore --dir D2 d.pcb
   percolator restore --bigtable P/I/T --etcd 127.0.0.1:2379 /backups/today.pcb --json`,
 		Args: cli.ArgsBetween(1, 1, "the backup FILE"),

@@ -52,7 +52,7 @@ func (r BackupReport) Print(w io.Writer) {
 	fmt.Fprintf(w, "%s in %.2fs (%.0f cells/s, %s/s)\nsha256 %s\n",
 		Bytes(r.Bytes), r.ElapsedS, r.CellsPerS, Bytes(int64(r.BytesPerS)), r.SHA256)
 	if r.Command == "restore" && r.Observers > 0 {
-		fmt.Fprintln(w, "the observers are registered without code: every cell of a strong observer's column is notified, and runs once a process registers the code")
+		fmt.Fprintln(w, "the observers are registered without code, and every restored cell of an observed column is notified: each observer runs on each once a process registers its code")
 	}
 }
 

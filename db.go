@@ -361,6 +361,19 @@ func (db *DB) FormatVersion() uint64 { return db.format }
 // (Options.MaxValueSize).
 func (db *DB) MaxValueSize() int { return db.opts.MaxValueSize }
 
+// TxnLimits are the most cells (writes) and bytes one transaction of this
+// DB may write (Options.MaxTxnWrites and MaxTxnBytes, defaults applied).
+func (db *DB) TxnLimits() (writes, bytes int) {
+	writes, bytes = db.opts.MaxTxnWrites, db.opts.MaxTxnBytes
+	if writes == 0 {
+		writes = txn.DefaultMaxTxnWrites
+	}
+	if bytes == 0 {
+		bytes = txn.DefaultMaxTxnBytes
+	}
+	return writes, bytes
+}
+
 // Stats counts this DB's protocol events since Open: Commits, Conflicts
 // and Aborts of its transactions; locks of others it RolledForward (their
 // transaction had committed) and RolledBack (its owner was dead or the lock

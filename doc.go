@@ -67,7 +67,7 @@
 //
 //	cmd/percolator              the command line: parse flags, call a package, print
 //	bench, verify               the performance figures; checked histories under faults
-//	docindex, workload          the index job; checked workloads (bank, list-append, ...)
+//	docindex, workload, backup  the index job; checked workloads (bank, list-append, ...); backups
 //	cluster                     wiring of the distributed deployment (Bigtable + etcd)
 //	graph, lock, queue          S2Graph's edges; leased locks; work queues
 //	percolator (this package)   the public facade: Open, DB, Txn, observers, Options
@@ -100,7 +100,7 @@
 // humans (txn.FormatCell); observer owns the registry, acks, quarantine
 // and partition records; oracle the high-water mark and lease; server
 // its sessions and nonce records; lock, queue and graph their own
-// families. The system's rows live in a reserved namespace
+// families; backup the backup file. The system's rows live in a reserved namespace
 // (storage.ReservedPrefix) that clients cannot write.
 //
 // Where to read next: package txn's doc for the protocol's invariants

@@ -23,7 +23,7 @@ var layers = map[string]int{
 	"cmd/percolator/internal/progress": 13, "cmd/percolator/internal/runstatus": 13,
 	"cmd/percolator/internal/cli": 13, "cmd/percolator/internal/view": 13, "cmd/percolator/internal/verifycmd": 13,
 	"bench": 12, "verify": 12,
-	"docindex": 11, "workload": 11,
+	"docindex": 11, "workload": 11, "backup": 11,
 	"cluster": 10,
 	"graph":   9, "lock": 9, "queue": 9,
 	"":         8, // the root package: the public facade

@@ -121,13 +121,37 @@ type PendingNotification = observer.Pending
 // runs o.Fn for it; existing cells of the column are notified too (a
 // backfill, finished by a later Observe or RunWorkers if it is cut short).
 // Registering a stored name again attaches the code (each process that
-// runs workers registers its observers).
+// runs workers registers its observers). With o.Fn nil, Observe stores
+// the registration alone (a restore of a backup does): writes notify,
+// and the notifications wait for a process that observes the name with
+// its code.
 func (db *DB) Observe(ctx context.Context, o Observer) error {
 	io := observer.Observer{Name: o.Name, Column: o.Column, Weak: o.Weak}
 	if fn := o.Fn; fn != nil {
 		io.Fn = func(ctx context.Context, t *txn.Txn, row, column string) error { return fn(ctx, &Txn{t}, row, column) }
 	}
 	return apiErr(db.obs.Register(ctx, io))
+}
+
+// Observers lists the observers registered on the store, by any process,
+// sorted by name: Name, Column and Weak as stored, Fn nil.
+func (db *DB) Observers(ctx context.Context) ([]Observer, error) {
+	regs, err := db.obs.Registrations(ctx)
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	out := make([]Observer, len(regs))
+	for i, g := range regs {
+		out[i] = Observer{Name: g.Name, Column: g.Column, Weak: g.Weak}
+	}
+	return out, nil
+}
+
+// Validate checks o's name and column as Observe does (ErrInvalidArgument),
+// without the store: whether the name is free, and the column's other
+// observers of the same kind, are Observe's to check.
+func (o Observer) Validate() error {
+	return apiErr(observer.Observer{Name: o.Name, Column: o.Column, Weak: o.Weak}.Validate())
 }
 
 // Unobserve removes the observer named name: no write sets a notification

@@ -226,6 +226,58 @@ func TestScan(t *testing.T) {
 	}
 }
 
+// TestScanRows: every column of whole rows in pages, deletions left out
+// (but counted towards a page's limit: b's page ends at b); the stored
+// observers listed;
+// the transaction limits with their defaults.
+func TestScanRows(t *testing.T) {
+	ctx := context.Background()
+	db := open(t, percolator.Options{MaxTxnWrites: 7})
+	_ = db.Update(ctx, func(tx *percolator.Txn) error {
+		for _, r := range []string{"a", "b", "c"} {
+			_ = tx.Set(r, "x", []byte(r+"x"))
+			_ = tx.Set(r, "y", []byte(r+"y"))
+		}
+		return nil
+	})
+	_ = db.Update(ctx, func(tx *percolator.Txn) error { return tx.Delete("b", "x") })
+	tx, _ := db.BeginReadOnly(ctx)
+	defer tx.Rollback(ctx)
+	var got []string
+	for start, page := "", 0; ; page++ {
+		cells, next, err := tx.ScanRows(ctx, start, "", 2, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cells {
+			got = append(got, fmt.Sprintf("%d:%s/%s=%s", page, c.Row, c.Column, c.Value))
+		}
+		if next == "" {
+			break
+		}
+		start = next
+	}
+	if want := "0:a/x=ax 0:a/y=ay 1:b/y=by 2:c/x=cx 2:c/y=cy"; strings.Join(got, " ") != want {
+		t.Fatalf("pages: %v, want %s", got, want)
+	}
+	if _, _, err := tx.ScanRows(ctx, "", "", 0, 0); !errors.Is(err, percolator.ErrInvalidArgument) {
+		t.Fatalf("limit 0: %v", err)
+	}
+	if err := percolator.ValidateCell("r", "__ack"); !errors.Is(err, percolator.ErrInvalidArgument) {
+		t.Fatalf("ValidateCell of a reserved column: %v", err)
+	}
+	noop := func(context.Context, *percolator.Txn, string, string) error { return nil }
+	_ = db.Observe(ctx, percolator.Observer{Name: "up", Column: "x", Fn: noop})
+	_ = db.Observe(ctx, percolator.Observer{Name: "sig", Column: "s", Weak: true})
+	obs, err := db.Observers(ctx)
+	if err != nil || fmt.Sprintf("%+v", obs) != "[{Name:sig Column:s Weak:true Fn:<nil>} {Name:up Column:x Weak:false Fn:<nil>}]" {
+		t.Fatalf("Observers = %+v, %v", obs, err)
+	}
+	if w, b := db.TxnLimits(); w != 7 || b != 100<<20 {
+		t.Fatalf("TxnLimits = %d, %d", w, b)
+	}
+}
+
 // TestDurableAcrossReopen: a commit that returned survives Close/Open,
 // and timestamps keep increasing across reopens.
 func TestDurableAcrossReopen(t *testing.T) {

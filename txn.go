@@ -75,6 +75,45 @@ func (tx *Txn) Scan(ctx context.Context, start, end, column string, limit int) (
 	return out, nil
 }
 
+// Cell is one cell ScanRows returns: a column's value in a row.
+type Cell struct {
+	Row    []byte
+	Column string
+	Value  []byte
+}
+
+// ScanRows returns every column's value of the rows in [start, end) (end
+// "" = to the last row) in the snapshot, in row and then column order, a
+// page at a time: whole rows, up to the row at which the page holds limit
+// cells (limit > 0) or maxBytes bytes of values (0: no bound). next is
+// where the following page starts, "" once the range is done; a page may
+// be empty while next is not (its rows held deletions only). It reads the
+// snapshot alone: in a transaction holding buffered writes it fails with
+// ErrInvalidArgument. A scan of a whole store is a loop over pages in one
+// read-only transaction (package backup's).
+func (tx *Txn) ScanRows(ctx context.Context, start, end string, limit, maxBytes int) (cells []Cell, next string, err error) {
+	var endKey []byte
+	if end != "" {
+		endKey = []byte(end)
+	}
+	rc, nk, err := tx.t.ScanRows(ctx, []byte(start), endKey, limit, maxBytes)
+	if err != nil {
+		return nil, "", apiErr(err)
+	}
+	cells = make([]Cell, len(rc))
+	for i, c := range rc {
+		cells[i] = Cell(c)
+	}
+	return cells, string(nk), nil
+}
+
+// ValidateCell checks a row and a column as Set does: ErrInvalidArgument
+// for an empty or oversized row, a reserved row, or a malformed or
+// reserved column.
+func ValidateCell(row, column string) error {
+	return apiErr(txn.ValidateCell(row, column))
+}
+
 // Commit makes the buffered writes visible atomically and durably, or
 // returns an error and makes none visible (ErrConflict on a write-write
 // conflict), or returns ErrCommitUnknown when the outcome could not be

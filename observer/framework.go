@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync/atomic"
 	"time"
 
@@ -106,6 +107,10 @@ func New(ctx context.Context, store storage.Store, client *txn.Client, oracle tx
 // backfill cut short (an error, a crash) is finished by the next Register
 // of o or by RunWorkers.
 //
+// o.Fn nil stores the registration without code (a restore of a backup
+// does): the notifications wait for a process that registers the code,
+// and code this process attached to the name stays attached.
+//
 // The order is the registry's contract (txn.Observers): the registration
 // is durable, then the version is raised, then existing cells are
 // notified.
@@ -119,7 +124,9 @@ func (f *Framework) Register(ctx context.Context, o Observer) error {
 	if err := s.validate(o); err != nil {
 		return err
 	}
-	f.reg.code[o.Name] = o.Fn
+	if o.Fn != nil {
+		f.reg.code[o.Name] = o.Fn
+	}
 	if s.lookup(o.Name) == nil {
 		if err := f.storeRegistration(ctx, o); err != nil {
 			return err
@@ -135,6 +142,25 @@ func (f *Framework) Register(ctx context.Context, o Observer) error {
 		return f.backfill(ctx, g)
 	}
 	return nil
+}
+
+// Registrations returns the registrations stored now, by any process,
+// sorted by name, without their code (Fn nil).
+func (f *Framework) Registrations(ctx context.Context) ([]Observer, error) {
+	f.reg.mu.Lock()
+	defer f.reg.mu.Unlock()
+	s, err := f.reg.loadLocked(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Observer
+	for col, regs := range s.byCol {
+		for _, g := range regs {
+			out = append(out, Observer{Name: g.name, Column: col, Weak: g.weak})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
 }
 
 // storeRegistration makes o's registration durable, then raises the

@@ -214,7 +214,6 @@ func TestRegisterBadInput(t *testing.T) {
 		{Name: "ok", Column: "", Fn: fn},
 		{Name: "ok", Column: "a:b", Fn: fn},
 		{Name: "ok", Column: "__ack", Fn: fn},
-		{Name: "ok", Column: "c"},
 	} {
 		if err := e.f.Register(ctx, o); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("Register(%+v) = %v, want ErrInvalidArgument", o, err)
@@ -234,6 +233,53 @@ func TestRegisterBadInput(t *testing.T) {
 	}
 	if n := e.pending(); n != 0 {
 		t.Fatalf("bad input left %d notifications", n)
+	}
+}
+
+// TestRegisterWithoutCode: a registration stored without code (a
+// restore's) is listed with the others, backfills its column and makes
+// writes notify like any other; the notifications wait until a process
+// registers the code, which then runs on every cell; a registration
+// without code never detaches code this process attached.
+func TestRegisterWithoutCode(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := context.Background()
+	e.set("old", "in", "1")
+	if err := e.f.Register(ctx, Observer{Name: "w", Column: "signal", Weak: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.f.Register(ctx, Observer{Name: "w", Column: "signal"}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("a stored name registered again as another kind: %v", err)
+	}
+	if err := e.f.Register(ctx, Observer{Name: "a", Column: "in"}); err != nil {
+		t.Fatal(err)
+	}
+	e.set("new", "in", "2")
+	got, err := e.f.Registrations(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Observer{{Name: "a", Column: "in"}, {Name: "w", Column: "signal", Weak: true}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Registrations = %+v, want %+v", got, want)
+	}
+	if n := e.pending(); n != 2 {
+		t.Fatalf("%d notifications pending, want 2 (the backfilled cell and the new one)", n)
+	}
+	e.drain(1)
+	if n := e.pending(); n != 2 {
+		t.Fatalf("a drain without the code left %d notifications, want 2", n)
+	}
+	var runs atomic.Int64
+	if err := e.f.Register(ctx, Observer{Name: "a", Column: "in", Fn: copyTo("out", &runs)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.f.Register(ctx, Observer{Name: "a", Column: "in"}); err != nil {
+		t.Fatal(err)
+	}
+	e.drain(1)
+	if runs.Load() != 2 || e.get("old", "out") != "1" || e.get("new", "out") != "2" {
+		t.Fatalf("after the code was registered: %d runs, out %q %q", runs.Load(), e.get("old", "out"), e.get("new", "out"))
 	}
 }
 

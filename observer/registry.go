@@ -242,16 +242,19 @@ func (r *registry) loadLocked(ctx context.Context) (*regSet, error) {
 	return s, nil
 }
 
+// Validate checks o's name and column, as Register does before it
+// looks at the registry (Fn is not checked: see Register).
+func (o Observer) Validate() error {
+	if !nameRE.MatchString(o.Name) {
+		return fmt.Errorf("%w: observer name %q must match %s", ErrInvalidArgument, o.Name, nameRE)
+	}
+	return txn.ValidateColumn(o.Column)
+}
+
 // validate checks o against the registry: a stored name keeps its column
 // and kind, a column does not mix weak and strong observers.
 func (s *regSet) validate(o Observer) error {
-	switch {
-	case !nameRE.MatchString(o.Name):
-		return fmt.Errorf("%w: observer name %q must match %s", ErrInvalidArgument, o.Name, nameRE)
-	case o.Fn == nil:
-		return fmt.Errorf("%w: observer %q has no function", ErrInvalidArgument, o.Name)
-	}
-	if err := txn.ValidateColumn(o.Column); err != nil {
+	if err := o.Validate(); err != nil {
 		return err
 	}
 	if g := s.lookup(o.Name); g != nil && (g.column != o.Column || g.weak != o.Weak) {

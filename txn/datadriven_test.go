@@ -3,6 +3,7 @@ package txn
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,9 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		s.txns[arg("t")] = &scenarioTxn{t: tx}
 		return fmt.Sprintf("start_ts=%d", tx.StartTS())
 	case "set":
+		if d.HasArg("reserved") {
+			return errString(SetReserved(st().t, arg("row"), arg("col"), []byte(arg("value"))))
+		}
 		return errString(st().t.Set(arg("row"), arg("col"), []byte(arg("value"))))
 	case "delete":
 		return errString(st().t.Delete(arg("row"), arg("col")))
@@ -132,6 +136,8 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		return s.env.dump(strings.Split(arg("rows"), ","), arg("col"))
 	case "locks":
 		return s.locks(ctx)
+	case "scan-rows":
+		return s.scanRows(ctx, st(), arg)
 	}
 	d.Fatalf(t, "unknown command %q", d.Cmd)
 	return ""
@@ -170,4 +176,30 @@ func (s *scenario) locks(ctx context.Context) string {
 		return "no locks"
 	}
 	return strings.Join(out, "\n")
+}
+
+// scanRows reads pages of ScanRows from start to end (limit and bytes
+// per page) until the range is done, one line per cell and per page.
+func (s *scenario) scanRows(ctx context.Context, x *scenarioTxn, arg func(string) string) string {
+	limit, _ := strconv.Atoi(arg("limit"))
+	maxBytes, _ := strconv.Atoi(arg("bytes"))
+	start, end := []byte(arg("start")), []byte(arg("end"))
+	if len(end) == 0 {
+		end = nil
+	}
+	var out []string
+	for page := 1; ; page++ {
+		cells, next, err := x.t.ScanRows(ctx, start, end, limit, maxBytes)
+		if err != nil {
+			return strings.Join(append(out, errString(err)), "\n")
+		}
+		out = append(out, fmt.Sprintf("page %d: %d cells, next %q", page, len(cells), next))
+		for _, c := range cells {
+			out = append(out, fmt.Sprintf("  %s/%s = %q", c.Row, c.Column, c.Value))
+		}
+		if next == nil {
+			return strings.Join(out, "\n")
+		}
+		start = next
+	}
 }

@@ -15,7 +15,9 @@
 // heartbeat.go), kept apart from the lock so that a late beat cannot move
 // its time back.
 // record.go has the encodings; the files are the phases: prewrite.go,
-// commit.go, get.go, scan.go, resolve.go, heartbeat.go.
+// commit.go, get.go, scan.go (one column of a range of rows), scanrows.go
+// (every user column of whole rows: what a backup reads), resolve.go,
+// heartbeat.go.
 //
 // The whole layout has a version, FormatVersion (formatversion.go), which
 // the store records in a reserved row at creation and every Open checks

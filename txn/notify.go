@@ -271,5 +271,8 @@ func validateAnyCell(row, column string) error {
 	return validateCell(row, column)
 }
 
+// ValidateCell checks a user's row and column as Set does.
+func ValidateCell(row, column string) error { return validateCell(row, column) }
+
 // ValidateColumn checks a user column name as Set does.
 func ValidateColumn(column string) error { return validateCell("x", column) }

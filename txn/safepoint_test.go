@@ -26,7 +26,7 @@ func TestSafePointMovesForward(t *testing.T) {
 }
 
 // TestSnapshotTooOld: once the safe point is above a transaction's
-// start_ts, its reads (Get, Scan, CommitTS, found or not) fail with
+// start_ts, its reads (Get, Scan, ScanRows, CommitTS, found or not) fail with
 // ErrSnapshotTooOld and return nothing; a transaction begun above it
 // reads. A client reads by a safe point it cached for at most
 // SafePointCache.
@@ -62,6 +62,9 @@ func TestSnapshotTooOld(t *testing.T) {
 			}
 			if kvs, err := old.Scan(ctx, "", "", "v", 0); !errors.Is(err, ErrSnapshotTooOld) || kvs != nil {
 				t.Fatalf("Scan below the safe point: %v, %v", kvs, err)
+			}
+			if cells, next, err := old.ScanRows(ctx, nil, nil, 10, 0); !errors.Is(err, ErrSnapshotTooOld) || cells != nil || next != nil {
+				t.Fatalf("ScanRows below the safe point: %v, %q, %v", cells, next, err)
 			}
 			if _, err := CommitTS(ctx, old, "r", "v"); !errors.Is(err, ErrSnapshotTooOld) {
 				t.Fatalf("CommitTS below the safe point: %v", err)

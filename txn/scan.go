@@ -78,10 +78,11 @@ func (c *Client) scan(ctx context.Context, ts uint64, start, end []byte, col str
 	}
 }
 
-// resolveRange resolves every lock of col in [start, end) older than ts.
-// A lock written after this pass belongs to a transaction whose commit_ts
-// will exceed ts (its prewrite returned after ts was handed out), so it
-// cannot hide a write the snapshot must see.
+// resolveRange resolves every lock of col (every user column when col is
+// "") in [start, end) older than ts. A lock written after this pass
+// belongs to a transaction whose commit_ts will exceed ts (its prewrite
+// returned after ts was handed out), so it cannot hide a write the
+// snapshot must see.
 func (c *Client) resolveRange(ctx context.Context, ts uint64, start, end []byte, col string) error {
 	if mutant.On(mutant.SkipLockCheck) {
 		return nil // breaks invariant 2: the scan reads past every lock
@@ -91,9 +92,9 @@ func (c *Client) resolveRange(ctx context.Context, ts uint64, start, end []byte,
 		cell storage.Cell
 	}
 	var locks []found
-	f := storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.Before(ts)}}
+	f := storage.Filter{{Family: FamilyLock, Qualifier: col, AllQualifiers: col == "", Time: storage.Before(ts)}}
 	err := c.store.Scan(ctx, start, end, f, 0, func(r storage.Row) bool {
-		for _, cell := range r.Cells {
+		for _, cell := range userCells(r.Cells) {
 			locks = append(locks, found{r.Key, cell})
 		}
 		return true
@@ -102,7 +103,7 @@ func (c *Client) resolveRange(ctx context.Context, ts uint64, start, end []byte,
 		return err
 	}
 	for _, l := range locks {
-		if err := c.resolveCell(ctx, l.row, col, l.cell.TS, l.cell.Value); err != nil {
+		if err := c.resolveCell(ctx, l.row, l.cell.Qualifier, l.cell.TS, l.cell.Value); err != nil {
 			return err
 		}
 	}

@@ -18,6 +18,8 @@
 //	percolator bank  --dir D | --server ADDR [--accounts N --workers W --duration T]
 //	percolator dump  --dir D | --server ADDR [--prefix P]
 //	percolator locks --dir D | --server ADDR [--resolve]
+//	percolator backup --dir D | --server ADDR --out FILE [--force]
+//	percolator restore --dir D | --server ADDR FILE
 //	percolator serve --dir D [--listen 127.0.0.1:7420] [--metrics ADDR] [--token-file F] [--tls-cert C --tls-key K]
 //	percolator worker --server ADDR [--scanners N]
 //	percolator oracle --etcd ENDPOINTS --bigtable PROJECT/INSTANCE/TABLE [--listen 127.0.0.1:7430] [--etcd-prefix P] [--lease 3s] [--token-file F]
@@ -55,8 +57,8 @@
 // about a second whatever its server does: the cleanup it runs after the
 // signal (a rollback, counters flushed, a lock released) gets the
 // connection's cleanup budget (1s), and closing its session half that.
-// Only index, bank, serve and bench create a store; the other commands
-// fail on a directory that holds none.
+// Only index, bank, serve, bench and restore create a store; the other
+// commands fail on a directory that holds none.
 package main
 
 import (

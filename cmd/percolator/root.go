@@ -37,6 +37,7 @@ server, the oracle and the workers.`,
 	root.SetHelpCommand(helpCmd())
 	root.CompletionOptions.DisableDefaultCmd = true // completion.go's, whose arguments are checked
 	root.AddCommand(indexCmd(argv), statusCmd(), notificationsCmd(), bankCmd(argv), dumpCmd(), locksCmd(), unobserveCmd(),
+		backupCmd(), restoreCmd(),
 		serveCmd(), workerCmd(), oracleCmd(), benchCmd(), initCmd(), lockCmd(), queueCmd(), graphCmd(), devclusterCmd(),
 		versionCmd(), completionCmd(), benchClientCmd(), verifycmd.Command(), upgradeCmd(), gcCmd())
 	return root

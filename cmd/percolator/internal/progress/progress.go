@@ -69,6 +69,30 @@ func (p *Meter) Show(desc string, done, total int64) {
 	_ = p.bar.Set64(done)
 }
 
+// Count reports done items of a phase whose length is unknown (a
+// description, then the count): a spinner with the count on a terminal,
+// a plain line every plainEvery otherwise.
+func (p *Meter) Count(desc string, done int64) {
+	if p.quiet {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.tty {
+		if time.Since(p.lastPlain) >= plainEvery {
+			p.lastPlain = time.Now()
+			fmt.Fprintf(p.w, "%s: %d\n", desc, done)
+		}
+		return
+	}
+	if p.bar == nil {
+		p.bar = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(p.w), progressbar.OptionShowCount(),
+			progressbar.OptionSpinnerType(14), progressbar.OptionThrottle(100*time.Millisecond))
+	}
+	p.bar.Describe(desc)
+	_ = p.bar.Set64(done)
+}
+
 // Begin announces a phase whose length is unknown: a spinner on a
 // terminal, one plain line otherwise.
 func (p *Meter) Begin(desc string) {

@@ -22,8 +22,17 @@ func TestProgressPlainLines(t *testing.T) {
 		t.Fatalf("plain progress %q, want %q", got, want)
 	}
 	b.Reset()
+	p.End()
+	for i := range 10 {
+		p.Count("cells", int64(i))
+	}
+	if got, want := b.String(), "cells: 0\n"; got != want {
+		t.Fatalf("plain count %q, want %q", got, want)
+	}
+	b.Reset()
 	q := New(&b, true)
 	q.Show("loading", 1, 2)
+	q.Count("cells", 1)
 	q.End()
 	if b.Len() != 0 {
 		t.Fatalf("quiet progress printed %q", b.String())

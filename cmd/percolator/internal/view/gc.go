@@ -71,17 +71,3 @@ func printGC(w io.Writer, g *GCState) {
 	}
 	fmt.Fprint(w, "\n\n")
 }
-
-// Bytes is n bytes for people: B, KiB, MiB, GiB.
-func Bytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 3; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGT"[exp])
-}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/internal/leakcheck"
@@ -302,9 +303,10 @@ func TestRestoreChecksBeforeWriting(t *testing.T) {
 }
 
 // TestWriteBelowSafePoint: a backup whose snapshot the safe point passed
-// before its first page fails with ErrSnapshotTooOld, and WriteFile
-// leaves no file, not even a temporary one; what Write had written (the
-// header and the observers) is no backup to a Reader.
+// midway (its registration lost) fails with ErrSnapshotTooOld, and
+// WriteFile leaves no file, not even a temporary one; what Write had
+// written (the header, the observers and two pages) is no backup to a
+// Reader.
 func TestWriteBelowSafePoint(t *testing.T) {
 	ctx := context.Background()
 	for _, viaFile := range []bool{false, true} {
@@ -312,10 +314,13 @@ func TestWriteBelowSafePoint(t *testing.T) {
 		fill(t, db, 10, 2)
 		observe(t, db)
 		o := Options{PageCells: 3, beforePage: func(page int, startTS uint64) {
-			if page == 0 {
+			if page == 2 {
+				// Midway, the collector passes the backup's snapshot (its
+				// registration lost), and the cached safe point ages out.
 				if _, err := txn.AdvanceSafePoint(ctx, st, startTS+1); err != nil {
 					t.Error(err)
 				}
+				time.Sleep(txn.SafePointCache + 10*time.Millisecond)
 			}
 		}}
 		if !viaFile {

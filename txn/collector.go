@@ -269,8 +269,10 @@ func (c *Client) collectAt(ctx context.Context, o CollectorOptions, s sample, dr
 	if err != nil {
 		return CollectorPass{}, err
 	}
-	if ok && oldest < cand {
-		cand = oldest
+	if ok && oldest <= cand {
+		// Just below it: the transaction reads at its start_ts, and its
+		// prewrites pass the fences (each below its start_ts).
+		cand = oldest - 1
 	}
 	var sp uint64
 	if dry {

@@ -47,7 +47,7 @@ func TestRunCollector(t *testing.T) {
 			}
 		}
 	}
-	waitFor("up to the open transaction", func(ps []CollectorPass) bool { return len(ps) > 0 && ps[len(ps)-1].SafePoint == long.StartTS() })
+	waitFor("up to the open transaction", func(ps []CollectorPass) bool { return len(ps) > 0 && ps[len(ps)-1].SafePoint == long.StartTS()-1 })
 	if v, err := long.Get(ctx, "r", "v"); err != nil || string(v) != "3" {
 		t.Fatalf("the open transaction reads %q, %v; want 3", v, err)
 	}

@@ -277,10 +277,14 @@
 // timestamps are counters, not times: the lifetime is what turns "T is
 // old" into a duration, and a sample lives only in the collector's
 // memory, so after a restart or an oracle failover nothing is collected
-// for one lifetime. The proposal is then held back to the oldest start_ts
-// any live transaction or registered long reader needs, as each process
-// publishes it through what already tracks it: in-process when embedded,
-// the server's sessions, etcd leases on Bigtable. Registration is for
+// for one lifetime. The proposal is then held back to just below the
+// oldest start_ts any live transaction or registered long reader needs, as
+// each process publishes it through what already tracks it: in-process
+// when embedded, the server's sessions, etcd leases on Bigtable. Just
+// below, so that the transaction both reads its snapshot and may still
+// write a row collected meanwhile (the row's fence, the safe point, is
+// below its start_ts; what a pass removed is below its snapshot, and its
+// conflict check looks only at and above its start_ts). Registration is for
 // progress only (a registered reader is not failed); safety rests on the
 // check below, so a transaction paused between Begin and its registration
 // for longer than the lifetime fails rather than read a collected

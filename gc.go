@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/seed-992972ee/percolator/coord"
+
 	"github.com/seed-992972ee/percolator/storage/remote"
 	"github.com/seed-992972ee/percolator/txn"
 )
@@ -69,21 +71,27 @@ func (db *DB) collectorOptions() txn.CollectorOptions {
 // DB's own, and what the live sessions publish where the liveness session
 // carries it (coord.Snapshots: a server's sessions, etcd's).
 func (db *DB) oldest(ctx context.Context) (uint64, bool, error) {
-	ts, ok := db.client.OldestActive()
+	o, err := db.oldestOwner(ctx)
+	return o.TS, o.TS != 0, err
+}
+
+// oldestOwner is oldest with the owner holding it ("" for this DB).
+func (db *DB) oldestOwner(ctx context.Context) (coord.Oldest, error) {
+	var own coord.Oldest
+	if ts, ok := db.client.OldestActive(); ok {
+		own.TS = ts
+	}
 	if db.snaps == nil {
-		return ts, ok, nil
+		return own, nil
 	}
-	other, ook, err := db.snaps.OldestNeeded(ctx)
+	other, err := db.snaps.OldestNeeded(ctx)
 	if err != nil {
-		return 0, false, err
+		return coord.Oldest{}, err
 	}
-	switch {
-	case !ook:
-		return ts, ok, nil
-	case !ok || other < ts:
-		return other, true, nil
+	if other.TS != 0 && (own.TS == 0 || other.TS < own.TS) {
+		return other, nil
 	}
-	return ts, true, nil
+	return own, nil
 }
 
 // GCStats are the garbage collector's figures in this process.
@@ -113,8 +121,10 @@ type GCStatus struct {
 	SafePointSampled time.Time
 	// OldestOpen is the oldest start_ts an open transaction of this DB,
 	// or of any process whose session publishes it (a server's clients,
-	// etcd's), holds the safe point back to; 0 for none.
-	OldestOpen uint64
+	// etcd's), holds the safe point back to; 0 for none. OldestOwner is
+	// the owner of that process's session ("" for this DB's own).
+	OldestOpen  uint64
+	OldestOwner string
 	// Stats are this process's collector's figures.
 	Stats GCStats
 }
@@ -125,11 +135,12 @@ func (db *DB) GCStatus(ctx context.Context) (GCStatus, error) {
 	if err != nil {
 		return GCStatus{}, apiErr(err)
 	}
-	oldest, _, err := db.oldest(ctx)
+	oldest, err := db.oldestOwner(ctx)
 	if err != nil {
 		return GCStatus{}, apiErr(err)
 	}
-	return GCStatus{SafePoint: info.TS, SafePointSampled: info.Sampled, OldestOpen: oldest, Stats: db.GCStats()}, nil
+	return GCStatus{SafePoint: info.TS, SafePointSampled: info.Sampled, OldestOpen: oldest.TS, OldestOwner: oldest.Owner,
+		Stats: db.GCStats()}, nil
 }
 
 // startCollector runs the background collector until Close, where this

@@ -158,6 +158,9 @@ func TestGCHeldBySessions(t *testing.T) {
 	if v, err := long.Get(ctx, "r0", "v"); err != nil || string(v) != "1" {
 		t.Fatalf("the open transaction reads %q, %v", v, err)
 	}
+	if st, err := db.GCStatus(ctx); err != nil || st.OldestOpen != dead || st.OldestOwner != "dead" {
+		t.Fatalf("status names %d of %q, %v; want the dead session's %d", st.OldestOpen, st.OldestOwner, err, dead)
+	}
 	_ = long.Rollback(ctx)
 	// The dead session expires (2s); the next safe point comes after the
 	// collector's wait past the first (txn.CollectDelay).

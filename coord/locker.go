@@ -63,7 +63,13 @@ type Snapshots interface {
 	// PublishOldest gives the session what to publish: the oldest
 	// start_ts its process reads at, and whether there is one.
 	PublishOldest(oldest func() (uint64, bool))
-	// OldestNeeded is the oldest start_ts any live session published,
-	// and whether there is one.
-	OldestNeeded(ctx context.Context) (uint64, bool, error)
+	// OldestNeeded is the oldest start_ts any live session published
+	// and the owner that published it; TS 0 when none did.
+	OldestNeeded(ctx context.Context) (Oldest, error)
+}
+
+// Oldest is an oldest start_ts published, and its publisher.
+type Oldest struct {
+	TS    uint64
+	Owner string
 }

@@ -285,26 +285,29 @@ func (c *coordService) KeepAlive(_ context.Context, req *rpcpb.KeepAliveRequest)
 	return &rpcpb.KeepAliveResponse{TtlMs: s.ttl.Milliseconds()}, nil
 }
 
-// oldest is the oldest start_ts a live session published, 0 for none.
-func (c *coordService) oldest() uint64 {
+// oldest is the oldest start_ts a live session published (0 for none)
+// and the session's owner.
+func (c *coordService) oldest() (uint64, string) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var o uint64
+	var owner string
 	for id, s := range c.mu.sessions {
 		if c.liveLocked(id, now) == nil || s.oldest == 0 {
 			continue
 		}
 		if o == 0 || s.oldest < o {
-			o = s.oldest
+			o, owner = s.oldest, s.owner
 		}
 	}
-	return o
+	return o, owner
 }
 
 // Oldest implements rpcpb.CoordServer.
 func (c *coordService) Oldest(context.Context, *rpcpb.OldestRequest) (*rpcpb.OldestResponse, error) {
-	return &rpcpb.OldestResponse{OldestStartTs: c.oldest()}, nil
+	ts, owner := c.oldest()
+	return &rpcpb.OldestResponse{OldestStartTs: ts, Owner: owner}, nil
 }
 
 // CloseSession implements rpcpb.CoordServer; closing an unknown session

@@ -77,7 +77,7 @@ func (s *storageService) CollectGarbage(ctx context.Context, req *rpcpb.CollectG
 
 // oldestNeeded is the oldest start_ts a live session published.
 func (s *Server) oldestNeeded(context.Context) (uint64, bool, error) {
-	o := s.coord.oldest()
+	o, _ := s.coord.oldest()
 	return o, o != 0, nil
 }
 

@@ -182,20 +182,20 @@ func (s *Session) publish(ctx context.Context, lease clientv3.LeaseID) error {
 
 // OldestNeeded implements coord.Snapshots: the oldest start_ts the live
 // sessions' liveness keys publish.
-func (s *Session) OldestNeeded(ctx context.Context) (uint64, bool, error) {
+func (s *Session) OldestNeeded(ctx context.Context) (coord.Oldest, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
 	resp, err := s.cli.Get(ctx, s.prefix+"live/", clientv3.WithPrefix())
 	if err != nil {
-		return 0, false, fmt.Errorf("etcd: reading the oldest open transaction: %w", err)
+		return coord.Oldest{}, fmt.Errorf("etcd: reading the oldest open transaction: %w", err)
 	}
-	var o uint64
+	var o coord.Oldest
 	for _, kv := range resp.Kvs {
-		if ts, err := strconv.ParseUint(string(kv.Value), 10, 64); err == nil && ts != 0 && (o == 0 || ts < o) {
-			o = ts
+		if ts, err := strconv.ParseUint(string(kv.Value), 10, 64); err == nil && ts != 0 && (o.TS == 0 || ts < o.TS) {
+			o = coord.Oldest{TS: ts, Owner: strings.TrimPrefix(string(kv.Key), s.prefix+"live/")}
 		}
 	}
-	return o, o != 0, nil
+	return o, nil
 }
 
 // Open grants a lease, puts the owner's liveness key under it and renews

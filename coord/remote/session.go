@@ -99,16 +99,16 @@ func (s *Session) published() uint64 {
 }
 
 // OldestNeeded implements coord.Snapshots: the server's answer.
-func (s *Session) OldestNeeded(ctx context.Context) (uint64, bool, error) {
+func (s *Session) OldestNeeded(ctx context.Context) (coord.Oldest, error) {
 	var resp *rpcpb.OldestResponse
 	err := s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
 		resp, err = s.conn.Coord.Oldest(ctx, &rpcpb.OldestRequest{})
 		return err
 	})
 	if err != nil {
-		return 0, false, fmt.Errorf("coord: reading the oldest open transaction: %w", err)
+		return coord.Oldest{}, fmt.Errorf("coord: reading the oldest open transaction: %w", err)
 	}
-	return resp.OldestStartTs, resp.OldestStartTs != 0, nil
+	return coord.Oldest{TS: resp.OldestStartTs, Owner: resp.Owner}, nil
 }
 
 // Open opens a session for owner with lease ttl (0: DefaultTTL) and renews

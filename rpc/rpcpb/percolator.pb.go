@@ -2304,6 +2304,8 @@ func (*OldestRequest) Descriptor() ([]byte, []int) {
 type OldestResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	OldestStartTs uint64                 `protobuf:"varint,1,opt,name=oldest_start_ts,json=oldestStartTs,proto3" json:"oldest_start_ts,omitempty"`
+	// owner is the owner of the session that published it.
+	Owner         string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2343,6 +2345,13 @@ func (x *OldestResponse) GetOldestStartTs() uint64 {
 		return x.OldestStartTs
 	}
 	return 0
+}
+
+func (x *OldestResponse) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
 }
 
 type TryLockRequest struct {
@@ -2667,9 +2676,10 @@ const file_percolator_proto_rawDesc = "" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\"%\n" +
 	"\rAliveResponse\x12\x14\n" +
 	"\x05alive\x18\x01 \x01(\bR\x05alive\"\x0f\n" +
-	"\rOldestRequest\"8\n" +
+	"\rOldestRequest\"N\n" +
 	"\x0eOldestResponse\x12&\n" +
-	"\x0foldest_start_ts\x18\x01 \x01(\x04R\roldestStartTs\"<\n" +
+	"\x0foldest_start_ts\x18\x01 \x01(\x04R\roldestStartTs\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\"<\n" +
 	"\x0eTryLockRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\"%\n" +

@@ -46,11 +46,13 @@ type GCState struct {
 	// OldestOpen is the oldest open transaction's start_ts that holds
 	// the safe point back (0: none).
 	OldestOpen uint64 `json:"oldest_open_start_ts,omitempty"`
+	// OldestOwner is the process (its session's owner) holding it.
+	OldestOwner string `json:"oldest_open_owner,omitempty"`
 }
 
 // GCStateOf is the status of the collector.
 func GCStateOf(s percolator.GCStatus) *GCState {
-	g := &GCState{SafePoint: s.SafePoint, OldestOpen: s.OldestOpen}
+	g := &GCState{SafePoint: s.SafePoint, OldestOpen: s.OldestOpen, OldestOwner: s.OldestOwner}
 	if !s.SafePointSampled.IsZero() {
 		g.Lag = time.Since(s.SafePointSampled).Seconds()
 	}
@@ -67,7 +69,11 @@ func printGC(w io.Writer, g *GCState) {
 		}
 	}
 	if g.OldestOpen != 0 {
-		fmt.Fprintf(w, "; the oldest open transaction (start_ts %d) holds it back", g.OldestOpen)
+		who := ""
+		if g.OldestOwner != "" {
+			who = " of " + Text(g.OldestOwner)
+		}
+		fmt.Fprintf(w, "; the oldest open transaction (start_ts %d%s) holds it back", g.OldestOpen, who)
 	}
 	fmt.Fprint(w, "\n\n")
 }

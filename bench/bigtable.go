@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/server"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
+	"github.com/seed-992972ee/percolator/txn"
 )
 
 // The Bigtable figures: RPCs per transaction counted by a client
@@ -196,6 +198,7 @@ func bigtableRPCs(ctx context.Context, b *runner, r *Report) error {
 		}
 	}
 	multi := c.take()
+	began := time.Now()
 	for i := range txns {
 		err := db.View(ctx, func(tx *percolator.Txn) error {
 			_, err := tx.Get(ctx, serverKey(i), "v")
@@ -205,15 +208,18 @@ func bigtableRPCs(ctx context.Context, b *runner, r *Report) error {
 			return err
 		}
 	}
+	// A client re-reads the garbage collector's safe point at most once
+	// per txn.SafePointCache while it reads (one ReadRows more).
+	safePointReads := int(time.Since(began)/txn.SafePointCache) + 1
 	read := c.take()
 	r.printf("bigtable rpcs: 1-row write txn = %s", formatCounts(single, txns))
 	r.printf("bigtable rpcs: %d-row write txn = %s", rows, formatCounts(multi, txns))
 	r.printf("bigtable rpcs: read (a read-only txn's Get) = %s", formatCounts(read, txns))
 	ok := exactly(single, txns, map[string]int{"CheckAndMutateRow": 2}) &&
 		exactly(multi, txns, map[string]int{"CheckAndMutateRow": rows + 1, "MutateRows": 1}) &&
-		exactly(read, txns, map[string]int{"ReadRows": 1})
-	r.printf("bigtable rpcs: target 1-row = 2 CheckAndMutateRow, %d-row = %d CheckAndMutateRow + 1 MutateRows, read = 1 ReadRows, no other call: %s",
-		rows, rows+1, r.mark("bigtable rpcs per transaction", ok))
+		len(read) == 1 && read["ReadRows"] >= txns && read["ReadRows"] <= txns+safePointReads
+	r.printf("bigtable rpcs: target 1-row = 2 CheckAndMutateRow, %d-row = %d CheckAndMutateRow + 1 MutateRows, read = 1 ReadRows (and the safe point's, at most once a second: %d here), no other call: %s",
+		rows, rows+1, safePointReads, r.mark("bigtable rpcs per transaction", ok))
 	return nil
 }
 

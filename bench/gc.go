@@ -171,13 +171,19 @@ func sampleEarly(ctx context.Context, after time.Duration, sides ...*gcSide) err
 
 func printGCSpace(r *Report, lifetime, d time.Duration, writers int, on, off *gcSide) {
 	vr, br := show(ratio(on.late.versions, on.early.versions), 2), show(ratio(on.late.bytes, on.early.bytes), 2)
+	bytesOf := func(s gcSample) string {
+		if !on.st.withLog {
+			return formatBytes(s.bytes)
+		}
+		return fmt.Sprintf("%s (log %s)", formatBytes(s.bytes), formatBytes(s.logBytes))
+	}
 	r.printf("gc space: bank (%s accounts, %d writers, %d wrong snapshots) on two stores at once; with the collector at lifetime %s: %s versions, %s at %s -> %s versions, %s at %s: %sx versions (target <= 1.5x: %s), %sx bytes (target <= 1.5x: %s); without: %s -> %s versions (%.2fx), %s -> %s (%.2fx); bytes of the store's %s",
 		group(gcAccounts), writers, on.res.Wrong+off.res.Wrong, lifetime,
-		group(on.early.versions), formatBytes(on.early.bytes), d/5, group(on.late.versions), formatBytes(on.late.bytes), d,
+		group(on.early.versions), bytesOf(on.early), d/5, group(on.late.versions), bytesOf(on.late), d,
 		vr, r.mark("gc space: versions at the end <= 1.5x at 1/5 of the run", vr.atMost(1.5)),
 		br, r.mark("gc space: bytes at the end <= 1.5x at 1/5 of the run", br.atMost(1.5)),
 		group(off.early.versions), group(off.late.versions), ratio(off.late.versions, off.early.versions),
-		formatBytes(off.early.bytes), formatBytes(off.late.bytes), ratio(off.late.bytes, off.early.bytes), on.st.sizeOf)
+		bytesOf(off.early), bytesOf(off.late), ratio(off.late.bytes, off.early.bytes), on.st.sizeOf)
 }
 
 func printGCCost(r *Report, writers int, on, off *gcSide) {

@@ -27,25 +27,28 @@ type gcStore struct {
 	// table.
 	raw storage.Store
 	// size is the store's bytes: its directory's (Pebble), or its write
-	// and data cells' (the Bigtable emulator, which keeps them in memory).
-	size func(context.Context) (int64, error)
-	// sizeOf says what size measures, for the figure's line.
-	sizeOf string
-	close  func()
+	// and data cells' (the Bigtable emulator, which keeps them in memory);
+	// and of those, its write-ahead log's (0 without one).
+	size func(context.Context) (total, log int64, err error)
+	// sizeOf says what size measures, for the figure's line; withLog
+	// whether the store has a log.
+	sizeOf  string
+	withLog bool
+	close   func()
 }
 
 // gcSample is what a store holds at one moment: its versions (the cells
 // of the write and data families: every write record and every value)
-// and its bytes (gcStore.size).
-type gcSample struct{ versions, bytes int64 }
+// and its bytes, and its log's of those (gcStore.size).
+type gcSample struct{ versions, bytes, logBytes int64 }
 
 func (s *gcStore) sample(ctx context.Context) (gcSample, error) {
 	n, err := countVersions(ctx, s.raw)
 	if err != nil {
 		return gcSample{}, err
 	}
-	b, err := s.size(ctx)
-	return gcSample{versions: n, bytes: b}, err
+	b, log, err := s.size(ctx)
+	return gcSample{versions: n, bytes: b, logBytes: log}, err
 }
 
 // versionsFilter selects every version of the protocol's write records
@@ -80,13 +83,13 @@ func cellBytes(ctx context.Context, st storage.Store) (int64, error) {
 	return n, err
 }
 
-// dirBytes returns the size of the regular files under dir: a Pebble
-// store's tables, log and manifest. A file Pebble deletes while it is
-// walked is not counted.
-func dirBytes(dir string) func(context.Context) (int64, error) {
-	return func(context.Context) (int64, error) {
-		var n int64
-		err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+// dirBytes returns the size of the regular files under dir, a Pebble
+// store's tables, log and manifest, and of its log files (*.log: the live
+// log, and those Pebble keeps to recycle, at the size they grew to). A
+// file Pebble deletes while it is walked is not counted.
+func dirBytes(dir string) func(context.Context) (total, log int64, err error) {
+	return func(context.Context) (n, log int64, err error) {
+		err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
 			}
@@ -100,9 +103,12 @@ func dirBytes(dir string) func(context.Context) (int64, error) {
 			if err == nil {
 				n += fi.Size()
 			}
+			if err == nil && filepath.Ext(path) == ".log" {
+				log += fi.Size()
+			}
 			return err
 		})
-		return n, err
+		return n, log, err
 	}
 }
 
@@ -148,7 +154,8 @@ func (b *runner) openGCEmbedded(ctx context.Context, name string, lifetime time.
 		_ = st.Close()
 		return nil, err
 	}
-	return &gcStore{db: db, raw: st, size: dirBytes(dir), sizeOf: "directory", close: func() { _ = db.Close(); _ = st.Close() }}, nil
+	return &gcStore{db: db, raw: st, size: dirBytes(dir), sizeOf: "directory", withLog: true,
+		close: func() { _ = db.Close(); _ = st.Close() }}, nil
 }
 
 // openGCServer starts a server in a directory of its own, serving on
@@ -179,7 +186,8 @@ func (b *runner) openGCServer(ctx context.Context, name string, lifetime time.Du
 		stop()
 		return nil, err
 	}
-	return &gcStore{db: db, raw: srv.Store(), size: dirBytes(dir), sizeOf: "directory", close: func() { _ = db.Close(); stop() }}, nil
+	return &gcStore{db: db, raw: srv.Store(), size: dirBytes(dir), sizeOf: "directory", withLog: true,
+		close: func() { _ = db.Close(); stop() }}, nil
 }
 
 // openGCBigtable starts an emulator of its own, with the suite's table
@@ -206,6 +214,9 @@ func (b *runner) openGCBigtable(ctx context.Context, _ string, lifetime time.Dur
 		go func() { defer close(done); _ = db.RunGC(gctx, nil) }()
 		cl.add(func() { stop(); <-done })
 	}
-	size := func(ctx context.Context) (int64, error) { return cellBytes(ctx, st) }
+	size := func(ctx context.Context) (int64, int64, error) {
+		n, err := cellBytes(ctx, st)
+		return n, 0, err
+	}
 	return &gcStore{db: db, raw: st, size: size, sizeOf: "write and data cells", close: cl.closeAll}, nil
 }

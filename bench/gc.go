@@ -230,13 +230,13 @@ func (b *runner) gcScans(ctx context.Context, open gcOpener) (gcScanResult, erro
 	if err := b.writeVersions(ctx, old.db, n); err != nil {
 		return res, err
 	}
-	return b.collectAndScan(ctx, old, fresh, strconv.Itoa(n-1))
+	return collectAndScan(ctx, old, fresh, strconv.Itoa(n-1))
 }
 
 // collectAndScan times scans of old before and after one DB.GC pass, and
 // of fresh, alternating with old's after it; each scan finds want in
 // every account. The pass must leave old holding what fresh holds.
-func (b *runner) collectAndScan(ctx context.Context, old, fresh *gcStore, want string) (res gcScanResult, err error) {
+func collectAndScan(ctx context.Context, old, fresh *gcStore, want string) (res gcScanResult, err error) {
 	before, err := scanTimes(ctx, want, 3, old)
 	if err != nil {
 		return res, err

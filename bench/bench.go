@@ -46,6 +46,12 @@ type Options struct {
 	Writers, Readers, Keys, ValueSize int
 	// BankDuration is the bank figure's run (0: 5s).
 	BankDuration time.Duration
+	// GCDuration is the gc figure's bank run (0: 10 minutes); GCLifetime
+	// its collector's lifetime (0: 30s), at most GCDuration/5; GCVersions
+	// the versions of each account before the collection its scans
+	// measure (0: 1,000; at least 2).
+	GCDuration, GCLifetime time.Duration
+	GCVersions             int
 	// NotifyCells is the big table's cells (0: 1,000,000), NotifyDirty
 	// the dirty cells to find (0: 1,000) and Rounds the rounds (0: 3) of
 	// the notify figure.
@@ -101,11 +107,18 @@ func (o *Options) EnsureDefaults() {
 	def(&o.NotifyDirty, 1000)
 	def(&o.Rounds, 3)
 	def(&o.IndexFiles, 2000)
+	def(&o.GCVersions, 1000)
 	if o.Duration == 0 {
 		o.Duration = 3 * time.Second
 	}
 	if o.BankDuration == 0 {
 		o.BankDuration = 5 * time.Second
+	}
+	if o.GCDuration == 0 {
+		o.GCDuration = 10 * time.Minute
+	}
+	if o.GCLifetime == 0 {
+		o.GCLifetime = 30 * time.Second
 	}
 	if o.EditFraction == 0 {
 		o.EditFraction = 0.01
@@ -129,6 +142,8 @@ func (o *Options) Validate() error {
 		return bad("need 1 <= NotifyDirty <= NotifyCells, Rounds >= 1 and IndexFiles >= 1")
 	case o.Duration <= 0 || o.BankDuration <= 0 || o.Writers < 1 || o.Readers < 1 || o.Keys < 1 || o.ValueSize < 0:
 		return bad("need Duration, BankDuration > 0, Writers, Readers, Keys >= 1 and ValueSize >= 0")
+	case o.GCDuration <= 0 || o.GCLifetime <= 0 || o.GCVersions < 2:
+		return bad("need GCDuration, GCLifetime > 0 and GCVersions >= 2")
 	case o.EditFraction <= 0 || o.EditFraction > 1:
 		return bad("EditFraction %g not in (0, 1]", o.EditFraction)
 	case o.Server.Addr != "" && (o.BigtableEmulator || o.Bigtable != ""), o.BigtableEmulator && o.Bigtable != "":
@@ -215,14 +230,15 @@ type figure struct {
 func suiteFigures(s Suite) []figure {
 	switch s {
 	case Server:
-		return []figure{{"oracle", serverOracle, false}, {"reads", serverReads, false}, {"writes", serverWrites, false}, {"nonces", serverNonces, false}}
+		return []figure{{"oracle", serverOracle, false}, {"reads", serverReads, false}, {"writes", serverWrites, false}, {"nonces", serverNonces, false}, {"gc", gcFigure, false}}
 	case Bigtable:
-		return []figure{{"rpcs", bigtableRPCs, false}, {"reads", bigtableReads, false}, {"writes", bigtableWrites, false}, {"notify", bigtableNotify, false}}
+		return []figure{{"rpcs", bigtableRPCs, false}, {"reads", bigtableReads, false}, {"writes", bigtableWrites, false}, {"notify", bigtableNotify, false}, {"gc", gcFigure, false}}
 	}
 	return []figure{
 		{"oracle", embeddedOracle, false}, {"writes", embeddedWrites, false}, {"reads", embeddedReads, false}, {"bank", embeddedBank, false},
 		{"notify", notify, false}, {"observers", observers, true}, {"rerun", rerun, true},
 		{"graph", graphFigure, false}, {"lock", lockFigure, false}, {"queue", queueFigure, false},
+		{"gc", gcFigure, false},
 	}
 }
 

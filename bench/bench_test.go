@@ -169,3 +169,28 @@ func TestRerunVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// TestGCFigure: the gc figure on the embedded suite, a short run with few
+// versions, reports its three measurements with their four targets and
+// finds nothing wrong (a smoke test: its ratios are not judged here).
+func TestGCFigure(t *testing.T) {
+	opts := Options{Dir: t.TempDir(), GCDuration: 3 * time.Second, GCVersions: 20, Writers: 8}
+	var reports []Report
+	if err := Run(context.Background(), opts, []string{"gc"}, func(r Report) { reports = append(reports, r) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(reports) != 1 {
+		t.Fatalf("reports %+v", reports)
+	}
+	r := reports[0]
+	text := strings.Join(r.Lines, "\n")
+	if len(r.Lines) != 3 || len(r.Targets) != 4 {
+		t.Fatalf("%d lines, targets %+v, want 3 lines and 4 targets:\n%s", len(r.Lines), r.Targets, text)
+	}
+	for i, prefix := range []string{"gc space: ", "gc cost:  ", "gc scans: "} {
+		if !strings.HasPrefix(r.Lines[i], prefix) {
+			t.Errorf("line %d does not begin with %q:\n%s", i, prefix, text)
+		}
+	}
+	t.Log("\n" + text)
+}

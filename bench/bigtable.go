@@ -101,7 +101,7 @@ func (b *runner) openBigtablePair(ctx context.Context, c *rpcCounter) (*percolat
 		cl.add(emu.Close)
 		opts.Emulator = emu.Addr()
 	}
-	db, st, err := openBigtableDB(ctx, opts, c, &cl)
+	db, st, err := openBigtableDB(ctx, opts, c, percolator.Options{}, &cl)
 	if err != nil {
 		cl.closeAll()
 		return nil, nil, nil, err
@@ -109,9 +109,10 @@ func (b *runner) openBigtablePair(ctx context.Context, c *rpcCounter) (*percolat
 	return db, st, cl.closeAll, nil
 }
 
-// openBigtableDB creates the table if needed and opens a DB on it, its
-// store's calls counted by c, its oracle served by serveBenchOracle.
-func openBigtableDB(ctx context.Context, opts bigtable.Options, c *rpcCounter, cl *closers) (*percolator.DB, *bigtable.Store, error) {
+// openBigtableDB creates the table if needed and opens a DB on it with
+// dbo (its Store and Oracle set here), its store's calls counted by c,
+// its oracle served by serveBenchOracle.
+func openBigtableDB(ctx context.Context, opts bigtable.Options, c *rpcCounter, dbo percolator.Options, cl *closers) (*percolator.DB, *bigtable.Store, error) {
 	if err := bigtable.Init(ctx, opts); err != nil {
 		return nil, nil, err
 	}
@@ -125,7 +126,8 @@ func openBigtableDB(ctx context.Context, opts bigtable.Options, c *rpcCounter, c
 		return nil, nil, err
 	}
 	cl.add(func() { _ = st.Close() })
-	db, err := percolator.Open(ctx, percolator.Options{Store: st, Oracle: orc})
+	dbo.Store, dbo.Oracle = st, orc
+	db, err := percolator.Open(ctx, dbo)
 	if err != nil {
 		return nil, nil, err
 	}

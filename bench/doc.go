@@ -15,6 +15,15 @@
 //     per transaction, reads and writes beside raw Bigtable calls, and the
 //     cost of finding notifications.
 //
+// Each suite also has the gc figure (gc.go): the space a store holds with
+// the garbage collector running against one without, the bank's
+// throughput with it against without, and a scan after a collection
+// against a scan of a fresh store. It needs stores whose collector it
+// sets and whose cells it reads, so it makes its own: Pebble stores under
+// Dir, servers it starts in process there (not Options.Server), or
+// Bigtable emulators in process (for a real table too: each measurement
+// needs empty tables, and bench deletes no table).
+//
 // The caller's contract:
 //
 //  1. Dir is a scratch directory the figures fill (PrepareDir makes one,

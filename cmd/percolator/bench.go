@@ -46,6 +46,7 @@ A verdict compares the value as printed, rounded: a printed 0.25x meets a
 target of >= 0.25x. Exit status: 0 when every target is met, 1 when any
 is MISSED (the error names them) or a figure fails, 2 on a usage error.`,
 		Example: `  percolator bench --only writes --duration 5s
+  percolator bench --only gc --gc-duration 1m
   percolator bench --server 127.0.0.1:7420 --only oracle
   percolator bench --bigtable-emulator --only rpcs`,
 		Args: cli.NoArgs,
@@ -67,6 +68,9 @@ func (cfg *benchConfig) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Keys, "keys", 10000, "keys in the read benchmark")
 	fs.IntVar(&o.ValueSize, "value-size", 100, "value size in bytes")
 	fs.DurationVar(&o.BankDuration, "bank-duration", 5*time.Second, "duration of the bank workload")
+	fs.DurationVar(&o.GCDuration, "gc-duration", 10*time.Minute, "duration of the gc figure's bank run on two stores, with and without the garbage collector (sampled at 1/5 of it and at its end)")
+	fs.DurationVar(&o.GCLifetime, "gc-lifetime", 30*time.Second, "the gc figure's collector lifetime (at most --gc-duration/5)")
+	fs.IntVar(&o.GCVersions, "gc-versions", 1000, "versions of each of the gc figure's 1,000 accounts before the collection whose scans it times")
 	fs.StringVar(&cfg.only, "only", "", "run one figure: "+strings.Join(bench.Figures(bench.Embedded), ", ")+"; with --server: "+strings.Join(bench.Figures(bench.Server), ", ")+
 		"; with --bigtable or --bigtable-emulator: "+strings.Join(bench.Figures(bench.Bigtable), ", "))
 	fs.IntVar(&o.NotifyCells, "notify-cells", 1_000_000, "cells of the big table in the notify benchmark")
@@ -76,9 +80,9 @@ func (cfg *benchConfig) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.IndexFiles, "index-files", 2000, "files in the observers figure's corpus (and rerun's, from the default corpus)")
 	fs.Float64Var(&o.EditFraction, "edit-fraction", 0.01, "fraction of the files the rerun figure edits")
 	fs.StringVar(&cfg.profile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
-	fs.BoolVar(&o.BigtableEmulator, "bigtable-emulator", false, "measure the Bigtable figures (RPCs per transaction, reads and writes beside raw Bigtable calls) on a Bigtable emulator started in this process")
+	fs.BoolVar(&o.BigtableEmulator, "bigtable-emulator", false, "measure the Bigtable figures (RPCs per transaction, reads and writes beside raw Bigtable calls, notifications, garbage collection) on a Bigtable emulator started in this process")
 	fs.StringVar(&o.Bigtable, "bigtable", "", "measure the Bigtable figures on this table, PROJECT/INSTANCE/TABLE (created if needed; BIGTABLE_EMULATOR_HOST is honoured)")
-	fs.StringVar(&cfg.tg.Server, "server", "", "measure the server figures against the percolator server at this address (its oracle, reads, writes and nonces, each beside raw RPCs)")
+	fs.StringVar(&cfg.tg.Server, "server", "", "measure the server figures against the percolator server at this address (its oracle, reads, writes and nonces, each beside raw RPCs; the gc figure starts servers of its own)")
 	fs.StringVar(&cfg.tg.TokenFile, "token-file", "", "with --server: file holding the server's token (default: $PERCOLATOR_TOKEN)")
 	fs.StringVar(&cfg.tg.TLSCA, "tls-ca", "", "with --server: CA certificate of the server's TLS")
 }
@@ -113,6 +117,8 @@ func (cfg *benchConfig) validate() error {
 		return cli.Usagef("need 1 <= --notify-dirty <= --notify-cells, --rounds >= 1 and --index-files >= 1")
 	case o.Duration <= 0 || o.BankDuration <= 0 || o.Writers < 1 || o.Readers < 1 || o.Keys < 1 || o.ValueSize < 0:
 		return cli.Usagef("need --duration, --bank-duration > 0, --writers, --readers, --keys >= 1 and --value-size >= 0")
+	case o.GCDuration <= 0 || o.GCLifetime <= 0 || o.GCVersions < 2:
+		return cli.Usagef("need --gc-duration, --gc-lifetime > 0 and --gc-versions >= 2")
 	case o.EditFraction <= 0 || o.EditFraction > 1:
 		return cli.Usagef("--edit-fraction must be in (0, 1]")
 	case o.Server.Addr != "" && (o.BigtableEmulator || o.Bigtable != ""), o.BigtableEmulator && o.Bigtable != "":

@@ -59,3 +59,17 @@ func checkBenchExit(t *testing.T, out, errOut string, code int) {
 	}
 	t.Fatalf("bench: exit %d, not what its summary says\n%s%s", code, out, errOut)
 }
+
+// TestBenchGCFlags: the gc figure's flags out of range are usage errors
+// (exit 2), named in the message, and run nothing.
+func TestBenchGCFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--gc-duration", "0"}, {"--gc-lifetime", "-1s"}, {"--gc-versions", "1"},
+	} {
+		args = append([]string{"bench", "--dir", t.TempDir(), "--only", "gc"}, args...)
+		out, errOut, code := runCLI(t, args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "need --gc-duration, --gc-lifetime > 0 and --gc-versions >= 2") {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+}

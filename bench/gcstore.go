@@ -38,17 +38,23 @@ type gcStore struct {
 }
 
 // gcSample is what a store holds at one moment: its versions (the cells
-// of the write and data families: every write record and every value)
-// and its bytes, and its log's of those (gcStore.size).
-type gcSample struct{ versions, bytes, logBytes int64 }
+// of the write and data families: every write record and every value),
+// their bytes (cellBytes: what the store holds for them, whatever its
+// files' state), and its bytes as the store measures them, and its log's
+// of those (gcStore.size).
+type gcSample struct{ versions, cellBytes, bytes, logBytes int64 }
 
 func (s *gcStore) sample(ctx context.Context) (gcSample, error) {
 	n, err := countVersions(ctx, s.raw)
 	if err != nil {
 		return gcSample{}, err
 	}
+	cb, err := cellBytes(ctx, s.raw)
+	if err != nil {
+		return gcSample{}, err
+	}
 	b, log, err := s.size(ctx)
-	return gcSample{versions: n, bytes: b, logBytes: log}, err
+	return gcSample{versions: n, cellBytes: cb, bytes: b, logBytes: log}, err
 }
 
 // versionsFilter selects every version of the protocol's write records

@@ -100,7 +100,10 @@ func (c *Client) collectRow(ctx context.Context, row []byte, sp uint64, dry bool
 		// Safe in any order: a late copy deletes only versions below sp
 		// that a later collection would delete too, and raises the fence
 		// to sp, which a later collection has raised past already.
-		matched, err := c.casIndexed(ctx, row, nil, anyLock, anyLock, nil, muts, false)
+		// Deferred where the store has one ordered log: a removal lost
+		// with its fence in a crash leaves the row's history whole, which
+		// the next pass collects again (doc.go, "Durability").
+		matched, err := c.casIndexed(ctx, row, nil, anyLock, anyLock, nil, muts, true)
 		if err != nil {
 			return Collected{}, err
 		}

@@ -325,6 +325,10 @@
 // whose owner is dead or expired is resolved first, as a reader resolves
 // it.
 //
+// On a store with one ordered log (storage.Deferred) a row's removal is
+// not waited for: lost in a crash, it takes its fence with it (one batch)
+// and leaves the row's history whole, which the next pass collects.
+//
 // Locks first. A pass below S first resolves every lock in the store
 // below S that a reader could resolve (its transaction decided, or its
 // owner dead or expired), and only then removes anything. A removed

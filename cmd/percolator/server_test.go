@@ -449,7 +449,7 @@ func TestBenchServer(t *testing.T) {
 	}
 	dir, addr := t.TempDir(), freeAddr(t)
 	serveProc(t, dir, addr)
-	out, errOut, code := runCLI(t, "bench", "--server", addr, "--duration", "400ms", "--keys", "200", "--writers", "8")
+	out, errOut, code := runCLI(t, "bench", "--server", addr, "--duration", "400ms", "--keys", "200", "--writers", "8", "--gc-duration", "2s", "--gc-versions", "2")
 	checkBenchExit(t, out, errOut, code)
 	for _, re := range []string{
 		`oracle: +[0-9]+ timestamps/s from 4 processes x 64 goroutines .* mean batch [0-9.]+, [0-9]+ requests/s;\n +empty unary calls: [0-9]+/s one in flight per process .*: [0-9.]+x of calls x batch \(target >= 0.8x: (met|MISSED)\); [0-9]+/s from all 4 x 64 goroutines: [0-9.]+x`,

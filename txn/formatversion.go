@@ -144,11 +144,6 @@ func formatMutation(version uint64) storage.Mutation {
 	return storage.SetCell(familyFormat, formatQual, 1, []byte(strconv.FormatUint(version, 10)))
 }
 
-// ErrUpgradeRefused: Upgrade would not run, because the store is in use by
-// processes that may be of the old format, or is newer than this build.
-// Nothing was changed.
-var ErrUpgradeRefused = errors.New("txn: upgrade refused")
-
 // Upgrade moves the store to FormatVersion and returns the version it was
 // of. Version 1 becomes 2 by recording it: version 2 only adds what
 // version 1 stores have none of (the safe point's row, fences, lock-only

@@ -48,8 +48,8 @@ nothing.`,
 					} else if d := time.Since(began).Seconds(); d > 0 {
 						rate = fmt.Sprintf(", %.0f rows/s", float64(rows)/d)
 					}
-					prog.Spin(fmt.Sprintf("collecting: %d rows visited, %d versions (%s) %s%s",
-						rows, versions, view.Bytes(int64(bytes)), removedWord(dry), rate))
+					prog.Count(fmt.Sprintf("collecting: %d versions (%s) %s%s; rows visited",
+						versions, view.Bytes(int64(bytes)), removedWord(dry), rate), int64(rows))
 				}})
 				prog.End()
 				if err != nil {

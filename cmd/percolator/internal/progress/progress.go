@@ -110,25 +110,6 @@ func (p *Meter) Begin(desc string) {
 	_ = p.bar.Add(1)
 }
 
-// Spin reports a phase of unknown length: desc (its counts so far) on the
-// spinner Begin started, or a plain line every plainEvery.
-func (p *Meter) Spin(desc string) {
-	if p.quiet {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.tty || p.bar == nil {
-		if time.Since(p.lastPlain) >= plainEvery {
-			p.lastPlain = time.Now()
-			fmt.Fprintln(p.w, desc)
-		}
-		return
-	}
-	p.bar.Describe(desc)
-	_ = p.bar.Add(1)
-}
-
 // End closes the phase's bar.
 func (p *Meter) End() {
 	p.mu.Lock()

@@ -137,14 +137,16 @@ func TestCollectRowLocks(t *testing.T) {
 	}
 }
 
-// TestCollectUnderLoad: transfers among accounts and readers summing
-// every balance run while a collector raises the safe point to a fresh
-// timestamp and collects the whole keyspace, again and again (the cache
-// bound 0: every check reads the safe point). Every read either sums to
-// the total or fails with ErrSnapshotTooOld; none sees a missing version.
-// Collections remove versions, and a final read sums right.
+// TestCollectUnderLoad: bank transfers, two long readers and a collector
+// that raises the safe point to a fresh timestamp and collects below it,
+// pass after pass. Every sum is right or fails with ErrSnapshotTooOld.
+// reader0 holds the safe point below its start_ts (as a registered
+// transaction does) and waits for a collection pass between any two of
+// its reads, so collections run inside its snapshot however fast the
+// machine is; it must never be too old. reader1 holds nothing. The test
+// ends on events (reader0's sums, versions removed), not on a clock.
 func TestCollectUnderLoad(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := newEnv(t, true)
 	const accounts, total = 20, 20 * 100
@@ -163,15 +165,25 @@ func TestCollectUnderLoad(t *testing.T) {
 		clients[name] = e.client(name)
 		clients[name].opts.safePointCache = -1
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	stop := make(chan struct{})
+	halt := sync.OnceFunc(func() { close(stop) })
+	stopped := func() bool {
+		select {
+		case <-stop:
+			return true
+		default:
+			return ctx.Err() != nil
+		}
+	}
 	var wg sync.WaitGroup
-	var sums, tooOld, removed atomic.Int64
+	var sums, heldSums, tooOld, removed, passes atomic.Int64
 	errs := make(chan error, 16)
+	fail := func(err error) { errs <- err; halt() }
 	for w := range 3 {
 		wg.Go(func() {
 			c := clients[fmt.Sprint("writer", w)]
 			rng := rand.New(rand.NewPCG(uint64(w), 1))
-			for time.Now().Before(deadline) {
+			for !stopped() {
 				tx, _ := c.Begin(ctx)
 				a, b := fmt.Sprint("acct", rng.IntN(accounts)), fmt.Sprint("acct", rng.IntN(accounts))
 				if a == b {
@@ -180,8 +192,8 @@ func TestCollectUnderLoad(t *testing.T) {
 				va, err1 := tx.Get(ctx, a, "bal")
 				vb, err2 := tx.Get(ctx, b, "bal")
 				if err := errors.Join(err1, err2); err != nil {
-					if !errors.Is(err, ErrSnapshotTooOld) {
-						errs <- err
+					if !errors.Is(err, ErrSnapshotTooOld) && ctx.Err() == nil {
+						fail(err)
 						return
 					}
 					continue
@@ -190,15 +202,15 @@ func TestCollectUnderLoad(t *testing.T) {
 				y, _ := strconv.Atoi(string(vb))
 				_ = tx.Set(a, "bal", []byte(strconv.Itoa(x-1)))
 				_ = tx.Set(b, "bal", []byte(strconv.Itoa(y+1)))
-				if err := tx.Commit(ctx); err != nil && !errors.Is(err, ErrConflict) {
-					errs <- err
+				if err := tx.Commit(ctx); err != nil && !errors.Is(err, ErrConflict) && ctx.Err() == nil {
+					fail(err)
 					return
 				}
 			}
 		})
 	}
-	sum := func(c *Client) (int, error) {
-		tx, _ := c.Begin(ctx)
+	// between runs between two reads of a sum.
+	sum := func(tx *Txn, between func() error) (int, error) {
 		n := 0
 		for i := range accounts {
 			v, err := tx.Get(ctx, fmt.Sprint("acct", i), "bal")
@@ -207,59 +219,140 @@ func TestCollectUnderLoad(t *testing.T) {
 			}
 			x, _ := strconv.Atoi(string(v))
 			n += x
-			time.Sleep(time.Millisecond) // a long reader, across collections
+			if err := between(); err != nil {
+				return 0, err
+			}
 		}
 		return n, nil
 	}
-	for r := range 2 {
-		wg.Go(func() {
-			c := clients[fmt.Sprint("reader", r)]
-			for time.Now().Before(deadline) {
-				n, err := sum(c)
-				switch {
-				case errors.Is(err, ErrSnapshotTooOld):
-					tooOld.Add(1)
-				case err != nil:
-					errs <- err
+	check := func(n int, err error) bool {
+		switch {
+		case errors.Is(err, ErrSnapshotTooOld):
+			tooOld.Add(1)
+		case err != nil:
+			if ctx.Err() == nil {
+				fail(err)
+			}
+			return false
+		case n != total:
+			fail(fmt.Errorf("a snapshot sums to %d, want %d", n, total))
+			return false
+		default:
+			sums.Add(1)
+		}
+		return true
+	}
+	// hold orders reader0's Begin and publication against the collector's
+	// sample and advance, as a process's active set does.
+	var hold sync.Mutex
+	var held atomic.Uint64
+	wg.Go(func() {
+		c := clients["reader0"]
+		for !stopped() {
+			hold.Lock()
+			tx, err := c.Begin(ctx)
+			if err == nil {
+				held.Store(tx.StartTS())
+			}
+			hold.Unlock()
+			if err != nil {
+				check(0, err)
+				return
+			}
+			n, err := sum(tx, func() error {
+				// Wait for a whole pass that starts after this read.
+				want := passes.Load() + 2
+				for passes.Load() < want {
+					if stopped() {
+						return ctx.Err()
+					}
+					time.Sleep(time.Millisecond)
+				}
+				return nil
+			})
+			held.Store(0)
+			if errors.Is(err, ErrSnapshotTooOld) {
+				fail(fmt.Errorf("a held reader at %d: %w", tx.StartTS(), err))
+				return
+			}
+			if !check(n, err) {
+				return
+			}
+			if heldSums.Add(1) >= 5 && removed.Load() > 0 {
+				halt()
+				return
+			}
+		}
+	})
+	wg.Go(func() {
+		c := clients["reader1"]
+		for !stopped() {
+			tx, err := c.Begin(ctx)
+			if err == nil {
+				var n int
+				n, err = sum(tx, func() error { time.Sleep(time.Millisecond); return nil })
+				if err != nil && stopped() {
 					return
-				case n != total:
-					errs <- fmt.Errorf("a snapshot sums to %d, want %d", n, total)
+				}
+				if !check(n, err) {
 					return
-				default:
-					sums.Add(1)
 				}
 			}
-		})
-	}
+		}
+	})
 	wg.Go(func() {
 		gc := clients["gc"]
-		for time.Now().Before(deadline) {
-			tx, _ := gc.Begin(ctx)
-			sp, err := AdvanceSafePoint(ctx, e.store, tx.StartTS())
+		for !stopped() {
+			hold.Lock()
+			tx, err := gc.Begin(ctx)
+			var sp uint64
+			if err == nil {
+				s := tx.StartTS()
+				if h := held.Load(); h != 0 && h-1 < s {
+					s = h - 1
+				}
+				sp, err = AdvanceSafePoint(ctx, e.store, s)
+			}
+			hold.Unlock()
 			if err == nil {
 				var got Collected
 				got, _, _, err = gc.CollectBelow(ctx, sp, nil)
 				removed.Add(int64(got.Versions))
 			}
 			if err != nil {
-				errs <- err
+				if ctx.Err() == nil {
+					fail(err)
+				}
 				return
 			}
-			time.Sleep(20 * time.Millisecond)
+			passes.Add(1)
 		}
 	})
 	wg.Wait()
+	if ctx.Err() != nil {
+		t.Errorf("ran out of time: %v", ctx.Err())
+	}
 	close(errs)
 	for err := range errs {
 		t.Error(err)
 	}
-	if removed.Load() == 0 || sums.Load() == 0 {
-		t.Fatalf("%d versions removed, %d sums checked, %d too old: the test checked nothing", removed.Load(), sums.Load(), tooOld.Load())
+	if removed.Load() == 0 || heldSums.Load() == 0 {
+		t.Fatalf("%d versions removed, %d held sums checked: the test checked nothing", removed.Load(), heldSums.Load())
 	}
-	if n, err := sum(clients["final"]); err != nil || n != total {
+	if n, err := sum(mustBegin(t, clients["final"]), func() error { return nil }); err != nil || n != total {
 		t.Fatalf("the final sum: %d, %v", n, err)
 	}
-	t.Logf("%d versions removed; %d sums right, %d too old", removed.Load(), sums.Load(), tooOld.Load())
+	t.Logf("%d passes removed %d versions; %d sums right (%d held), %d too old", passes.Load(), removed.Load(), sums.Load(), heldSums.Load(), tooOld.Load())
+}
+
+// mustBegin begins a transaction of c.
+func mustBegin(t *testing.T, c *Client) *Txn {
+	t.Helper()
+	tx, err := c.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
 
 // watching observes the columns it names.

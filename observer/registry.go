@@ -2,6 +2,7 @@ package observer
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"regexp"
 	"strings"
@@ -131,6 +132,25 @@ func (r *registry) Snapshot() (txn.Observed, uint64) {
 	s := r.set()
 	return s.observed, s.version
 }
+
+// ProcessedPast implements txn.AckReader: every strong observer of column
+// (the set as loaded now) holds an ack at or past ts, so its dirty check
+// finds the commit at ts processed (invariant 3). Weak observers keep no
+// ack and follow notifications alone.
+func (r *registry) ProcessedPast(column string, ts uint64, value func(column string) ([]byte, bool)) bool {
+	for _, g := range r.columns()[column] {
+		if g.weak {
+			continue
+		}
+		v, ok := value(AckColumn(g.name, column))
+		if !ok || len(v) != 8 || binary.BigEndian.Uint64(v) < ts {
+			return false
+		}
+	}
+	return true
+}
+
+var _ txn.AckReader = (*registry)(nil)
 
 // Refresh implements txn.Observers.
 func (r *registry) Refresh(ctx context.Context) (txn.Observed, uint64, error) {

@@ -46,9 +46,9 @@ type Collected struct {
 // lock below sp, and raises the row's fence to sp, so a prewrite below sp
 // can never land on what it removed. The newest commit record at or below
 // sp goes too when it is a delete of a column no observer watches; an
-// observed column keeps it (its removal would make an unprocessed delete
-// look clean to the observers' dirty check; removing it once every ack is
-// past it is not done yet).
+// observed column keeps it until every observer of the column that keeps
+// an ack has acked past it (ProcessedPast): before, its removal would
+// make an unprocessed delete look clean to the observers' dirty check.
 func (c *Client) CollectRow(ctx context.Context, row []byte, sp uint64) (Collected, error) {
 	return c.collectRow(ctx, row, sp, false)
 }
@@ -89,7 +89,11 @@ func (c *Client) collectRow(ctx context.Context, row []byte, sp uint64, dry bool
 		if err != nil {
 			return Collected{}, err
 		}
-		muts, got, err := collectMutations(r.Cells, sp, observed)
+		var processed processedFunc
+		if a, ok := c.observers.(AckReader); ok && observed != nil {
+			processed = a.ProcessedPast
+		}
+		muts, got, err := collectMutations(r.Cells, sp, observed, processed)
 		if err != nil || len(muts) == 0 || dry {
 			return got, err
 		}
@@ -124,6 +128,9 @@ func (c *Client) observedNow(ctx context.Context) (Observed, error) {
 	return obs, err
 }
 
+// processedFunc is AckReader.ProcessedPast.
+type processedFunc func(column string, ts uint64, value func(column string) ([]byte, bool)) bool
+
 // collectMutations returns the deletions of what no snapshot at or above
 // sp reads, given the row's write records and its data versions below sp
 // (doc.go, "What goes, per cell"). Records above sp are kept, and so is
@@ -131,8 +138,16 @@ func (c *Client) observedNow(ctx context.Context) (Observed, error) {
 // committed above it). A lock-only record (OpLock) at or below sp goes as
 // a rollback record does: it points at no data, so it is never the
 // newest commit record kept, and the fence raised with it refuses the
-// prewrites below sp it would have refused.
-func collectMutations(cells []storage.Cell, sp uint64, observed Observed) ([]storage.Mutation, Collected, error) {
+// prewrites below sp it would have refused. The newest record at or below
+// sp, when a delete, goes too if no observer watches its column, or if
+// processed says every observer's ack is past it.
+//
+// Of each column and family, the removed versions below the lowest kept
+// one go in one delete of the time range [0, newest of them + 1), which
+// holds only versions this read saw (nothing new lands there: a version
+// below sp needs a lock below sp, which the caller's condition refuses,
+// or is a rollback record the raised fence covers); the rest one by one.
+func collectMutations(cells []storage.Cell, sp uint64, observed Observed, processed processedFunc) ([]storage.Mutation, Collected, error) {
 	writes := map[string][]storage.Cell{}
 	data := map[string][]storage.Cell{}
 	for _, cell := range cells {
@@ -143,13 +158,37 @@ func collectMutations(cells []storage.Cell, sp uint64, observed Observed) ([]sto
 			data[cell.Qualifier] = append(data[cell.Qualifier], cell)
 		}
 	}
+	for _, ws := range writes {
+		sort.Slice(ws, func(i, j int) bool { return ws[i].TS > ws[j].TS })
+	}
+	// value is the newest committed value at or below sp of a column of
+	// the row, from what was read (inline in its record, or in its data
+	// version, which is below sp).
+	value := func(col string) ([]byte, bool) {
+		for _, cell := range writes[col] {
+			if cell.TS > sp {
+				continue
+			}
+			w, err := DecodeWrite(cell.Value)
+			switch {
+			case err != nil || w.Op == OpDelete:
+				return nil, false
+			case w.Op != OpPut:
+				continue
+			case w.Inline:
+				return w.Value, true
+			}
+			for _, d := range data[col] {
+				if d.TS == w.StartTS {
+					return d.Value, true
+				}
+			}
+			return nil, false
+		}
+		return nil, false
+	}
 	var muts []storage.Mutation
 	var got Collected
-	remove := func(family string, cell storage.Cell) {
-		muts = append(muts, storage.DeleteCell(family, cell.Qualifier, cell.TS))
-		got.Versions++
-		got.Bytes += len(cell.Value)
-	}
 	cols := make([]string, 0, len(writes)+len(data))
 	for col := range writes {
 		cols = append(cols, col)
@@ -162,35 +201,70 @@ func collectMutations(cells []storage.Cell, sp uint64, observed Observed) ([]sto
 	sort.Strings(cols)
 	for _, col := range cols {
 		ws := writes[col]
-		sort.Slice(ws, func(i, j int) bool { return ws[i].TS > ws[j].TS })
 		keepData := map[uint64]bool{} // data versions kept records point to
 		kept := false                 // the newest commit record at or below sp
+		var removed []bool            // of ws, by index
 		for _, cell := range ws {
 			w, err := DecodeWrite(cell.Value)
 			if err != nil {
 				return nil, Collected{}, fmt.Errorf("txn: collecting %q/%s at %d: %w", cell.Qualifier, col, cell.TS, err)
 			}
+			rm := false
 			switch {
 			case cell.TS > sp:
 				keepData[w.StartTS] = w.Op != OpRollback
 			case w.Op == OpRollback || w.Op == OpLock:
-				remove(FamilyWrite, cell) // the fence raised with it does its work
-			case !kept && w.Op == OpDelete && (observed == nil || !observed(col)):
-				kept = true // an unobserved delete: nothing below it is read
-				remove(FamilyWrite, cell)
+				rm = true // the fence raised with it does its work
+			case !kept && w.Op == OpDelete && (observed == nil || !observed(col) ||
+				processed != nil && processed(col, cell.TS, value)):
+				kept, rm = true, true // nothing below it is read, nor it
 			case !kept:
 				kept, keepData[w.StartTS] = true, true
 			default:
-				remove(FamilyWrite, cell)
+				rm = true
 			}
+			removed = append(removed, rm)
 		}
-		for _, cell := range data[col] {
-			if !keepData[cell.TS] {
-				remove(FamilyData, cell)
+		muts = appendRemovals(muts, &got, FamilyWrite, ws, removed)
+		ds := data[col]
+		sort.Slice(ds, func(i, j int) bool { return ds[i].TS > ds[j].TS })
+		removed = removed[:0]
+		for _, cell := range ds {
+			removed = append(removed, !keepData[cell.TS])
+		}
+		muts = appendRemovals(muts, &got, FamilyData, ds, removed)
+	}
+	return muts, got, nil
+}
+
+// appendRemovals appends the deletions of the versions of one column and
+// family (cells, newest first) that removed marks, counting them in got:
+// those below the lowest kept version in one time-range delete, the
+// others one by one.
+func appendRemovals(muts []storage.Mutation, got *Collected, family string, cells []storage.Cell, removed []bool) []storage.Mutation {
+	low := len(cells) // cells[low:] are all removed
+	for low > 0 && removed[low-1] {
+		low--
+	}
+	for i, cell := range cells {
+		if removed[i] {
+			got.Versions++
+			got.Bytes += len(cell.Value)
+			if i < low {
+				muts = append(muts, storage.DeleteCell(family, cell.Qualifier, cell.TS))
 			}
 		}
 	}
-	return muts, got, nil
+	switch n := len(cells) - low; {
+	case n == 1:
+		muts = append(muts, storage.DeleteCell(family, cells[low].Qualifier, cells[low].TS))
+	case n > 1:
+		muts = append(muts, storage.Mutation{
+			Kind: storage.DeleteCells, Family: family, Qualifier: cells[low].Qualifier,
+			Time: storage.Before(cells[low].TS + 1),
+		})
+	}
+	return muts
 }
 
 // CollectBelow resolves every lock below the safe point sp it may (doc.go,

@@ -2,6 +2,7 @@ package txn
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -498,6 +499,93 @@ func countLocksIn(t *testing.T, e *env, row string) int {
 	return len(versions(t, e, row, FamilyLock))
 }
 
+// removals describes deletions: family@ts for one version, family@[lo,hi)
+// for a time range.
+func removals(muts []storage.Mutation) []string {
+	var out []string
+	for _, m := range muts {
+		if m.Time.End == m.Time.Start+1 {
+			out = append(out, fmt.Sprintf("%s@%d", m.Family, m.Time.Start))
+		} else {
+			out = append(out, fmt.Sprintf("%s@[%d,%d)", m.Family, m.Time.Start, m.Time.End))
+		}
+	}
+	return out
+}
+
+// TestCollectMutationsRanges: of a column's versions, those below the
+// lowest kept one go in one time-range delete ending just past the newest
+// of them; removed versions between kept ones go one by one.
+func TestCollectMutationsRanges(t *testing.T) {
+	rec := func(ts uint64, op Op, start uint64) storage.Cell {
+		return storage.Cell{Family: FamilyWrite, Qualifier: "v", TS: ts, Value: encodeWrite(&Write{Op: op, StartTS: start})}
+	}
+	dat := func(ts uint64) storage.Cell {
+		return storage.Cell{Family: FamilyData, Qualifier: "v", TS: ts, Value: []byte("x")}
+	}
+	cells := []storage.Cell{
+		rec(40, OpPut, 25),      // above the safe point: kept, its data too
+		rec(32, OpRollback, 31), // removed, alone (above a kept one)
+		rec(30, OpPut, 28),      // the newest at or below 35: kept
+		rec(27, OpPut, 26), rec(24, OpRollback, 23), rec(22, OpPut, 21), rec(12, OpPut, 11),
+		dat(28), dat(26), dat(25), dat(21), dat(11), // 25 is kept for the record at 40
+	}
+	muts, got, err := collectMutations(cells, 35, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"write@32", "write@[0,28)", "data@26", "data@[0,22)"}
+	if fmt.Sprint(removals(muts)) != fmt.Sprint(want) || got.Versions != 8 {
+		t.Fatalf("removed %v (%+v), want %v", removals(muts), got, want)
+	}
+	// One version below the kept one goes as one version.
+	muts, _, _ = collectMutations([]storage.Cell{rec(30, OpPut, 28), rec(12, OpPut, 11), dat(28), dat(11)}, 35, nil, nil)
+	if want := []string{"write@12", "data@11"}; fmt.Sprint(removals(muts)) != fmt.Sprint(want) {
+		t.Fatalf("removed %v, want %v", removals(muts), want)
+	}
+}
+
+// TestCollectMutationsAcked: an observed column's newest delete record at
+// or below the safe point stays until every observer's ack is at or past
+// it; then it goes, with everything below it.
+func TestCollectMutationsAcked(t *testing.T) {
+	rec := func(col string, ts uint64, op Op, start uint64) storage.Cell {
+		return storage.Cell{Family: FamilyWrite, Qualifier: col, TS: ts, Value: encodeWrite(&Write{Op: op, StartTS: start})}
+	}
+	ack := func(v uint64) []storage.Cell {
+		return []storage.Cell{
+			rec("__ack", 50, OpPut, 45),
+			{Family: FamilyData, Qualifier: "__ack", TS: 45, Value: binary.BigEndian.AppendUint64(nil, v)},
+		}
+	}
+	base := []storage.Cell{
+		rec("v", 30, OpDelete, 29), rec("v", 20, OpPut, 19),
+		{Family: FamilyData, Qualifier: "v", TS: 19, Value: []byte("x")},
+	}
+	observed := func(col string) bool { return col == "v" }
+	processed := func(col string, ts uint64, value func(string) ([]byte, bool)) bool {
+		v, ok := value("__ack")
+		return ok && binary.BigEndian.Uint64(v) >= ts
+	}
+	for _, c := range []struct {
+		name  string
+		cells []storage.Cell
+		want  []string
+	}{
+		{"no ack", base, []string{"write@20", "data@19"}},
+		{"an ack below the delete", append(ack(25), base...), []string{"write@20", "data@19"}},
+		{"an ack past the delete", append(ack(45), base...), []string{"write@[0,31)", "data@19"}},
+	} {
+		muts, _, err := collectMutations(c.cells, 60, observed, processed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(removals(muts)) != fmt.Sprint(c.want) {
+			t.Errorf("%s: removed %v, want %v", c.name, removals(muts), c.want)
+		}
+	}
+}
+
 // TestCollectMutationsLockOnly: collectMutations removes a lock-only
 // record at or below the safe point wherever it is in its cell, and keeps
 // the newest put below it with its data.
@@ -514,15 +602,12 @@ func TestCollectMutationsLockOnly(t *testing.T) {
 		{Family: FamilyData, Qualifier: "v", TS: 5, Value: []byte("five")},
 		{Family: FamilyData, Qualifier: "v", TS: 1, Value: []byte("one")},
 	}
-	muts, got, err := collectMutations(cells, 10, nil)
+	muts, got, err := collectMutations(cells, 10, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var removed []string
-	for _, m := range muts {
-		removed = append(removed, fmt.Sprintf("%s@%d", m.Family, m.Time.Start))
-	}
-	want := []string{"write@9", "write@4", "write@2", "data@1"}
+	removed := removals(muts)
+	want := []string{"write@9", "write@[0,5)", "data@1"}
 	if fmt.Sprint(removed) != fmt.Sprint(want) || got.Versions != 4 {
 		t.Fatalf("removed %v (%+v), want %v", removed, got, want)
 	}

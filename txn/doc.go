@@ -362,7 +362,19 @@
 // and so do lock-only (OpLock) records, which no snapshot reads, the
 // newest of a cell included. Of each observer's ack column only the newest
 // version is kept. Notification versions are never removed by the
-// collector: only a worker's clear removes them.
+// collector: only a worker's clear removes them. An observer registered
+// after a delete record went finds no record of the cell, as if it had
+// never been written: it never saw the value the delete removed either.
+//
+// How it goes. Of each column and family, the removed versions below the
+// lowest kept one go in one delete of the time range [0, t+1), t the
+// newest of them as the collector read them (never an open range: t+1 >
+// 0); the others one by one. Nothing the read did not see lands in that
+// range before the removal applies: a version at or below S needs a
+// prewrite below S, whose lock the removal's condition refuses and whose
+// later arrival the fence refuses, or is a rollback record the fence
+// covers. On Bigtable one range is one operation however many versions
+// it holds.
 //
 // Lock, queue and graph rows hold tokens and store-clock times, not
 // oracle timestamps: the collector leaves their families alone, their

@@ -42,6 +42,21 @@ type Observers interface {
 	Refresh(ctx context.Context) (Observed, uint64, error)
 }
 
+// AckReader is an Observers whose observers record, in reserved columns
+// of a cell's row (acks), how far they have processed the cell. The
+// garbage collector asks it before removing an observed column's newest
+// delete record: once every ack is past the delete, no observer's dirty
+// check needs the record any more.
+type AckReader interface {
+	// ProcessedPast reports whether every observer of column that keeps
+	// an ack has processed the cell's commit at ts. value returns the
+	// newest committed value of a column of the cell's row (ok false when
+	// it has none). An observer registered later finds no record of the
+	// cell, as if it had never been written: it never saw the value the
+	// delete removed.
+	ProcessedPast(column string, ts uint64, value func(column string) ([]byte, bool)) bool
+}
+
 // VersionedOracle is an Oracle that returns, with a timestamp, the
 // observer registry's stored version read after allocating it (a
 // server's oracle). A commit timestamp requested after the last prewrite

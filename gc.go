@@ -158,15 +158,29 @@ func (db *DB) startCollector() {
 	db.closer = append(db.closer, func() error { cancel(); <-done; return nil })
 }
 
+// GCRole is how a process takes part in collecting a store that many
+// processes share (Bigtable: cluster.DB.RunGC, which the workers run).
+type GCRole struct {
+	// MayPropose, if set, says whether this process may propose safe
+	// points now (one proposer among many: the holder of an advisory
+	// lock); while it says no, the collector only samples, so that it can
+	// take over at once, and collects its Share below the stored safe
+	// point. Two proposers at once are safe, only wasteful.
+	MayPropose func(ctx context.Context) bool
+	// Share, if set, is this process's index among the processes that
+	// collect together and their number (0 <= i < n): each pass visits
+	// only the rows of its share, and resumes from the share's own cursor.
+	// Shares that disagree for a while (a process joined or left) cost
+	// rows visited twice or left to the next pass, never safety.
+	Share func() (i, n int)
+}
+
 // RunGC runs the garbage collector in the background until ctx ends: what
 // a DB that owns its store does by itself (Options.DisableGC), for a
-// deployment where no process owns the store (Bigtable: cluster.DB's
-// RunGC, which the workers run). mayCollect, if set, says whether this
-// process may propose and collect now (one collector among many: the
-// holder of an advisory lock); while it says no, the collector only
-// samples, so it can take over at once.
-func (db *DB) RunGC(ctx context.Context, mayCollect func(context.Context) bool) error {
+// deployment where no process owns the store. With the zero GCRole this
+// process proposes and collects every row.
+func (db *DB) RunGC(ctx context.Context, role GCRole) error {
 	o := db.collectorOptions()
-	o.MayCollect = mayCollect
+	o.MayCollect, o.Share = role.MayPropose, role.Share
 	return apiErr(db.client.RunCollector(ctx, o))
 }

@@ -217,7 +217,7 @@ func (b *runner) openGCBigtable(ctx context.Context, _ string, lifetime time.Dur
 	if collect {
 		gctx, stop := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { defer close(done); _ = db.RunGC(gctx, nil) }()
+		go func() { defer close(done); _ = db.RunGC(gctx, percolator.GCRole{}) }()
 		cl.add(func() { stop(); <-done })
 	}
 	size := func(ctx context.Context) (int64, int64, error) {

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,6 +28,7 @@ import (
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/coord"
 	"github.com/seed-992972ee/percolator/coord/etcd"
+	"github.com/seed-992972ee/percolator/internal/ctxwait"
 	"github.com/seed-992972ee/percolator/oracle"
 	oracleetcd "github.com/seed-992972ee/percolator/oracle/etcd"
 	"github.com/seed-992972ee/percolator/rpc"
@@ -285,16 +287,29 @@ func Upgrade(ctx context.Context, opts Options) (from uint64, err error) {
 	return from, nil
 }
 
-// gcLock is the advisory lock (in etcd) the collecting worker holds.
+// gcLock is the advisory lock (in etcd) the proposing worker holds.
 const gcLock = "percolator/gc"
 
+// gcGroup is the etcd membership group of the processes that collect.
+const gcGroup = "gc"
+
 // RunGC runs the garbage collector until ctx ends (percolator.DB.RunGC):
-// every process that runs it samples the oracle; the one holding the
-// advisory lock gcLock in etcd proposes safe points and collects, and
-// another takes over when its session ends. The safe point is held at or
-// below the oldest start_ts the live sessions publish. A pass cut short
-// (a crash, a lost lock) resumes from the cursor it saved.
+// every process that runs it samples the oracle and joins the membership
+// group gcGroup in etcd; the one holding the advisory lock gcLock proposes
+// safe points (another takes over when its session ends), held at or
+// below the oldest start_ts the live sessions publish; each member
+// collects its share of every pass (the rows whose hash modulo the
+// members' number is its index in the sorted member list), resuming its
+// share from the cursor it saved after a crash. While the member list is
+// unknown (joining, an etcd outage), a process collects every row: safe,
+// only wasteful.
 func (db *DB) RunGC(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var members atomic.Pointer[[]coord.Member]
+	done := make(chan struct{})
+	go func() { defer close(done); db.followGCMembers(ctx, &members) }()
+	defer func() { cancel(); <-done }()
 	var unlock func()
 	release := func() {
 		if unlock != nil {
@@ -303,18 +318,53 @@ func (db *DB) RunGC(ctx context.Context) error {
 		}
 	}
 	defer release()
-	return db.DB.RunGC(ctx, func(ctx context.Context) bool {
-		// Taken afresh each time: a lock lost with a lease is not
-		// trusted, and the holder takes it back at once.
-		release()
-		if db.session.Check() != nil {
-			return false
-		}
-		u, held, err := db.session.TryLock(ctx, gcLock, db.session.Owner())
-		if err != nil || held {
-			return false
-		}
-		unlock = u
-		return true
+	return db.DB.RunGC(ctx, percolator.GCRole{
+		MayPropose: func(ctx context.Context) bool {
+			// Taken afresh each time: a lock lost with a lease is not
+			// trusted, and the holder takes it back at once.
+			release()
+			if db.session.Check() != nil {
+				return false
+			}
+			u, held, err := db.session.TryLock(ctx, gcLock, db.session.Owner())
+			if err != nil || held {
+				return false
+			}
+			unlock = u
+			return true
+		},
+		Share: func() (int, int) { return gcShare(members.Load(), db.session.Owner()) },
 	})
+}
+
+// gcShare is owner's share in list: its index and the list's length, or
+// every row (0 of 1) when the list is unknown or does not name it.
+func gcShare(list *[]coord.Member, owner string) (int, int) {
+	if list != nil {
+		for i, m := range *list {
+			if m.Owner == owner {
+				return i, len(*list)
+			}
+		}
+	}
+	return 0, 1
+}
+
+// followGCMembers registers this process in gcGroup and keeps members
+// the group's current list (nil while unknown) until ctx ends, joining
+// again after a watch ends (an etcd outage).
+func (db *DB) followGCMembers(ctx context.Context, members *atomic.Pointer[[]coord.Member]) {
+	m := db.session.Membership()
+	for ctx.Err() == nil {
+		switch err := m.Register(ctx, gcGroup, db.session.Owner()); {
+		case errors.Is(err, coord.ErrNotAlive):
+			return // this session ended: the DB is done
+		case err == nil:
+			for list := range m.WatchMembers(ctx, gcGroup) {
+				members.Store(&list)
+			}
+		}
+		members.Store(nil)
+		_ = ctxwait.Sleep(ctx, time.Second)
+	}
 }

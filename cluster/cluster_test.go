@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/cluster"
+	coordetcd "github.com/seed-992972ee/percolator/coord/etcd"
 	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
 	"github.com/seed-992972ee/percolator/internal/faultproxy"
 	"github.com/seed-992972ee/percolator/observer"
@@ -484,8 +486,10 @@ func TestRunGC(t *testing.T) {
 	set("5")
 	gctx, stop := context.WithCancel(ctx)
 	defer stop()
+	var gcs []*cluster.DB
 	for range 2 {
 		gc := openOpts(percolator.Options{GCLifetime: 50 * time.Millisecond})
+		gcs = append(gcs, gc)
 		go func() { _ = gc.RunGC(gctx) }()
 	}
 	st := waitStatus("safe point", func(st percolator.GCStatus) bool { return st.SafePoint != 0 })
@@ -520,5 +524,60 @@ func TestRunGC(t *testing.T) {
 	var v []byte
 	if err := w.View(ctx, func(tx *percolator.Txn) (err error) { v, err = tx.Get(ctx, "r0", "v"); return err }); err != nil || string(v) != "5" {
 		t.Fatalf("after GC: %q, %v", v, err)
+	}
+
+	// The two collectors split each pass: once both are members of the
+	// group, each removes the old versions of its share of the rows.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.etcd, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := cli.Get(ctx, coordetcd.DefaultPrefix+"members/gc/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Count == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d collectors in the group, want 2", resp.Count)
+		}
+	}
+	before := []uint64{gcs[0].GCStats().Versions, gcs[1].GCStats().Versions}
+	const rows = 20
+	for _, val := range []string{"a", "b", "c"} {
+		if err := w.Update(ctx, func(tx *percolator.Txn) error {
+			for i := range rows {
+				if err := tx.Set(fmt.Sprintf("s%02d", i), "v", []byte(val)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		left := 0
+		err := raw.Scan(ctx, []byte("s"), []byte("t"), storage.Filter{{Family: txn.FamilyWrite, AllQualifiers: true}}, 0, func(r storage.Row) bool {
+			left += len(r.Cells) - 1
+			return true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d old write records left", left)
+		}
+	}
+	for i, gc := range gcs {
+		if n := gc.GCStats().Versions - before[i]; n == 0 {
+			t.Errorf("collector %d removed nothing of the rows written after both joined: the pass was not split", i)
+		}
 	}
 }

@@ -279,13 +279,14 @@ func (c *Client) CollectBelow(ctx context.Context, sp uint64, start []byte) (got
 	if err := c.resolveBelow(ctx, sp); err != nil {
 		return got, 0, start, err
 	}
-	got, _, skipped, next, err = c.collectBelow(ctx, sp, start, false, nil)
+	got, _, skipped, next, err = c.collectBelow(ctx, sp, start, false, nil, nil)
 	return got, skipped, next, err
 }
 
-// collectBelow is CollectBelow, dry or not, telling progress of each batch
-// of rows; it also returns the rows visited.
-func (c *Client) collectBelow(ctx context.Context, sp uint64, start []byte, dry bool, progress func(rows int, got Collected, next []byte)) (got Collected, visited, skipped int, next []byte, err error) {
+// collectBelow is CollectBelow, dry or not, of the rows mine selects (nil:
+// every row), telling progress of each batch of rows; it also returns the
+// rows visited.
+func (c *Client) collectBelow(ctx context.Context, sp uint64, start []byte, dry bool, mine func(row []byte) bool, progress func(rows int, got Collected, next []byte)) (got Collected, visited, skipped int, next []byte, err error) {
 	const batch = 256
 	f := storage.Filter{{Family: FamilyWrite, AllQualifiers: true, Time: storage.Before(sp + 1), Limit: 2}}
 	for {
@@ -293,7 +294,8 @@ func (c *Client) collectBelow(ctx context.Context, sp uint64, start []byte, dry 
 		seen := 0
 		err := c.store.Scan(ctx, start, []byte(storage.ReservedPrefix), f, batch, func(r storage.Row) bool {
 			seen++
-			if len(r.Cells) > 1 || hasOp(r.Cells, OpRollback) || hasOp(r.Cells, OpLock) || hasOp(r.Cells, OpDelete) {
+			collectable := len(r.Cells) > 1 || hasOp(r.Cells, OpRollback) || hasOp(r.Cells, OpLock) || hasOp(r.Cells, OpDelete)
+			if collectable && (mine == nil || mine(r.Key)) {
 				rows = append(rows, r.Key)
 			}
 			start = append(append([]byte{}, r.Key...), 0) // the row after it

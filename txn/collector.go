@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,6 +84,15 @@ type CollectorOptions struct {
 	// that it can take over at once. Two collectors at once are safe,
 	// only wasteful.
 	MayCollect func(ctx context.Context) bool
+	// Share, if set, is this process's share of each pass among the
+	// processes that collect one store together: its index i among them
+	// and their number n (0 <= i < n). A pass then visits only the rows
+	// whose hash modulo n is i, resuming from a cursor of that share; a
+	// process MayCollect does not let propose still collects its share
+	// below the stored safe point, once it has known it for Delay. Read at
+	// the start of each pass: shares that disagree (a membership change)
+	// cost rows visited twice, or left to the next pass, never safety.
+	Share func() (i, n int)
 	// Delay is how long a new safe point waits, durable, before deletion
 	// below it: longer than any reader caches an older one. 0 is the
 	// default: none on a store this client owns alone (Indexed: its own
@@ -214,14 +224,19 @@ func (c *Client) RunCollector(ctx context.Context, o CollectorOptions) error {
 		if err := c.sample(ctx); err != nil && ctx.Err() != nil {
 			return nil
 		}
-		if s, _, ok := c.eligible(o.Lifetime); ok && (o.MayCollect == nil || o.MayCollect(ctx)) {
-			p, err := c.collectAt(ctx, o, s, false)
-			if n := c.gc.uncompacted.Load(); err == nil && n >= compactAfter && n >= uint64(p.Rows) {
-				err = c.compact(ctx)
-			}
-			if err != nil && ctx.Err() == nil {
-				c.opts.Logger.Warn("txn: garbage collection", "err", err)
-			}
+		var p CollectorPass
+		var err error
+		switch s, _, ok := c.eligible(o.Lifetime); {
+		case ok && (o.MayCollect == nil || o.MayCollect(ctx)):
+			p, err = c.collectAt(ctx, o, s, false)
+		case o.Share != nil:
+			p, err = c.collectShare(ctx, o)
+		}
+		if n := c.gc.uncompacted.Load(); err == nil && n >= compactAfter && n >= uint64(p.Rows) {
+			err = c.compact(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
+			c.opts.Logger.Warn("txn: garbage collection", "err", err)
 		}
 		if err := ctxwait.Sleep(ctx, o.Interval); err != nil {
 			return nil
@@ -311,19 +326,62 @@ func (c *Client) collectAt(ctx context.Context, o CollectorOptions, s sample, dr
 			}
 		}
 	}
+	return c.passBelow(ctx, o, sp, dry)
+}
+
+// collectShare collects this process's share (CollectorOptions.Share)
+// below the stored safe point, another process's proposal, once this
+// process has known it for Delay: it then no longer trusts a cached older
+// one here, and neither does any process (the proposer waits as long).
+func (c *Client) collectShare(ctx context.Context, o CollectorOptions) (CollectorPass, error) {
+	g := &c.gc
+	g.pass.Lock()
+	defer g.pass.Unlock()
+	sp, err := ReadSafePoint(ctx, c.store)
+	if err != nil || sp == 0 {
+		return CollectorPass{}, err
+	}
+	c.safePoints.raise(sp)
+	g.mu.Lock()
+	if sp > g.known {
+		g.known, g.knownAt, g.knownAge = sp, time.Now(), time.Time{}
+	}
+	ready := sp > g.collected && time.Since(g.knownAt) >= o.Delay
+	g.mu.Unlock()
+	if !ready {
+		return CollectorPass{SafePoint: sp}, nil
+	}
+	return c.passBelow(ctx, o, sp, false)
+}
+
+// passBelow runs a pass below the durable safe point sp (dry: counts what
+// it would remove): of this process's share, resuming at its cursor.
+// g.pass is held.
+func (c *Client) passBelow(ctx context.Context, o CollectorOptions, sp uint64, dry bool) (CollectorPass, error) {
+	g := &c.gc
+	var err error
+	share, n := 0, 1
+	if o.Share != nil {
+		share, n = o.Share()
+	}
+	var mine func(row []byte) bool
+	curQual := cursorQualOf(share, n)
+	if n > 1 {
+		mine = func(row []byte) bool { return shareOf(row, n) == share }
+	}
 	start := time.Now()
 	p := CollectorPass{SafePoint: sp, DryRun: dry}
 	// A pass below sp that a crash or a cancellation interrupted resumes
 	// at its cursor (the rows before it were collected below sp).
 	var from []byte
 	if !dry {
-		if cur, err := readCursor(ctx, c.store); err == nil && cur.sp == sp {
+		if cur, err := readCursor(ctx, c.store, curQual); err == nil && cur.sp == sp {
 			from = cur.next
 		}
 	}
 	progress := func(rows int, got Collected, next []byte) {
 		if !dry && next != nil {
-			if err := saveCursor(ctx, c.store, sp, next); err != nil && ctx.Err() == nil {
+			if err := saveCursor(ctx, c.store, curQual, sp, next); err != nil && ctx.Err() == nil {
 				c.opts.Logger.Warn("txn: saving the garbage collector's cursor", "err", err)
 			}
 		}
@@ -339,9 +397,9 @@ func (c *Client) collectAt(ctx context.Context, o CollectorOptions, s sample, dr
 		}
 	}
 	var next []byte
-	p.Collected, p.Rows, p.Skipped, next, err = c.collectBelow(ctx, sp, from, dry, progress)
+	p.Collected, p.Rows, p.Skipped, next, err = c.collectBelow(ctx, sp, from, dry, mine, progress)
 	if !dry && err == nil && next == nil {
-		err = clearCursor(ctx, c.store, sp)
+		err = clearCursor(ctx, c.store, curQual, sp)
 	}
 	p.Duration = time.Since(start)
 	if !dry {
@@ -363,6 +421,13 @@ func (c *Client) collectAt(ctx context.Context, o CollectorOptions, s sample, dr
 		return p, fmt.Errorf("txn: garbage collection below %d: %w", sp, err)
 	}
 	return p, err
+}
+
+// shareOf is the share, of n, a row belongs to (CollectorOptions.Share).
+func shareOf(row []byte, n int) int {
+	h := fnv.New32a()
+	_, _ = h.Write(row)
+	return int(h.Sum32() % uint32(n))
 }
 
 // compact compacts the families the collector removes from, on a store

@@ -175,7 +175,7 @@ func TestCollectResumes(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || cut.Rows == 0 || cut.Rows >= rows {
 		t.Fatalf("the cut pass: %+v, %v", cut, err)
 	}
-	cur, err := readCursor(ctx, e.store)
+	cur, err := readCursor(ctx, e.store, cursorQual)
 	if err != nil || cur.sp != cut.SafePoint || cur.next == nil {
 		t.Fatalf("cursor %+v, %v; want one at safe point %d", cur, err, cut.SafePoint)
 	}
@@ -184,7 +184,61 @@ func TestCollectResumes(t *testing.T) {
 	if err != nil || rest.SafePoint != cut.SafePoint || rest.Rows+cut.Rows != rows || rest.Versions+cut.Versions != dry.Versions {
 		t.Fatalf("the resumed pass: %+v after %+v, %v; want the %d rows' %d old versions between them", rest, cut, err, rows, dry.Versions)
 	}
-	if cur, _ := readCursor(ctx, e.store); cur.next != nil {
+	if cur, _ := readCursor(ctx, e.store, cursorQual); cur.next != nil {
 		t.Fatalf("a finished pass left its cursor: %+v", cur)
+	}
+}
+
+// TestCollectShares: processes that split a pass (CollectorOptions.Share)
+// each remove the old versions of their own share of the rows only; a
+// share's pass cut short resumes from that share's cursor; between them
+// the shares remove what one pass over every row would.
+func TestCollectShares(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, false)
+	const rows = 600
+	for _, v := range []string{"1", "2"} {
+		tx, _ := e.client("w").Begin(ctx)
+		for i := range rows {
+			_ = tx.Set(fmt.Sprintf("r%03d", i), "v", []byte(v))
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := e.client("a"), e.client("b")
+	a.opts.safePointCache, b.opts.safePointCache = -1, -1
+	o := CollectorOptions{Lifetime: 10 * time.Millisecond, Delay: -1}
+	dry, err := a.CollectOnce(ctx, o, true)
+	if err != nil || dry.Versions == 0 {
+		t.Fatalf("dry pass: %+v, %v", dry, err)
+	}
+	oa := o
+	oa.Share = func() (int, int) { return 0, 2 }
+	pa, err := a.CollectOnce(ctx, oa, false)
+	if err != nil || pa.Versions == 0 || pa.Versions >= dry.Versions {
+		t.Fatalf("share 0 of 2: %+v, %v; want some of the %d old versions", pa, err, dry.Versions)
+	}
+	ob := o
+	ob.Share = func() (int, int) { return 1, 2 }
+	cctx, cancel := context.WithCancel(ctx)
+	ob.Progress = func(int, Collected) { cancel() }
+	cut, err := b.CollectOnce(cctx, ob, false)
+	if !errors.Is(err, context.Canceled) || cut.Rows >= rows {
+		t.Fatalf("the cut pass of share 1: %+v, %v", cut, err)
+	}
+	if cur, err := readCursor(ctx, e.store, cursorQualOf(1, 2)); err != nil || cur.sp != cut.SafePoint || cur.next == nil {
+		t.Fatalf("share 1's cursor %+v, %v; want one at safe point %d", cur, err, cut.SafePoint)
+	}
+	if cur, _ := readCursor(ctx, e.store, cursorQual); cur.next != nil {
+		t.Fatalf("a share's pass left the whole pass's cursor: %+v", cur)
+	}
+	ob.Progress = nil
+	rest, err := b.CollectOnce(ctx, ob, false)
+	if err != nil || rest.Rows+cut.Rows != rows || pa.Versions+cut.Versions+rest.Versions != dry.Versions {
+		t.Fatalf("share 1 resumed: %+v after %+v, %v; with share 0's %d, want the %d old versions", rest, cut, err, pa.Versions, dry.Versions)
+	}
+	if again, err := a.CollectOnce(ctx, o, true); err != nil || again.Versions != 0 {
+		t.Fatalf("after both shares a pass would remove %+v, %v; want nothing", again, err)
 	}
 }

@@ -329,6 +329,18 @@
 // not waited for: lost in a crash, it takes its fence with it (one batch)
 // and leaves the row's history whole, which the next pass collects.
 //
+// Splitting a pass (Bigtable: the workers, by etcd membership). One
+// process proposes safe points; every member collects the rows whose hash
+// modulo the members' number is its index, below the stored S, once it
+// has itself known S for the wait above: it read S after S was durable,
+// so S has been durable at least that long. Every removal stands on its
+// own row's predicate and fence, so any assignment of rows to processes
+// is safe: members that disagree about the list (one joined or left)
+// visit some rows twice or leave some to the next pass. Each share keeps
+// its own cursor. Every member runs the Locks-first phase over the whole
+// keyspace (a secondary's lock may be in any share, its primary in
+// another).
+//
 // Locks first. A pass below S first resolves every lock in the store
 // below S that a reader could resolve (its transaction decided, or its
 // owner dead or expired), and only then removes anything. A removed

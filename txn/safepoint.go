@@ -44,10 +44,17 @@ type cursor struct {
 	next []byte
 }
 
-var cursorCell = storage.Filter{{Family: familyGC, Qualifier: cursorQual, Limit: 1}}
+// cursorQualOf is the cursor's qualifier for share i of n: cursorQual
+// for a pass over every row, else one per share.
+func cursorQualOf(i, n int) string {
+	if n <= 1 {
+		return cursorQual
+	}
+	return fmt.Sprintf("%s:%d/%d", cursorQual, i, n)
+}
 
-func readCursor(ctx context.Context, st storage.Store) (cursor, error) {
-	r, err := st.ReadRow(ctx, gcRow, cursorCell)
+func readCursor(ctx context.Context, st storage.Store, qual string) (cursor, error) {
+	r, err := st.ReadRow(ctx, gcRow, storage.Filter{{Family: familyGC, Qualifier: qual, Limit: 1}})
 	if err != nil || len(r.Cells) == 0 {
 		return cursor{}, err
 	}
@@ -56,14 +63,14 @@ func readCursor(ctx context.Context, st storage.Store) (cursor, error) {
 
 // saveCursor records that a pass below sp goes on at next: one version,
 // the older ones deleted.
-func saveCursor(ctx context.Context, st storage.Store, sp uint64, next []byte) error {
-	return st.Mutate(ctx, gcRow, storage.SetCell(familyGC, cursorQual, sp, next),
-		storage.Mutation{Kind: storage.DeleteCells, Family: familyGC, Qualifier: cursorQual, Time: storage.Before(sp)})
+func saveCursor(ctx context.Context, st storage.Store, qual string, sp uint64, next []byte) error {
+	return st.Mutate(ctx, gcRow, storage.SetCell(familyGC, qual, sp, next),
+		storage.Mutation{Kind: storage.DeleteCells, Family: familyGC, Qualifier: qual, Time: storage.Before(sp)})
 }
 
 // clearCursor records that the pass below sp finished.
-func clearCursor(ctx context.Context, st storage.Store, sp uint64) error {
-	return st.Mutate(ctx, gcRow, storage.Mutation{Kind: storage.DeleteCells, Family: familyGC, Qualifier: cursorQual, Time: storage.Before(sp + 1)})
+func clearCursor(ctx context.Context, st storage.Store, qual string, sp uint64) error {
+	return st.Mutate(ctx, gcRow, storage.Mutation{Kind: storage.DeleteCells, Family: familyGC, Qualifier: qual, Time: storage.Before(sp + 1)})
 }
 
 var safePointCell = storage.Filter{{Family: familyGC, Qualifier: safePointQual, Limit: 1}}

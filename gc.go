@@ -24,6 +24,10 @@ type GCResult struct {
 	Rows, Skipped int
 	Duration      time.Duration
 	DryRun        bool
+	// Resumed: the pass finished one that a crash or a cancellation had
+	// cut short, from the row it had reached, below the safe point it had
+	// (GC then does that instead of a new pass: run it again for one).
+	Resumed bool
 }
 
 // GCOptions shape DB.GCWith.
@@ -50,7 +54,7 @@ func (db *DB) GCWith(ctx context.Context, o GCOptions) (GCResult, error) {
 		// reserved rows the collector keeps its state in).
 		p, err := rs.CollectGarbage(ctx, o.DryRun)
 		return GCResult{SafePoint: p.SafePoint, Versions: p.Versions, Bytes: p.Bytes, Rows: p.Rows, Skipped: p.Skipped,
-			Duration: p.Duration, DryRun: o.DryRun}, apiErr(err)
+			Duration: p.Duration, DryRun: o.DryRun, Resumed: p.Resumed}, apiErr(err)
 	}
 	co := db.collectorOptions()
 	if o.Progress != nil {
@@ -58,7 +62,7 @@ func (db *DB) GCWith(ctx context.Context, o GCOptions) (GCResult, error) {
 	}
 	p, err := db.client.CollectOnce(ctx, co, o.DryRun)
 	return GCResult{SafePoint: p.SafePoint, Versions: p.Versions, Bytes: p.Bytes, Rows: p.Rows, Skipped: p.Skipped,
-		Duration: p.Duration, DryRun: p.DryRun}, apiErr(err)
+		Duration: p.Duration, DryRun: p.DryRun, Resumed: p.Resumed}, apiErr(err)
 }
 
 // collectorOptions are the collector's options for this DB: its lifetime,

@@ -73,7 +73,7 @@ func (s *storageService) CollectGarbage(ctx context.Context, req *rpcpb.CollectG
 		return nil, grpcStatus(err)
 	}
 	return &rpcpb.CollectGarbageResponse{SafePoint: p.SafePoint, Rows: int64(p.Rows), Versions: int64(p.Versions), Bytes: int64(p.Bytes),
-		Skipped: int64(p.Skipped), DurationNs: int64(p.Duration)}, nil
+		Skipped: int64(p.Skipped), DurationNs: int64(p.Duration), Resumed: p.Resumed}, nil
 }
 
 // oldestNeeded is the oldest start_ts a live session published.

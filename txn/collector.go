@@ -127,6 +127,9 @@ type CollectorPass struct {
 	Skipped  int // rows left for a live lock
 	Duration time.Duration
 	DryRun   bool
+	// Resumed: the pass finished one that a crash or a cancellation had
+	// cut short, from its cursor, below the stored safe point.
+	Resumed bool
 }
 
 type sample struct {
@@ -231,6 +234,8 @@ func (c *Client) RunCollector(ctx context.Context, o CollectorOptions) error {
 			p, err = c.collectAt(ctx, o, s, false)
 		case o.Share != nil:
 			p, err = c.collectShare(ctx, o)
+		default:
+			p, _, err = c.resumeInterrupted(ctx, o, false)
 		}
 		if n := c.gc.uncompacted.Load(); err == nil && n >= compactAfter && n >= uint64(p.Rows) {
 			err = c.compact(ctx)
@@ -251,6 +256,15 @@ func (c *Client) RunCollector(ctx context.Context, o CollectorOptions) error {
 // earlier call) it samples and waits a Lifetime first.
 func (c *Client) CollectOnce(ctx context.Context, o CollectorOptions, dry bool) (CollectorPass, error) {
 	o.defaults(c)
+	if !dry {
+		p, ok, err := c.resumeInterrupted(ctx, o, true)
+		if ok || err != nil {
+			if err == nil && c.gc.uncompacted.Load() > 0 {
+				err = c.compact(ctx)
+			}
+			return p, err
+		}
+	}
 	for {
 		s, wait, ok := c.eligible(o.Lifetime)
 		if ok {
@@ -352,6 +366,52 @@ func (c *Client) collectShare(ctx context.Context, o CollectorOptions) (Collecto
 		return CollectorPass{SafePoint: sp}, nil
 	}
 	return c.passBelow(ctx, o, sp, false)
+}
+
+// resumeInterrupted finishes a pass below the stored safe point that a
+// crash or a cancellation cut short (its cursor is at that safe point),
+// and says whether there was one; it changes nothing otherwise. The pass
+// waits until this process has known the safe point for Delay (wait:
+// sleeping; else it reports none yet and a later call resumes). So a
+// process restarted after a crash, with no sample of its own for a
+// Lifetime, first finishes what it left.
+func (c *Client) resumeInterrupted(ctx context.Context, o CollectorOptions, wait bool) (CollectorPass, bool, error) {
+	g := &c.gc
+	g.pass.Lock()
+	defer g.pass.Unlock()
+	share, n := 0, 1
+	if o.Share != nil {
+		share, n = o.Share()
+	}
+	sp, err := ReadSafePoint(ctx, c.store)
+	if err != nil || sp == 0 {
+		return CollectorPass{}, false, err
+	}
+	cur, err := readCursor(ctx, c.store, cursorQualOf(share, n))
+	if err != nil || cur.sp != sp || cur.next == nil {
+		return CollectorPass{}, false, err
+	}
+	c.safePoints.raise(sp)
+	g.mu.Lock()
+	if sp > g.known {
+		g.known, g.knownAt, g.knownAge = sp, time.Now(), time.Time{}
+	}
+	left := o.Delay - time.Since(g.knownAt)
+	done := sp <= g.collected
+	g.mu.Unlock()
+	switch {
+	case done:
+		return CollectorPass{}, false, nil
+	case left > 0 && !wait:
+		return CollectorPass{}, false, nil
+	case left > 0:
+		if err := ctxwait.Sleep(ctx, left); err != nil {
+			return CollectorPass{}, false, err
+		}
+	}
+	p, err := c.passBelow(ctx, o, sp, false)
+	p.Resumed = true
+	return p, true, err
 }
 
 // passBelow runs a pass below the durable safe point sp (dry: counts what

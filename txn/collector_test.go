@@ -181,7 +181,7 @@ func TestCollectResumes(t *testing.T) {
 	}
 	o.Progress = nil
 	rest, err := c.CollectOnce(ctx, o, false)
-	if err != nil || rest.SafePoint != cut.SafePoint || rest.Rows+cut.Rows != rows || rest.Versions+cut.Versions != dry.Versions {
+	if err != nil || !rest.Resumed || rest.SafePoint != cut.SafePoint || rest.Rows+cut.Rows != rows || rest.Versions+cut.Versions != dry.Versions {
 		t.Fatalf("the resumed pass: %+v after %+v, %v; want the %d rows' %d old versions between them", rest, cut, err, rows, dry.Versions)
 	}
 	if cur, _ := readCursor(ctx, e.store, cursorQual); cur.next != nil {

@@ -1611,13 +1611,16 @@ func (x *CollectGarbageRequest) GetDryRun() bool {
 }
 
 type CollectGarbageResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SafePoint     uint64                 `protobuf:"varint,1,opt,name=safe_point,json=safePoint,proto3" json:"safe_point,omitempty"`
-	Rows          int64                  `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"`
-	Versions      int64                  `protobuf:"varint,3,opt,name=versions,proto3" json:"versions,omitempty"`
-	Bytes         int64                  `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
-	Skipped       int64                  `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
-	DurationNs    int64                  `protobuf:"varint,6,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	SafePoint  uint64                 `protobuf:"varint,1,opt,name=safe_point,json=safePoint,proto3" json:"safe_point,omitempty"`
+	Rows       int64                  `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"`
+	Versions   int64                  `protobuf:"varint,3,opt,name=versions,proto3" json:"versions,omitempty"`
+	Bytes      int64                  `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Skipped    int64                  `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	DurationNs int64                  `protobuf:"varint,6,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"`
+	// resumed: the pass finished one a crash had cut short, from its
+	// cursor, below the stored safe point.
+	Resumed       bool `protobuf:"varint,7,opt,name=resumed,proto3" json:"resumed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1692,6 +1695,13 @@ func (x *CollectGarbageResponse) GetDurationNs() int64 {
 		return x.DurationNs
 	}
 	return 0
+}
+
+func (x *CollectGarbageResponse) GetResumed() bool {
+	if x != nil {
+		return x.Resumed
+	}
+	return false
 }
 
 type NowRequest struct {
@@ -2636,7 +2646,7 @@ const file_percolator_proto_rawDesc = "" +
 	"safe_point\x18\x02 \x01(\x04R\tsafePoint\x12@\n" +
 	"\x1dsafe_point_sampled_unix_nanos\x18\x03 \x01(\x03R\x19safePointSampledUnixNanos\"0\n" +
 	"\x15CollectGarbageRequest\x12\x17\n" +
-	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"\xb8\x01\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"\xd2\x01\n" +
 	"\x16CollectGarbageResponse\x12\x1d\n" +
 	"\n" +
 	"safe_point\x18\x01 \x01(\x04R\tsafePoint\x12\x12\n" +
@@ -2645,7 +2655,8 @@ const file_percolator_proto_rawDesc = "" +
 	"\x05bytes\x18\x04 \x01(\x03R\x05bytes\x12\x18\n" +
 	"\askipped\x18\x05 \x01(\x03R\askipped\x12\x1f\n" +
 	"\vduration_ns\x18\x06 \x01(\x03R\n" +
-	"durationNs\"\f\n" +
+	"durationNs\x12\x18\n" +
+	"\aresumed\x18\a \x01(\bR\aresumed\"\f\n" +
 	"\n" +
 	"NowRequest\",\n" +
 	"\vNowResponse\x12\x1d\n" +

@@ -480,6 +480,7 @@ type GCPass struct {
 	SafePoint                      uint64
 	Rows, Versions, Bytes, Skipped int
 	Duration                       time.Duration
+	Resumed                        bool // it finished an interrupted pass
 }
 
 // CollectGarbage asks the server to run one garbage collection pass over
@@ -498,5 +499,5 @@ func (s *Store) CollectGarbage(ctx context.Context, dry bool) (GCPass, error) {
 		return GCPass{}, err
 	}
 	return GCPass{SafePoint: resp.SafePoint, Rows: int(resp.Rows), Versions: int(resp.Versions), Bytes: int(resp.Bytes),
-		Skipped: int(resp.Skipped), Duration: time.Duration(resp.DurationNs)}, nil
+		Skipped: int(resp.Skipped), Duration: time.Duration(resp.DurationNs), Resumed: resp.Resumed}, nil
 }

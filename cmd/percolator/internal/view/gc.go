@@ -17,12 +17,13 @@ type GCReport struct {
 	Bytes     int     `json:"bytes_removed"`
 	Skipped   int     `json:"rows_skipped"`
 	Duration  float64 `json:"duration_s"`
+	Resumed   bool    `json:"resumed"`
 }
 
 // GCReportOf is the report of a pass.
 func GCReportOf(r percolator.GCResult) GCReport {
 	return GCReport{DryRun: r.DryRun, SafePoint: r.SafePoint, Rows: r.Rows, Versions: r.Versions, Bytes: r.Bytes,
-		Skipped: r.Skipped, Duration: r.Duration.Seconds()}
+		Skipped: r.Skipped, Duration: r.Duration.Seconds(), Resumed: r.Resumed}
 }
 
 // PrintGC prints a pass's result.
@@ -33,6 +34,9 @@ func PrintGC(w io.Writer, r percolator.GCResult) {
 	}
 	fmt.Fprintf(w, "garbage collection below safe point %d: %d rows visited in %s; %s %d versions (%s)\n",
 		r.SafePoint, r.Rows, r.Duration.Round(time.Millisecond), verb, r.Versions, Bytes(int64(r.Bytes)))
+	if r.Resumed {
+		fmt.Fprintln(w, "this finished a pass that was interrupted (from the row it had reached): run gc again for a new pass")
+	}
 	if r.Skipped > 0 {
 		fmt.Fprintf(w, "%d rows left for a live transaction's lock: a later pass collects them\n", r.Skipped)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/seed-992972ee/percolator/storage"
 )
@@ -305,16 +306,16 @@ func (c *Client) collectBelow(ctx context.Context, sp uint64, start []byte, dry 
 			return got, visited, skipped, start, err
 		}
 		visited += seen
-		for i, row := range rows {
-			g, err := c.collectRow(ctx, row, sp, dry)
-			switch {
+		gs, errs := c.collectRows(ctx, rows, sp, dry)
+		for i := range rows {
+			switch err := errs[i]; {
 			case errors.Is(err, ErrRowLocked):
 				skipped++
 			case err != nil:
 				return got, visited, skipped, rows[i], err
 			}
-			got.Versions += g.Versions
-			got.Bytes += g.Bytes
+			got.Versions += gs[i].Versions
+			got.Bytes += gs[i].Bytes
 		}
 		if seen < batch {
 			if progress != nil {
@@ -329,6 +330,37 @@ func (c *Client) collectBelow(ctx context.Context, sp uint64, start []byte, dry 
 			return got, visited, skipped, start, err
 		}
 	}
+}
+
+// collectParallel is how many rows of a batch a pass collects at once on
+// a store it reaches over the network (each row one or two round trips);
+// on a store this client owns (Indexed) it collects one at a time.
+const collectParallel = 8
+
+// collectRows collects rows (collectRow), several at once where the store
+// is remote, and returns each row's result in order. Rows are independent:
+// each removal stands on its own row's predicate and fence.
+func (c *Client) collectRows(ctx context.Context, rows [][]byte, sp uint64, dry bool) ([]Collected, []error) {
+	gs, errs := make([]Collected, len(rows)), make([]error, len(rows))
+	if c.Indexed() || len(rows) < 2 {
+		for i, row := range rows {
+			if gs[i], errs[i] = c.collectRow(ctx, row, sp, dry); errs[i] != nil && !errors.Is(errs[i], ErrRowLocked) {
+				break // the caller stops at this row
+			}
+		}
+		return gs, errs
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, collectParallel)
+	for i, row := range rows {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			gs[i], errs[i] = c.collectRow(ctx, row, sp, dry)
+		})
+	}
+	wg.Wait()
+	return gs, errs
 }
 
 // hasOp reports whether cells (write records) hold a record of op.

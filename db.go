@@ -228,7 +228,7 @@ func (db *DB) openStore() error {
 	default:
 		// pebble.Open creates Dir (and syncs the new directories'
 		// entries: a power cut must not take a new store away).
-		st, err := pebble.Open(filepath.Join(db.opts.Dir, "store"), pebble.Options{Logger: warnOnly(db.opts.Logger), MustExist: db.opts.MustExist})
+		st, err := pebble.Open(filepath.Join(db.opts.Dir, "store"), pebble.Options{Logger: warnOnly(db.opts.Logger), MustExist: db.opts.MustExist, DiskReserve: db.opts.DiskReserve})
 		if errors.Is(err, pebble.ErrNotExist) {
 			return apiErrMsg(err, "no store at %s", db.opts.Dir)
 		}

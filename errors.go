@@ -90,6 +90,10 @@ var (
 	// collector's safe point, under which versions may be gone; the read
 	// returned nothing. Begin a new transaction.
 	ErrSnapshotTooOld = errors.New("percolator: snapshot too old")
+	// ErrNoSpace: the store's disk is nearly full (Options.DiskReserve);
+	// nothing was written. The garbage collector still runs and frees
+	// space; writes are accepted again once enough is free.
+	ErrNoSpace = errors.New("percolator: disk nearly full")
 )
 
 // FormatVersion is the on-disk format this build reads and writes; a
@@ -125,6 +129,7 @@ var kinds = []struct {
 	{rpc.ErrUnauthenticated, []error{ErrUnauthenticated}},
 	{txn.ErrFormat, []error{ErrFormat}},
 	{txn.ErrSnapshotTooOld, []error{ErrSnapshotTooOld}},
+	{storage.ErrNoSpace, []error{ErrNoSpace}},
 }
 
 // apiError is an error as the API returns it: "percolator: " and the

@@ -104,6 +104,12 @@ type Options struct {
 	// when called. On a server, the server collects (serve
 	// --gc-lifetime); on Bigtable, the workers.
 	DisableGC bool
+	// DiskReserve is the disk space, in bytes, an embedded store (Dir)
+	// keeps for garbage collection, which needs log space to free space:
+	// while less is free, writes fail with ErrNoSpace and the collector
+	// still writes (and compacts after every pass) until enough is free
+	// again. 0 means 64 MiB; negative, none.
+	DiskReserve int64
 	// gcDelay is the collector's wait between a new safe point and its
 	// deletions (txn.CollectorOptions.Delay; test knob).
 	gcDelay time.Duration

@@ -31,7 +31,8 @@ func WriteMirror(ctx context.Context, st storage.Store, mark uint64) error {
 		return fmt.Errorf("%w: mark %d above MaxTimestamp+1", ErrInvalidArgument, mark)
 	}
 	ver := min(mark, storage.MaxTimestampOf(st))
-	err := st.Mutate(ctx, markRow,
+	// Replaced in place, as the lease cell is: it may use the reserve.
+	err := st.Mutate(storage.WithReserve(ctx), markRow,
 		storage.SetCell(FamilyOracle, mirrorQual, ver, binary.BigEndian.AppendUint64(nil, mark)),
 		storage.Mutation{Kind: storage.DeleteCells, Family: FamilyOracle, Qualifier: mirrorQual, Time: storage.Before(ver)})
 	if err != nil {

@@ -280,7 +280,11 @@ func (m *storeMark) replaceLocked(rec leaseRecord) error {
 	if err := m.usableLost(); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.opts.TTL)
+	// The cell is replaced in place, so it takes no space to speak of,
+	// and the oracle must go on handing out timestamps on a nearly full
+	// disk (the garbage collector that frees space needs them): it may
+	// use the store's reserve.
+	ctx, cancel := context.WithTimeout(storage.WithReserve(context.Background()), m.opts.TTL)
 	defer cancel()
 	sent := time.Since(m.clock)
 	val := encodeLease(&rec)

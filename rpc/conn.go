@@ -52,6 +52,10 @@ var (
 // the size limit.
 const MsgLimit = "server limit reached"
 
+// MsgNoSpace begins the message of a ResourceExhausted status that a
+// server's nearly full disk caused (storage.ErrNoSpace).
+const MsgNoSpace = "disk nearly full"
+
 // Default budgets (DialOptions).
 const (
 	DefaultRetryBudget   = 30 * time.Second
@@ -424,6 +428,9 @@ func (c *Conn) Error(err error) error {
 	case codes.InvalidArgument:
 		return fmt.Errorf("%w: %s", storage.ErrInvalidArgument, st.Message())
 	case codes.ResourceExhausted:
+		if strings.HasPrefix(st.Message(), MsgNoSpace) {
+			return fmt.Errorf("%w: server %s: %s", storage.ErrNoSpace, c.Addr, strings.TrimPrefix(strings.TrimPrefix(st.Message(), MsgNoSpace), ": "))
+		}
 		if strings.HasPrefix(st.Message(), MsgLimit) {
 			return fmt.Errorf("%w: server %s: %s", ErrLimit, c.Addr, strings.TrimPrefix(strings.TrimPrefix(st.Message(), MsgLimit), ": "))
 		}

@@ -18,6 +18,7 @@ type gcStore struct {
 	storage.Store
 	storage.Compacter
 	storage.Deferred
+	storage.Reserver
 }
 
 // sessionLiveness judges lock owners by the server's sessions, as its
@@ -41,7 +42,7 @@ func (l sessionLiveness) Alive(ctx context.Context, owner string) (bool, error) 
 // lifetime, longer than the restart grace in which clients renew their
 // sessions and publish again.
 func (s *Server) startCollector(ctx context.Context) error {
-	c, err := txn.NewClient(ctx, gcStore{s.store, s.store, s.store}, oracle.NewClient(s.alloc), sessionLiveness{s.coord},
+	c, err := txn.NewClient(ctx, gcStore{s.store, s.store, s.store, s.store}, oracle.NewClient(s.alloc), sessionLiveness{s.coord},
 		txn.Options{Owner: "server-gc/" + coord.NewOwnerID(), Logger: s.log.With(slog.String("role", "gc"))})
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/seed-992972ee/percolator/storage"
 	"sync"
 	"time"
 
@@ -355,8 +356,8 @@ func (t *nonceTable) flush(ctx context.Context) error {
 	t.mu.gc = nil
 	t.mu.Unlock()
 	// Later records win within a batch, so a group's newest mark is the one
-	// kept.
-	return t.st.WriteRecords(ctx, recs, false)
+	// kept. Forgetting frees space: it may use the disk reserve.
+	return t.st.WriteRecords(storage.WithReserve(ctx), recs, false)
 }
 
 // size returns the number of calls held and groups known.

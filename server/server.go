@@ -71,6 +71,14 @@ type Options struct {
 	GCLifetime time.Duration
 	// DisableGC turns the background collector off.
 	DisableGC bool
+	// DiskReserve is the disk space, in bytes, the store keeps for garbage
+	// collection: while less is free it refuses clients' writes
+	// (percolator.ErrNoSpace) and the collector, which frees space, still
+	// writes. 0 means 64 MiB; negative, none; at least two memtables.
+	DiskReserve int64
+	// MemTableSize is the store's memtable size in bytes (pebble keeps up
+	// to two). 0 means 32 MiB.
+	MemTableSize uint64
 
 	// Limits on what clients hold open on the server (doc.go, "Limits").
 	// A call that would pass one is refused with ResourceExhausted naming
@@ -207,7 +215,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, stop: make(chan struct{}), failed: make(chan struct{})}
 	s.auth = newTokenAuth(opts.Token)
-	st, err := pebble.Open(filepath.Join(opts.Dir, "store"), pebble.Options{FS: opts.FS, Logger: s.log})
+	st, err := pebble.Open(filepath.Join(opts.Dir, "store"), pebble.Options{FS: opts.FS, Logger: s.log, DiskReserve: opts.DiskReserve, MemTableSize: opts.MemTableSize})
 	if err != nil {
 		return nil, err
 	}

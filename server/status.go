@@ -32,6 +32,8 @@ func grpcStatus(err error) error {
 	switch {
 	case errors.As(err, &limit):
 		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, storage.ErrNoSpace):
+		return status.Error(codes.ResourceExhausted, rpc.MsgNoSpace+": "+err.Error())
 	case errors.Is(err, storage.ErrInvalidArgument), errors.Is(err, oracle.ErrInvalidArgument),
 		errors.Is(err, errNonceReused), errors.Is(err, errInvalidNonce):
 		return status.Error(codes.InvalidArgument, err.Error())

@@ -39,6 +39,11 @@ var (
 	// without a budget of its own (Bigtable, whose client retries each call
 	// briefly) returns ErrUnavailable alone, and its callers ride it out.
 	ErrBudgetSpent = errors.New("storage: retry budget spent")
+	// ErrNoSpace is returned by the writes of a store whose disk is nearly
+	// full (Reserver): nothing was written. It keeps the space left for the
+	// writes that free space (WithReserve: the garbage collector's) until
+	// collection, or the operator, frees enough; a later write may succeed.
+	ErrNoSpace = errors.New("storage: disk nearly full")
 )
 
 // MaxTimestamp is the largest timestamp a cell may carry in any backend
@@ -339,6 +344,31 @@ type SharedRows interface {
 // family and is meant to run in the background.
 type Compacter interface {
 	CompactFamily(ctx context.Context, family string) error
+}
+
+// Reserver is an optional capability of a store on a local disk that
+// keeps a reserve of space for the writes that free space: while the disk
+// is nearly full (LowOnSpace) it refuses every other write with
+// ErrNoSpace, and lets those whose context WithReserve marks use the
+// reserve, so that garbage collection, which needs log space to free
+// space, still works.
+type Reserver interface {
+	LowOnSpace() bool
+}
+
+type reserveKey struct{}
+
+// WithReserve marks ctx's writes as ones a Reserver lets use its reserve
+// of disk space: writes that free space (the garbage collector's removals
+// and the lock resolutions they need).
+func WithReserve(ctx context.Context) context.Context {
+	return context.WithValue(ctx, reserveKey{}, true)
+}
+
+// UsesReserve reports whether WithReserve marked ctx.
+func UsesReserve(ctx context.Context) bool {
+	v, _ := ctx.Value(reserveKey{}).(bool)
+	return v
 }
 
 // Idempotent is an optional capability of a store reached over a network,

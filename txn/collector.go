@@ -223,6 +223,7 @@ func (c *Client) eligible(lifetime time.Duration) (sample, time.Duration, bool) 
 // collected for one Lifetime.
 func (c *Client) RunCollector(ctx context.Context, o CollectorOptions) error {
 	o.defaults(c)
+	ctx = storage.WithReserve(ctx) // its writes free space (doc.go, "A nearly full disk")
 	for {
 		if err := c.sample(ctx); err != nil && ctx.Err() != nil {
 			return nil
@@ -237,7 +238,7 @@ func (c *Client) RunCollector(ctx context.Context, o CollectorOptions) error {
 		default:
 			p, _, err = c.resumeInterrupted(ctx, o, false)
 		}
-		if n := c.gc.uncompacted.Load(); err == nil && n >= compactAfter && n >= uint64(p.Rows) {
+		if n := c.gc.uncompacted.Load(); err == nil && (n >= compactAfter && n >= uint64(p.Rows) || n > 0 && c.lowOnSpace()) {
 			err = c.compact(ctx)
 		}
 		if err != nil && ctx.Err() == nil {
@@ -256,6 +257,7 @@ func (c *Client) RunCollector(ctx context.Context, o CollectorOptions) error {
 // earlier call) it samples and waits a Lifetime first.
 func (c *Client) CollectOnce(ctx context.Context, o CollectorOptions, dry bool) (CollectorPass, error) {
 	o.defaults(c)
+	ctx = storage.WithReserve(ctx)
 	if !dry {
 		p, ok, err := c.resumeInterrupted(ctx, o, true)
 		if ok || err != nil {
@@ -488,6 +490,14 @@ func shareOf(row []byte, n int) int {
 	h := fnv.New32a()
 	_, _ = h.Write(row)
 	return int(h.Sum32() % uint32(n))
+}
+
+// lowOnSpace reports whether the store refuses writes for want of disk
+// space (storage.Reserver): the collector then compacts after every pass
+// that removed anything, so the space comes back.
+func (c *Client) lowOnSpace() bool {
+	r, ok := c.store.(storage.Reserver)
+	return ok && r.LowOnSpace()
 }
 
 // compact compacts the families the collector removes from, on a store

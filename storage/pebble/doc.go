@@ -99,6 +99,28 @@
 // count of the points its iterators visited, tombstones included, which is
 // what a scan over many deleted cells really costs.
 //
+// # A nearly full disk
+//
+// Garbage collection needs log space to free space: its deletions are
+// written before anything is dropped, and freed space comes back only
+// once a flush and a compaction rewrote the files. So the store keeps a
+// reserve (Options.DiskReserve, 64 MiB by default, at least two
+// memtables): a file, percolator-reserve, whose blocks are allocated.
+// While the disk's free space is below the reserve's size, the store is
+// low (storage.Reserver): it removes the file, so its space is free, and
+// refuses every write with storage.ErrNoSpace but those whose context
+// storage.WithReserve marks (the collector's removals and the lock
+// resolutions they need, the oracle's mark, which is replaced in place,
+// the nonce table's forgetting). It takes the reserve back, and accepts
+// writes again, once three times its size is free. The free space is read
+// at most a second apart (pebble's GetDiskUsage); a write that meets a
+// full disk between two readings (another process filled it, or a
+// compaction's output did) makes the store low at once and is retried
+// once the reserve is gone (vfs.OnDiskFull), so a full disk never fails
+// the store as a failed log write would. TestDiskReserve fills a
+// filesystem with a quota both ways; the root package's TestGCOnFullDisk
+// fills a server's and collects.
+//
 // Open takes pebble's directory lock first; a second Open of the same
 // directory, from this process or another, fails with a *LockedError
 // (errors.Is ErrLocked and storage.ErrInUse) naming the holding process

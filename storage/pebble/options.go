@@ -39,6 +39,15 @@ type Options struct {
 	// MustExist makes Open fail with ErrNotExist, creating nothing (not
 	// even the directory), when dir holds no store.
 	MustExist bool
+	// DiskReserve is the disk space, in bytes, the store keeps for the
+	// writes that free space (storage.Reserver): while less is free it
+	// refuses every other write with storage.ErrNoSpace. 0 means
+	// DefaultDiskReserve; negative, none. It is at least two memtables:
+	// what the writes that free space need first is a flush. Size it to
+	// the compactions of a large store too (say 1% of the disk): freed
+	// space comes back once a compaction rewrote the files, and a
+	// compaction writes its output before it drops its input.
+	DiskReserve int64
 }
 
 // EnsureDefaults fills the zero fields with defaults.
@@ -54,6 +63,12 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.FS == nil {
 		o.FS = vfs.Default
+	}
+	if o.DiskReserve == 0 {
+		o.DiskReserve = DefaultDiskReserve
+	}
+	if o.DiskReserve > 0 {
+		o.DiskReserve = max(o.DiskReserve, 2*int64(o.MemTableSize))
 	}
 }
 

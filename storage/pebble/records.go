@@ -68,6 +68,9 @@ func (s *Store) MutateRecorded(ctx context.Context, row []byte, mutations []stor
 		return err
 	}
 	defer s.guard.exit()
+	if err := s.space.admit(ctx); err != nil {
+		return err
+	}
 	if err := storage.CheckWrite(ctx, row, mutations); err != nil {
 		return err
 	}
@@ -97,6 +100,9 @@ func (s *Store) WriteRecords(ctx context.Context, recs []Record, durable bool) e
 		return err
 	}
 	defer s.guard.exit()
+	if err := s.space.admit(ctx); err != nil {
+		return err
+	}
 	if err := s.latched(ctx); err != nil {
 		return err
 	}

@@ -63,6 +63,7 @@ type Store struct {
 	// persisted its metadata key committed.
 	families familySet
 	hook     atomic.Pointer[storage.ApplyHook]
+	space    *space
 }
 
 var (
@@ -95,7 +96,12 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, lockError(dir, opts.FS, err)
 	}
 	s := &Store{lock: lock, latches: newLatches()}
-	db, err := pebble.Open(dir, opts.pebbleOptions(lock, func(msg string) { s.guard.fail(errors.New(msg)) }))
+	s.space = newSpace(opts.FS, dir, opts.DiskReserve, opts.Logger)
+	po := opts.pebbleOptions(lock, func(msg string) { s.guard.fail(errors.New(msg)) })
+	if s.space.size > 0 {
+		po.FS = vfs.OnDiskFull(po.FS, s.space.diskFull)
+	}
+	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("pebble: open %s: %w", dir, err), lock.Close())
 	}

@@ -16,6 +16,9 @@ func (s *Store) Mutate(ctx context.Context, row []byte, mutations ...storage.Mut
 		return err
 	}
 	defer s.guard.exit()
+	if err := s.space.admit(ctx); err != nil {
+		return err
+	}
 	if err := storage.CheckWrite(ctx, row, mutations); err != nil || len(mutations) == 0 {
 		return err
 	}
@@ -59,6 +62,9 @@ func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Con
 		return false, err
 	}
 	defer s.guard.exit()
+	if err := s.space.admit(ctx); err != nil {
+		return false, err
+	}
 	if err := checkCheckAndMutate(ctx, row, predicate, ifTrue, ifFalse); err != nil {
 		return false, err
 	}
@@ -113,6 +119,9 @@ func (s *Store) increment(ctx context.Context, row []byte, family, qualifier str
 		return 0, err
 	}
 	defer s.guard.exit()
+	if err := s.space.admit(ctx); err != nil {
+		return 0, err
+	}
 	if err := storage.CheckWrite(ctx, row, []storage.Mutation{storage.SetCell(family, qualifier, 0, nil)}); err != nil {
 		return 0, err
 	}
@@ -169,6 +178,9 @@ func (s *Store) mutateRows(ctx context.Context, rows []storage.RowMutation, sync
 		return nil, err
 	}
 	defer s.guard.exit()
+	if err := s.space.admit(ctx); err != nil {
+		return nil, err
+	}
 	for i := range rows {
 		if err := storage.CheckWrite(ctx, rows[i].Row, rows[i].Mutations); err != nil {
 			return nil, fmt.Errorf("row %d: %w", i, err)

@@ -358,16 +358,22 @@ func (c *Client) collectShare(ctx context.Context, o CollectorOptions) (Collecto
 		return CollectorPass{}, err
 	}
 	c.safePoints.raise(sp)
-	g.mu.Lock()
-	if sp > g.known {
-		g.known, g.knownAt, g.knownAge = sp, time.Now(), time.Time{}
-	}
-	ready := sp > g.collected && time.Since(g.knownAt) >= o.Delay
-	g.mu.Unlock()
-	if !ready {
+	if known, done := g.learn(sp); done || known < o.Delay {
 		return CollectorPass{SafePoint: sp}, nil
 	}
 	return c.passBelow(ctx, o, sp, false)
+}
+
+// learn notes that the stored safe point sp is durable, and returns how
+// long this process has known it and whether a complete pass of this
+// process ran below it already.
+func (g *gcState) learn(sp uint64) (known time.Duration, done bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if sp > g.known {
+		g.known, g.knownAt, g.knownAge = sp, time.Now(), time.Time{}
+	}
+	return time.Since(g.knownAt), sp <= g.collected
 }
 
 // resumeInterrupted finishes a pass below the stored safe point that a
@@ -394,13 +400,8 @@ func (c *Client) resumeInterrupted(ctx context.Context, o CollectorOptions, wait
 		return CollectorPass{}, false, err
 	}
 	c.safePoints.raise(sp)
-	g.mu.Lock()
-	if sp > g.known {
-		g.known, g.knownAt, g.knownAge = sp, time.Now(), time.Time{}
-	}
-	left := o.Delay - time.Since(g.knownAt)
-	done := sp <= g.collected
-	g.mu.Unlock()
+	known, done := g.learn(sp)
+	left := o.Delay - known
 	switch {
 	case done:
 		return CollectorPass{}, false, nil

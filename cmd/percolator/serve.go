@@ -49,6 +49,7 @@ lock service. SIGTERM or SIGINT drains the calls in flight and exits 0.`,
 	cfg.listen.Register(fs, "127.0.0.1:7420", "read and write the whole store")
 	cfg.checkLimits = limitFlags(fs, &cfg.opts)
 	cli.RegisterGCLifetime(fs, &cfg.opts.GCLifetime)
+	cli.RegisterDiskReserve(fs, &cfg.opts.DiskReserve)
 	cfg.log.Register(fs)
 	return c
 }

@@ -57,6 +57,10 @@ func newSpace(fs vfs.FS, dir string, size int64, log *slog.Logger) *space {
 	s := &space{fs: fs, dir: dir, size: max(size, 0), every: spaceCheckEvery, log: log, avail: -1}
 	s.resume = 3 * s.size
 	if s.size == 0 {
+		// Kept by an earlier open with a reserve: its space is not held.
+		if err := fs.Remove(s.path()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			log.Warn("pebble: removing the disk reserve", "file", s.path(), "err", err)
+		}
 		return s
 	}
 	if _, err := fs.Stat(s.path()); err == nil {

@@ -37,6 +37,9 @@ type Target struct {
 	// GCLifetime is the garbage collector's lifetime (--gc-lifetime); 0
 	// turns the background collector off.
 	GCLifetime time.Duration
+	// DiskReserve is the disk space an embedded store keeps for garbage
+	// collection (--disk-reserve; percolator.Options.DiskReserve).
+	DiskReserve int64
 	// RunGC, on Bigtable, makes the DB run the garbage collector in the
 	// background (cluster.Options.RunGC) unless --gc-lifetime is 0: the
 	// workers' part.
@@ -56,6 +59,7 @@ func (t *Target) Register(fs *pflag.FlagSet, dirUsage string) {
 	fs.StringVar(&t.TLSCA, "tls-ca", "", "CA certificate (PEM) to verify the server's TLS certificate with")
 	fs.DurationVar(&t.RetryBudget, "retry-budget", 0, "with --server: how long an operation (a transaction, a read, opening) goes on retrying a server that does not answer before the command fails naming it; with --etcd: how long opening waits for etcd (default 30s)")
 	RegisterGCLifetime(fs, &t.GCLifetime)
+	RegisterDiskReserve(fs, &t.DiskReserve)
 	fs.DurationVar(&t.LockTTL, "lock-ttl", 0, "how long this process's transaction locks stay valid without its heartbeat: another process may resolve a lock once its owner is seen dead (--session-ttl) or once this has passed, whichever comes first; at least 1ms (default 10s)")
 	t.registerCluster(fs)
 }
@@ -155,6 +159,11 @@ func (t *Target) String() string {
 // database directory, or nowhere for a server.
 func (t *Target) PublishDir() string { return t.Dir }
 
+// RegisterDiskReserve adds --disk-reserve to fs, into n.
+func RegisterDiskReserve(fs *pflag.FlagSet, n *int64) {
+	fs.Int64Var(n, "disk-reserve", pebble.DefaultDiskReserve, "with --dir (and serve): bytes of disk the store keeps for the garbage collector, which needs log space to free space; while less is free, writes fail with \"disk nearly full\" until collection frees enough; -1 keeps none")
+}
+
 // RegisterGCLifetime adds --gc-lifetime to fs, into d.
 func RegisterGCLifetime(fs *pflag.FlagSet, d *time.Duration) {
 	fs.DurationVar(d, "gc-lifetime", txn.DefaultGCLifetime, "how long a snapshot stays readable: the garbage collector this process runs (embedded store, server; on Bigtable, workers) removes only versions no younger snapshot reads; a transaction older than that fails its reads with snapshot too old unless it is still open; 0 turns background collection off")
@@ -201,7 +210,7 @@ func (t *Target) Open(ctx context.Context, create bool) (*percolator.DB, error) 
 	}
 	life, off := t.GCOptions()
 	db, err := percolator.Open(ctx, percolator.Options{Dir: t.Dir, MustExist: !create, LockTTL: t.LockTTL, Now: t.Now,
-		GCLifetime: life, DisableGC: off})
+		GCLifetime: life, DisableGC: off, DiskReserve: t.DiskReserve})
 	if errors.Is(err, pebble.ErrLocked) {
 		hint := ""
 		if !create {

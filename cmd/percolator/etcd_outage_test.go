@@ -25,9 +25,9 @@ func TestIndexRidesOutEtcdOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(emu.Close)
-	t.Setenv("BIGTABLE_EMULATOR_HOST", emu.Addr()) // the children's
+	env := emulatorEnv(emu.Addr()) // the children's
 	const table = "test/test/etcdoutage"
-	var bopts bigtable.Options
+	bopts := bigtable.Options{Emulator: emu.Addr()}
 	_ = bopts.ParseTable(table)
 	if err := bigtable.Init(ctx, bopts); err != nil {
 		t.Fatal(err)
@@ -39,11 +39,11 @@ func TestIndexRidesOutEtcdOutage(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	endpoints := "http://" + p.Addr()
-	waitLeader(t, m.Client(t), 20*time.Second, startOracleProcOn(t, strings.Join(m.Endpoints(), ","), oracleLease, "--bigtable", table))
+	waitLeader(t, m.Client(t), 20*time.Second, startOracleProcEnv(t, strings.Join(m.Endpoints(), ","), oracleLease, env, "--bigtable", table))
 
 	exited := make(chan int, 2)
 	for i := range 2 {
-		w := command("worker", "--bigtable", table, "--etcd", endpoints, "--scanners", "2")
+		w := commandEnv(env, "worker", "--bigtable", table, "--etcd", endpoints, "--scanners", "2")
 		var out lockedBuffer
 		w.Stdout, w.Stderr = &out, &out
 		if err := w.Start(); err != nil {
@@ -59,7 +59,7 @@ func TestIndexRidesOutEtcdOutage(t *testing.T) {
 			}
 		})
 	}
-	idx := command("index", "--bigtable", table, "--etcd", endpoints, "--quiet", "--scanners", "2", "--verify", bigCorpus(t, 150))
+	idx := commandEnv(env, "index", "--bigtable", table, "--etcd", endpoints, "--quiet", "--scanners", "2", "--verify", bigCorpus(t, 150))
 	var idxOut lockedBuffer
 	idx.Stdout, idx.Stderr = &idxOut, &idxOut
 	if err := idx.Start(); err != nil {

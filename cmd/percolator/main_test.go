@@ -35,6 +35,19 @@ func command(args ...string) *exec.Cmd {
 	return cmd
 }
 
+// commandEnv is command with env added to the child's environment (the
+// last of duplicate keys counts). A parallel test gives its children so
+// what t.Setenv would give the whole test process.
+func commandEnv(env []string, args ...string) *exec.Cmd {
+	cmd := command(args...)
+	cmd.Env = append(cmd.Env, env...)
+	return cmd
+}
+
+// emulatorEnv is the environment that points a child's Bigtable client
+// at the emulator at addr.
+func emulatorEnv(addr string) []string { return []string{"BIGTABLE_EMULATOR_HOST=" + addr} }
+
 func runCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer

@@ -30,7 +30,7 @@ func TestDeadClientLocksResolvedAtSessionExpiry(t *testing.T) {
 	dir, addr := t.TempDir(), freeAddr(t)
 	serveProc(t, dir, addr)
 	const accounts = 10
-	a := startBankProc(t, "A", []string{"--server", addr, "--session-ttl", "3s"}, accounts)
+	a := startBankProc(t, "A", nil, []string{"--server", addr, "--session-ttl", "3s"}, accounts)
 	a.waitAcks(t, 1, 30*time.Second)
 	db, err := percolator.Open(ctx, percolator.Options{Server: addr, Logger: discardLog()})
 	if err != nil {
@@ -319,7 +319,7 @@ func TestFaultSuiteBankNemesisThenServerGone(t *testing.T) {
 	}
 	defer p.Close()
 	const accounts = 20
-	b := startBankProc(t, "A", []string{"--server", p.Addr(), "--retry-budget", "10s"}, accounts)
+	b := startBankProc(t, "A", nil, []string{"--server", p.Addr(), "--retry-budget", "10s"}, accounts)
 	b.waitAcks(t, 1, time.Minute)
 	n, err := faultproxy.StartNemesis(faultproxy.NemesisOptions{
 		Duration: 20 * time.Second, CutRate: 1, BlackholeRate: 0.5, DelayRate: 1, Logf: t.Logf,

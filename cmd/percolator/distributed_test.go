@@ -26,6 +26,7 @@ import (
 // refuses a reply that is not above the last, which would fail the run);
 // the index equals a batch build.
 func TestDistributedFailover(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess soak")
 	}

@@ -19,6 +19,7 @@ import (
 // build, and the workers are still running. (index used to exit 1,
 // "etcd: taking an advisory lock: ... EOF", and workers likewise.)
 func TestIndexRidesOutEtcdOutage(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	ctx := context.Background()
 	emu, err := bigtable.StartEmulator("127.0.0.1:0")
 	if err != nil {

@@ -102,6 +102,7 @@ func TestGraphCLI(t *testing.T) {
 // TestGraphCLIServer: the same commands on a server (another process),
 // txn consistency.
 func TestGraphCLIServer(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess")
 	}

@@ -110,6 +110,7 @@ func TestIndexSelection(t *testing.T) {
 // runs it again: no notification is lost and the index equals a batch
 // build of the corpus.
 func TestIndexKill(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess soak")
 	}

@@ -60,6 +60,7 @@ func runCLI(t *testing.T, args ...string) (string, string, int) {
 // before the kill is there, and the dead process's locks are resolved by
 // the first reads at once (the TTL is an hour, the reads' deadline 30s).
 func TestBankKill(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))

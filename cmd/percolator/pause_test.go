@@ -63,6 +63,7 @@ const pauseResolveWithin = 30 * pauseTTL
 // acknowledged transfer is there, neither process saw a wrong snapshot
 // total, and both exit on SIGINT as designed (130).
 func TestBankPausedPastLease(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess test")
 	}

@@ -120,6 +120,7 @@ func TestServeBadInput(t *testing.T) {
 // and restarted twice. Totals are conserved, every acknowledged transfer
 // is there, and every lock is resolved at the end.
 func TestBankOverServerKills(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess soak")
 	}
@@ -398,6 +399,7 @@ func TestNonceSurvivesServerKill(t *testing.T) {
 // TestReadCommandsOverServer: dump, locks, status, notifications and
 // index queries take --server as they take --dir.
 func TestReadCommandsOverServer(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess")
 	}
@@ -444,6 +446,7 @@ func TestReadCommandsOverServer(t *testing.T) {
 // TestBenchServer runs the server figures at a small scale: each completes
 // and prints its ratio.
 func TestBenchServer(t *testing.T) {
+	t.Parallel() // it checks what the figures print, not how fast they are: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("benchmark smoke test")
 	}

@@ -229,6 +229,7 @@ func TestCLIReadCommandsDoNotCreate(t *testing.T) {
 
 // D3: status works while index runs, from what index publishes.
 func TestCLIStatusWhileIndexRuns(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess")
 	}
@@ -295,6 +296,7 @@ func TestCLIHelpVersionExitCodes(t *testing.T) {
 
 // D4: SIGINT exits 130, and the index it interrupted is consistent.
 func TestCLIInterrupt(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess")
 	}

@@ -20,6 +20,7 @@ import (
 // working; it exits 0 on SIGTERM. (It used to exit 1, "requested lease
 // not found", when a scanner met the lost lease first.)
 func TestWorkerPausedPastLease(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	ctx := context.Background()
 	emu, err := bigtable.StartEmulator("127.0.0.1:0")
 	if err != nil {

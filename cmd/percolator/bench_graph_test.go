@@ -19,6 +19,7 @@ func TestBenchGraph(t *testing.T) {
 
 // TestBenchLock: the lock figure prints both lines.
 func TestBenchLock(t *testing.T) {
+	t.Parallel() // it checks what the figure prints, not how fast it is: another test may run meanwhile
 	out, errOut, code := runCLI(t, "bench", "--dir", t.TempDir(), "--only", "lock", "--duration", "400ms")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)

@@ -452,6 +452,7 @@ func TestOracleCmdSIGTERM(t *testing.T) {
 // TestOracleCmdBadInput: oracle's refusals are usage errors (exit 2 and a
 // message); an etcd that does not answer is a run-time error naming it.
 func TestOracleCmdBadInput(t *testing.T) {
+	t.Parallel() // it waits out an unreachable etcd most of the time: another test may run meanwhile
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte("s3cret"), 0o600); err != nil {
 		t.Fatal(err)

@@ -149,6 +149,7 @@ func TestCLIIndexRerunReadsChanges(t *testing.T) {
 
 // C5: an empty (or wrong) SRC_DIR does not wipe the index.
 func TestCLIIndexEmptySrcKeepsIndex(t *testing.T) {
+	t.Parallel() // its own directories only, and no bound on the machine's speed: another test may run meanwhile
 	dir := t.TempDir()
 	if out, _ := mustRun(t, 0, "index", "--dir", dir, "--quiet", t.TempDir()); !strings.Contains(out, "0 files") || !strings.Contains(out, "0 documents") {
 		t.Fatalf("an empty SRC_DIR into a new store:\n%s", out)
@@ -343,6 +344,7 @@ func TestCLIDumpAndJSON(t *testing.T) {
 
 // D6: bench finds its corpus from any working directory.
 func TestCLIBenchFindsCorpus(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess")
 	}

@@ -246,8 +246,10 @@ func TestIndexOverServerWithWorkers(t *testing.T) {
 	dir, addr := t.TempDir(), freeAddr(t)
 	serveProc(t, dir, addr)
 	workers := make([]*exec.Cmd, 2)
+	var workerErr [2]lockedBuffer
 	for i := range workers {
 		workers[i] = command("worker", "--server", addr, "--scanners", "2")
+		workers[i].Stderr = &workerErr[i]
 		if err := workers[i].Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +272,7 @@ func TestIndexOverServerWithWorkers(t *testing.T) {
 	// The surviving worker ran observers too.
 	_ = workers[1].Process.Signal(syscall.SIGTERM)
 	if err := workers[1].Wait(); err != nil {
-		t.Fatalf("worker after SIGTERM: %v (want exit 0)", err)
+		t.Fatalf("worker after SIGTERM: %v (want exit 0)\n%s", err, workerErr[1].String())
 	}
 	sout, errOut, code := runCLI(t, "status", "--server", addr)
 	if code != 0 || !strings.Contains(sout, "document") {

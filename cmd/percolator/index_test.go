@@ -20,6 +20,7 @@ import (
 const corpus = "../../testdata/corpus"
 
 func TestIndexCommand(t *testing.T) {
+	t.Parallel() // its own directories only, and no bound on the machine's speed: another test may run meanwhile
 	dir := t.TempDir()
 	out, errOut, code := runCLI(t, "index", "--dir", dir, "--verify", "--quiet", corpus)
 	if code != 0 || !strings.Contains(out, "equals a from-scratch batch build") {

@@ -71,6 +71,7 @@ func killProc(cmd *exec.Cmd) {
 // TestServeSIGTERM: serve drains and exits 0 on SIGTERM; a second serve
 // on the same directory finds what the first acknowledged.
 func TestServeSIGTERM(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	dir, addr := t.TempDir(), freeAddr(t)
 	srv := serveProc(t, dir, addr)
 	if out, errOut, code := runCLI(t, "bank", "--server", addr, "--accounts", "10", "--workers", "2", "--duration", "300ms", "--quiet"); code != 0 {

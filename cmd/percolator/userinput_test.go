@@ -315,6 +315,7 @@ func TestCLIInterrupt(t *testing.T) {
 // D6: dump takes a prefix, cuts long values, decodes the index's columns;
 // numeric flags are checked; lists print as JSON.
 func TestCLIDumpAndJSON(t *testing.T) {
+	t.Parallel() // its own directories only, and no bound on the machine's speed: another test may run meanwhile
 	dir := t.TempDir()
 	mustRun(t, 0, "index", "--dir", dir, "--quiet", corpus)
 	out, _ := mustRun(t, 0, "dump", "--dir", dir, "--prefix", "doc/", "--limit", "2")
@@ -378,6 +379,7 @@ func startIndex(t *testing.T, dir, src, what string) (*exec.Cmd, *strings.Builde
 // unobserve unregisters an observer (unknown names and missing arguments
 // are refused); the index job registers its observers again when it runs.
 func TestUnobserveCLI(t *testing.T) {
+	t.Parallel() // its own directories only, and no bound on the machine's speed: another test may run meanwhile
 	dir := t.TempDir()
 	mustRun(t, 0, "index", "--dir", dir, "--quiet", corpus)
 	st, _ := mustRun(t, 0, "status", "--dir", dir)

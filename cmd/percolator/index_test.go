@@ -180,8 +180,8 @@ func TestBenchObservers(t *testing.T) {
 	if !regexp.MustCompile(`finding 50 dirty cells: [0-9,]+ keys visited in .* among 50 cells; [0-9,]+ keys in .* among 1100 processed cells: ratio [0-9.]+x`).MatchString(out) {
 		t.Fatalf("bench notify: exit %d\n%s%s", code, out, errOut)
 	}
-	out, errOut, code = runCLI(t, "bench", "--dir", dir, "--only", "observers", "--corpus", corpus, "--index-files", "60")
-	if code != 0 || strings.Count(out, "the batch build (no target)\n") != 4 || !strings.Contains(out, "batch build of 60 files") {
+	out, errOut, code = runCLI(t, "bench", "--dir", dir, "--only", "observers", "--corpus", corpus, "--index-files", "30")
+	if code != 0 || strings.Count(out, "the batch build (no target)\n") != 4 || !strings.Contains(out, "batch build of 30 files") {
 		t.Fatalf("bench observers: exit %d\n%s%s", code, out, errOut)
 	}
 	out, errOut, code = runCLI(t, "bench", "--dir", dir, "--only", "rerun", "--index-files", "50")

@@ -116,6 +116,7 @@ func TestCLIVersionAndCompletion(t *testing.T) {
 // sub-command, which then wants its WORD and says how to name the
 // directory.
 func TestCLIIndexDirectoryNamedQuery(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess")
 	}

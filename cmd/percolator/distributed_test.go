@@ -26,6 +26,7 @@ import (
 // refuses a reply that is not above the last, which would fail the run);
 // the index equals a batch build.
 func TestDistributedFailover(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess soak")
 	}
@@ -35,9 +36,9 @@ func TestDistributedFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(emu.Close)
-	t.Setenv("BIGTABLE_EMULATOR_HOST", emu.Addr()) // the children's
+	env := emulatorEnv(emu.Addr()) // the children's
 	const table = "test/test/dist"
-	var bopts bigtable.Options
+	bopts := bigtable.Options{Emulator: emu.Addr()}
 	_ = bopts.ParseTable(table)
 	if err := bigtable.Init(ctx, bopts); err != nil {
 		t.Fatal(err)
@@ -45,12 +46,15 @@ func TestDistributedFailover(t *testing.T) {
 	m := etcdtest.Start(t)
 	endpoints := strings.Join(m.Endpoints(), ",")
 	cli := etcdtest.Client(t, m)
-	oracles := []*oracleProc{startOracleProc(t, m, oracleLease, "--bigtable", table), startOracleProc(t, m, oracleLease, "--bigtable", table)}
+	oracles := []*oracleProc{
+		startOracleProcEnv(t, endpoints, oracleLease, env, "--bigtable", table),
+		startOracleProcEnv(t, endpoints, oracleLease, env, "--bigtable", table),
+	}
 	leader := waitLeader(t, cli, 20*time.Second, oracles...)
 
 	workers := make([]*exec.Cmd, 3)
 	for i := range workers {
-		workers[i] = command("worker", "--bigtable", table, "--etcd", endpoints, "--scanners", "2")
+		workers[i] = commandEnv(env, "worker", "--bigtable", table, "--etcd", endpoints, "--scanners", "2")
 		if err := workers[i].Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +62,7 @@ func TestDistributedFailover(t *testing.T) {
 	}
 
 	const accounts = 30
-	bank := command("bank", "--bigtable", table, "--etcd", endpoints, "--accounts", "30", "--workers", "4", "--readers", "1",
+	bank := commandEnv(env, "bank", "--bigtable", table, "--etcd", endpoints, "--accounts", "30", "--workers", "4", "--readers", "1",
 		"--duration", "12s", "--ack", "--quiet")
 	bankOut, err := bank.StdoutPipe()
 	if err != nil {
@@ -89,7 +93,7 @@ func TestDistributedFailover(t *testing.T) {
 		}
 	}()
 	src := bigCorpus(t, 120)
-	idx := command("index", "--bigtable", table, "--etcd", endpoints, "--quiet", "--scanners", "2", "--verify", src)
+	idx := commandEnv(env, "index", "--bigtable", table, "--etcd", endpoints, "--quiet", "--scanners", "2", "--verify", src)
 	var idxOut lockedBuffer
 	idx.Stdout, idx.Stderr = &idxOut, &idxOut
 	if err := idx.Start(); err != nil {
@@ -108,9 +112,9 @@ func TestDistributedFailover(t *testing.T) {
 	// shows their ranges (published while they run).
 	var statusOut string
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		out, errOut, code := runCLI(t, "status", "--bigtable", table, "--etcd", endpoints)
+		out, code := runExit(t, commandEnv(env, "status", "--bigtable", table, "--etcd", endpoints))
 		if code != 0 {
-			t.Fatalf("status: exit %d: %s", code, errOut)
+			t.Fatalf("status: exit %d: %s", code, out)
 		}
 		if statusOut = out; strings.Contains(out, "partitions of the notify keyspace") || time.Now().After(deadline) {
 			break

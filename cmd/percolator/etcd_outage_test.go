@@ -19,15 +19,16 @@ import (
 // build, and the workers are still running. (index used to exit 1,
 // "etcd: taking an advisory lock: ... EOF", and workers likewise.)
 func TestIndexRidesOutEtcdOutage(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	ctx := context.Background()
 	emu, err := bigtable.StartEmulator("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(emu.Close)
-	t.Setenv("BIGTABLE_EMULATOR_HOST", emu.Addr()) // the children's
+	env := emulatorEnv(emu.Addr()) // the children's
 	const table = "test/test/etcdoutage"
-	var bopts bigtable.Options
+	bopts := bigtable.Options{Emulator: emu.Addr()}
 	_ = bopts.ParseTable(table)
 	if err := bigtable.Init(ctx, bopts); err != nil {
 		t.Fatal(err)
@@ -39,11 +40,11 @@ func TestIndexRidesOutEtcdOutage(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	endpoints := "http://" + p.Addr()
-	waitLeader(t, m.Client(t), 20*time.Second, startOracleProcOn(t, strings.Join(m.Endpoints(), ","), oracleLease, "--bigtable", table))
+	waitLeader(t, m.Client(t), 20*time.Second, startOracleProcEnv(t, strings.Join(m.Endpoints(), ","), oracleLease, env, "--bigtable", table))
 
 	exited := make(chan int, 2)
 	for i := range 2 {
-		w := command("worker", "--bigtable", table, "--etcd", endpoints, "--scanners", "2")
+		w := commandEnv(env, "worker", "--bigtable", table, "--etcd", endpoints, "--scanners", "2")
 		var out lockedBuffer
 		w.Stdout, w.Stderr = &out, &out
 		if err := w.Start(); err != nil {
@@ -59,7 +60,7 @@ func TestIndexRidesOutEtcdOutage(t *testing.T) {
 			}
 		})
 	}
-	idx := command("index", "--bigtable", table, "--etcd", endpoints, "--quiet", "--scanners", "2", "--verify", bigCorpus(t, 150))
+	idx := commandEnv(env, "index", "--bigtable", table, "--etcd", endpoints, "--quiet", "--scanners", "2", "--verify", bigCorpus(t, 100))
 	var idxOut lockedBuffer
 	idx.Stdout, idx.Stderr = &idxOut, &idxOut
 	if err := idx.Start(); err != nil {
@@ -79,6 +80,14 @@ func TestIndexRidesOutEtcdOutage(t *testing.T) {
 	for range 2 {
 		time.Sleep(500 * time.Millisecond)
 		p.Cut()
+	}
+	select { // the faults must land mid-run, or the test checks nothing
+	case err := <-idxDone:
+		if err == nil {
+			t.Fatalf("index finished before the outage was over (give it a bigger corpus): it rode out nothing\n%s", idxOut.String())
+		}
+		idxDone <- err
+	default:
 	}
 	select {
 	case err := <-idxDone:

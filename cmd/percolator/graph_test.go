@@ -20,6 +20,7 @@ import (
 // on an embedded directory; check exits 1 on a corrupted index; bad
 // command lines exit 2.
 func TestGraphCLI(t *testing.T) {
+	t.Parallel() // its own directories only, and no bound on the machine's speed: another test may run meanwhile
 	db := t.TempDir() + "/db"
 	out, _ := mustRun(t, 0, "graph", "load", "--dir", db, "--limit", "1500")
 	if !strings.Contains(out, "loaded 1500 edges from debian-deps.tsv.gz into label depends (strong)") {
@@ -102,6 +103,7 @@ func TestGraphCLI(t *testing.T) {
 // TestGraphCLIServer: the same commands on a server (another process),
 // txn consistency.
 func TestGraphCLIServer(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess")
 	}
@@ -159,6 +161,7 @@ func bigtableTarget(t *testing.T, table string) []string {
 // a delete of an edge that is not there says so and exits 0 (deleting
 // nothing is not an error), for every consistency.
 func TestGraphMutateMessages(t *testing.T) {
+	t.Parallel() // its own directories only, and no bound on the machine's speed: another test may run meanwhile
 	db := t.TempDir() + "/db"
 	for _, c := range []string{"strong", "weak", "txn"} {
 		l := "l" + c

@@ -16,6 +16,7 @@ import (
 // token, and tokens strictly increase — no two commands ran at once.
 // Then show, a printed lease released by another process, and bad input.
 func TestLockCLIProcesses(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocesses")
 	}

@@ -36,6 +36,7 @@ import (
 // killed mid-lease, stale actions were refused, and the lock was granted
 // again after every such kill.
 func TestLockKillFencing(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocesses")
 	}

@@ -35,6 +35,19 @@ func command(args ...string) *exec.Cmd {
 	return cmd
 }
 
+// commandEnv is command with env added to the child's environment (the
+// last of duplicate keys counts). A parallel test gives its children so
+// what t.Setenv would give the whole test process.
+func commandEnv(env []string, args ...string) *exec.Cmd {
+	cmd := command(args...)
+	cmd.Env = append(cmd.Env, env...)
+	return cmd
+}
+
+// emulatorEnv is the environment that points a child's Bigtable client
+// at the emulator at addr.
+func emulatorEnv(addr string) []string { return []string{"BIGTABLE_EMULATOR_HOST=" + addr} }
+
 func runCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
@@ -47,6 +60,7 @@ func runCLI(t *testing.T, args ...string) (string, string, int) {
 // before the kill is there, and the dead process's locks are resolved by
 // the first reads at once (the TTL is an hour, the reads' deadline 30s).
 func TestBankKill(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))

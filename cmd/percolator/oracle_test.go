@@ -100,18 +100,22 @@ func startOracleProc(t *testing.T, m *coordetcd.Embedded, lease time.Duration, e
 // startOracleProcOn is startOracleProc on the etcd endpoints given.
 func startOracleProcOn(t *testing.T, endpoints string, lease time.Duration, extra ...string) *oracleProc {
 	t.Helper()
-	var emulator string
+	return startOracleProcEnv(t, endpoints, lease, nil, extra...)
+}
+
+// startOracleProcEnv is startOracleProcOn with env added to the process's
+// environment: emulatorEnv, for a table --bigtable names in an emulator
+// of the test's.
+func startOracleProcEnv(t *testing.T, endpoints string, lease time.Duration, env []string, extra ...string) *oracleProc {
+	t.Helper()
 	if !slices.Contains(extra, "--bigtable") {
-		var table string
-		table, emulator = oracleTable(t)
+		table, emulator := oracleTable(t)
 		extra = append(extra, "--bigtable", table)
+		env = append(slices.Clip(env), emulatorEnv(emulator)...) // the last of duplicate keys counts
 	}
 	p := &oracleProc{addr: freeAddr(t), stderr: &lockedBuffer{}}
 	args := append([]string{"oracle", "--etcd", endpoints, "--listen", p.addr, "--lease", lease.String()}, extra...)
-	p.cmd = command(args...)
-	if emulator != "" { // the last of duplicate keys counts
-		p.cmd.Env = append(p.cmd.Env, "BIGTABLE_EMULATOR_HOST="+emulator)
-	}
+	p.cmd = commandEnv(env, args...)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -448,6 +452,7 @@ func TestOracleCmdSIGTERM(t *testing.T) {
 // TestOracleCmdBadInput: oracle's refusals are usage errors (exit 2 and a
 // message); an etcd that does not answer is a run-time error naming it.
 func TestOracleCmdBadInput(t *testing.T) {
+	t.Parallel() // it waits out an unreachable etcd most of the time: another test may run meanwhile
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte("s3cret"), 0o600); err != nil {
 		t.Fatal(err)

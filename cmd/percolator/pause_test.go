@@ -63,6 +63,7 @@ const pauseResolveWithin = 30 * pauseTTL
 // acknowledged transfer is there, neither process saw a wrong snapshot
 // total, and both exit on SIGINT as designed (130).
 func TestBankPausedPastLease(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess test")
 	}
@@ -76,9 +77,9 @@ func TestBankPausedPastLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(emu.Close)
-	t.Setenv("BIGTABLE_EMULATOR_HOST", emu.Addr()) // the children's
+	env := emulatorEnv(emu.Addr()) // the banks'
 	const table = "test/test/pause"
-	var bopts bigtable.Options
+	bopts := bigtable.Options{Emulator: emu.Addr()}
 	_ = bopts.ParseTable(table)
 	if err := bigtable.Init(ctx, bopts); err != nil {
 		t.Fatal(err)
@@ -89,9 +90,9 @@ func TestBankPausedPastLease(t *testing.T) {
 
 	const accounts = 20
 	target := []string{"--bigtable", table, "--etcd", strings.Join(m.Endpoints(), ","), "--session-ttl", pauseTTL.String()}
-	a := startBankProc(t, "A", append(slices.Clip(target), "--lock-ttl", pauseLockTTL.String()), accounts)
+	a := startBankProc(t, "A", env, append(slices.Clip(target), "--lock-ttl", pauseLockTTL.String()), accounts)
 	a.waitAcks(t, 1, 30*time.Second) // A created the accounts
-	b := startBankProc(t, "B", target, accounts)
+	b := startBankProc(t, "B", env, target, accounts)
 	b.waitAcks(t, 1, 30*time.Second)
 	aOwner := ownerOfPid(t, cli, a.cmd.Process.Pid)
 
@@ -209,12 +210,13 @@ type bankProc struct {
 }
 
 // startBankProc starts bank on target with accounts accounts, 4 transfer
-// workers and a reader, for longer than the test (it ends on SIGINT).
-func startBankProc(t *testing.T, name string, target []string, accounts int) *bankProc {
+// workers and a reader, for longer than the test (it ends on SIGINT); env
+// is added to its environment.
+func startBankProc(t *testing.T, name string, env, target []string, accounts int) *bankProc {
 	t.Helper()
 	p := &bankProc{name: name, stderr: &lockedBuffer{}, done: make(chan struct{})}
 	args := append([]string{"bank"}, target...)
-	p.cmd = command(append(args, "--accounts", strconv.Itoa(accounts), "--workers", "4", "--readers", "1",
+	p.cmd = commandEnv(env, append(args, "--accounts", strconv.Itoa(accounts), "--workers", "4", "--readers", "1",
 		"--duration", "10m", "--ack", "--quiet")...)
 	p.cmd.Stderr = p.stderr
 	out, err := p.cmd.StdoutPipe()

@@ -23,6 +23,7 @@ import (
 // and acking), and at the end the queue is empty. Then stats, dead
 // letters listed and requeued, and bad input.
 func TestQueueCLIKill(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocesses")
 	}

@@ -71,6 +71,7 @@ func killProc(cmd *exec.Cmd) {
 // TestServeSIGTERM: serve drains and exits 0 on SIGTERM; a second serve
 // on the same directory finds what the first acknowledged.
 func TestServeSIGTERM(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	dir, addr := t.TempDir(), freeAddr(t)
 	srv := serveProc(t, dir, addr)
 	if out, errOut, code := runCLI(t, "bank", "--server", addr, "--accounts", "10", "--workers", "2", "--duration", "300ms", "--quiet"); code != 0 {
@@ -120,6 +121,7 @@ func TestServeBadInput(t *testing.T) {
 // and restarted twice. Totals are conserved, every acknowledged transfer
 // is there, and every lock is resolved at the end.
 func TestBankOverServerKills(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess soak")
 	}
@@ -245,8 +247,10 @@ func TestIndexOverServerWithWorkers(t *testing.T) {
 	dir, addr := t.TempDir(), freeAddr(t)
 	serveProc(t, dir, addr)
 	workers := make([]*exec.Cmd, 2)
+	var workerErr [2]lockedBuffer
 	for i := range workers {
 		workers[i] = command("worker", "--server", addr, "--scanners", "2")
+		workers[i].Stderr = &workerErr[i]
 		if err := workers[i].Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +273,7 @@ func TestIndexOverServerWithWorkers(t *testing.T) {
 	// The surviving worker ran observers too.
 	_ = workers[1].Process.Signal(syscall.SIGTERM)
 	if err := workers[1].Wait(); err != nil {
-		t.Fatalf("worker after SIGTERM: %v (want exit 0)", err)
+		t.Fatalf("worker after SIGTERM: %v (want exit 0)\n%s", err, workerErr[1].String())
 	}
 	sout, errOut, code := runCLI(t, "status", "--server", addr)
 	if code != 0 || !strings.Contains(sout, "document") {
@@ -398,6 +402,7 @@ func TestNonceSurvivesServerKill(t *testing.T) {
 // TestReadCommandsOverServer: dump, locks, status, notifications and
 // index queries take --server as they take --dir.
 func TestReadCommandsOverServer(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess")
 	}
@@ -444,6 +449,7 @@ func TestReadCommandsOverServer(t *testing.T) {
 // TestBenchServer runs the server figures at a small scale: each completes
 // and prints its ratio.
 func TestBenchServer(t *testing.T) {
+	t.Parallel() // it checks what the figures print, not how fast they are: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("benchmark smoke test")
 	}

@@ -30,7 +30,7 @@ func TestDeadClientLocksResolvedAtSessionExpiry(t *testing.T) {
 	dir, addr := t.TempDir(), freeAddr(t)
 	serveProc(t, dir, addr)
 	const accounts = 10
-	a := startBankProc(t, "A", []string{"--server", addr, "--session-ttl", "3s"}, accounts)
+	a := startBankProc(t, "A", nil, []string{"--server", addr, "--session-ttl", "3s"}, accounts)
 	a.waitAcks(t, 1, 30*time.Second)
 	db, err := percolator.Open(ctx, percolator.Options{Server: addr, Logger: discardLog()})
 	if err != nil {
@@ -222,6 +222,7 @@ var serverDownCases = []serverDownCase{
 // error naming the server; it used to retry each call, and each abort's
 // cleanup call, for a budget of its own.
 func TestBankServerStaysDown(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocesses")
 	}
@@ -242,6 +243,7 @@ func TestBankServerStaysDown(t *testing.T) {
 // retried (default budget, 30s): at once, after a bounded cleanup. It
 // used to finish each abort's rollback for the whole budget first.
 func TestBankSignalWhileServerDown(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocesses")
 	}
@@ -263,6 +265,7 @@ func TestBankSignalWhileServerDown(t *testing.T) {
 // stays away fails (exit 1) within its retry budget with an error naming
 // the server.
 func TestWorkerServerStaysDown(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocesses")
 	}
@@ -283,6 +286,7 @@ func TestWorkerServerStaysDown(t *testing.T) {
 // signal does (main.go), after a bounded cleanup: it used to flush its
 // counters for a retry budget per counter first.
 func TestWorkerSignalWhileServerDown(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocesses")
 	}
@@ -319,7 +323,7 @@ func TestFaultSuiteBankNemesisThenServerGone(t *testing.T) {
 	}
 	defer p.Close()
 	const accounts = 20
-	b := startBankProc(t, "A", []string{"--server", p.Addr(), "--retry-budget", "10s"}, accounts)
+	b := startBankProc(t, "A", nil, []string{"--server", p.Addr(), "--retry-budget", "10s"}, accounts)
 	b.waitAcks(t, 1, time.Minute)
 	n, err := faultproxy.StartNemesis(faultproxy.NemesisOptions{
 		Duration: 20 * time.Second, CutRate: 1, BlackholeRate: 0.5, DelayRate: 1, Logf: t.Logf,
@@ -357,6 +361,7 @@ func TestFaultSuiteBankNemesisThenServerGone(t *testing.T) {
 // failing at once; one whose server does not come back within the budget
 // fails naming it.
 func TestOpenWaitsForRestartingServer(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocesses")
 	}

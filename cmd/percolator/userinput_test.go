@@ -149,6 +149,7 @@ func TestCLIIndexRerunReadsChanges(t *testing.T) {
 
 // C5: an empty (or wrong) SRC_DIR does not wipe the index.
 func TestCLIIndexEmptySrcKeepsIndex(t *testing.T) {
+	t.Parallel() // its own directories only, and no bound on the machine's speed: another test may run meanwhile
 	dir := t.TempDir()
 	if out, _ := mustRun(t, 0, "index", "--dir", dir, "--quiet", t.TempDir()); !strings.Contains(out, "0 files") || !strings.Contains(out, "0 documents") {
 		t.Fatalf("an empty SRC_DIR into a new store:\n%s", out)
@@ -229,6 +230,7 @@ func TestCLIReadCommandsDoNotCreate(t *testing.T) {
 
 // D3: status works while index runs, from what index publishes.
 func TestCLIStatusWhileIndexRuns(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess")
 	}
@@ -295,6 +297,7 @@ func TestCLIHelpVersionExitCodes(t *testing.T) {
 
 // D4: SIGINT exits 130, and the index it interrupted is consistent.
 func TestCLIInterrupt(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess")
 	}
@@ -312,6 +315,7 @@ func TestCLIInterrupt(t *testing.T) {
 // D6: dump takes a prefix, cuts long values, decodes the index's columns;
 // numeric flags are checked; lists print as JSON.
 func TestCLIDumpAndJSON(t *testing.T) {
+	t.Parallel() // its own directories only, and no bound on the machine's speed: another test may run meanwhile
 	dir := t.TempDir()
 	mustRun(t, 0, "index", "--dir", dir, "--quiet", corpus)
 	out, _ := mustRun(t, 0, "dump", "--dir", dir, "--prefix", "doc/", "--limit", "2")
@@ -341,6 +345,7 @@ func TestCLIDumpAndJSON(t *testing.T) {
 
 // D6: bench finds its corpus from any working directory.
 func TestCLIBenchFindsCorpus(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	if testing.Short() {
 		t.Skip("subprocess")
 	}
@@ -374,6 +379,7 @@ func startIndex(t *testing.T, dir, src, what string) (*exec.Cmd, *strings.Builde
 // unobserve unregisters an observer (unknown names and missing arguments
 // are refused); the index job registers its observers again when it runs.
 func TestUnobserveCLI(t *testing.T) {
+	t.Parallel() // its own directories only, and no bound on the machine's speed: another test may run meanwhile
 	dir := t.TempDir()
 	mustRun(t, 0, "index", "--dir", dir, "--quiet", corpus)
 	st, _ := mustRun(t, 0, "status", "--dir", dir)

@@ -202,6 +202,7 @@ func rowsUnder(t *testing.T, db *percolator.DB, prefix, column string) int {
 // TestVerifyBadInput: bad options exit 2 and start nothing; a reused --out
 // is refused, so two runs' histories never mix.
 func TestVerifyBadInput(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	used := t.TempDir()
 	if err := os.WriteFile(filepath.Join(used, "history.jsonl"), nil, 0o644); err != nil {
 		t.Fatal(err)

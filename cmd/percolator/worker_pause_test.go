@@ -20,24 +20,25 @@ import (
 // working; it exits 0 on SIGTERM. (It used to exit 1, "requested lease
 // not found", when a scanner met the lost lease first.)
 func TestWorkerPausedPastLease(t *testing.T) {
+	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
 	ctx := context.Background()
 	emu, err := bigtable.StartEmulator("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(emu.Close)
-	t.Setenv("BIGTABLE_EMULATOR_HOST", emu.Addr()) // the children's
+	env := emulatorEnv(emu.Addr()) // the children's
 	const table = "test/test/workerpause"
-	var bopts bigtable.Options
+	bopts := bigtable.Options{Emulator: emu.Addr()}
 	_ = bopts.ParseTable(table)
 	if err := bigtable.Init(ctx, bopts); err != nil {
 		t.Fatal(err)
 	}
 	m := etcdtest.Start(t)
 	endpoints := strings.Join(m.Endpoints(), ",")
-	waitLeader(t, etcdtest.Client(t, m), 20*time.Second, startOracleProc(t, m, oracleLease, "--bigtable", table))
+	waitLeader(t, etcdtest.Client(t, m), 20*time.Second, startOracleProcEnv(t, endpoints, oracleLease, env, "--bigtable", table))
 
-	w := command("worker", "--bigtable", table, "--etcd", endpoints, "--scanners", "4", "--session-ttl", pauseTTL.String())
+	w := commandEnv(env, "worker", "--bigtable", table, "--etcd", endpoints, "--scanners", "4", "--session-ttl", pauseTTL.String())
 	var wOut lockedBuffer
 	w.Stdout, w.Stderr = &wOut, &wOut
 	if err := w.Start(); err != nil {
@@ -57,9 +58,9 @@ func TestWorkerPausedPastLease(t *testing.T) {
 	src := bigCorpus(t, 40)
 	index := func() {
 		t.Helper()
-		out, errOut, code := runCLI(t, "index", "--bigtable", table, "--etcd", endpoints, "--quiet", "--verify", src)
+		out, code := runExit(t, commandEnv(env, "index", "--bigtable", table, "--etcd", endpoints, "--quiet", "--verify", src))
 		if code != 0 || !strings.Contains(out, "equals a from-scratch batch build") {
-			t.Fatalf("index: exit %d\n%s%s", code, out, errOut)
+			t.Fatalf("index: exit %d\n%s", code, out)
 		}
 	}
 	index()

@@ -37,6 +37,7 @@ nothing.`,
 				return cli.Usagef("--gc-lifetime 0 turns collection off; give the lifetime to collect below")
 			}
 			ctx := c.Context()
+			tg.NoBackgroundGC = true // this pass is the one that counts
 			prog := progress.New(c.ErrOrStderr(), quiet || jsonOut)
 			return cli.WithDB(ctx, &tg, func(db *percolator.DB) error {
 				prog.Begin(fmt.Sprintf("sampling the oracle; the safe point is a sample %v old", tg.GCLifetime))

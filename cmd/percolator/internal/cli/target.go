@@ -40,6 +40,11 @@ type Target struct {
 	// DiskReserve is the disk space an embedded store keeps for garbage
 	// collection (--disk-reserve; percolator.Options.DiskReserve).
 	DiskReserve int64
+	// NoBackgroundGC keeps the DB's background collector off whatever
+	// --gc-lifetime says: `percolator gc`, which runs its own pass, whose
+	// count a background pass at the same safe point would otherwise
+	// take.
+	NoBackgroundGC bool
 	// RunGC, on Bigtable, makes the DB run the garbage collector in the
 	// background (cluster.Options.RunGC) unless --gc-lifetime is 0: the
 	// workers' part.
@@ -174,7 +179,7 @@ func (t *Target) GCOptions() (lifetime time.Duration, disabled bool) {
 	if t.GCLifetime == 0 {
 		return 0, true
 	}
-	return t.GCLifetime, false
+	return t.GCLifetime, t.NoBackgroundGC
 }
 
 // ReadToken reads the token from file, or $PERCOLATOR_TOKEN if file is

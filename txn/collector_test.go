@@ -146,14 +146,12 @@ func TestPausedBeforeRegistration(t *testing.T) {
 	}
 }
 
-// TestCollectResumes: a pass cut short (its context ended, as a crash
-// would end it) leaves a cursor; the next pass below the same safe point
-// resumes there rather than start over, and finishes the keyspace.
-func TestCollectResumes(t *testing.T) {
+// writeRows commits each of values, in order, to column v of rows rows
+// r000, r001, ..., one transaction per value.
+func writeRows(t *testing.T, e *env, rows int, values ...string) {
+	t.Helper()
 	ctx := context.Background()
-	e := newEnv(t, false)
-	const rows = 600
-	for _, v := range []string{"1", "2"} {
+	for _, v := range values {
 		tx, _ := e.client("w").Begin(ctx)
 		for i := range rows {
 			_ = tx.Set(fmt.Sprintf("r%03d", i), "v", []byte(v))
@@ -162,6 +160,16 @@ func TestCollectResumes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestCollectResumes: a pass cut short (its context ended, as a crash
+// would end it) leaves a cursor; the next pass below the same safe point
+// resumes there rather than start over, and finishes the keyspace.
+func TestCollectResumes(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, false)
+	const rows = 600
+	writeRows(t, e, rows, "1", "2")
 	c := e.client("gc")
 	c.opts.safePointCache = -1
 	o := CollectorOptions{Lifetime: 10 * time.Millisecond, Delay: -1}
@@ -197,15 +205,7 @@ func TestCollectShares(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, false)
 	const rows = 600
-	for _, v := range []string{"1", "2"} {
-		tx, _ := e.client("w").Begin(ctx)
-		for i := range rows {
-			_ = tx.Set(fmt.Sprintf("r%03d", i), "v", []byte(v))
-		}
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeRows(t, e, rows, "1", "2")
 	a, b := e.client("a"), e.client("b")
 	a.opts.safePointCache, b.opts.safePointCache = -1, -1
 	o := CollectorOptions{Lifetime: 10 * time.Millisecond, Delay: -1}

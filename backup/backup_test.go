@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -424,6 +425,10 @@ func TestWriteFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameContents(t, "restored from the file", contents(t, to), want)
+	missing := filepath.Join(dir, "nope", "b.pcb")
+	if _, err := WriteFile(ctx, db, missing, Options{}); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "cannot create "+missing+":") {
+		t.Fatalf("into a missing directory: %v (the message names the file asked for)", err)
+	}
 }
 
 // noFiles fails the test if dir holds anything.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -166,6 +167,10 @@ func WriteFile(ctx context.Context, db *percolator.DB, path string, o Options) (
 	}
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	var pe *fs.PathError
+	if errors.As(err, &pe) { // its path is the temporary file's, which the caller never named
+		return Summary{}, fmt.Errorf("backup: cannot create %s: %w", path, pe.Err)
+	}
 	if err != nil {
 		return Summary{}, fmt.Errorf("backup: %w", err)
 	}

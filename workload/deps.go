@@ -47,7 +47,8 @@ func ReadDeps(path string) ([]DepEdge, error) {
 	}
 	var out []DepEdge
 	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
+	n := 1
+	for ; sc.Scan(); n++ {
 		line := sc.Text()
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
@@ -64,7 +65,12 @@ func ReadDeps(path string) ([]DepEdge, error) {
 		}
 		out = append(out, DepEdge{p[0], p[1], p[2], p[3]})
 	}
-	return out, sc.Err()
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return nil, fmt.Errorf("%s:%d: line longer than %d bytes", path, n, bufio.MaxScanTokenSize)
+	} else if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
 }
 
 // DepsLabel is the label a dependency graph fills: a package's

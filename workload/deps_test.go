@@ -1,12 +1,14 @@
 package workload
 
 import (
+	"bufio"
 	"compress/gzip"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -49,6 +51,13 @@ func TestReadDeps(t *testing.T) {
 	}
 	if _, err := ReadDeps(plain); err == nil {
 		t.Fatal("a line without a dependency was read")
+	}
+	long := "app\t" + strings.Repeat("x", bufio.MaxScanTokenSize) + "\n"
+	if err := os.WriteFile(plain, []byte("a\tb\n"+long), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadDeps(plain); err == nil || err.Error() != plain+":2: line longer than 65536 bytes" {
+		t.Fatalf("a line past the scanner's limit: %v", err)
 	}
 }
 

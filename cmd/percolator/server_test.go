@@ -432,13 +432,13 @@ func TestReadCommandsOverServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, errOut, code := runCLI(t, "locks", "--server", addr, "--token-file", tok+".missing")
-	if code != 1 || !strings.Contains(errOut, "token file") {
+	if code != 1 || !strings.Contains(errOut, "--token-file "+tok+".missing: no such file") {
 		t.Errorf("missing token file: exit %d %s", code, errOut)
 	}
 	// A server with a token: refused without it, served with it.
 	taddr := freeAddr(t)
 	serveProc(t, t.TempDir(), taddr, "--token-file", tok)
-	if _, errOut, code := runCLI(t, "locks", "--server", taddr); code != 1 || !strings.Contains(errOut, "unauthenticated") {
+	if _, errOut, code := runCLI(t, "locks", "--server", taddr); code != 1 || !strings.Contains(errOut, "wants a token, and none was given") {
 		t.Errorf("no token: exit %d %s", code, errOut)
 	}
 	if out, errOut, code := runCLI(t, "locks", "--server", taddr, "--token-file", tok); code != 0 || !strings.Contains(out, "0 locks") {

@@ -64,12 +64,37 @@ func TestExitStatus(t *testing.T) {
 		{ctx, UsageError{}, 2, ""},
 		{ctx, fmt.Errorf("%w: 1 wrong", ErrFailed), 1, "percolator: check failed: 1 wrong\n"},
 		{ctx, errors.New("percolator: store gone"), 1, "percolator: store gone\n"},
-		{sigCtx, errors.New("whatever"), 130, "percolator: interrupted by interrupt\n"},
+		{sigCtx, errors.New("whatever"), 130, "percolator: interrupted\n"},
 	} {
 		var b bytes.Buffer
 		if got := ExitStatus(tc.ctx, nil, tc.err, &b); got != tc.status || b.String() != tc.stderr {
 			t.Errorf("%v: status %d, stderr %q; want %d, %q", tc.err, got, b.String(), tc.status, tc.stderr)
 		}
+	}
+}
+
+// TestMessage: an error prints without the internal packages' prefixes,
+// without a part that repeats the one before it or the command's name,
+// and with flags named in advice; errors.Is still finds a rephrased
+// error's cause.
+func TestMessage(t *testing.T) {
+	for _, tc := range []struct{ cmd, err, want string }{
+		{"percolator queue push", "queue: invalid argument: queue name \"\" is empty", "invalid argument: queue name \"\" is empty"},
+		{"percolator index", "docindex: refusing to delete: 3 of 4", "refusing to delete: 3 of 4"},
+		{"percolator status", "percolator: store d is in use by process 1 (x)\nstorage: more", "store d is in use by process 1 (x)\nmore"},
+		{"percolator queue push", "queue push: queue: x", "x"},
+		{"percolator dump", "reading: reading: x", "reading: x"},
+		{"percolator status", "serves TLS: dial it with its CA (DialOptions.CAFile)", "serves TLS: dial it with its CA (--tls-ca)"},
+		{"percolator bank", "bigtable: admin client: no credentials", "bigtable: admin client: no credentials"},
+		{"percolator lock show", "lock", "lock"},
+	} {
+		if got := Message(tc.cmd, errors.New(tc.err)); got != tc.want {
+			t.Errorf("%s: %q printed %q, want %q", tc.cmd, tc.err, got, tc.want)
+		}
+	}
+	err := Rephrase(ErrFailed, "said %s", "so")
+	if err.Error() != "said so" || !errors.Is(err, ErrFailed) {
+		t.Fatalf("Rephrase: %q, errors.Is %v", err, errors.Is(err, ErrFailed))
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -39,7 +38,15 @@ func Usagef(format string, a ...any) error { return UsageError{fmt.Sprintf(forma
 // run.
 type Interrupted struct{ Sig syscall.Signal }
 
-func (i Interrupted) Error() string { return "interrupted by " + i.Sig.String() }
+func (i Interrupted) Error() string {
+	switch i.Sig {
+	case syscall.SIGINT:
+		return "interrupted"
+	case syscall.SIGTERM:
+		return "interrupted (SIGTERM)"
+	}
+	return "interrupted by signal " + i.Sig.String()
+}
 
 // exitCode is the conventional status of a process ended by the signal.
 func (i Interrupted) exitCode() int { return 128 + int(i.Sig) }
@@ -81,12 +88,25 @@ func ExitStatus(ctx context.Context, c *cobra.Command, err error, stderr io.Writ
 		return 0
 	case errors.As(err, &ue):
 		if ue.Msg != "" {
-			fmt.Fprintf(stderr, "%s: %s\nRun '%s -h' for usage.\n", name, ue.Msg, name)
+			fmt.Fprintf(stderr, "%s: %s\nRun '%s -h' for usage.\n", name, Message(name, ue), name)
 		}
 		return 2
 	}
-	// The API's errors already say "percolator: "; the command's name
-	// replaces it.
-	fmt.Fprintf(stderr, "%s: %s\n", name, strings.TrimPrefix(err.Error(), "percolator: "))
+	fmt.Fprintf(stderr, "%s: %s\n", name, Message(name, err))
 	return 1
+}
+
+// rephrased is an error told in the command line's words: Error is msg,
+// and errors.Is and errors.As still find err.
+type rephrased struct {
+	msg string
+	err error
+}
+
+func (r rephrased) Error() string { return r.msg }
+func (r rephrased) Unwrap() error { return r.err }
+
+// Rephrase is err with the message format says instead of its own.
+func Rephrase(err error, format string, a ...any) error {
+	return rephrased{fmt.Sprintf(format, a...), err}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -189,12 +190,16 @@ func ReadToken(file string) (string, error) {
 		return strings.TrimSpace(os.Getenv("PERCOLATOR_TOKEN")), nil
 	}
 	b, err := os.ReadFile(file)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return "", Rephrase(err, "--token-file %s: %v", file, pe.Err)
+	}
 	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
+		return "", fmt.Errorf("--token-file %s: %w", file, err)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return "", fmt.Errorf("token file %s is empty", file)
+		return "", fmt.Errorf("--token-file %s is empty", file)
 	}
 	return tok, nil
 }
@@ -206,24 +211,58 @@ func (t *Target) Open(ctx context.Context, create bool) (*percolator.DB, error) 
 	case t.Bigtable != "":
 		return t.openCluster(ctx)
 	case t.Server != "":
-		tok, err := ReadToken(t.TokenFile)
-		if err != nil {
-			return nil, err
-		}
-		return percolator.Open(ctx, percolator.Options{Server: t.Server, Token: tok, TLSCAFile: t.TLSCA, SessionTTL: t.SessionTTL,
-			RetryBudget: t.RetryBudget, LockTTL: t.LockTTL, Now: t.Now})
+		return t.openServer(ctx)
 	}
 	life, off := t.GCOptions()
 	db, err := percolator.Open(ctx, percolator.Options{Dir: t.Dir, MustExist: !create, LockTTL: t.LockTTL, Now: t.Now,
 		GCLifetime: life, DisableGC: off, DiskReserve: t.DiskReserve})
 	if errors.Is(err, pebble.ErrLocked) {
-		hint := ""
-		if !create {
-			hint = " (only 'percolator status' reads what it publishes while it runs)"
-		}
-		return nil, fmt.Errorf("%w\n%s%s", err, runstatus.Holder(t.Dir), hint)
+		return nil, inUse(err, t.Dir, create)
 	}
 	return db, err
+}
+
+// openServer opens the server's database (--server) with the token.
+func (t *Target) openServer(ctx context.Context) (*percolator.DB, error) {
+	tok, err := ReadToken(t.TokenFile)
+	if err != nil {
+		return nil, err
+	}
+	db, err := percolator.Open(ctx, percolator.Options{Server: t.Server, Token: tok, TLSCAFile: t.TLSCA, SessionTTL: t.SessionTTL,
+		RetryBudget: t.RetryBudget, LockTTL: t.LockTTL, Now: t.Now})
+	return db, t.tokenRefused(err, tok)
+}
+
+// tokenRefused says, of a server that refused the token tok, whether
+// there was none or which one it refused; other errors pass unchanged.
+func (t *Target) tokenRefused(err error, tok string) error {
+	switch {
+	case !errors.Is(err, percolator.ErrUnauthenticated):
+		return err
+	case tok == "":
+		return Rephrase(err, "server %s wants a token, and none was given: pass --token-file FILE or set $PERCOLATOR_TOKEN", t.Server)
+	case t.TokenFile != "":
+		return Rephrase(err, "server %s refused the token in --token-file %s", t.Server, t.TokenFile)
+	}
+	return Rephrase(err, "server %s refused the token in $PERCOLATOR_TOKEN", t.Server)
+}
+
+// inUse adds to err, the refusal of the store in dir that another
+// process holds, who that is when err could not say, and for a command
+// that reads (create false) where to read what the holder publishes.
+func inUse(err error, dir string, create bool) error {
+	p, ok := runstatus.Running(dir)
+	if !ok {
+		return err
+	}
+	var le *pebble.LockedError
+	if !errors.As(err, &le) || le.PID <= 0 {
+		err = fmt.Errorf("%w: pid %d (%s)", err, p.PID, p.Command)
+	}
+	if create {
+		return err
+	}
+	return fmt.Errorf("%w\n'percolator status --dir %s' shows what it is doing", err, dir)
 }
 
 // openCluster opens the database on Bigtable and etcd.

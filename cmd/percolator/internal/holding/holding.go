@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 	"github.com/seed-992972ee/percolator/lock"
 )
 
@@ -56,7 +57,8 @@ func Run(ctx context.Context, lk *lock.Locker, l *lock.Lease, c *exec.Cmd, stder
 		return err
 	}
 	if err := lk.Release(context.WithoutCancel(ctx), l); err != nil {
-		fmt.Fprintf(stderr, "percolator lock acquire: releasing %s: %v (the lease expires by itself)\n", l.Name, err)
+		const cmd = "percolator lock acquire"
+		fmt.Fprintf(stderr, "%s: releasing %s: %s (the lease expires by itself)\n", cmd, l.Name, cli.Message(cmd, err))
 	}
 	return runErr
 }

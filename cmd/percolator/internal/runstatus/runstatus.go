@@ -8,7 +8,6 @@ package runstatus
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,12 +147,12 @@ func BadList(bad []Bad) ([]Bad, int) {
 	return bad[:min(len(bad), maxBad)], len(bad)
 }
 
-// Holder describes the process that holds dir's store, from what it
-// publishes.
-func Holder(dir string) string {
+// Running is the status that the live process running in dir (an
+// index or a bank) publishes, and whether there is one.
+func Running(dir string) (Status, bool) {
 	p, err := Read(dir)
 	if err != nil || p.Finished || !Alive(p.PID) {
-		return "the process holding it publishes no status (not a running 'percolator index' or 'bank')"
+		return Status{}, false
 	}
-	return fmt.Sprintf("it is held by pid %d: %s", p.PID, p.Command)
+	return p, true
 }

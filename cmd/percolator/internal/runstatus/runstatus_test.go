@@ -3,7 +3,6 @@ package runstatus
 import (
 	"errors"
 	"os"
-	"strings"
 	"testing"
 )
 
@@ -20,8 +19,8 @@ func TestPublish(t *testing.T) {
 	if err != nil || p.PID != os.Getpid() || p.Phase != "starting" || p.Command != "percolator index --dir "+dir+" src" || p.Finished {
 		t.Fatalf("started: %+v, %v", p, err)
 	}
-	if h := Holder(dir); !strings.Contains(h, "held by pid") {
-		t.Fatalf("holder while running: %s", h)
+	if r, ok := Running(dir); !ok || r.PID != os.Getpid() {
+		t.Fatalf("Running while running: %+v, %v", r, ok)
 	}
 	pb.Set(func(s *Status) { s.Phase, s.Summary = "loading", []string{"a line"} })
 	pb.Finish(errors.New("disk full"))
@@ -29,8 +28,8 @@ func TestPublish(t *testing.T) {
 	if err != nil || !p.Finished || p.Error != "disk full" || p.Summary[0] != "a line" {
 		t.Fatalf("finished: %+v, %v", p, err)
 	}
-	if h := Holder(dir); !strings.Contains(h, "publishes no status") {
-		t.Fatalf("holder after finishing: %s", h)
+	if r, ok := Running(dir); ok {
+		t.Fatalf("Running after finishing: %+v", r)
 	}
 	Start("", []string{"bank"}).Finish(nil) // a server's database: nowhere to publish
 }

@@ -5,8 +5,11 @@ package main
 // directory named query, and the flag spellings scripts use.
 
 import (
+	"cmp"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -160,16 +163,86 @@ func TestCLIFlagSpellings(t *testing.T) {
 }
 
 // TestCommandTree: every command a user sees has a synopsis, an example
-// and an argument check.
+// and an argument check; for every command of the tree, --help prints
+// its description, usage line and examples and exits 0, as
+// `help COMMAND` does; an unknown flag is a usage error; and so is each
+// number of arguments its check refuses.
 func TestCommandTree(t *testing.T) {
-	var walk func(c *cobra.Command)
-	walk = func(c *cobra.Command) {
+	walkCommands(newRoot(nil), func(c *cobra.Command) {
 		if !c.Hidden && (c.Short == "" || c.Example == "" || c.Args == nil) {
 			t.Errorf("%s: synopsis %q, example %q, argument check %v", c.CommandPath(), c.Short, c.Example, c.Args != nil)
 		}
-		for _, s := range c.Commands() {
-			walk(s)
+		c.InitDefaultHelpFlag() // as running it does: its usage line then says [flags]
+		path := strings.Fields(c.CommandPath())[1:]
+		checkHelp(t, c, path)
+		args := append(slices.Clone(path), "--no-such-flag")
+		if _, errOut, code := runCLI(t, args...); code != 2 || !strings.Contains(errOut, "unknown flag: --no-such-flag") {
+			t.Errorf("%q: exit %d, %q; want 2 and the unknown flag named", args, code, errOut)
+		}
+		checkArgCounts(t, c, path)
+	})
+}
+
+// walkCommands calls fn on c and every command below it.
+func walkCommands(c *cobra.Command, fn func(*cobra.Command)) {
+	fn(c)
+	for _, s := range c.Commands() {
+		walkCommands(s, fn)
+	}
+}
+
+// checkHelp: `PATH --help` and `PATH -h` print c's description (its
+// Long, or its synopsis), usage line and examples, exit 0, and print
+// what `help PATH` prints.
+func checkHelp(t *testing.T, c *cobra.Command, path []string) {
+	t.Helper()
+	out, errOut, code := runCLI(t, append(slices.Clone(path), "--help")...)
+	desc := cmp.Or(c.Long, c.Short)
+	if code != 0 || !strings.HasPrefix(out, desc) || !strings.Contains(out, "usage: "+c.UseLine()+"\n") ||
+		c.HasExample() && !strings.Contains(out, "examples:\n"+c.Example) {
+		t.Errorf("%s --help: exit %d, want 0, its description, usage line and examples:\n%s%s", c.CommandPath(), code, out, errOut)
+	}
+	if short, _, _ := runCLI(t, append(slices.Clone(path), "-h")...); short != out {
+		t.Errorf("%s: -h and --help differ:\n%s\n---\n%s", c.CommandPath(), short, out)
+	}
+	if help, _, code := runCLI(t, append([]string{"help"}, path...)...); code != 0 || help != out {
+		t.Errorf("help %s: exit %d, and it differs from --help:\n%s\n---\n%s", strings.Join(path, " "), code, help, out)
+	}
+}
+
+// checkArgCounts: each of a few numbers of arguments that c's check
+// refuses is a usage error (exit 2) that names the arguments. A command
+// that takes any number refuses what it does not know in its RunE: a
+// group (an unknown command; none), the root and help (an unknown
+// command), index (checked with --dups: TestCLIArgumentChecks).
+func checkArgCounts(t *testing.T, c *cobra.Command, path []string) {
+	t.Helper()
+	refused := 0
+	for _, n := range []int{0, 1, 2, 3, 9} {
+		args := make([]string, n)
+		for i := range args {
+			args[i] = fmt.Sprintf("arg%d", i)
+		}
+		if c.Args == nil || c.Args(c, args) == nil {
+			continue
+		}
+		refused++
+		line := append(slices.Clone(path), args...)
+		_, errOut, code := runCLI(t, line...)
+		if code != 2 || !strings.Contains(errOut, "argument") && !strings.Contains(errOut, "want ") ||
+			!strings.Contains(errOut, "Run '"+c.CommandPath()+" -h' for usage.") {
+			t.Errorf("%q: exit %d, %q; want 2 and a usage error about the arguments", line, code, errOut)
 		}
 	}
-	walk(newRoot(nil))
+	switch {
+	case refused > 0:
+	case c.HasSubCommands():
+		for _, line := range [][]string{path, append(slices.Clone(path), "no-such-command")} {
+			if _, _, code := runCLI(t, line...); code != 2 {
+				t.Errorf("%q: exit %d, want 2", line, code)
+			}
+		}
+	case !slices.Contains([]string{"percolator", "percolator help", "percolator index"}, c.CommandPath()):
+		t.Errorf("%s takes any number of arguments: give it an argument check", c.CommandPath())
+	}
 }

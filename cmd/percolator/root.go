@@ -57,6 +57,7 @@ func helpCmd() *cobra.Command {
 			if err != nil || len(rest) > 0 {
 				return cli.Usagef("unknown command %q", strings.Join(args, " "))
 			}
+			target.InitDefaultHelpFlag() // listed as `target -h` lists it
 			return target.Help()
 		},
 	}

@@ -306,8 +306,8 @@ func TestCLIInterrupt(t *testing.T) {
 	_ = cmd.Process.Signal(os.Interrupt)
 	err := cmd.Wait()
 	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 130 {
-		t.Fatalf("index after SIGINT: %v, want exit 130\n%s", err, out.String())
+	if !errors.As(err, &exit) || exit.ExitCode() != 130 || !strings.Contains(out.String(), "percolator index: interrupted\n") {
+		t.Fatalf("index after SIGINT: %v, want exit 130 and 'interrupted'\n%s", err, out.String())
 	}
 	mustRun(t, 0, "index", "--dir", dir, "--quiet", "--verify", src)
 }

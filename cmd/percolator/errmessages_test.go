@@ -1,0 +1,135 @@
+package main
+
+// What the command line says when it fails: one line per failure class a
+// user provokes, read as a user would.
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// internalPrefix is a Go package's or API's name where a user reads the
+// command's: a package prefix starting a message or a part it wraps, or
+// an option's field where advice should name a flag.
+var internalPrefix = regexp.MustCompile(`(^|: |\n)(percolator|txn|storage|observer|oracle|pebble|memory|coord|rpc|remote|server|cluster|docindex|queue|lock|graph|backup|workload|bench|history|verify|bufio\.Scanner): |[A-Za-z]*Options\.[A-Z]`)
+
+// TestCLIErrorMessages: each class of failure prints
+// "percolator <command>: <what happened>" with the prefix once, no
+// internal package's prefix, no part said twice, advice naming flags,
+// and what happened in the user's terms (a missing token is missing).
+func TestCLIErrorMessages(t *testing.T) {
+	t.Parallel() // in-process servers on ports of their own, and its own directories
+	dir, empty, scratch := t.TempDir(), t.TempDir(), t.TempDir()
+	mustRun(t, 0, "queue", "push", "q", "x", "--dir", dir)
+	file := func(name, body string) string {
+		p := filepath.Join(scratch, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tok, badTok, emptyTok := file("token", "s3cret\n"), file("bad-token", "guess\n"), file("empty-token", "\n")
+	long := file("long.tsv", "a\t"+strings.Repeat("b", bufio.MaxScanTokenSize)+"\n")
+	junk := file("junk.pcb", "not a backup")
+	cert, key := testCert(t)
+	withToken, _, _ := serveInProcess(t, "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--token-file", tok)
+	withTLS, _, _ := serveInProcess(t, "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key)
+	missing := filepath.Join(empty, "missing")
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"status", "--dir", empty}, 1, "percolator status: no store at " + empty},
+		{[]string{"queue", "push", "", "a", "--dir", dir}, 2, "percolator queue push: invalid argument: queue name"},
+		{[]string{"lock", "acquire", "", "--dir", dir}, 1, "percolator lock acquire: invalid argument: lock name"},
+		{[]string{"lock", "release", "l", "--id", "5", "--token", "3", "--dir", dir}, 1, "percolator lock release: lease not held: l token 3"},
+		{[]string{"graph", "insert", "a", "b", "--dir", dir}, 1, "percolator graph insert: unknown label"},
+		{[]string{"graph", "load", "--dir", dir, long}, 1, "percolator graph load: " + long + ":1: line longer than"},
+		{[]string{"backup", "--dir", dir, "--out", filepath.Join(missing, "b")}, 1, "percolator backup: cannot create " + filepath.Join(missing, "b") + ": no such file"},
+		{[]string{"restore", "--dir", t.TempDir(), junk}, 1, "percolator restore: " + junk + ": "},
+		{[]string{"init", "--bigtable", "p/i"}, 2, "percolator init: --bigtable: "},
+		{[]string{"status", "--server", withToken}, 1, "percolator status: server " + withToken + " wants a token, and none was given: pass --token-file"},
+		{[]string{"status", "--server", withToken, "--token-file", badTok}, 1, "refused the token in --token-file " + badTok},
+		{[]string{"status", "--server", withToken, "--token-file", missing}, 1, "percolator status: --token-file " + missing + ": no such file"},
+		{[]string{"status", "--server", withToken, "--token-file", emptyTok}, 1, "percolator status: --token-file " + emptyTok + " is empty"},
+		{[]string{"status", "--server", withTLS, "--retry-budget", "5s"}, 1, "serves TLS"},
+	} {
+		if tc.args[1] == "--server" && tc.args[0] == "status" && len(tc.args) == 3 && os.Getenv("PERCOLATOR_TOKEN") != "" {
+			continue // the environment gives a token
+		}
+		_, errOut, code := runCLI(t, tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: exit %d, %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
+		}
+		checkMessage(t, tc.args, errOut)
+	}
+	_, errOut, _ := runCLI(t, "status", "--server", withTLS, "--retry-budget", "5s")
+	if !strings.Contains(errOut, "--tls-ca") {
+		t.Errorf("plaintext to a TLS server: %q does not name --tls-ca", errOut)
+	}
+}
+
+// checkMessage: errOut begins "percolator <command>: ", and says so
+// once; then no internal prefix, no part twice in a row, and a signal
+// is "interrupted".
+func checkMessage(t *testing.T, args []string, errOut string) {
+	t.Helper()
+	cmd, body, ok := strings.Cut(errOut, ": ")
+	if !ok || !strings.HasPrefix(cmd, "percolator") || strings.Count(errOut, cmd+": ") != 1 {
+		t.Errorf("%q: %q does not begin with the command's name, once", args, errOut)
+	}
+	if m := internalPrefix.FindString(body); m != "" {
+		t.Errorf("%q: %q reaches the user in %q", args, m, errOut)
+	}
+	parts := strings.Split(body, ": ")
+	for i := 1; i < len(parts); i++ {
+		if parts[i] == parts[i-1] {
+			t.Errorf("%q: %q says %q twice", args, errOut, parts[i])
+		}
+	}
+	if strings.Contains(errOut, "interrupted by interrupt") {
+		t.Errorf("%q: %q", args, errOut)
+	}
+}
+
+// TestCLIStoreInUseMessage: a command on a store another process holds
+// names the holder, its pid once, and (a command that reads) where to
+// read what it is doing only when it publishes that.
+func TestCLIStoreInUseMessage(t *testing.T) {
+	t.Parallel() // it waits on a process of its own: another test may run meanwhile
+	if testing.Short() {
+		t.Skip("subprocess")
+	}
+	dir := t.TempDir()
+	mustRun(t, 0, "queue", "push", "q", "x", "--dir", dir)
+	holder := command("lock", "acquire", "l", "--dir", dir, "--", "sh", "-c", "echo held; read x")
+	stdin, err := holder.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stdin.Close(); _ = holder.Wait() }() // sh reads its end of input and exits; the lease is released
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "held\n" {
+		t.Fatalf("lock acquire -- sh: %q, %v", line, err)
+	}
+	args := []string{"queue", "stats", "q", "--dir", dir}
+	_, errOut, code := runCLI(t, args...)
+	pid := strconv.Itoa(holder.Process.Pid)
+	if code != 1 || !strings.HasPrefix(errOut, "percolator queue stats: store ") || !strings.Contains(errOut, "in use by process "+pid+" (") ||
+		strings.Count(errOut, pid) != 1 || strings.Contains(errOut, "percolator status --dir") {
+		t.Errorf("%q while lock acquire holds the store: exit %d, %q; want 1 and its holder named once", args, code, errOut)
+	}
+	checkMessage(t, args, errOut)
+}

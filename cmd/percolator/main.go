@@ -59,6 +59,11 @@
 // connection's cleanup budget (1s), and closing its session half that.
 // Only index, bank, serve, bench and restore create a store; the other
 // commands fail on a directory that holds none.
+//
+// The reference of every command, docs/cli/, is generated from the
+// commands' help by the hidden gen-docs command: after changing a command,
+// a flag or a help text, run `go run ./cmd/percolator gen-docs docs/cli`
+// (or go generate ./cmd/percolator); TestDocsCurrent fails until then.
 package main
 
 import (

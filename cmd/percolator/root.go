@@ -39,7 +39,7 @@ server, the oracle and the workers.`,
 	root.AddCommand(indexCmd(argv), statusCmd(), notificationsCmd(), bankCmd(argv), dumpCmd(), locksCmd(), unobserveCmd(),
 		backupCmd(), restoreCmd(),
 		serveCmd(), workerCmd(), oracleCmd(), benchCmd(), initCmd(), lockCmd(), queueCmd(), graphCmd(), devclusterCmd(),
-		versionCmd(), completionCmd(), benchClientCmd(), verifycmd.Command(), upgradeCmd(), gcCmd())
+		versionCmd(), completionCmd(), benchClientCmd(), verifycmd.Command(), upgradeCmd(), gcCmd(), genDocsCmd())
 	return root
 }
 

@@ -5,6 +5,7 @@ package main
 
 import (
 	"bufio"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -40,6 +41,12 @@ func TestCLIErrorMessages(t *testing.T) {
 	withToken, _, _ := serveInProcess(t, "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--token-file", tok)
 	withTLS, _, _ := serveInProcess(t, "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key)
 	missing := filepath.Join(empty, "missing")
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	taken := busy.Addr().String()
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -59,6 +66,9 @@ func TestCLIErrorMessages(t *testing.T) {
 		{[]string{"status", "--server", withToken, "--token-file", missing}, 1, "percolator status: --token-file " + missing + ": no such file"},
 		{[]string{"status", "--server", withToken, "--token-file", emptyTok}, 1, "percolator status: --token-file " + emptyTok + " is empty"},
 		{[]string{"status", "--server", withTLS, "--retry-budget", "5s"}, 1, "serves TLS"},
+		{[]string{"serve", "--dir", t.TempDir(), "--listen", taken}, 1, "percolator serve: --listen " + taken + ": address already in use"},
+		{[]string{"serve", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--metrics", taken}, 1, "percolator serve: --metrics " + taken + ": address already in use"},
+		{[]string{"serve", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--tls-cert", key, "--tls-key", cert}, 1, "percolator serve: --tls-cert " + key + ", --tls-key " + cert + ": "},
 	} {
 		if tc.args[1] == "--server" && tc.args[0] == "status" && len(tc.args) == 3 && os.Getenv("PERCOLATOR_TOKEN") != "" {
 			continue // the environment gives a token

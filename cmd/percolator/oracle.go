@@ -91,7 +91,7 @@ func runOracle(ctx context.Context, cfg *oracleConfig, stderr io.Writer) error {
 	}
 	lis, err := net.Listen("tcp", cfg.listen.Addr)
 	if err != nil {
-		return err
+		return cli.ListenError("--listen", cfg.listen.Addr, err)
 	}
 	defer lis.Close()
 	addr, err := advertised(cfg.advertise, lis.Addr().String())

@@ -81,7 +81,7 @@ func (cfg *serveConfig) run(ctx context.Context, stderr io.Writer) error {
 	opts.Dir, opts.Token, opts.Logger, opts.TLS = cfg.dir, token, log, cfg.listen.TLS
 	lis, err := net.Listen("tcp", cfg.listen.Addr)
 	if err != nil {
-		return err
+		return cli.ListenError("--listen", cfg.listen.Addr, err)
 	}
 	opts.RegistryVersion = observer.StoredVersion // each commit timestamp carries the registry re-read
 	srv, err := server.Open(ctx, opts)
@@ -94,7 +94,7 @@ func (cfg *serveConfig) run(ctx context.Context, stderr io.Writer) error {
 		if err != nil {
 			_ = lis.Close()
 			srv.Kill()
-			return err
+			return cli.ListenError("--metrics", cfg.metrics, err)
 		}
 		defer stop()
 	}

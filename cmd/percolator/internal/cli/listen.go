@@ -2,8 +2,10 @@ package cli
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 
 	"github.com/spf13/pflag"
 )
@@ -64,9 +66,19 @@ func loadTLS(certFile, keyFile string) (*tls.Config, error) {
 	}
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("TLS: %w", err)
+		return nil, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", certFile, keyFile, err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// ListenError is the failure to listen on addr, which flag gave, named
+// after the flag: "--metrics 127.0.0.1:7421: address already in use".
+func ListenError(flag, addr string, err error) error {
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		return Rephrase(err, "%s %s: %v", flag, addr, se.Err)
+	}
+	return fmt.Errorf("%s %s: %w", flag, addr, err)
 }
 
 // checkListen refuses a listen address beyond loopback without a token,

@@ -17,7 +17,7 @@ import (
 // internalPrefix is a Go package's or API's name where a user reads the
 // command's: a package prefix starting a message or a part it wraps, or
 // an option's field where advice should name a flag.
-var internalPrefix = regexp.MustCompile(`(^|: |\n)(percolator|txn|storage|observer|oracle|pebble|memory|coord|rpc|remote|server|cluster|docindex|queue|lock|graph|backup|workload|bench|history|verify|bufio\.Scanner): |[A-Za-z]*Options\.[A-Z]`)
+var internalPrefix = regexp.MustCompile(`(^|: |\n)(percolator|txn|storage|observer|oracle|pebble|memory|coord|rpc|remote|server|cluster|docindex|queue|lock|graph|backup|workload|bench|history|verify|time|bufio\.Scanner|strconv\.[A-Za-z]+): |[A-Za-z]*Options\.[A-Z]`)
 
 // TestCLIErrorMessages: each class of failure prints
 // "percolator <command>: <what happened>" with the prefix once, no
@@ -66,6 +66,10 @@ func TestCLIErrorMessages(t *testing.T) {
 		{[]string{"status", "--server", withToken, "--token-file", missing}, 1, "percolator status: --token-file " + missing + ": no such file"},
 		{[]string{"status", "--server", withToken, "--token-file", emptyTok}, 1, "percolator status: --token-file " + emptyTok + " is empty"},
 		{[]string{"status", "--server", withTLS, "--retry-budget", "5s"}, 1, "serves TLS"},
+		{[]string{"bank", "--dir", empty, "--duration", "soon"}, 2, `percolator bank: --duration "soon": want a duration such as`},
+		{[]string{"bank", "--dir", empty, "--accounts", "x"}, 2, `percolator bank: --accounts "x": want a whole number`},
+		{[]string{"bank", "--dir", empty, "--accounts", "99999999999999999999"}, 2, `percolator bank: --accounts "99999999999999999999": out of range`},
+		{[]string{"index", "--dir", empty, "--dups=maybe"}, 2, `percolator index: --dups "maybe": want true or false`},
 		{[]string{"serve", "--dir", t.TempDir(), "--listen", taken}, 1, "percolator serve: --listen " + taken + ": address already in use"},
 		{[]string{"serve", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--metrics", taken}, 1, "percolator serve: --metrics " + taken + ": address already in use"},
 		{[]string{"serve", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--tls-cert", key, "--tls-key", cert}, 1, "percolator serve: --tls-cert " + key + ", --tls-key " + cert + ": "},

@@ -33,7 +33,7 @@ server, the oracle and the workers.`,
 	root.Flags().Bool("version", false, "print the version (module version, VCS revision, Go version)")
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetUsageFunc(cli.Usage)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.UsageError{Msg: err.Error()} })
+	root.SetFlagErrorFunc(cli.FlagError)
 	root.SetHelpCommand(helpCmd())
 	root.CompletionOptions.DisableDefaultCmd = true // completion.go's, whose arguments are checked
 	root.AddCommand(indexCmd(argv), statusCmd(), notificationsCmd(), bankCmd(argv), dumpCmd(), locksCmd(), unobserveCmd(),

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -26,6 +28,36 @@ func ArgsBetween(lo, hi int, what string) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// FlagError is the usage error of a command line its flags refuse. A
+// value a flag cannot parse is named with the flag, and what the flag
+// takes said instead of the parser's message ("strconv.ParseInt: ...").
+func FlagError(_ *cobra.Command, err error) error {
+	var ive *pflag.InvalidValueError
+	if !errors.As(err, &ive) {
+		return UsageError{err.Error()}
+	}
+	f := ive.GetFlag()
+	return UsageError{fmt.Sprintf("--%s %q: %s", f.Name, ive.GetValue(), wants(f.Value.Type(), ive.Unwrap()))}
+}
+
+// wants says what a flag of type typ takes, given why it refused a value.
+func wants(typ string, cause error) string {
+	var ne *strconv.NumError
+	switch {
+	case typ == "duration":
+		return "want a duration such as 500ms, 30s or 2m"
+	case typ == "bool":
+		return "want true or false"
+	case errors.As(cause, &ne) && errors.Is(ne.Err, strconv.ErrRange):
+		return "out of range"
+	case errors.As(cause, &ne) && strings.HasPrefix(typ, "float"):
+		return "want a number"
+	case errors.As(cause, &ne):
+		return "want a whole number"
+	}
+	return cause.Error()
 }
 
 // RunUnknown runs when no command was named, or an unknown one: the

@@ -66,6 +66,7 @@ func TestCLIErrorMessages(t *testing.T) {
 		{[]string{"status", "--server", withToken, "--token-file", missing}, 1, "percolator status: --token-file " + missing + ": no such file"},
 		{[]string{"status", "--server", withToken, "--token-file", emptyTok}, 1, "percolator status: --token-file " + emptyTok + " is empty"},
 		{[]string{"status", "--server", withTLS, "--retry-budget", "5s"}, 1, "serves TLS"},
+		{[]string{"dump", "--server", taken, "--retry-budget", "100ms"}, 1, "percolator dump: server unavailable: server " + taken + ": "},
 		{[]string{"bank", "--dir", empty, "--duration", "soon"}, 2, `percolator bank: --duration "soon": want a duration such as`},
 		{[]string{"bank", "--dir", empty, "--accounts", "x"}, 2, `percolator bank: --accounts "x": want a whole number`},
 		{[]string{"bank", "--dir", empty, "--accounts", "99999999999999999999"}, 2, `percolator bank: --accounts "99999999999999999999": out of range`},

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -29,7 +30,14 @@ var apiAdvice = strings.NewReplacer(
 	"Options.SessionTTL", "--session-ttl",
 	"Options.GCLifetime", "--gc-lifetime",
 	"Options.DiskReserve", "--disk-reserve",
+	"the operation's retry budget (", "the operation's --retry-budget (",
+	"within the retry budget (", "within the --retry-budget (",
 )
+
+// grpcTransport is how gRPC wraps a failure to connect; the failure
+// itself (dial tcp ADDR: connect: connection refused) is what the user
+// needs.
+var grpcTransport = regexp.MustCompile(`connection error: desc = "transport: (?:Error while dialing: )?([^"]*)"`)
 
 // Message is err as the command named cmd (its path, "percolator queue
 // push") prints it after "cmd: ": without the internal packages'
@@ -39,7 +47,8 @@ var apiAdvice = strings.NewReplacer(
 // errors.Is.
 func Message(cmd string, err error) string {
 	own := strings.TrimSpace(strings.TrimPrefix(cmd, "percolator"))
-	lines := strings.Split(apiAdvice.Replace(err.Error()), "\n")
+	msg := grpcTransport.ReplaceAllString(apiAdvice.Replace(err.Error()), "$1")
+	lines := strings.Split(msg, "\n")
 	for i, line := range lines {
 		lines[i] = cleanLine(own, line)
 	}

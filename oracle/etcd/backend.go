@@ -34,7 +34,7 @@ func LeaderAddr(ctx context.Context, cli *clientv3.Client, prefix string) (strin
 		return "", fmt.Errorf("etcd: reading the oracle election: %w", err)
 	}
 	if len(resp.Kvs) == 0 {
-		return "", fmt.Errorf("%w: no candidate under %s", ErrNoOracle, electionPrefix(prefix))
+		return "", fmt.Errorf("%w: no candidate under %s (start one: percolator oracle)", ErrNoOracle, electionPrefix(prefix))
 	}
 	return string(resp.Kvs[0].Value), nil
 }
@@ -154,6 +154,8 @@ func (b *OracleBackend) AllocateVersioned(ctx context.Context, n int) (first, ve
 			return 0, 0, false, ctx.Err()
 		case !retryable(err):
 			return 0, 0, false, err
+		case !time.Now().Before(deadline) && errors.Is(err, ErrNoOracle):
+			return 0, 0, false, fmt.Errorf("%w (asked for %v)", err, b.opts.Budget) // it says so already
 		case !time.Now().Before(deadline):
 			return 0, 0, false, fmt.Errorf("%w within %v: %w", ErrNoOracle, b.opts.Budget, err)
 		}

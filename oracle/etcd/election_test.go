@@ -468,6 +468,9 @@ func TestOracleBackendNoLeader(t *testing.T) {
 	if !errors.Is(err, etcd.ErrNoOracle) || ok {
 		t.Fatalf("no leader: ok %v, %v; want ErrNoOracle", ok, err)
 	}
+	if strings.Count(err.Error(), etcd.ErrNoOracle.Error()) != 1 || !strings.Contains(err.Error(), "percolator oracle") {
+		t.Fatalf("no leader: %q; want it said once, and what to start", err)
+	}
 	if d := time.Since(start); d < 300*time.Millisecond || d > 3*time.Second {
 		t.Fatalf("gave up after %v; budget 300ms", d)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -154,8 +155,8 @@ func (b *OracleBackend) AllocateVersioned(ctx context.Context, n int) (first, ve
 			return 0, 0, false, ctx.Err()
 		case !retryable(err):
 			return 0, 0, false, err
-		case !time.Now().Before(deadline) && errors.Is(err, ErrNoOracle):
-			return 0, 0, false, fmt.Errorf("%w (asked for %v)", err, b.opts.Budget) // it says so already
+		case !time.Now().Before(deadline) && errors.Is(err, ErrNoOracle): // said once
+			return 0, 0, false, fmt.Errorf("%w within %v: %s", ErrNoOracle, b.opts.Budget, strings.TrimPrefix(err.Error(), ErrNoOracle.Error()+": "))
 		case !time.Now().Before(deadline):
 			return 0, 0, false, fmt.Errorf("%w within %v: %w", ErrNoOracle, b.opts.Budget, err)
 		}

@@ -87,6 +87,7 @@ func TestMessage(t *testing.T) {
 		{"percolator status", "serves TLS: dial it with its CA (DialOptions.CAFile)", "serves TLS: dial it with its CA (--tls-ca)"},
 		{"percolator bank", "bigtable: admin client: no credentials", "bigtable: admin client: no credentials"},
 		{"percolator lock show", "lock", "lock"},
+		{"percolator lock show", `percolator: invalid argument: etcd: invalid argument: key prefix "x"`, `invalid argument: key prefix "x"`},
 		{"percolator dump", `percolator: server unavailable: server a:1: connection error: desc = "transport: Error while dialing: dial tcp a:1: connect: connection refused" (the operation's retry budget (1s) is spent)`,
 			"server unavailable: server a:1: dial tcp a:1: connect: connection refused (the operation's --retry-budget (1s) is spent)"},
 	} {

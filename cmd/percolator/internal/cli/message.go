@@ -11,7 +11,8 @@ import (
 // command line the prefix says nothing the command's name does not, so
 // Message drops it wherever a message or a part it wraps begins. The
 // prefixes "bigtable: " and "etcd: " stay: they name the service that
-// failed, which the user runs and can look at.
+// failed, which the user runs and can look at; but not before their
+// packages' "invalid argument", where they name the package.
 var internalPackages = []string{
 	"percolator", "txn", "storage", "observer", "oracle", "pebble", "memory",
 	"coord", "rpc", "remote", "server", "cluster", "docindex", "queue", "lock",
@@ -66,6 +67,7 @@ func cleanLine(own string, line string) string {
 		last := i == len(parts)-1
 		switch {
 		case !last && slices.Contains(internalPackages, p):
+		case !last && (p == "etcd" || p == "bigtable") && parts[i+1] == "invalid argument":
 		case len(kept) > 0 && kept[len(kept)-1] == p:
 		case len(kept) == 0 && !last && p == own:
 		default:

@@ -54,7 +54,9 @@ func TestCLIErrorMessages(t *testing.T) {
 	}{
 		{[]string{"status", "--dir", empty}, 1, "percolator status: no store at " + empty},
 		{[]string{"queue", "push", "", "a", "--dir", dir}, 2, "percolator queue push: invalid argument: queue name"},
-		{[]string{"lock", "acquire", "", "--dir", dir}, 1, "percolator lock acquire: invalid argument: lock name"},
+		{[]string{"lock", "acquire", "", "--dir", empty}, 2, "percolator lock acquire: the lock NAME is empty"},
+		{[]string{"lock", "acquire", "l", "--ttl", "1ns", "--dir", empty}, 2, "percolator lock acquire: --ttl 1ns: at least 1ms"},
+		{[]string{"lock", "show", "", "--dir", dir}, 1, "percolator lock show: invalid argument: lock name"},
 		{[]string{"lock", "release", "l", "--id", "5", "--token", "3", "--dir", dir}, 1, "percolator lock release: lease not held: l token 3"},
 		{[]string{"graph", "insert", "a", "b", "--dir", dir}, 1, "percolator graph insert: unknown label"},
 		{[]string{"graph", "load", "--dir", dir, long}, 1, "percolator graph load: " + long + ":1: line longer than"},
@@ -83,6 +85,9 @@ func TestCLIErrorMessages(t *testing.T) {
 			t.Errorf("%q: exit %d, %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
 		}
 		checkMessage(t, tc.args, errOut)
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) > 0 {
+		t.Errorf("a command that failed left %s in %s", entries[0].Name(), empty)
 	}
 	_, errOut, _ := runCLI(t, "status", "--server", withTLS, "--retry-budget", "5s")
 	if !strings.Contains(errOut, "--tls-ca") {

@@ -79,8 +79,10 @@ leave it to expire or to lock release.`,
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			switch {
-			case ttl <= 0:
-				return cli.Usagef("--ttl must be positive")
+			case args[0] == "":
+				return cli.Usagef("the lock NAME is empty")
+			case ttl < time.Millisecond:
+				return cli.Usagef("--ttl %v: at least 1ms", ttl)
 			case wait < 0:
 				return cli.Usagef("--wait must not be negative")
 			}

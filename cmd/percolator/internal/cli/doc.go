@@ -10,6 +10,12 @@
 //     0), a command's own status passed on (ExitCode), a signal
 //     (Interrupted: 128+signal), mapped by ExitStatus, which also prints
 //     the error as "percolator <command>: <what happened>";
+//   - what an error says to the user (Message): the command's name once,
+//     none of the internal packages' prefixes, no part twice, advice that
+//     names flags rather than the Go API's fields; an error told in the
+//     command line's words that errors.Is still matches (Rephrase); a
+//     flag value that does not parse, named with what the flag takes
+//     (FlagError);
 //   - the argument checks, the usage text and the one-dash long flags
 //     the commands were first written with (WithTwoDashes).
 //

@@ -36,8 +36,8 @@ func command(args ...string) *exec.Cmd {
 }
 
 // commandEnv is command with env added to the child's environment (the
-// last of duplicate keys counts). A parallel test gives its children so
-// what t.Setenv would give the whole test process.
+// last of duplicate keys counts): how a parallel test, which may not call
+// t.Setenv, sets a variable for its children.
 func commandEnv(env []string, args ...string) *exec.Cmd {
 	cmd := command(args...)
 	cmd.Env = append(cmd.Env, env...)

@@ -29,9 +29,17 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// command is the test binary run as the percolator command. Under the
+// race detector a process sleeps a second at exit by default, to let
+// other goroutines report; a child's races are reported as they happen,
+// and hundreds of children exit in this package's tests, so they do not
+// sleep (unless GORACE says otherwise).
 func command(args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "PERCOLATOR_AS_MAIN=1")
+	if _, set := os.LookupEnv("GORACE"); !set {
+		cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=0")
+	}
 	return cmd
 }
 

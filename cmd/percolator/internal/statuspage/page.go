@@ -104,12 +104,12 @@ type Page struct {
 	opts Options
 	mu   struct {
 		sync.Mutex
-		last    Snapshot
-		lastAt  time.Time // zero before the first sample
-		prev    Snapshot  // the sample before last, for rates
-		prevAt  time.Time
-		ring    []point   // Invariant: len <= cap; oldest at start once full
-		start   int
+		last   Snapshot
+		lastAt time.Time // zero before the first sample
+		prev   Snapshot  // the sample before last, for rates
+		prevAt time.Time
+		ring   []point // Invariant: len <= cap; oldest at start once full
+		start  int
 	}
 }
 

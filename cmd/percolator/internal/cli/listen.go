@@ -117,3 +117,7 @@ func beyondLoopback(flag, addr string) (bool, error) {
 func (l *ListenFlags) CheckHTTP(h *HTTPFlags) error {
 	return h.Check(l.Token, l.certFile != "", l.insecure)
 }
+
+// CertFile is --tls-cert: a client in the same process that dials the
+// listener trusts it.
+func (l *ListenFlags) CertFile() string { return l.certFile }

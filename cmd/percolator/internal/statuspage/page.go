@@ -58,7 +58,7 @@ type Options struct {
 	// from Run's goroutine only, with a context that ends within an
 	// Interval.
 	Read func(ctx context.Context) Snapshot
-	// Interval between samples (and the page's refresh); default 10s.
+	// Interval between samples (and the page's refresh); default 5s.
 	Interval time.Duration
 	// Window is how far back the charts reach; default 1h.
 	Window time.Duration
@@ -69,7 +69,7 @@ type Options struct {
 // EnsureDefaults fills in the zero fields that have defaults.
 func (o *Options) EnsureDefaults() {
 	if o.Interval == 0 {
-		o.Interval = 10 * time.Second
+		o.Interval = 5 * time.Second
 	}
 	if o.Window == 0 {
 		o.Window = time.Hour

@@ -79,12 +79,15 @@ func TestServeHTTPFlag(t *testing.T) {
 	}
 
 	httpAddr := freeAddr(t)
-	serveInProcess(t, "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--metrics", httpAddr)
+	_, _, stop := serveInProcess(t, "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--metrics", httpAddr)
 	if code, body := httpGet(t, http.DefaultClient, "http://"+httpAddr+"/metrics"); code != http.StatusOK || !strings.Contains(body, "percolator_sessions") {
 		t.Fatalf("--metrics: GET /metrics: %d\n%s", code, body)
 	}
 	if code, body := httpGet(t, http.DefaultClient, "http://"+httpAddr+"/"); code != http.StatusOK || !strings.Contains(body, "percolator serve") {
 		t.Fatalf("--metrics: GET /: %d\n%s", code, body)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("serve with its status page: exit %d at the signal, want 0", code)
 	}
 }
 
@@ -186,7 +189,7 @@ type pageState struct {
 }
 
 func (s pageState) ok() bool {
-	return s.Observers > 0 && s.Ran && s.Sessions >= 2 && strings.Contains(s.Leader, "This server") && s.Store != "" && s.Charts > 0 && s.Lag
+	return s.Observers > 0 && s.Ran && s.Sessions >= 1 && strings.Contains(s.Leader, "This server") && s.Store != "" && s.Charts > 0 && s.Lag
 }
 
 const readPage = `(() => {
@@ -205,7 +208,8 @@ const readPage = `(() => {
 
 // TestStatusPageInBrowser: headless Chromium loads the status page of a
 // running serve while an index job runs against it, and finds the
-// observers with runs, the sessions (index's and the page's own client),
+// observers with runs, the sessions (at least the page's own client: the
+// index may have ended),
 // the oracle, the store's size and charts drawn. It writes a screenshot.
 // Skipped only when no Chromium is installed.
 func TestStatusPageInBrowser(t *testing.T) {

@@ -54,6 +54,7 @@ func (c chart) SVG(end time.Time, window time.Duration) template.HTML {
 		c.ID, chartW, chartH, chartW, chartH, template.HTMLEscapeString(c.Title))
 	fmt.Fprintf(&b, `<rect x="0" y="0" width="%g" height="%g" class="frame"/>`, chartW, chartH)
 	var pts []string
+	last := ""
 	flush := func() {
 		if len(pts) > 0 {
 			fmt.Fprintf(&b, `<polyline points="%s"/>`, strings.Join(pts, " "))
@@ -68,10 +69,24 @@ func (c chart) SVG(end time.Time, window time.Duration) template.HTML {
 		x := chartW * (1 - end.Sub(c.at[i]).Seconds()/window.Seconds())
 		y := chartH - 2 - (chartH-4)*v/top
 		pts = append(pts, fmt.Sprintf("%.1f,%.1f", max(x, 0), y))
+		last = fmt.Sprintf(`<circle cx="%.1f" cy="%.1f" r="2"/>`, max(x, 0), y)
 	}
 	flush()
+	b.WriteString(last) // a lone sample draws no line
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String()) // numbers and an escaped title only
+}
+
+// durText is a duration as the page prints it: 1h, not 1h0m0s.
+func durText(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // format prints v in unit: bytes in binary multiples, seconds as a

@@ -69,7 +69,7 @@ func TestPageShowsWhatTheProcessKnows(t *testing.T) {
 		`<td class="runs">150</td>`, `<td class="rate">10.00/s</td>`, `<td class="pending">7</td>`,
 		`<dd id="lag">3s</dd>`, `<dd id="quarantined">1</dd>`,
 		"This process is not a server", "Not known to this process", "No worker publishes a partition",
-		`id="chart-backlog"`, `<polyline points=`)
+		`id="chart-backlog"`, `<polyline points=`, "every 5s, charts over the last 1h.")
 	if strings.Contains(body, `id="chart-sessions"`) || strings.Contains(body, "http://") || strings.Contains(body, "https://") {
 		t.Errorf("the page draws a chart it has no figures for, or links elsewhere:\n%s", body)
 	}

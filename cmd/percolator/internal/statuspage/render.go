@@ -80,7 +80,7 @@ func (p *Page) view() view {
 	now := p.opts.Now()
 	v := view{Process: p.opts.Process, About: p.opts.About, Refresh: max(1, int(p.opts.Interval.Round(time.Second)/time.Second)),
 		Sampled: !at.IsZero(), SampledAgo: now.Sub(at).Round(time.Second).String(),
-		Interval: p.opts.Interval.String(), Window: p.opts.Window.String()}
+		Interval: durText(p.opts.Interval), Window: durText(p.opts.Window)}
 	v.observers(snap, prev, at.Sub(prevAt).Seconds(), now)
 	v.server(snap, pts)
 	v.oracleAndStore(snap)

@@ -14,12 +14,12 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 <style>
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1em 2em; color: #222; }
 h1 { font-size: 1.3em; } h2 { font-size: 1.1em; margin-top: 1.4em; border-bottom: 1px solid #ccc; }
-table { border-collapse: collapse; } th, td { padding: 2px 10px; text-align: right; } th:first-child, td:first-child { text-align: left; }
+table { border-collapse: collapse; } th, td { padding: 2px 10px; text-align: right; } th:nth-child(-n+2), td:nth-child(-n+2) { text-align: left; }
 th { background: #eee; } tr:nth-child(even) td { background: #f7f7f7; }
 .unknown { color: #777; font-style: italic; } .error { color: #a00; }
 .charts { display: flex; flex-wrap: wrap; gap: 1em; } figure { margin: 0; }
 figcaption { font-size: 0.9em; } svg.chart .frame { fill: #fafafa; stroke: #ccc; }
-svg.chart polyline { fill: none; stroke: #1565c0; stroke-width: 1.5; }
+svg.chart polyline { fill: none; stroke: #1565c0; stroke-width: 1.5; } svg.chart circle { fill: #1565c0; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 2px 1em; } dt { color: #555; } dd { margin: 0; }
 </style>
 </head>

@@ -107,16 +107,18 @@ func runOracle(ctx context.Context, cfg *oracleConfig, stderr io.Writer) error {
 		return err
 	}
 	var leading atomic.Pointer[func() bool]
+	wake := func() {}
 	if cfg.http.Addr != "" {
-		stop, err := cfg.startHTTP(ctx, addr, &leading, log)
+		page, stop, err := cfg.startHTTP(ctx, addr, &leading, log)
 		if err != nil {
 			return err
 		}
 		defer stop()
+		wake = page.Wake
 	}
 	err = cluster.ServeOracle(ctx, cluster.OracleOptions{Etcd: cfg.eps, Prefix: cfg.prefix, Lease: cfg.lease, Bigtable: cfg.bt,
 		Listener: lis, Advertise: addr, Server: server.OracleOptions{Token: cfg.listen.Token, Logger: log, TLS: cfg.listen.TLS},
-		Standing: func(f func() bool) { leading.Store(&f) }})
+		Standing: func(f func() bool) { leading.Store(&f); wake() }})
 	if err != nil {
 		return err
 	}
@@ -124,8 +126,9 @@ func runOracle(ctx context.Context, cfg *oracleConfig, stderr io.Writer) error {
 }
 
 // startHTTP serves the candidate's status page and metrics on --http:
-// whether it leads, once it stands.
-func (cfg *oracleConfig) startHTTP(ctx context.Context, addr string, leading *atomic.Pointer[func() bool], log *slog.Logger) (stop func(), err error) {
+// whether it leads, once it stands (the page's Wake samples at once),
+// sampled every second.
+func (cfg *oracleConfig) startHTTP(ctx context.Context, addr string, leading *atomic.Pointer[func() bool], log *slog.Logger) (*statuspage.Page, func(), error) {
 	read := func(context.Context) statuspage.Snapshot {
 		f := leading.Load()
 		switch {
@@ -134,11 +137,18 @@ func (cfg *oracleConfig) startHTTP(ctx context.Context, addr string, leading *at
 		case (*f)():
 			return statuspage.Snapshot{Oracle: &statuspage.Oracle{Leader: "This candidate (" + addr + ") leads: it hands out the timestamps."}}
 		}
-		return statuspage.Snapshot{Oracle: &statuspage.Oracle{Leader: "Another candidate leads; this one (" + addr + ") takes over if it goes.", Standby: true}}
+		return statuspage.Snapshot{Oracle: &statuspage.Oracle{Leader: "This candidate (" + addr + ") does not lead: it takes over when etcd elects it.", Standby: true}}
 	}
-	h := statusHTTP{flags: &cfg.http, token: cfg.listen.Token, tls: cfg.listen.TLS, metrics: processMetrics(), log: log,
-		page: statuspage.Options{Process: "oracle", About: "candidate " + addr + " on etcd " + strings.Join(cfg.eps, ","), Read: read}}
-	return h.start(ctx, nil)
+	h := statusHTTP{flags: &cfg.http, token: cfg.listen.Token, tls: cfg.listen.TLS, metrics: processMetrics(), log: log}
+	// A read is a load of a flag: sampled every second, the page follows
+	// leadership closely.
+	page, err := statuspage.New(statuspage.Options{Process: "oracle", About: "candidate " + addr + " on etcd " + strings.Join(cfg.eps, ","),
+		Read: read, Interval: time.Second})
+	if err != nil {
+		return nil, nil, err
+	}
+	stop, err := h.serve(ctx, page, nil)
+	return page, stop, err
 }
 
 // oracleFlagsValid checks oracle's etcd flags and returns the endpoints.

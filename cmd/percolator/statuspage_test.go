@@ -45,6 +45,38 @@ func httpGet(t *testing.T, client *http.Client, url string, header ...string) (i
 	return resp.StatusCode, string(b)
 }
 
+// waitPage gets url until its body holds every want, and fails the test
+// if the deadline of 30s passes first.
+func waitPage(t *testing.T, url string, want ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	body := ""
+	for {
+		req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+		}
+		missing := false
+		for _, w := range want {
+			missing = missing || !strings.Contains(body, w)
+		}
+		if !missing {
+			return body
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s never showed %q; last:\n%s", url, want, body)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // TestServeHTTPFlag: --http serves the status page at / and the metrics
 // at /metrics, as does its old name --metrics; beyond loopback it is
 // refused without a token, or without TLS unless --insecure, naming the
@@ -85,6 +117,24 @@ func TestServeHTTPFlag(t *testing.T) {
 	}
 	if code, body := httpGet(t, http.DefaultClient, "http://"+httpAddr+"/"); code != http.StatusOK || !strings.Contains(body, "percolator serve") {
 		t.Fatalf("--metrics: GET /: %d\n%s", code, body)
+	}
+
+	// A worker's page shows the observers it reads from the server.
+	srvAddr, _, _ := serveInProcess(t, "--dir", t.TempDir(), "--listen", "127.0.0.1:0")
+	workerHTTP := freeAddr(t)
+	wctx, wcancel := context.WithCancel(context.Background())
+	exit := make(chan int, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		exit <- run(wctx, []string{"worker", "--server", srvAddr, "--scanners", "1", "--http", workerHTTP}, strings.NewReader(""), &out, &errOut)
+	}()
+	waitPage(t, "http://"+workerHTTP+"/", "percolator worker", `<tr data-observer="document">`, "This process is not a server")
+	if code, body := httpGet(t, http.DefaultClient, "http://"+workerHTTP+"/metrics"); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
+		t.Errorf("worker: GET /metrics: %d\n%s", code, body)
+	}
+	wcancel()
+	if code := <-exit; code != 0 {
+		t.Errorf("worker with its status page: exit %d at the signal, want 0", code)
 	}
 	if code := stop(); code != 0 {
 		t.Fatalf("serve with its status page: exit %d at the signal, want 0", code)

@@ -41,6 +41,11 @@ func (h statusHTTP) start(ctx context.Context, closeAfter func()) (stop func(), 
 	if err != nil {
 		return nil, err
 	}
+	return h.serve(ctx, page, closeAfter)
+}
+
+// serve is start with the page made.
+func (h statusHTTP) serve(ctx context.Context, page *statuspage.Page, closeAfter func()) (stop func(), err error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", h.metrics)
 	mux.Handle("/", page)

@@ -58,7 +58,8 @@ type Options struct {
 	// from Run's goroutine only, with a context that ends within an
 	// Interval.
 	Read func(ctx context.Context) Snapshot
-	// Interval between samples (and the page's refresh); default 5s.
+	// Interval between samples; default 5s. The page refreshes itself at
+	// this interval, or every 5s if that is longer.
 	Interval time.Duration
 	// Window is how far back the charts reach; default 1h.
 	Window time.Duration
@@ -102,6 +103,7 @@ type point struct {
 // safe concurrently with Run and with itself.
 type Page struct {
 	opts Options
+	wake chan struct{} // Wake's signal to Run, buffered 1
 	mu   struct {
 		sync.Mutex
 		last   Snapshot
@@ -119,7 +121,7 @@ func New(opts Options) (*Page, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Page{opts: opts}
+	p := &Page{opts: opts, wake: make(chan struct{}, 1)}
 	p.mu.ring = make([]point, 0, int(opts.Window/opts.Interval)+1)
 	return p, nil
 }
@@ -134,7 +136,17 @@ func (p *Page) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-p.wake:
 		}
+	}
+}
+
+// Wake makes Run sample now rather than at the next tick: the process's
+// state just changed. Safe to call from any goroutine; never blocks.
+func (p *Page) Wake() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
 	}
 }
 

@@ -53,6 +53,11 @@ type chartView struct {
 	SVG template.HTML
 }
 
+// minRefresh is the shortest time between the page's refreshes, whatever
+// the sample interval: a browser left open should not load the page
+// every second.
+const minRefresh = 5 * time.Second
+
 // ServeHTTP serves the page at / (any other path is not found).
 func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/" {
@@ -78,7 +83,7 @@ func (p *Page) view() view {
 	pts, snap, at := p.history()
 	prev, prevAt := p.previous()
 	now := p.opts.Now()
-	v := view{Process: p.opts.Process, About: p.opts.About, Refresh: max(1, int(p.opts.Interval.Round(time.Second)/time.Second)),
+	v := view{Process: p.opts.Process, About: p.opts.About, Refresh: int(max(minRefresh, p.opts.Interval).Round(time.Second) / time.Second),
 		Sampled: !at.IsZero(), SampledAgo: now.Sub(at).Round(time.Second).String(),
 		Interval: durText(p.opts.Interval), Window: durText(p.opts.Window)}
 	v.observers(snap, prev, at.Sub(prevAt).Seconds(), now)

@@ -60,7 +60,7 @@ func oracleCmd() *cobra.Command {
 	fs.StringVar(&cfg.advertise, "advertise", "", "address clients dial, published in etcd (default: the listen address)")
 	fs.DurationVar(&cfg.lease, "lease", etcd.DefaultOracleLease, "election lease, whole seconds (etcd raises it to its minimum, about 2s): a dead leader is replaced within about this")
 	cfg.listen.Register(fs, "127.0.0.1:7430", "ask for timestamps")
-	cfg.http.Register(fs)
+	cfg.http.Register(fs, cli.BeyondListen)
 	cfg.log.Register(fs)
 	return c
 }

@@ -40,7 +40,10 @@ func serveCmd() *cobra.Command {
 		Short: "serve a database (store, oracle, lock service) over gRPC to many processes",
 		Long: `Serve a database directory (the embedded layout, so a --dir database can be
 served) to many processes over gRPC: the store, the timestamp oracle and the
-lock service. SIGTERM or SIGINT drains the calls in flight and exits 0.`,
+lock service. SIGTERM or SIGINT drains the calls in flight and exits 0.
+With --http, serve a status page for operators at / (observers, backlog,
+sessions, store size, charts of the last hour) and Prometheus metrics at
+/metrics; see docs/status-page.md.`,
 		Example: `  percolator serve --dir D
   percolator serve --dir D --listen :7420 --token-file tok --tls-cert cert.pem --tls-key key.pem --http :7421`,
 		Args: cli.NoArgs,
@@ -48,7 +51,7 @@ lock service. SIGTERM or SIGINT drains the calls in flight and exits 0.`,
 	}
 	fs := c.Flags()
 	fs.StringVar(&cfg.dir, "dir", "", "database directory (created if needed; the embedded layout, so a --dir database can be served)")
-	cfg.http.Register(fs)
+	cfg.http.Register(fs, cli.BeyondListen)
 	cfg.listen.Register(fs, "127.0.0.1:7420", "read and write the whole store")
 	cfg.checkLimits = limitFlags(fs, &cfg.opts)
 	cli.RegisterGCLifetime(fs, &cfg.opts.GCLifetime)

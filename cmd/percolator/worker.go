@@ -49,7 +49,7 @@ func workerCmd() *cobra.Command {
 	tg.Register(fs, "not allowed: a worker shares a database with other processes (--server, or --bigtable with --etcd)")
 	fs.IntVar(&scanners, "scanners", 4, "scanner threads running the observers")
 	fs.BoolVar(&drain, "drain", false, "exit once no notification is left, instead of at a signal")
-	web.Register(fs)
+	web.Register(fs, cli.LoopbackOnly)
 	fs.BoolVar(&random, "random-scan", false, "scan the whole notify keyspace from random places, instead of splitting it with the other workers (with --etcd)")
 	return c
 }

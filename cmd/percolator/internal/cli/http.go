@@ -21,9 +21,17 @@ type HTTPFlags struct {
 	Beyond bool // Addr may be reached from other machines
 }
 
-// Register adds --http and its old name --metrics to fs.
-func (h *HTTPFlags) Register(fs *pflag.FlagSet) {
-	fs.StringVar(&h.Addr, "http", "", "address to serve the status page (at /) and Prometheus metrics (at /metrics) on, e.g. 127.0.0.1:7421 (default none); beyond loopback they follow the --listen rules: the token is required, over TLS or --insecure")
+// BeyondListen and LoopbackOnly say, in --http's help, what an address
+// beyond loopback takes (Register).
+const (
+	BeyondListen = "beyond loopback they follow the --listen rules: the token is required, over TLS or --insecure"
+	LoopbackOnly = "loopback addresses only"
+)
+
+// Register adds --http and its old name --metrics to fs; beyond says
+// what an address beyond loopback takes.
+func (h *HTTPFlags) Register(fs *pflag.FlagSet, beyond string) {
+	fs.StringVar(&h.Addr, "http", "", "address to serve the status page (at /) and Prometheus metrics (at /metrics) on, e.g. 127.0.0.1:7421 (default none); "+beyond)
 	fs.StringVar(&h.metrics, "metrics", "", "old name of --http")
 	_ = fs.MarkHidden("metrics")
 }

@@ -9,11 +9,13 @@
 //     Snapshot. A section the process cannot fill stays nil (or carries
 //     the error that kept it from reading), and the page says so: it never
 //     shows a zero it does not know.
-//  2. Run the Page's Run in a goroutine of its own: it samples every
-//     Options.Interval until its context ends, keeping Options.Window of
-//     samples in a ring buffer. A sample's Read gets a context bounded by
-//     the interval, so a slow store delays the charts, never stacks up
-//     reads.
+//  2. Run the Page's Run in a goroutine of its own: it samples an
+//     Options.Interval after the last sample ended (or at once on Wake),
+//     until its context ends, keeping Options.Window of samples in a ring
+//     buffer. Reads never overlap, and a slow one (a large backlog's scan)
+//     spaces the samples out rather than keep the process busy; each gets
+//     a context bounded by 30s, so a store that does not answer shows as
+//     an error.
 //  3. Serve the Page (an http.Handler) at /, beside the process's
 //     /metrics; wrap both in Protect when the listener may be reached from
 //     other machines.

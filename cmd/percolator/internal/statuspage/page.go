@@ -55,8 +55,8 @@ type Options struct {
 	// "oracle"); About says what it runs on. Process is required.
 	Process, About string
 	// Read returns what the process knows now; required. It is called
-	// from Run's goroutine only, with a context that ends within an
-	// Interval.
+	// from Run's goroutine only (or Sample's caller), with a context that
+	// ends within 30s (or an Interval, if longer).
 	Read func(ctx context.Context) Snapshot
 	// Interval between samples; default 5s. The page refreshes itself at
 	// this interval, or every 5s if that is longer.
@@ -126,18 +126,21 @@ func New(opts Options) (*Page, error) {
 	return p, nil
 }
 
-// Run samples every Interval until ctx ends, the first at once.
+// Run samples until ctx ends: the first at once, each next one an
+// Interval after the last ended (so a slow read, a large backlog's scan,
+// keeps the process busy half the time at most), or at Wake.
 func (p *Page) Run(ctx context.Context) {
-	t := time.NewTicker(p.opts.Interval)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		p.Sample(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-p.wake:
 		}
+		p.Sample(ctx)
+		t.Reset(p.opts.Interval)
 	}
 }
 
@@ -150,9 +153,13 @@ func (p *Page) Wake() {
 	}
 }
 
+// readTimeout bounds a Read: a store that does not answer shows as an
+// error on the page, not as a page that stopped.
+const readTimeout = 30 * time.Second
+
 // Sample reads the process's state once and records it.
 func (p *Page) Sample(ctx context.Context) {
-	rctx, cancel := context.WithTimeout(ctx, p.opts.Interval)
+	rctx, cancel := context.WithTimeout(ctx, max(readTimeout, p.opts.Interval))
 	snap := p.opts.Read(rctx)
 	cancel()
 	if ctx.Err() != nil {

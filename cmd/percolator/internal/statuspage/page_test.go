@@ -139,3 +139,27 @@ func TestProtect(t *testing.T) {
 		t.Fatalf("cookie: %d", rec.Code)
 	}
 }
+
+// TestRunSamplesAtStartAndWake: Run samples at once, again on Wake (an
+// hour before its interval), and returns when its context ends.
+func TestRunSamplesAtStartAndWake(t *testing.T) {
+	reads := make(chan struct{})
+	p, err := New(Options{Process: "oracle", Interval: time.Hour, Read: func(ctx context.Context) Snapshot {
+		select {
+		case reads <- struct{}{}:
+		case <-ctx.Done():
+		}
+		return Snapshot{}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	<-reads
+	p.Wake()
+	<-reads
+	cancel()
+	<-done
+}

@@ -20,9 +20,9 @@
 //	percolator locks --dir D | --server ADDR [--resolve]
 //	percolator backup --dir D | --server ADDR --out FILE [--force]
 //	percolator restore --dir D | --server ADDR FILE
-//	percolator serve --dir D [--listen 127.0.0.1:7420] [--metrics ADDR] [--token-file F] [--tls-cert C --tls-key K]
-//	percolator worker --server ADDR [--scanners N]
-//	percolator oracle --etcd ENDPOINTS --bigtable PROJECT/INSTANCE/TABLE [--listen 127.0.0.1:7430] [--etcd-prefix P] [--lease 3s] [--token-file F]
+//	percolator serve --dir D [--listen 127.0.0.1:7420] [--http ADDR] [--token-file F] [--tls-cert C --tls-key K]
+//	percolator worker --server ADDR [--scanners N] [--http 127.0.0.1:PORT]
+//	percolator oracle --etcd ENDPOINTS --bigtable PROJECT/INSTANCE/TABLE [--listen 127.0.0.1:7430] [--etcd-prefix P] [--lease 3s] [--token-file F] [--http ADDR]
 //	percolator bench [--dir D | --server ADDR] [--only FIGURE]
 //	percolator init --bigtable PROJECT/INSTANCE/TABLE
 //	percolator lock acquire|release|show NAME [-- COMMAND]

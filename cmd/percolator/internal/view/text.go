@@ -1,8 +1,6 @@
 package view
 
 import (
-	"encoding/json"
-	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -39,13 +37,6 @@ func containsFunc(s string, f func(rune) bool) bool {
 		}
 	}
 	return false
-}
-
-// JSON prints v as indented JSON.
-func JSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // FirstLine is s up to its first newline.

@@ -13,10 +13,11 @@ import (
 // properties in name order; or the edges as JSON.
 func Edges(w io.Writer, es []graph.Edge, dir byte, jsonOut bool) error {
 	if jsonOut {
-		if es == nil {
-			es = []graph.Edge{}
+		list := []edgeJSON{}
+		for _, e := range es {
+			list = append(list, edgeOf(e))
 		}
-		return JSON(w, es)
+		return JSON(w, list)
 	}
 	for _, e := range es {
 		other := e.Tgt
@@ -51,4 +52,32 @@ func MutateOutcome(m graph.Mutation, r graph.Result) string {
 		return "updated " + edge
 	}
 	return "inserted " + edge
+}
+
+// edgeJSON is an edge as `graph query --json` prints it: the vertices as
+// user bytes, its version, and its properties as JSON numbers and
+// strings.
+type edgeJSON struct {
+	Src   UserBytes      `json:"src"`
+	Label string         `json:"label"`
+	Tgt   UserBytes      `json:"tgt"`
+	TS    int64          `json:"ts"`
+	Props map[string]any `json:"props"`
+}
+
+func (e edgeJSON) MarshalJSON() ([]byte, error) { return marshalFlat(e) }
+
+func edgeOf(e graph.Edge) edgeJSON {
+	j := edgeJSON{Src: UserBytes(e.Src), Label: e.Label, Tgt: UserBytes(e.Tgt), TS: e.TS, Props: map[string]any{}}
+	for k, v := range e.Props {
+		switch v.Type {
+		case graph.Int:
+			j.Props[k] = v.I
+		case graph.Float:
+			j.Props[k] = v.F
+		default:
+			j.Props[k] = v.S
+		}
+	}
+	return j
 }

@@ -126,3 +126,12 @@ func encodeNoHTML(buf *bytes.Buffer, v any) error {
 	buf.Truncate(buf.Len() - 1) // Encode's newline
 	return nil
 }
+
+// marshalNoHTML is json.Marshal without escaping HTML characters, for a
+// MarshalJSON method (the encoder printing its result keeps the escapes
+// it finds).
+func marshalNoHTML(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	err := encodeNoHTML(&buf, v)
+	return buf.Bytes(), err
+}

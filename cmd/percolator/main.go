@@ -63,13 +63,13 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/view"
 	"github.com/seed-992972ee/percolator/rpc"
 )
 
@@ -95,15 +95,18 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // versionCmd is `version`, which --version also prints.
 func versionCmd() *cobra.Command {
-	return &cobra.Command{
+	var jsonOut bool
+	c := &cobra.Command{
 		Use:     "version",
 		Short:   "print the version",
 		Long:    "Print the module version, the VCS revision it was built from (+dirty if modified) and the Go version.",
-		Example: "  percolator version\n  percolator --version",
+		Example: "  percolator version\n  percolator --version\n  percolator version --json",
 		Args:    cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			fmt.Fprintln(c.OutOrStdout(), cli.Version())
-			return nil
+			b, ok := cli.BuildOf()
+			return view.Version(c.OutOrStdout(), cli.Version(), b, ok, jsonOut)
 		},
 	}
+	c.Flags().BoolVar(&jsonOut, "json", false, "print the version as JSON")
+	return c
 }

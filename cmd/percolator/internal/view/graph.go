@@ -3,7 +3,9 @@ package view
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/seed-992972ee/percolator/graph"
 )
@@ -80,4 +82,80 @@ func edgeOf(e graph.Edge) edgeJSON {
 		}
 	}
 	return j
+}
+
+// Degree prints a vertex's degree: the number alone, or JSON with the
+// vertex, the direction ("out" or "in") and the label.
+func Degree(w io.Writer, label, vertex string, dir byte, n int64, jsonOut bool) error {
+	if !jsonOut {
+		_, err := fmt.Fprintln(w, n)
+		return err
+	}
+	d := "out"
+	if dir == graph.In {
+		d = "in"
+	}
+	return JSON(w, degreeJSON{UserBytes(vertex), d, label, n})
+}
+
+type degreeJSON struct {
+	Vertex    UserBytes `json:"vertex"`
+	Direction string    `json:"direction"`
+	Label     string    `json:"label"`
+	Degree    int64     `json:"degree"`
+}
+
+func (d degreeJSON) MarshalJSON() ([]byte, error) { return marshalFlat(d) }
+
+// GraphCheck prints what graph check found (graph.Report), as text or
+// JSON; ok is whether no index or degree disagreed with the edges.
+func GraphCheck(w io.Writer, rep graph.Report, jsonOut bool) error {
+	if jsonOut {
+		m := rep.Mismatches
+		if m == nil {
+			m = []string{}
+		}
+		return JSON(w, struct {
+			Edges      int      `json:"edges"`
+			Locked     int      `json:"locked"`
+			Repaired   int      `json:"repaired"`
+			Mismatches []string `json:"mismatches"`
+			OK         bool     `json:"ok"`
+		}{rep.Edges, rep.Locked, rep.Repaired, m, len(m) == 0})
+	}
+	fmt.Fprintf(w, "%d live edges checked against every index and degree; %d locked by live mutations (skipped), %d expired locks rolled forward\n", rep.Edges, rep.Locked, rep.Repaired)
+	for _, m := range rep.Mismatches {
+		fmt.Fprintln(w, "mismatch:", m)
+	}
+	if len(rep.Mismatches) == 0 {
+		fmt.Fprintln(w, "ok")
+	}
+	return nil
+}
+
+// GraphLoad is what graph load did: the edges loaded from File into
+// Label, of Consistency, in Elapsed.
+type GraphLoad struct {
+	Edges       int
+	File        string
+	Label       string
+	Consistency string
+	Elapsed     time.Duration
+}
+
+// Print prints the load's summary as text or JSON.
+func (g GraphLoad) Print(w io.Writer, jsonOut bool) error {
+	rate := float64(g.Edges) / g.Elapsed.Seconds()
+	if jsonOut {
+		return JSON(w, struct {
+			Edges       int     `json:"edges"`
+			File        string  `json:"file"`
+			Label       string  `json:"label"`
+			Consistency string  `json:"consistency"`
+			ElapsedS    float64 `json:"elapsed_s"`
+			EdgesPerS   float64 `json:"edges_per_s"`
+		}{g.Edges, g.File, g.Label, g.Consistency, Seconds(g.Elapsed), rate})
+	}
+	_, err := fmt.Fprintf(w, "loaded %d edges from %s into label %s (%s) in %s: %.0f edges/s\n", g.Edges, filepath.Base(g.File), g.Label, g.Consistency, g.Elapsed.Round(time.Millisecond), rate)
+	return err
 }

@@ -1,12 +1,16 @@
 package view
 
 import (
+	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 )
 
 // Path is a path (or row key) as printed: as is if it is printable
@@ -46,3 +50,21 @@ func FirstLine(s string) string {
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// Version prints the build the binary was made from (ok false: it has
+// no build information) as text, or JSON.
+func Version(w io.Writer, text string, b cli.Build, ok, jsonOut bool) error {
+	if !jsonOut {
+		_, err := fmt.Fprintln(w, text)
+		return err
+	}
+	if !ok {
+		b.Version = "unknown"
+	}
+	return JSON(w, struct {
+		Version  string `json:"version"`
+		Revision string `json:"revision,omitempty"`
+		Modified bool   `json:"modified"`
+		Go       string `json:"go_version,omitempty"`
+	}{b.Version, b.Revision, b.Modified, b.Go})
+}

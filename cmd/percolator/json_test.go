@@ -1,0 +1,477 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/runstatus"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/view"
+	"github.com/seed-992972ee/percolator/docindex"
+	"github.com/seed-992972ee/percolator/observer"
+	"github.com/seed-992972ee/percolator/queue"
+	"github.com/seed-992972ee/percolator/txn"
+)
+
+// jsonDoc is the file that documents what --json prints.
+const jsonDoc = "../../docs/json.md"
+
+// schemaField is one documented field: its type, and whether it may be
+// absent.
+type schemaField struct {
+	typ      string
+	optional bool
+}
+
+// schema is one command's documented output: each field by its path
+// ("." the top level, "[]" an element of an array, "." between keys).
+type schema map[string]schemaField
+
+// readSchemas parses the json-schema blocks of docs/json.md, by name.
+func readSchemas(t *testing.T) map[string]schema {
+	t.Helper()
+	b, err := os.ReadFile(jsonDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]schema{}
+	var cur schema
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "```json-schema "):
+			name := strings.TrimPrefix(line, "```json-schema ")
+			if out[name] != nil {
+				t.Fatalf("json.md:%d: a second schema for %q", n, name)
+			}
+			cur = schema{}
+			out[name] = cur
+		case cur != nil && line == "```":
+			cur = nil
+		case cur != nil:
+			line, _, _ = strings.Cut(line, "  # ")
+			path, typ, ok := strings.Cut(line, ": ")
+			if !ok {
+				t.Fatalf("json.md:%d: not 'path: type': %q", n, line)
+			}
+			opt := strings.HasSuffix(path, "?")
+			cur[strings.TrimSuffix(path, "?")] = schemaField{strings.TrimSpace(typ), opt}
+		}
+	}
+	for name, s := range out {
+		checkSchema(t, name, s)
+	}
+	return out
+}
+
+var (
+	snakeKey  = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	knownType = regexp.MustCompile(`^(string|int|number|bool|object|array|seconds|time|b64|lines|map\((string|int|number|bool|scalar)\))$`)
+)
+
+// checkSchema checks a schema against the convention: snake_case keys,
+// seconds in *_s keys and nothing else there but rates (*_per_s), no
+// other unit, base64 in *_b64 keys with their pair x documented as an
+// optional string, every field's parent documented as its container.
+func checkSchema(t *testing.T, name string, s schema) {
+	root, ok := s["."]
+	if !ok || (root.typ != "object" && root.typ != "array" && root.typ != "lines") {
+		t.Errorf("schema %q: no top-level type ('.: object', 'array' or 'lines')", name)
+	}
+	for path, f := range s {
+		if path == "." {
+			continue
+		}
+		if !knownType.MatchString(f.typ) || f.typ == "lines" {
+			t.Errorf("schema %q: %s: unknown type %q", name, path, f.typ)
+		}
+		parent, key := splitPath(path)
+		want := "object"
+		if key == "[]" {
+			want = "array"
+		}
+		if p, ok := s[parent]; !ok || (p.typ != want && !(want == "array" && parent == "." && p.typ == "lines")) {
+			t.Errorf("schema %q: %s: its parent %q is not documented as an %s", name, path, parent, want)
+		}
+		if key == "[]" {
+			continue
+		}
+		if !snakeKey.MatchString(key) {
+			t.Errorf("schema %q: %s: key %q is not snake_case", name, path, key)
+		}
+		switch {
+		case (f.typ == "seconds") != (strings.HasSuffix(key, "_s") && !strings.HasSuffix(key, "_per_s")):
+			t.Errorf("schema %q: %s: a duration is of type seconds in a key ending in _s, and only it (%s)", name, path, f.typ)
+		case strings.HasSuffix(key, "_per_s") && f.typ != "number":
+			t.Errorf("schema %q: %s: a rate is a number", name, path)
+		case strings.HasSuffix(key, "_ns") || strings.HasSuffix(key, "_ms") || strings.HasSuffix(key, "_us"):
+			t.Errorf("schema %q: %s: durations are seconds (_s)", name, path)
+		case (f.typ == "b64") != strings.HasSuffix(key, "_b64"):
+			t.Errorf("schema %q: %s: base64 is of type b64 in a key ending in _b64, and only it", name, path)
+		case f.typ == "b64":
+			if pair, ok := s[strings.TrimSuffix(path, "_b64")]; !ok || pair.typ != "string" || !pair.optional {
+				t.Errorf("schema %q: %s: its pair %s?: string is not documented", name, path, strings.TrimSuffix(key, "_b64"))
+			}
+		}
+	}
+}
+
+// splitPath is a field's parent path and its key ("[]" for an element).
+func splitPath(path string) (parent, key string) {
+	if strings.HasSuffix(path, "[]") {
+		parent = strings.TrimSuffix(path, "[]")
+		if parent == "" {
+			parent = "."
+		}
+		return parent, "[]"
+	}
+	i := strings.LastIndexByte(path, '.')
+	if i < 0 {
+		return ".", path
+	}
+	return path[:i], path[i+1:]
+}
+
+// child is the path of key under parent.
+func child(parent, key string) string {
+	switch {
+	case key == "[]":
+		return strings.TrimPrefix(parent, ".") + "[]"
+	case parent == ".":
+		return key
+	}
+	return parent + "." + key
+}
+
+// checkOutput decodes out and checks it against s: every field
+// documented, of its type, every required one present.
+func checkOutput(s schema, out string) []string {
+	var errs []string
+	fail := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	decode := func(text string) (any, error) {
+		dec := json.NewDecoder(strings.NewReader(text))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if dec.More() {
+			return nil, fmt.Errorf("more than one JSON value")
+		}
+		return v, nil
+	}
+	if s["."].typ == "lines" {
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		for _, l := range lines {
+			v, err := decode(l)
+			if err != nil {
+				fail("line %q: %v", l, err)
+				continue
+			}
+			checkValue(s, "[]", v, fail)
+		}
+		return errs
+	}
+	v, err := decode(out)
+	if err != nil {
+		return []string{fmt.Sprintf("not one JSON value: %v", err)}
+	}
+	checkValue(s, ".", v, fail)
+	return errs
+}
+
+// checkValue checks v, the value at path, and what it holds.
+func checkValue(s schema, path string, v any, fail func(string, ...any)) {
+	f := s[path]
+	if !typeOK(f.typ, v) {
+		fail("%s: %v is not of type %s", path, v, f.typ)
+		return
+	}
+	switch v := v.(type) {
+	case []any:
+		for _, e := range v {
+			checkValue(s, child(path, "[]"), e, fail)
+		}
+	case map[string]any:
+		if strings.HasPrefix(f.typ, "map(") {
+			return
+		}
+		for k, e := range v {
+			p := child(path, k)
+			if _, ok := s[p]; !ok {
+				fail("%s: undocumented field", p)
+				continue
+			}
+			checkValue(s, p, e, fail)
+			if strings.HasSuffix(k, "_b64") {
+				checkPair(v, k, p, fail)
+			}
+		}
+		for p, sf := range s {
+			if parent, key := splitPath(p); parent == path && key != "[]" && !sf.optional {
+				if _, ok := v[key]; !ok {
+					fail("%s: missing", p)
+				}
+			}
+		}
+	}
+}
+
+// checkPair checks that x_b64 decodes, and that x is the bytes it holds
+// exactly when they are valid UTF-8.
+func checkPair(obj map[string]any, k, path string, fail func(string, ...any)) {
+	b, err := base64.StdEncoding.DecodeString(obj[k].(string))
+	if err != nil {
+		fail("%s: not standard base64: %v", path, err)
+		return
+	}
+	x, ok := obj[strings.TrimSuffix(k, "_b64")]
+	switch {
+	case !ok && utf8.Valid(b):
+		fail("%s: valid UTF-8 %q without its string field", path, b)
+	case ok && !utf8.Valid(b):
+		fail("%s: a string field for invalid UTF-8 %q", path, b)
+	case ok && x != string(b):
+		fail("%s: the string field %q is not the bytes %q", path, x, b)
+	}
+}
+
+// typeOK says whether v, as decoded with UseNumber, is of type typ.
+func typeOK(typ string, v any) bool {
+	switch typ {
+	case "string":
+		_, ok := v.(string)
+		return ok
+	case "b64":
+		_, ok := v.(string)
+		return ok
+	case "time":
+		s, ok := v.(string)
+		_, err := time.Parse(time.RFC3339Nano, s)
+		return ok && err == nil
+	case "int":
+		n, ok := v.(json.Number)
+		return ok && !strings.ContainsAny(string(n), ".eE")
+	case "number", "seconds":
+		_, ok := v.(json.Number)
+		return ok
+	case "bool":
+		_, ok := v.(bool)
+		return ok
+	case "object":
+		_, ok := v.(map[string]any)
+		return ok
+	case "array", "lines":
+		_, ok := v.([]any)
+		return ok
+	}
+	if elem, ok := strings.CutPrefix(typ, "map("); ok {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		elem = strings.TrimSuffix(elem, ")")
+		for _, e := range m {
+			if elem == "scalar" {
+				if !typeOK("string", e) && !typeOK("number", e) && !typeOK("bool", e) {
+					return false
+				}
+			} else if !typeOK(elem, e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// jsonStore is a small store for the commands to print: an index of a
+// corpus with a file named in Latin-1 and one with HTML characters, and
+// an observer without code whose column has two pending notifications
+// (one in a row key of invalid UTF-8).
+func jsonStore(t *testing.T) (dir, src string) {
+	src = writeCorpus(t, map[string]string{
+		"a<b>&c.html": "<title>A &lt; B</title><p>gopher closure</p>",
+		"caf\xe9.txt": "gopher caf\xe9 notes\n",
+		"one.txt":     "the same words twice\n",
+		"two.txt":     "the same words twice\n",
+	})
+	dir = filepath.Join(t.TempDir(), "db")
+	return dir, src
+}
+
+// addPending registers an observer without code on dir's store and
+// writes its column: its notifications stay pending.
+func addPending(t *testing.T, dir string) {
+	ctx := context.Background()
+	db, err := percolator.Open(ctx, percolator.Options{Dir: dir, MustExist: true, DisableGC: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Observe(ctx, percolator.Observer{Name: "pending", Column: "p<c"}); err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(ctx, func(tx *percolator.Txn) error {
+		return tx.Set("r<1>", "p<c", []byte("v")) // also the dump's row
+	})
+	if err == nil {
+		err = db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set("r\xff", "p<c", []byte("w\xfe")) })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestJSONMatchesDocs runs every command that takes --json on a small
+// store and checks what it prints against docs/json.md; the outputs a
+// small store does not produce (a lock, a quarantined notification, a
+// dead letter, a published status) are printed by the same view
+// functions from made-up values. Every schema documented is checked,
+// and every command with --json is documented.
+func TestJSONMatchesDocs(t *testing.T) {
+	t.Parallel() // its own directories only
+	schemas := readSchemas(t)
+	dir, src := jsonStore(t)
+	tmp := t.TempDir()
+	g, bank, restored, file := filepath.Join(tmp, "g"), filepath.Join(tmp, "bank"), filepath.Join(tmp, "restored"), filepath.Join(tmp, "b.pcb")
+	checked := map[string]bool{}
+	check := func(name, out string) {
+		t.Helper()
+		s, ok := schemas[name]
+		if !ok {
+			t.Errorf("%s: no schema in %s", name, jsonDoc)
+			return
+		}
+		checked[name] = true
+		for _, e := range checkOutput(s, out) {
+			t.Errorf("%s: %s\n%s", name, e, out)
+		}
+	}
+	runs := []struct {
+		name string
+		args []string
+	}{
+		{"index", []string{"index", "--dir", dir, "--quiet", "--json", src}},
+		{"", nil}, // addPending
+		{"status", []string{"status", "--dir", dir, "--json"}},
+		{"locks", []string{"locks", "--dir", dir, "--json", "--resolve"}},
+		{"notifications", []string{"notifications", "--dir", dir, "--json"}},
+		{"notifications --quarantined", []string{"notifications", "--dir", dir, "--json", "--quarantined"}},
+		{"notifications --retry", []string{"notifications", "--dir", dir, "--json", "--retry"}},
+		{"dump", []string{"dump", "--dir", dir, "--json", "--prefix", "r"}},
+		{"index query", []string{"index", "--dir", dir, "--json", "query", "gopher"}},
+		{"index --dups", []string{"index", "--dir", dir, "--json", "--dups"}},
+		{"gc", []string{"gc", "--dir", dir, "--json", "--dry-run", "--gc-lifetime", "1ms"}},
+		{"backup", []string{"backup", "--dir", dir, "--json", "--quiet", "--out", file}},
+		{"restore", []string{"restore", "--dir", restored, "--json", "--quiet", file}},
+		{"queue push", []string{"queue", "push", "q", "a<b", "x\xff", "--dir", dir, "--json"}},
+		{"queue stats", []string{"queue", "stats", "q", "--dir", dir, "--json"}},
+		{"queue consume", []string{"queue", "consume", "q", "--dir", dir, "--json", "--count", "2"}},
+		{"queue dead", []string{"queue", "dead", "q", "--dir", dir, "--json"}},
+		{"queue dead --requeue", []string{"queue", "dead", "q", "--dir", dir, "--json", "--requeue"}},
+		{"lock acquire", []string{"lock", "acquire", "nightly", "--dir", dir, "--json", "--ttl", "1m"}},
+		{"lock show", []string{"lock", "show", "nightly", "--dir", dir, "--json"}},
+		{"graph load", []string{"graph", "load", "--dir", g, "--json", "--limit", "10", "--workers", "2"}},
+		{"", []string{"graph", "insert", "--dir", g, "a<b", "c\xff", "kind=Depends", "constraint=>= 2"}},
+		{"graph query", []string{"graph", "query", "--dir", g, "--json", "--out", "a<b"}},
+		{"graph degree", []string{"graph", "degree", "--dir", g, "--json", "--out", "a<b"}},
+		{"graph check", []string{"graph", "check", "--dir", g, "--json"}},
+		{"bank", []string{"bank", "--dir", bank, "--json", "--quiet", "--accounts", "4", "--workers", "2", "--readers", "1", "--duration", "100ms"}},
+		{"version", []string{"version", "--json"}},
+	}
+	for _, r := range runs {
+		if r.args == nil {
+			addPending(t, dir)
+			continue
+		}
+		out, _ := mustRun(t, 0, r.args...)
+		if r.name != "" {
+			check(r.name, out)
+		}
+	}
+	for name, print := range madeUpOutputs() {
+		var out bytes.Buffer
+		if err := print(&out); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		check(name, out.String())
+	}
+	for name := range schemas {
+		if !checked[name] {
+			t.Errorf("the schema %q of %s is not checked by a run", name, jsonDoc)
+		}
+	}
+	names := slices.Collect(maps.Keys(schemas))
+	for _, c := range commandsWithJSON(newRoot(nil), "") {
+		if !slices.ContainsFunc(names, func(n string) bool { return n == c || strings.HasPrefix(n, c+" --") }) {
+			t.Errorf("%s takes --json but %s has no schema for it", c, jsonDoc)
+		}
+	}
+}
+
+// madeUpOutputs prints, by the commands' own view functions, what a small
+// store does not give: a lock, a quarantined notification, a dead letter,
+// and the status a running command published, with partitions.
+func madeUpOutputs() map[string]func(w *bytes.Buffer) error {
+	now := time.Now()
+	obs := &percolator.ObserverStatus{
+		Columns:     []observer.ColumnStatus{{Column: "c\xff", Pending: 2, Oldest: time.Second}},
+		Observers:   []observer.ObserverStatus{{Name: "o", Column: "c\xff", Counts: map[string]int64{"runs": 3}}},
+		Scanners:    map[string]int64{"scans": 1},
+		Partitions:  []observer.PartitionStatus{{Owner: "w0", Worker: "h/1", Of: 2, End: []byte("k\xff"), Version: 1, Updated: now, Backlog: 1}},
+		Quarantined: 1, Unowned: 1,
+	}
+	run := runstatus.Status{PID: 1, Command: "percolator index", Started: now, Updated: now, Error: "x", Phase: "loading", Progress: "1 of 2",
+		Observers: obs, Bad: []runstatus.Bad{{Path: "a", Reason: "b"}}, BadTotal: 1, Summary: []string{"s"}}
+	return map[string]func(w *bytes.Buffer) error{
+		"locks": func(w *bytes.Buffer) error {
+			return view.Locks(w, []percolator.LockInfo{{Row: []byte("r\xff"), Column: "c<", StartTS: 5, Expires: now,
+				Lock: txn.Lock{PrimaryRow: []byte("p"), PrimaryCol: "c", Owner: "me"}}}, true)
+		},
+		"notifications --quarantined": func(w *bytes.Buffer) error {
+			return view.Quarantined(w, []percolator.Quarantined{{Row: "r\xff", Column: "c", Observer: "o", Failures: 3, Error: "e", WallMS: now.UnixMilli()}}, true)
+		},
+		"queue dead": func(w *bytes.Buffer) error {
+			return view.DeadLetters(w, []queue.DeadLetter{{ID: "1", Body: []byte("b\xff"), Deliveries: 5, PushedAt: now}}, true)
+		},
+		"status": func(w *bytes.Buffer) error {
+			st := view.Status{Dir: "d", Source: "store", Format: 2, Observers: obs, Run: &run, Age: time.Second,
+				GC: &view.GCState{SafePoint: 3, Lag: 1, OldestOpen: 2, OldestOwner: "me"}, Index: &docindex.Counts{Documents: 1}}
+			return view.JSON(w, st)
+		},
+		"index": func(w *bytes.Buffer) error {
+			return view.JSON(w, view.IndexSummary{JobSummary: docindex.JobSummary{Bad: []docindex.BadFile{{Path: "x\xff", Reason: "r"}}, Skipped: map[string]int{".md": 1}}})
+		},
+	}
+}
+
+// commandsWithJSON lists the commands under c (by their path from the
+// root, as "queue stats") that have a --json flag.
+func commandsWithJSON(c *cobra.Command, prefix string) []string {
+	var out []string
+	for _, sub := range c.Commands() {
+		path := strings.TrimSpace(prefix + " " + sub.Name())
+		if sub.Flags().Lookup("json") != nil || sub.PersistentFlags().Lookup("json") != nil {
+			out = append(out, path)
+		}
+		out = append(out, commandsWithJSON(sub, path)...)
+	}
+	return out
+}

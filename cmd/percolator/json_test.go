@@ -20,12 +20,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/bench"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/runstatus"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/view"
 	"github.com/seed-992972ee/percolator/docindex"
+	"github.com/seed-992972ee/percolator/history"
 	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/queue"
 	"github.com/seed-992972ee/percolator/txn"
+	"github.com/seed-992972ee/percolator/verify"
 )
 
 // jsonDoc is the file that documents what --json prints.
@@ -455,6 +458,14 @@ func madeUpOutputs() map[string]func(w *bytes.Buffer) error {
 			st := view.Status{Dir: "d", Source: "store", Format: 2, Observers: obs, Run: &run, Age: time.Second,
 				GC: &view.GCState{SafePoint: 3, Lag: 1, OldestOpen: 2, OldestOwner: "me"}, Index: &docindex.Counts{Documents: 1}}
 			return view.JSON(w, st)
+		},
+		"bench": func(w *bytes.Buffer) error {
+			return view.BenchReports(w, []bench.Report{{Figure: "oracle", Lines: []string{"l"}, Targets: []bench.Target{{Name: "t", Met: true}}}})
+		},
+		"verify": func(w *bytes.Buffer) error {
+			r := verify.Report{Workload: "bank", Target: "dir", Faults: map[string]int{"kill": 1}, Seconds: 1, Out: "o",
+				Result: history.Result{Checker: "c", Valid: true, Counts: map[string]int{"g1c": 0}}}
+			return view.VerifyVerdict(w, &r, true)
 		},
 		"index": func(w *bytes.Buffer) error {
 			return view.JSON(w, view.IndexSummary{JobSummary: docindex.JobSummary{Bad: []docindex.BadFile{{Path: "x\xff", Reason: "r"}}, Skipped: map[string]int{".md": 1}}})

@@ -429,6 +429,27 @@ func TestJSONMatchesDocs(t *testing.T) {
 	}
 }
 
+// TestJSONConflicts: --json where stdout holds something else too is a
+// usage error, which changes nothing: acquire running a command, bank
+// printing acks, verify's matrix and cleanup.
+func TestJSONConflicts(t *testing.T) {
+	t.Parallel() // nothing but usage errors
+	dir := filepath.Join(t.TempDir(), "db")
+	for _, args := range [][]string{
+		{"lock", "acquire", "l", "--dir", dir, "--json", "--", "true"},
+		{"bank", "--dir", dir, "--json", "--ack"},
+		{"verify", "--json", "--matrix"},
+		{"verify", "--json", "--cleanup", "--dir", dir},
+	} {
+		if _, errOut := mustRun(t, 2, args...); !strings.Contains(errOut, "--json") {
+			t.Errorf("%q: %s", args, errOut)
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("a usage error created %s: %v", dir, err)
+	}
+}
+
 // madeUpOutputs prints, by the commands' own view functions, what a small
 // store does not give: a lock, a quarantined notification, a dead letter,
 // and the status a running command published, with partitions.

@@ -311,10 +311,9 @@ func typeOK(typ string, v any) bool {
 	return false
 }
 
-// jsonStore is a small store for the commands to print: an index of a
-// corpus with a file named in Latin-1 and one with HTML characters, and
-// an observer without code whose column has two pending notifications
-// (one in a row key of invalid UTF-8).
+// jsonStore is where the commands' store goes (dir, made by index) and
+// the corpus it indexes (src): a file named in Latin-1, one named with
+// HTML characters, and two duplicates.
 func jsonStore(t *testing.T) (dir, src string) {
 	src = writeCorpus(t, map[string]string{
 		"a<b>&c.html": "<title>A &lt; B</title><p>gopher closure</p>",
@@ -327,7 +326,8 @@ func jsonStore(t *testing.T) (dir, src string) {
 }
 
 // addPending registers an observer without code on dir's store and
-// writes its column: its notifications stay pending.
+// writes its column, in a row key with HTML characters and one of
+// invalid UTF-8: its notifications stay pending.
 func addPending(t *testing.T, dir string) {
 	ctx := context.Background()
 	db, err := percolator.Open(ctx, percolator.Options{Dir: dir, MustExist: true, DisableGC: true})
@@ -350,11 +350,11 @@ func addPending(t *testing.T, dir string) {
 }
 
 // TestJSONMatchesDocs runs every command that takes --json on a small
-// store and checks what it prints against docs/json.md; the outputs a
-// small store does not produce (a lock, a quarantined notification, a
-// dead letter, a published status) are printed by the same view
-// functions from made-up values. Every schema documented is checked,
-// and every command with --json is documented.
+// store and checks what it prints against docs/json.md; what a small
+// store does not produce (madeUpOutputs) is printed by the same view
+// functions from made-up values. Every field documented must be printed
+// by some output, every command with --json must be documented, and no
+// output may escape HTML characters.
 func TestJSONMatchesDocs(t *testing.T) {
 	t.Parallel() // its own directories only
 	schemas := readSchemas(t)
@@ -374,6 +374,9 @@ func TestJSONMatchesDocs(t *testing.T) {
 		}
 		for _, e := range checkOutput(s, out, seen[name]) {
 			t.Errorf("%s: %s\n%s", name, e, out)
+		}
+		if strings.Contains(out, `\u003c`) || strings.Contains(out, `\u003e`) || strings.Contains(out, `\u0026`) {
+			t.Errorf("%s: HTML characters escaped:\n%s", name, out)
 		}
 	}
 	runs := []struct {

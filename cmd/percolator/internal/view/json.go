@@ -60,47 +60,49 @@ var bytesType = reflect.TypeFor[UserBytes]()
 // field x prints as x and x_b64, and nothing is HTML-escaped.
 func marshalFlat(v any) ([]byte, error) {
 	rv := reflect.ValueOf(v)
-	rt := rv.Type()
 	var buf bytes.Buffer
 	buf.WriteByte('{')
-	emit := func(name string, val any) error {
-		if buf.Len() > 1 {
-			buf.WriteByte(',')
-		}
-		fmt.Fprintf(&buf, "%q:", name) // names are snake_case ASCII
-		return encodeNoHTML(&buf, val)
-	}
-	for i := range rt.NumField() {
-		f := rt.Field(i)
+	for i := range rv.NumField() {
+		f := rv.Type().Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if !f.IsExported() || f.Anonymous || name == "-" || name == "" {
-			if f.IsExported() && name != "-" {
-				return nil, fmt.Errorf("view: field %s of %s has no json name", f.Name, rt)
-			}
+		switch {
+		case !f.IsExported() || name == "-":
+			continue
+		case f.Anonymous || name == "":
+			return nil, fmt.Errorf("view: field %s of %s has no json name", f.Name, rv.Type())
+		case opts == "omitempty" && isEmpty(rv.Field(i)):
 			continue
 		}
-		fv := rv.Field(i)
-		if opts == "omitempty" && isEmpty(fv) {
-			continue
-		}
-		if f.Type != bytesType {
-			if err := emit(name, fv.Interface()); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		b := fv.Bytes()
-		if utf8.Valid(b) {
-			if err := emit(name, string(b)); err != nil {
-				return nil, err
-			}
-		}
-		if err := emit(name+"_b64", base64.StdEncoding.EncodeToString(b)); err != nil {
+		if err := appendField(&buf, name, rv.Field(i)); err != nil {
 			return nil, err
 		}
 	}
 	buf.WriteByte('}')
 	return buf.Bytes(), nil
+}
+
+// appendField appends the field name with the value v to the object in
+// buf: a UserBytes value as its pair.
+func appendField(buf *bytes.Buffer, name string, v reflect.Value) error {
+	if v.Type() != bytesType {
+		return appendMember(buf, name, v.Interface())
+	}
+	b := v.Bytes()
+	if utf8.Valid(b) {
+		if err := appendMember(buf, name, string(b)); err != nil {
+			return err
+		}
+	}
+	return appendMember(buf, name+"_b64", base64.StdEncoding.EncodeToString(b))
+}
+
+// appendMember appends "name": and v's JSON to the object in buf.
+func appendMember(buf *bytes.Buffer, name string, v any) error {
+	if buf.Len() > 1 {
+		buf.WriteByte(',')
+	}
+	fmt.Fprintf(buf, "%q:", name) // names are snake_case ASCII
+	return encodeNoHTML(buf, v)
 }
 
 // isEmpty is encoding/json's omitempty test.
@@ -110,8 +112,12 @@ func isEmpty(v reflect.Value) bool {
 		return v.Len() == 0
 	case reflect.Pointer, reflect.Interface:
 		return v.IsNil()
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64:
+		return v.IsZero()
 	}
-	return v.IsZero()
+	return false // a struct is never empty
 }
 
 // encodeNoHTML appends v's JSON to buf without escaping HTML characters

@@ -265,10 +265,7 @@ func checkPair(obj map[string]any, k, path string, fail func(string, ...any)) {
 // typeOK says whether v, as decoded with UseNumber, is of type typ.
 func typeOK(typ string, v any) bool {
 	switch typ {
-	case "string":
-		_, ok := v.(string)
-		return ok
-	case "b64":
+	case "string", "b64":
 		_, ok := v.(string)
 		return ok
 	case "time":
@@ -292,23 +289,23 @@ func typeOK(typ string, v any) bool {
 		return ok
 	}
 	if elem, ok := strings.CutPrefix(typ, "map("); ok {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return false
-		}
-		elem = strings.TrimSuffix(elem, ")")
-		for _, e := range m {
-			if elem == "scalar" {
-				if !typeOK("string", e) && !typeOK("number", e) && !typeOK("bool", e) {
-					return false
-				}
-			} else if !typeOK(elem, e) {
-				return false
-			}
-		}
-		return true
+		return mapOK(strings.TrimSuffix(elem, ")"), v)
 	}
 	return false
+}
+
+// mapOK says whether v is an object whose values are of type elem
+// ("scalar": a string, a number or a bool).
+func mapOK(elem string, v any) bool {
+	m, ok := v.(map[string]any)
+	for _, e := range m {
+		switch {
+		case elem != "scalar" && !typeOK(elem, e),
+			elem == "scalar" && !typeOK("string", e) && !typeOK("number", e) && !typeOK("bool", e):
+			return false
+		}
+	}
+	return ok
 }
 
 // jsonStore is where the commands' store goes (dir, made by index) and

@@ -44,6 +44,11 @@
 // operation (a transaction, a read, opening; a worker's whole run); then
 // the command fails, naming the server.
 //
+// --json makes a command that prints a list, a status or a summary print
+// it as JSON, by one convention (snake_case keys, durations in seconds
+// as *_s, RFC 3339 times, user bytes as x and x_b64); docs/json.md states
+// it and each command's schema, which TestJSONMatchesDocs checks.
+//
 // --lock-ttl (default 10s) is how long the process's transaction locks
 // stay valid without its heartbeat; another process resolves them once
 // the owner is seen dead or that has passed.

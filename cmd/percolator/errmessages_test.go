@@ -74,7 +74,7 @@ func TestCLIErrorMessages(t *testing.T) {
 		{[]string{"bank", "--dir", empty, "--accounts", "99999999999999999999"}, 2, `percolator bank: --accounts "99999999999999999999": out of range`},
 		{[]string{"index", "--dir", empty, "--dups=maybe"}, 2, `percolator index: --dups "maybe": want true or false`},
 		{[]string{"serve", "--dir", t.TempDir(), "--listen", taken}, 1, "percolator serve: --listen " + taken + ": address already in use"},
-		{[]string{"serve", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--metrics", taken}, 1, "percolator serve: --metrics " + taken + ": address already in use"},
+		{[]string{"serve", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--http", taken}, 1, "percolator serve: --http " + taken + ": address already in use"},
 		{[]string{"serve", "--dir", t.TempDir(), "--listen", "127.0.0.1:0", "--tls-cert", key, "--tls-key", cert}, 1, "percolator serve: --tls-cert " + key + ", --tls-key " + cert + ": "},
 	} {
 		if tc.args[1] == "--server" && tc.args[0] == "status" && len(tc.args) == 3 && os.Getenv("PERCOLATOR_TOKEN") != "" {

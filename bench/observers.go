@@ -84,20 +84,22 @@ func (b *runner) newNotifyTable(ctx context.Context, cells int) (*notifyTable, e
 		return nil, err
 	}
 	t := &notifyTable{db: db, cells: cells, rng: rand.New(rand.NewPCG(uint64(cells), 7))}
-	if err := t.fill(ctx, b.opts.Log); err != nil {
+	if err := t.fill(ctx, b.opts.Log, b.opts.Progress); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
 	return t, nil
 }
 
-func (t *notifyTable) fill(ctx context.Context, log io.Writer) error {
+func (t *notifyTable) fill(ctx context.Context, log io.Writer, prog Progress) error {
 	noop := func(context.Context, *percolator.Txn, string, string) error { return nil }
 	if err := t.db.Observe(ctx, percolator.Observer{Name: "touch", Column: "c", Fn: noop}); err != nil {
 		return err
 	}
 	const perTxn = 1000
 	start := time.Now()
-	err := t.db.Load(ctx, (t.cells+perTxn-1)/perTxn, percolator.LoadOptions{Concurrency: 4}, func(tx *percolator.Txn, item int) error {
+	prog.Start("notify: cells loaded", int64(t.cells))
+	lo := percolator.LoadOptions{Concurrency: 4, Progress: func(done, _ int) { prog.Set(int64(min(done*perTxn, t.cells))) }}
+	err := t.db.Load(ctx, (t.cells+perTxn-1)/perTxn, lo, func(tx *percolator.Txn, item int) error {
 		for i := item * perTxn; i < min((item+1)*perTxn, t.cells); i++ {
 			if err := tx.Set(notifyRow(i), "c", []byte("v0")); err != nil {
 				return err
@@ -105,6 +107,7 @@ func (t *notifyTable) fill(ctx context.Context, log io.Writer) error {
 		}
 		return nil
 	})
+	prog.End(err)
 	if err != nil {
 		return err
 	}

@@ -161,6 +161,9 @@ func (s *syncer) load(ctx context.Context) error {
 	s.reasons = make([]string, len(s.items))
 	lo := s.opts.Load
 	lo.OnError = s.onError
+	if lo.Progress != nil {
+		lo.Progress(0, len(s.items)) // the step starts, its total known
+	}
 	err := s.db.Load(ctx, len(s.items), lo, func(tx *percolator.Txn, i int) error {
 		return s.loadItem(tx, i)
 	})

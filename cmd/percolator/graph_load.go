@@ -75,11 +75,12 @@ func graphLoad(ctx context.Context, g *graph.Graph, file string, limit int, opts
 	if limit > 0 && limit < len(edges) {
 		edges = edges[:limit]
 	}
-	prog := progress.New(stderr, false)
-	opts.Progress = func(done, total int64) { prog.Show("loading edges", done, total) }
+	prog := progress.New(ctx, stderr, false)
+	prog.Start("loading: edges inserted", int64(len(edges)))
+	opts.Progress = func(done, _ int64) { prog.Set(done) }
 	start := time.Now()
 	l, err := workload.LoadDeps(ctx, g, edges, opts)
-	prog.End()
+	prog.End(err)
 	if errors.Is(err, workload.ErrConsistency) {
 		return cli.Usagef("label %s exists with consistency %s, not %s (a label's consistency is fixed when it is created; use another --label)", l.Name, l.Consistency, opts.Consistency)
 	}

@@ -9,7 +9,8 @@
 //     any goroutine.
 //  3. End(err) ends the phase with the error that ended it (nil: it
 //     completed). The meter stays where the count is: a phase ended by an
-//     interrupt or an error is never shown as complete.
+//     interrupt (the context ended, whatever err) or an error is never
+//     shown as complete.
 //
 // On a terminal a phase with a total is a bar and one without a spinner
 // with the count and the rate; elsewhere (a log, a pipe) a plain line
@@ -123,7 +124,10 @@ func newBar(w io.Writer, label string, total int64) *progressbar.ProgressBar {
 	opts := []progressbar.Option{progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(label),
 		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionThrottle(100 * time.Millisecond)}
 	if total == Unknown {
-		opts = append(opts, progressbar.OptionSpinnerType(14))
+		// No change interval: the spinner would turn from a goroutine of
+		// its own, writing to w outside the Meter's lock and outliving
+		// the phase. It turns as the count moves.
+		opts = append(opts, progressbar.OptionSpinnerType(14), progressbar.OptionSetSpinnerChangeInterval(0))
 	} else {
 		opts = append(opts, progressbar.OptionSetPredictTime(true))
 	}
@@ -165,8 +169,9 @@ func (m *Meter) update(done int64, words string, setWords bool) {
 	}
 }
 
-// End ends the phase: err nil means it completed; an error after the
-// context ended, that it was interrupted; any other, that it stopped.
+// End ends the phase: once the context ended, it was interrupted (a
+// phase may end early without an error when interrupted); else err nil
+// means it completed, and any other error that it stopped.
 func (m *Meter) End(err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -214,10 +219,10 @@ func (ph *phase) rate(now time.Time) string {
 func (ph *phase) summary(now time.Time, err error, interrupted bool) string {
 	el := now.Sub(ph.start).Round(time.Millisecond)
 	switch {
-	case err == nil:
-		return fmt.Sprintf("%s: done, %s in %s, %s", ph.label, ph.count(), el, ph.rate(now))
 	case interrupted:
 		return fmt.Sprintf("%s: interrupted at %s after %s", ph.label, ph.count(), el)
+	case err == nil:
+		return fmt.Sprintf("%s: done, %s in %s, %s", ph.label, ph.count(), el, ph.rate(now))
 	default:
 		return fmt.Sprintf("%s: stopped at %s after %s", ph.label, ph.count(), el)
 	}

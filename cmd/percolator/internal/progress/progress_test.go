@@ -90,7 +90,7 @@ func TestInterruptDoesNotComplete(t *testing.T) {
 		clk.advance(time.Second)
 		m.Set(4)
 		cancel()
-		m.End(ctx.Err())
+		m.End(nil) // a phase may end early, without an error, once interrupted
 		out := b.String()
 		if !strings.Contains(out, "loading edges: interrupted at 4 of 10 after 1s\n") ||
 			strings.Contains(out, "100%") || strings.Contains(out, "10/10") || strings.Contains(out, "done") {

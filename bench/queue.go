@@ -101,11 +101,15 @@ func (b *runner) measureQueueSide(ctx context.Context, side string, n int) (queu
 	}
 	f.setup = time.Since(start)
 	fmt.Fprintf(b.opts.Log, "queue:   %s: %d items put in flight in %s\n", side, n, f.setup.Round(time.Millisecond))
-	if f.push, _, err = timedRate(ctx, b.opts.Duration, func() (bool, error) { return true, q.push(ctx, body) }); err != nil {
+	end := b.timed(ctx, "queue: seconds of pushes measured", b.opts.Duration)
+	f.push, _, err = timedRate(ctx, b.opts.Duration, func() (bool, error) { return true, q.push(ctx, body) })
+	if end(err); err != nil {
 		return f, err
 	}
 	p0, k0, c0 := q.cost()
-	if f.popAck, f.drained, err = timedRate(ctx, b.opts.Duration, func() (bool, error) { return q.popAck(ctx) }); err != nil {
+	end = b.timed(ctx, "queue: seconds of pops and acks measured", b.opts.Duration)
+	f.popAck, f.drained, err = timedRate(ctx, b.opts.Duration, func() (bool, error) { return q.popAck(ctx) })
+	if end(err); err != nil {
 		return f, err
 	}
 	p1, k1, c1 := q.cost()

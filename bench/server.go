@@ -174,7 +174,9 @@ func (b *runner) measureReads(ctx context.Context, db *percolator.DB, st storage
 			return nil
 		})
 	}
+	end := b.timed(ctx, "reads: seconds measured", b.opts.Duration)
 	raw, txn = alternate(ctx, b.opts.Readers, b.opts.Duration, rawOp, txnOp)
+	end(nil)
 	return raw, txn, nil
 }
 
@@ -204,6 +206,8 @@ func (b *runner) measureWrites(ctx context.Context, db *percolator.DB, st storag
 		row := serverKey(rng.IntN(1 << 30))
 		return db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set(row, "v", value) })
 	}
+	end := b.timed(ctx, "writes: seconds measured", b.opts.Duration)
+	defer end(nil)
 	return alternate(ctx, b.opts.Writers, b.opts.Duration, rawOp, txnOp)
 }
 
@@ -229,7 +233,9 @@ func serverNonces(ctx context.Context, b *runner, r *Report) error {
 			return err
 		}
 	}
+	end := b.timed(ctx, "nonces: seconds measured", b.opts.Duration)
 	rawN, nonceN := alternate(ctx, b.opts.Writers, b.opts.Duration, inc(without), inc(with))
+	end(nil)
 	ratio := show(nonceN/rawN, 2)
 	r.printf("nonces:  %.0f Increments/s with nonces vs %.0f without at %d callers: ratio %sx (target >= 0.8x: %s)",
 		nonceN, rawN, b.opts.Writers, ratio, r.mark("nonces >= 0.8x without", ratio.atLeast(0.8)))

@@ -78,19 +78,22 @@ func TestGraphLoadInterrupted(t *testing.T) {
 	interruptDuring(t, "loading: edges inserted", "graph", "load", "--dir", filepath.Join(t.TempDir(), "db"), "--limit", "200")
 }
 
-// TestBenchInterrupted: SIGINT during the long setups of bench's figures
-// that count them.
+// TestBenchInterrupted: SIGINT during the long phases of bench's figures:
+// their setups, their observers' runs, a timed measurement.
 func TestBenchInterrupted(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ label, figure string }{
 		{"queue: items pushed", "queue"},
 		{"notify: cells loaded", "notify"},
+		{"notify: observer runs", "notify"},
+		{"writes: seconds measured", "writes"},
+		{"observers: runs with 1 scanners", "observers"},
 		{"gc: the bank on two stores, with and without the collector: seconds", "gc"},
 	} {
-		t.Run(tc.figure, func(t *testing.T) {
+		t.Run(strings.ReplaceAll(tc.label, " ", "_"), func(t *testing.T) {
 			t.Parallel()
 			interruptDuring(t, tc.label, "bench", "--only", tc.figure, "--dir", filepath.Join(t.TempDir(), "bench"),
-				"--notify-cells", "2000", "--notify-dirty", "10", "--gc-versions", "2", "--gc-duration", "5s", "--gc-lifetime", "1s")
+				"--notify-cells", "2000", "--notify-dirty", "10", "--gc-versions", "2", "--gc-duration", "5s", "--gc-lifetime", "1s", "--index-files", "20")
 		})
 	}
 }

@@ -158,9 +158,12 @@ func (m *Meter) update(done int64, words string, setWords bool) {
 	case m.quiet:
 	case m.tty:
 		if setWords {
-			ph.bar.Describe(ph.label + " (" + words + ")")
+			ph.bar.Describe(ph.describe())
 		}
-		_ = ph.bar.Set64(min(done, ph.bar.GetMax64()))
+		if ph.total != Unknown {
+			done = min(done, ph.total) // a bar past its end would grow it
+		}
+		_ = ph.bar.Set64(done)
 	default:
 		if now := m.now(); now.Sub(ph.lastPlain) >= m.every {
 			ph.lastPlain = now
@@ -192,6 +195,14 @@ func (m *Meter) endLocked(err error) {
 		fmt.Fprint(m.w, "\r")
 	}
 	fmt.Fprintln(m.w, ph.summary(m.now(), err, m.ctx.Err() != nil))
+}
+
+// describe is the label with Detail's words, for a bar.
+func (ph *phase) describe() string {
+	if ph.words == "" {
+		return ph.label
+	}
+	return ph.label + " (" + ph.words + ")"
 }
 
 // count is the count so far, of the total if known, with Detail's words.

@@ -123,10 +123,10 @@ func TestTerminalBarOrSpinner(t *testing.T) {
 	}
 	b.Reset()
 	m.Start("counting", Unknown)
-	m.Set(2)
+	m.Detail(2, "")
 	spin := b.String()
 	m.End(nil)
-	if strings.Contains(spin, "%") || !strings.Contains(spin, "counting") || !strings.HasSuffix(b.String(), "counting: done, 2 in 0s, 0/s\n") {
+	if strings.Contains(spin, "%") || !strings.Contains(spin, "counting") || strings.Contains(spin, "()") || !strings.HasSuffix(b.String(), "counting: done, 2 in 0s, 0/s\n") {
 		t.Errorf("spinner printed %q", b.String())
 	}
 }

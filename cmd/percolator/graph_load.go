@@ -68,14 +68,22 @@ func graphLoad(ctx context.Context, g *graph.Graph, file string, limit int, opts
 			return err
 		}
 	}
-	edges, err := workload.ReadDeps(file)
+	prog := progress.New(ctx, stderr, false)
+	started := false
+	edges, err := workload.ReadDepsProgress(ctx, file, func(done, size int64) {
+		if !started {
+			started = true
+			prog.Start("reading: bytes of "+filepath.Base(file), size)
+		}
+		prog.Set(done)
+	})
+	prog.End(err)
 	if err != nil {
 		return err
 	}
 	if limit > 0 && limit < len(edges) {
 		edges = edges[:limit]
 	}
-	prog := progress.New(ctx, stderr, false)
 	prog.Start("loading: edges inserted", int64(len(edges)))
 	opts.Progress = func(done, _ int64) { prog.Set(done) }
 	start := time.Now()

@@ -72,10 +72,16 @@ func TestIndexInterruptedPhases(t *testing.T) {
 	}
 }
 
-// TestGraphLoadInterrupted: SIGINT while graph load inserts edges.
+// TestGraphLoadInterrupted: SIGINT while graph load reads the file, and
+// while it inserts the edges.
 func TestGraphLoadInterrupted(t *testing.T) {
 	t.Parallel()
-	interruptDuring(t, "loading: edges inserted", "graph", "load", "--dir", filepath.Join(t.TempDir(), "db"), "--limit", "200")
+	for _, label := range []string{"reading: bytes of debian-deps.tsv.gz", "loading: edges inserted"} {
+		t.Run(strings.ReplaceAll(label, " ", "_"), func(t *testing.T) {
+			t.Parallel()
+			interruptDuring(t, label, "graph", "load", "--dir", filepath.Join(t.TempDir(), "db"), "--limit", "200")
+		})
+	}
 }
 
 // TestBenchInterrupted: SIGINT during the long phases of bench's figures:

@@ -42,7 +42,8 @@ func scanPrefix(ctx context.Context, tx *percolator.Txn, prefix, col string) ([]
 }
 
 // pagedScan reads the values of a column in the rows with a prefix, a
-// page at a time, counting the rows read.
+// page at a time, telling read (if set) the rows read so far after each
+// page.
 type pagedScan struct {
 	tx   *percolator.Txn
 	read func(n int64)

@@ -101,6 +101,7 @@ const TotalUnknown = -1
 // The steps of the phases, each named after what it counts.
 const (
 	StepListing   = "listing: files"                 // PhaseLoading
+	StepComparing = "loading: indexed records read"  // PhaseLoading, to compare the files with
 	StepLoading   = "loading: files read or deleted" // PhaseLoading
 	StepObservers = "observers: runs"                // PhaseObservers
 	StepCounting  = "counting: dirty rows folded"    // PhaseCounting
@@ -223,7 +224,8 @@ func (j *job) load(ctx context.Context) error {
 		return err
 	}
 	j.sum.ScanTime = time.Since(start)
-	opts := SyncOptions{MaxFileSize: j.opts.MaxFileSize, Rehash: j.opts.Rehash, AllowDeletes: j.opts.AllowDeletes}
+	opts := SyncOptions{MaxFileSize: j.opts.MaxFileSize, Rehash: j.opts.Rehash, AllowDeletes: j.opts.AllowDeletes,
+		ReadIndexed: func(n int64) { j.progress(PhaseLoading, StepComparing, n, TotalUnknown, "") }}
 	opts.Load.Concurrency = j.opts.Loaders
 	opts.Load.Progress = func(done, total int) {
 		j.progress(PhaseLoading, StepLoading, int64(done), int64(total), "")

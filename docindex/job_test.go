@@ -100,7 +100,7 @@ func TestRunJob(t *testing.T) {
 	if !slices.Equal(rep.events, want) {
 		t.Fatalf("reported %q, want %q", rep.events, want)
 	}
-	if want := []string{StepListing, StepLoading, StepObservers, StepCounting, StepExporting, StepRereading}; !slices.Equal(rep.steps, want) {
+	if want := []string{StepListing, StepComparing, StepLoading, StepObservers, StepCounting, StepExporting, StepRereading}; !slices.Equal(rep.steps, want) {
 		t.Fatalf("reported the steps %q, want %q", rep.steps, want)
 	}
 	if sum.Files != 3 || sum.New != 3 || !sum.Verified || sum.Documents != 3 || sum.Clusters != 1 || sum.TotalRuns() == 0 || sum.Observers == nil || sum.Scanners != 4 {

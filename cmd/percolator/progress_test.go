@@ -63,7 +63,7 @@ func interruptDuring(t *testing.T, label string, args ...string) {
 // interrupted.
 func TestIndexInterruptedPhases(t *testing.T) {
 	t.Parallel()
-	for _, step := range []string{docindex.StepListing, docindex.StepLoading, docindex.StepObservers, docindex.StepCounting,
+	for _, step := range []string{docindex.StepListing, docindex.StepComparing, docindex.StepLoading, docindex.StepObservers, docindex.StepCounting,
 		docindex.StepExporting, docindex.StepRereading} {
 		t.Run(strings.ReplaceAll(step, " ", "_"), func(t *testing.T) {
 			t.Parallel()

@@ -52,20 +52,27 @@ func (b *runner) openServerPair(ctx context.Context) (*percolator.DB, *remote.St
 func serverOracle(ctx context.Context, b *runner, r *Report) error {
 	var ping, ping1, ts, calls float64
 	half := b.opts.Duration / 2
-	for range 2 {
-		p, err := b.clientProcs(ctx, "ping", oracleCallers, half)
-		if err != nil {
-			return err
+	end := b.timed(ctx, "oracle: seconds measured", 6*half)
+	err := func() error {
+		for range 2 {
+			p, err := b.clientProcs(ctx, "ping", oracleCallers, half)
+			if err != nil {
+				return err
+			}
+			p1, err := b.clientProcs(ctx, "ping", 1, half)
+			if err != nil {
+				return err
+			}
+			o, err := b.clientProcs(ctx, "oracle", oracleCallers, half)
+			if err != nil {
+				return err
+			}
+			ping, ping1, ts, calls = ping+p.Rate/2, ping1+p1.Rate/2, ts+o.Rate/2, calls+o.Calls/2
 		}
-		p1, err := b.clientProcs(ctx, "ping", 1, half)
-		if err != nil {
-			return err
-		}
-		o, err := b.clientProcs(ctx, "oracle", oracleCallers, half)
-		if err != nil {
-			return err
-		}
-		ping, ping1, ts, calls = ping+p.Rate/2, ping1+p1.Rate/2, ts+o.Rate/2, calls+o.Calls/2
+		return nil
+	}()
+	if end(err); err != nil {
+		return err
 	}
 	batch := ts / calls
 	// The oracle keeps one request in flight per process: the calls it can

@@ -93,6 +93,7 @@ func TestBenchInterrupted(t *testing.T) {
 		{"notify: cells loaded", "notify"},
 		{"notify: observer runs", "notify"},
 		{"writes: seconds measured", "writes"},
+		{"lock: seconds measured", "lock"},
 		{"observers: runs with 1 scanners", "observers"},
 		{"gc: the bank on two stores, with and without the collector: seconds", "gc"},
 	} {

@@ -104,3 +104,26 @@ func TestBenchInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestBackupRestoreInterrupted: SIGINT while backup writes the cells,
+// and while restore checks the file and while it loads it.
+func TestBackupRestoreInterrupted(t *testing.T) {
+	t.Parallel()
+	dir, file := filepath.Join(t.TempDir(), "db"), filepath.Join(t.TempDir(), "b.pcb")
+	if _, errOut, code := runCLI(t, "index", "--dir", dir, "--quiet", corpus); code != 0 {
+		t.Fatalf("index: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, "backup", "--dir", dir, "--out", file, "--quiet"); code != 0 {
+		t.Fatalf("backup: exit %d: %s", code, errOut)
+	}
+	t.Run("backup", func(t *testing.T) {
+		t.Parallel()
+		interruptDuring(t, "backup: cells written", "backup", "--dir", dir, "--out", filepath.Join(t.TempDir(), "c.pcb"))
+	})
+	for _, label := range []string{"checking the file: bytes", "restoring: bytes loaded"} {
+		t.Run(strings.ReplaceAll(label, " ", "_"), func(t *testing.T) {
+			t.Parallel()
+			interruptDuring(t, label, "restore", "--dir", filepath.Join(t.TempDir(), "db"), file)
+		})
+	}
+}

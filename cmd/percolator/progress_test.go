@@ -127,3 +127,14 @@ func TestBackupRestoreInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestGCInterrupted: SIGINT while gc collects, its first batch of rows
+// visited.
+func TestGCInterrupted(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "db")
+	if _, errOut, code := runCLI(t, "index", "--dir", dir, "--quiet", corpus); code != 0 {
+		t.Fatalf("index: exit %d: %s", code, errOut)
+	}
+	interruptDuring(t, "collecting: rows visited", "gc", "--dir", dir, "--gc-lifetime", "1ms")
+}

@@ -94,6 +94,7 @@ func TestBenchInterrupted(t *testing.T) {
 		{"notify: observer runs", "notify"},
 		{"writes: seconds measured", "writes"},
 		{"lock: seconds measured", "lock"},
+		{"rerun: index runs", "rerun"},
 		{"observers: runs with 1 scanners", "observers"},
 		{"gc: the bank on two stores, with and without the collector: seconds", "gc"},
 	} {

@@ -13,9 +13,10 @@
 //     shown as complete.
 //
 // On a terminal a phase with a total is a bar and one without a spinner
-// with the count and the rate; elsewhere (a log, a pipe) a plain line
-// starts the phase and another follows every five seconds with the count
-// and the rate. Either way the phase ends with one summary line: what it
+// with the count and the rate, redrawn at least every second; elsewhere
+// (a log, a pipe) a plain line starts the phase and another follows every
+// five seconds with the count and the rate, whether the count moved or
+// not. Either way the phase ends with one summary line: what it
 // did and how fast, or where it was interrupted or stopped. Quiet shows
 // nothing.
 //
@@ -65,6 +66,9 @@ type Meter struct {
 	every time.Duration // the plain lines' period
 	hold  string        // the label whose Start waits for ctx (a test knob)
 	now   func() time.Time
+	// tick is a ticker of period d and its stop; a test's never fires
+	// or fires when told.
+	tick func(d time.Duration) (<-chan time.Time, func())
 
 	mu struct {
 		sync.Mutex
@@ -81,12 +85,15 @@ type phase struct {
 	start     time.Time
 	lastPlain time.Time
 	bar       *progressbar.ProgressBar // on a terminal
+	// stop ends the phase's heartbeat, which closes beaten once gone
+	// (nil if none: a quiet Meter's).
+	stop, beaten chan struct{}
 }
 
 // New is a Meter writing to w; ctx ending means the command was
 // interrupted.
 func New(ctx context.Context, w io.Writer, quiet bool) *Meter {
-	m := &Meter{ctx: ctx, w: w, tty: isTerminal(w), quiet: quiet, every: defaultEvery, now: time.Now}
+	m := &Meter{ctx: ctx, w: w, tty: isTerminal(w), quiet: quiet, every: defaultEvery, now: time.Now, tick: ticker}
 	if d, err := time.ParseDuration(os.Getenv("PERCOLATOR_PROGRESS_EVERY")); err == nil && d > 0 {
 		m.every = d
 	}
@@ -101,9 +108,7 @@ func (m *Meter) Start(label string, total int64) {
 		total = Unknown
 	}
 	m.mu.Lock()
-	if m.mu.ph != nil {
-		m.endLocked(nil)
-	}
+	before := m.endLocked(nil)
 	ph := &phase{label: label, total: total, start: m.now()}
 	m.mu.ph = ph
 	if !m.quiet {
@@ -113,10 +118,50 @@ func (m *Meter) Start(label string, total int64) {
 			ph.lastPlain = ph.start
 			fmt.Fprintf(m.w, "%s: %s\n", label, ph.count())
 		}
+		ph.stop, ph.beaten = make(chan struct{}), make(chan struct{})
+		go m.heartbeat(ph)
 	}
 	m.mu.Unlock()
+	before.wait()
 	if m.hold != "" && m.hold == label {
 		<-m.ctx.Done()
+	}
+}
+
+func ticker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+// heartbeat shows ph every period (a second on a terminal) until it
+// ends, so that a phase whose count stands still still shows its time
+// and rate.
+func (m *Meter) heartbeat(ph *phase) {
+	defer close(ph.beaten)
+	d := m.every
+	if m.tty {
+		d = time.Second
+	}
+	c, stop := m.tick(d)
+	defer stop()
+	for {
+		select {
+		case <-ph.stop:
+			return
+		case <-c:
+			m.mu.Lock()
+			if m.mu.ph == ph {
+				m.showLocked(ph)
+			}
+			m.mu.Unlock()
+		}
+	}
+}
+
+// wait waits for the heartbeat of the phase, which ended, to be gone.
+func (ph *phase) wait() {
+	if ph != nil && ph.beaten != nil {
+		<-ph.beaten
 	}
 }
 
@@ -154,21 +199,29 @@ func (m *Meter) update(done int64, words string, setWords bool) {
 	if setWords {
 		ph.words = words
 	}
-	switch {
-	case m.quiet:
-	case m.tty:
-		if setWords {
-			ph.bar.Describe(ph.describe())
-		}
+	if m.quiet {
+		return
+	}
+	if m.tty && setWords {
+		ph.bar.Describe(ph.describe())
+	}
+	m.showLocked(ph)
+}
+
+// showLocked shows ph as it is: the bar redrawn on a terminal (throttled
+// by the bar), else a plain line if a period passed since the last one.
+func (m *Meter) showLocked(ph *phase) {
+	if m.tty {
+		done := ph.done
 		if ph.total != Unknown {
 			done = min(done, ph.total) // a bar past its end would grow it
 		}
 		_ = ph.bar.Set64(done)
-	default:
-		if now := m.now(); now.Sub(ph.lastPlain) >= m.every {
-			ph.lastPlain = now
-			fmt.Fprintf(m.w, "%s: %s, %s\n", ph.label, ph.count(), ph.rate(now))
-		}
+		return
+	}
+	if now := m.now(); now.Sub(ph.lastPlain) >= m.every {
+		ph.lastPlain = now
+		fmt.Fprintf(m.w, "%s: %s, %s\n", ph.label, ph.count(), ph.rate(now))
 	}
 }
 
@@ -177,24 +230,30 @@ func (m *Meter) update(done int64, words string, setWords bool) {
 // means it completed, and any other error that it stopped.
 func (m *Meter) End(err error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.mu.ph != nil {
-		m.endLocked(err)
-	}
+	ph := m.endLocked(err)
+	m.mu.Unlock()
+	ph.wait()
 }
 
-func (m *Meter) endLocked(err error) {
+// endLocked ends the phase (if any) and returns it, its heartbeat told
+// to stop: the caller waits for it once it released the lock.
+func (m *Meter) endLocked(err error) *phase {
 	ph := m.mu.ph
+	if ph == nil {
+		return nil
+	}
 	m.mu.ph = nil
 	if m.quiet {
-		return
+		return ph
 	}
+	close(ph.stop)
 	if ph.bar != nil {
 		_ = ph.bar.Exit() // not Finish, which would fill the bar
 		_ = ph.bar.Clear()
 		fmt.Fprint(m.w, "\r")
 	}
 	fmt.Fprintln(m.w, ph.summary(m.now(), err, m.ctx.Err() != nil))
+	return ph
 }
 
 // describe is the label with Detail's words, for a bar.

@@ -4,22 +4,42 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// fakeClock is a Meter's clock that moves only when told.
-type fakeClock struct{ t time.Time }
+// fakeClock is a Meter's clock that moves only when told; the
+// heartbeat reads it too.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
 
-func (c *fakeClock) now() time.Time          { return c.t }
-func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
 func newTestMeter(ctx context.Context, b *bytes.Buffer, tty bool) (*Meter, *fakeClock) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
 	m := New(ctx, b, false)
-	m.tty, m.every, m.now, m.hold = tty, time.Second, clk.now, ""
+	m.tty, m.every, m.now, m.hold, m.tick = tty, time.Second, clk.now, "", neverTick
 	return m, clk
 }
+
+// neverTick is a ticker that never fires: a test's lines come from its
+// own calls alone.
+func neverTick(time.Duration) (<-chan time.Time, func()) { return nil, func() {} }
 
 func lines(b *bytes.Buffer) []string {
 	return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
@@ -163,5 +183,46 @@ func TestHold(t *testing.T) {
 	m.End(ctx.Err())
 	if !strings.Contains(b.String(), "counting: interrupted at 0 after") {
 		t.Fatalf("held phase printed %q", b.String())
+	}
+}
+
+// TestHeartbeat: off a terminal a phase whose count stands still still
+// prints a line every period, with its rate falling; none once it ended.
+func TestHeartbeat(t *testing.T) {
+	var b bytes.Buffer
+	m, clk := newTestMeter(context.Background(), &b, false)
+	ticks := make(chan time.Time)
+	m.tick = func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }
+	// waitLines waits until the heartbeat printed n lines in all.
+	waitLines := func(n int) {
+		for {
+			m.mu.Lock()
+			got := strings.Count(b.String(), "\n")
+			m.mu.Unlock()
+			if got >= n {
+				return
+			}
+			runtime.Gosched()
+		}
+	}
+	m.Start("gc: waiting", Unknown)
+	m.Set(4)
+	clk.advance(time.Second)
+	ticks <- clk.now()
+	waitLines(2)
+	clk.advance(time.Second)
+	ticks <- clk.now()
+	waitLines(3)
+	ticks <- clk.now() // within the period of the last line: nothing
+	ticks <- clk.now() // taken once the one before was handled
+	m.End(nil)
+	want := []string{
+		"gc: waiting: 0",
+		"gc: waiting: 4, 4/s",
+		"gc: waiting: 4, 2/s",
+		"gc: waiting: done, 4 in 2s, 2/s",
+	}
+	if got := lines(&b); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("heartbeat lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

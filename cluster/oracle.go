@@ -44,6 +44,10 @@ type OracleOptions struct {
 	// Server holds the gRPC server's token, TLS and logger; ServeOracle
 	// sets its Store and RegistryVersion.
 	Server server.OracleOptions
+	// Standing, if set, is called once the candidate stands for
+	// election, with a function that reports whether it leads now (a
+	// status page reads it).
+	Standing func(leading func() bool)
 	// Drain bounds the wait for the calls in flight after resigning.
 	// Default DefaultOracleDrain.
 	Drain time.Duration
@@ -77,6 +81,9 @@ func ServeOracle(ctx context.Context, o OracleOptions) error {
 	cand, err := etcd.StartCandidate(cli, etcd.CandidateOptions{Addr: o.Advertise, Prefix: o.Prefix, TTL: o.Lease, Store: st, Logger: log})
 	if err != nil {
 		return err
+	}
+	if o.Standing != nil {
+		o.Standing(cand.Leading)
 	}
 	return o.serve(ctx, cand, server.NewOracleServer(cand, o.Server))
 }

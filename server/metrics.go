@@ -15,7 +15,7 @@ import (
 )
 
 // metrics are the server's Prometheus collectors, in a registry of the
-// server's own (served on --metrics at /metrics). Every name begins with
+// server's own (served on --http at /metrics). Every name begins with
 // percolator_.
 type metrics struct {
 	reg      *prometheus.Registry

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -302,6 +303,10 @@ func (s *Server) Serve(lis net.Listener) error {
 func (s *Server) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
 }
+
+// Gatherer returns the registry MetricsHandler serves: the server's
+// figures for a reader in the same process (a status page).
+func (s *Server) Gatherer() prometheus.Gatherer { return s.metrics.reg }
 
 // Failed is closed when the store failed (the server must exit: a restart
 // recovers exactly what reached the disk).

@@ -23,7 +23,7 @@ import (
 func bankCmd(argv []string) *cobra.Command {
 	var tg cli.Target
 	var opts workload.BankOptions
-	var quiet bool
+	var quiet, jsonOut bool
 	c := &cobra.Command{
 		Use:   "bank",
 		Short: "concurrent transfers checked by snapshot totals",
@@ -39,7 +39,10 @@ exactly when every sum is accounts x initial. Exit 1 if any is not.`,
 			if opts.Validate() != nil {
 				return cli.Usagef("need --accounts >= 2, --workers >= 1, --readers >= 0, --duration > 0, --initial >= 0")
 			}
-			return runBank(c.Context(), &tg, opts, quiet, argv, c.OutOrStdout(), c.ErrOrStderr())
+			if jsonOut && opts.Record {
+				return cli.Usagef("--json and --ack both print to stdout: choose one")
+			}
+			return runBank(c.Context(), &tg, opts, bankOutput{quiet, jsonOut}, argv, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	fs := c.Flags()
@@ -51,17 +54,22 @@ exactly when every sum is accounts x initial. Exit 1 if any is not.`,
 	fs.Int64Var(&opts.Initial, "initial", 100, "initial balance of each account")
 	fs.BoolVar(&opts.Record, "ack", false, "record each transfer in its own row and print 'ack ROW' once it committed")
 	fs.BoolVar(&quiet, "quiet", false, "no progress")
+	fs.BoolVar(&jsonOut, "json", false, "print the result as JSON")
 	return c
 }
 
+// bankOutput is how bank prints: without its progress lines (quiet), its
+// result as JSON.
+type bankOutput struct{ quiet, json bool }
+
 // runBank runs the bank on the target's database, publishing its status.
-func runBank(ctx context.Context, tg *cli.Target, opts workload.BankOptions, quiet bool, argv []string, stdout, stderr io.Writer) error {
+func runBank(ctx context.Context, tg *cli.Target, opts workload.BankOptions, out bankOutput, argv []string, stdout, stderr io.Writer) error {
 	db, err := tg.Open(ctx, true)
 	if err != nil {
 		return err
 	}
 	pub := runstatus.Start(tg.PublishDir(), argv)
-	prog := progress.New(ctx, stderr, quiet)
+	prog := progress.New(ctx, stderr, out.quiet)
 	view.BankReports(&opts, pub, prog, stdout, stderr)
 	prog.Start(view.BankLabel, progress.Unknown)
 	res, err := workload.RunBank(ctx, db, opts)
@@ -76,7 +84,7 @@ func runBank(ctx context.Context, tg *cli.Target, opts workload.BankOptions, qui
 	pub.Set(func(p *runstatus.Status) { p.Summary = []string{res.String()} })
 	pub.Finish(err)
 	if res.Elapsed > 0 {
-		fmt.Fprintln(stdout, res.String())
+		err = errors.Join(err, view.BankResult(stdout, res, out.json))
 	}
 	return errors.Join(err, db.Close())
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/seed-992972ee/percolator/bench"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/progress"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/view"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
 )
 
@@ -27,6 +28,7 @@ type benchConfig struct {
 	dir, only string
 	profile   string
 	tg        cli.Target // --server, --token-file, --tls-ca
+	jsonOut   bool
 }
 
 // benchCmd is `bench`: the performance figures (package bench), each
@@ -80,6 +82,7 @@ func (cfg *benchConfig) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.IndexFiles, "index-files", 2000, "files in the observers figure's corpus (and rerun's, from the default corpus)")
 	fs.Float64Var(&o.EditFraction, "edit-fraction", 0.01, "fraction of the files the rerun figure edits")
 	fs.StringVar(&cfg.profile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.BoolVar(&cfg.jsonOut, "json", false, "print every figure's lines and targets as JSON once the run ends")
 	fs.BoolVar(&o.BigtableEmulator, "bigtable-emulator", false, "measure the Bigtable figures (RPCs per transaction, reads and writes beside raw Bigtable calls, notifications, garbage collection) on a Bigtable emulator started in this process")
 	fs.StringVar(&o.Bigtable, "bigtable", "", "measure the Bigtable figures on this table, PROJECT/INSTANCE/TABLE (created if needed; BIGTABLE_EMULATOR_HOST is honoured)")
 	fs.StringVar(&cfg.tg.Server, "server", "", "measure the server figures against the percolator server at this address (its oracle, reads, writes and nonces, each beside raw RPCs; the gc figure starts servers of its own)")
@@ -196,14 +199,25 @@ func (cfg *benchConfig) run(ctx context.Context, stdout io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 	var targets []bench.Target
+	var reports []bench.Report
 	err := bench.Run(ctx, cfg.opts, cfg.figures(), func(r bench.Report) {
-		for _, l := range r.Lines {
-			fmt.Fprintln(stdout, l)
+		if cfg.jsonOut {
+			reports = append(reports, r) // printed once the run ends
+		} else {
+			for _, l := range r.Lines {
+				fmt.Fprintln(stdout, l)
+			}
 		}
 		targets = append(targets, r.Targets...)
 	})
 	if err != nil {
 		return err
+	}
+	if cfg.jsonOut {
+		if err := view.BenchReports(stdout, reports); err != nil {
+			return err
+		}
+		return missedOf(targets)
 	}
 	return verdict(stdout, targets)
 }
@@ -211,13 +225,21 @@ func (cfg *benchConfig) run(ctx context.Context, stdout io.Writer) error {
 // verdict prints how many targets were met and missed, and returns
 // missedTargets (exit 1) if any was missed.
 func verdict(stdout io.Writer, targets []bench.Target) error {
+	err := missedOf(targets)
+	var missed missedTargets
+	errors.As(err, &missed)
+	fmt.Fprintf(stdout, "targets: %d met, %d missed\n", len(targets)-len(missed), len(missed))
+	return err
+}
+
+// missedOf is missedTargets of the targets missed, nil if none was.
+func missedOf(targets []bench.Target) error {
 	var missed missedTargets
 	for _, t := range targets {
 		if !t.Met {
 			missed = append(missed, t.Name)
 		}
 	}
-	fmt.Fprintf(stdout, "targets: %d met, %d missed\n", len(targets)-len(missed), len(missed))
 	if len(missed) > 0 {
 		return missed
 	}

@@ -144,6 +144,7 @@ func graphQueryCmd(gf *graphFlags) *cobra.Command {
 // graphDegreeCmd is `graph degree (--out V | --in V)`.
 func graphDegreeCmd(gf *graphFlags) *cobra.Command {
 	var v vertexFlags
+	var jsonOut bool
 	c := &cobra.Command{
 		Use:     "degree (--out V | --in V)",
 		Short:   "the number of edges",
@@ -164,18 +165,19 @@ func graphDegreeCmd(gf *graphFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(c.OutOrStdout(), n)
-			return nil
+			return view.Degree(c.OutOrStdout(), gf.label, vertex, dir, n, jsonOut)
 		},
 	}
 	v.register(c)
+	c.Flags().BoolVar(&jsonOut, "json", false, "print the degree, vertex, direction and label as JSON")
 	return c
 }
 
 // graphCheckCmd is `graph check`: every index and degree against the
 // snapshot edges; exit 1 on a mismatch.
 func graphCheckCmd(gf *graphFlags) *cobra.Command {
-	return &cobra.Command{
+	var jsonOut bool
+	c := &cobra.Command{
 		Use:     "check",
 		Short:   "every index and degree against the snapshot edges; exit 1 on a mismatch",
 		Example: "  percolator graph check --dir D",
@@ -191,17 +193,17 @@ func graphCheckCmd(gf *graphFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "%d live edges checked against every index and degree; %d locked by live mutations (skipped), %d expired locks rolled forward\n", rep.Edges, rep.Locked, rep.Repaired)
-			for _, m := range rep.Mismatches {
-				fmt.Fprintln(w, "mismatch:", m)
+			if err := view.GraphCheck(w, rep, jsonOut); err != nil {
+				return err
 			}
 			if len(rep.Mismatches) > 0 {
 				return fmt.Errorf("%w: %d mismatches", cli.ErrFailed, len(rep.Mismatches))
 			}
-			fmt.Fprintln(w, "ok")
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&jsonOut, "json", false, "print the counts and mismatches as JSON")
+	return c
 }
 
 // graphMutate inserts or deletes one edge; insert's PROP=VALUE pairs are

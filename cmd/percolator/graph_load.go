@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"path/filepath"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/progress"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/view"
 	"github.com/seed-992972ee/percolator/graph"
 	"github.com/seed-992972ee/percolator/workload"
 )
@@ -21,6 +21,7 @@ import (
 func graphLoadCmd(gf *graphFlags) *cobra.Command {
 	var consistency string
 	var workers, limit int
+	var jsonOut bool
 	c := &cobra.Command{
 		Use:   "load [FILE]",
 		Short: "ingest a dependency graph (default testdata/debian-deps.tsv.gz)",
@@ -50,18 +51,19 @@ into the label, created with --consistency unless it exists.`,
 			}
 			defer closeDB()
 			opts := workload.DepsOptions{Label: gf.label, Consistency: con, RequireConsistency: c.Flags().Changed("consistency"), Workers: workers}
-			return graphLoad(ctx, g, file, limit, opts, c.OutOrStdout(), c.ErrOrStderr())
+			return graphLoad(ctx, g, file, limit, opts, jsonOut, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	c.Flags().StringVar(&consistency, "consistency", "strong", "the label's consistency when load creates it: strong, weak or txn")
 	c.Flags().IntVar(&workers, "workers", 16, "concurrent mutations")
 	c.Flags().IntVar(&limit, "limit", 0, "load at most this many edges (0: all)")
+	c.Flags().BoolVar(&jsonOut, "json", false, "print the summary as JSON")
 	return c
 }
 
 // graphLoad reads the dependency file (the shipped one if file is "")
 // and loads its first limit edges (all if 0), showing progress.
-func graphLoad(ctx context.Context, g *graph.Graph, file string, limit int, opts workload.DepsOptions, stdout, stderr io.Writer) error {
+func graphLoad(ctx context.Context, g *graph.Graph, file string, limit int, opts workload.DepsOptions, jsonOut bool, stdout, stderr io.Writer) error {
 	if file == "" {
 		var err error
 		if file, err = cli.FindTestdata("debian-deps.tsv.gz"); err != nil {
@@ -95,7 +97,6 @@ func graphLoad(ctx context.Context, g *graph.Graph, file string, limit int, opts
 	if err != nil {
 		return err
 	}
-	d := time.Since(start)
-	fmt.Fprintf(stdout, "loaded %d edges from %s into label %s (%s) in %s: %.0f edges/s\n", len(edges), filepath.Base(file), l.Name, l.Consistency, d.Round(time.Millisecond), float64(len(edges))/d.Seconds())
-	return nil
+	sum := view.GraphLoad{Edges: len(edges), File: file, Label: l.Name, Consistency: string(l.Consistency), Elapsed: time.Since(start)}
+	return sum.Print(stdout, jsonOut)
 }

@@ -157,7 +157,6 @@ func indexDir(ctx context.Context, cfg indexConfig, stdout, stderr io.Writer) (e
 		return err
 	}
 	if cfg.jsonOut {
-		sum.Bad, sum.Skipped = rep.Bad, view.Skipped(sum.JobSummary.Skipped)
 		if err := view.JSON(stdout, sum); err != nil {
 			return err
 		}

@@ -173,8 +173,8 @@ func TestBenchObservers(t *testing.T) {
 	}
 	dir := t.TempDir()
 	// The big table is just above the workers' CompactAfter (1,024
-	// cleared notifications): processing it compacts the notify keyspace,
-	// as at full scale, in a fraction of 2,000 cells' time.
+	// cleared notifications): about the smallest whose processing
+	// compacts the notify keyspace, as at full scale.
 	out, errOut, code := runCLI(t, "bench", "--dir", dir, "--only", "notify", "--notify-cells", "1100", "--notify-dirty", "50", "--rounds", "1")
 	checkBenchExit(t, out, errOut, code)
 	if !regexp.MustCompile(`finding 50 dirty cells: [0-9,]+ keys visited in .* among 50 cells; [0-9,]+ keys in .* among 1100 processed cells: ratio [0-9.]+x`).MatchString(out) {

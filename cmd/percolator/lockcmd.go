@@ -57,6 +57,7 @@ func openLocker(ctx context.Context, tg *cli.Target, create bool) (*lock.Locker,
 // lockAcquireCmd is `lock acquire NAME [-- COMMAND ARGS...]`.
 func lockAcquireCmd(tg *cli.Target) *cobra.Command {
 	var ttl, wait time.Duration
+	var jsonOut bool
 	c := &cobra.Command{
 		Use:   "acquire NAME [-- COMMAND ARGS...]",
 		Short: "wait for the lock; run COMMAND holding it, or print the lease",
@@ -83,18 +84,21 @@ leave it to expire or to lock release.`,
 				return cli.Usagef("--ttl must be positive")
 			case wait < 0:
 				return cli.Usagef("--wait must not be negative")
+			case jsonOut && len(args) > 1:
+				return cli.Usagef("--json prints the lease, which acquire prints only without a COMMAND")
 			}
-			return lockAcquire(c, tg, args[0], args[1:], ttl, wait)
+			return lockAcquire(c, tg, args[0], args[1:], ttl, wait, jsonOut)
 		},
 	}
 	c.Flags().DurationVar(&ttl, "ttl", 30*time.Second, "the lease's length")
 	c.Flags().DurationVar(&wait, "wait", 0, "give up waiting after this long (0: wait until a signal)")
+	c.Flags().BoolVar(&jsonOut, "json", false, "print the lease as JSON (without a COMMAND)")
 	return c
 }
 
 // lockAcquire acquires the lock name and prints the lease, or runs
 // command holding it.
-func lockAcquire(c *cobra.Command, tg *cli.Target, name string, command []string, ttl, wait time.Duration) error {
+func lockAcquire(c *cobra.Command, tg *cli.Target, name string, command []string, ttl, wait time.Duration, jsonOut bool) error {
 	ctx := c.Context()
 	lk, closeDB, err := openLocker(ctx, tg, true)
 	if err != nil {
@@ -115,8 +119,7 @@ func lockAcquire(c *cobra.Command, tg *cli.Target, name string, command []string
 		return err
 	}
 	if len(command) == 0 {
-		fmt.Fprintf(c.OutOrStdout(), "acquired %s token %d id %d expires %s (store clock)\n", name, l.Token, l.ID, l.Expiry.UTC().Format(time.RFC3339Nano))
-		return nil
+		return view.Lease(c.OutOrStdout(), l, jsonOut)
 	}
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr()
@@ -164,10 +167,11 @@ func lockReleaseCmd(tg *cli.Target) *cobra.Command {
 
 // lockShowCmd is `lock show NAME`.
 func lockShowCmd(tg *cli.Target) *cobra.Command {
-	return &cobra.Command{
+	var jsonOut bool
+	c := &cobra.Command{
 		Use:     "show NAME",
 		Short:   "holder, token, expiry and waiters",
-		Example: "  percolator lock show nightly --dir D",
+		Example: "  percolator lock show nightly --dir D\n  percolator lock show nightly --dir D --json",
 		Args:    cli.ArgsBetween(1, 1, "one lock NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx, name, w := c.Context(), args[0], c.OutOrStdout()
@@ -180,8 +184,13 @@ func lockShowCmd(tg *cli.Target) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if jsonOut {
+				return view.LockStateJSON(w, name, st)
+			}
 			view.LockState(w, name, st)
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&jsonOut, "json", false, "print the state as JSON")
+	return c
 }

@@ -32,7 +32,11 @@ func locksCmd() *cobra.Command {
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(w, "resolved %d locks\n", n)
+					say := w
+					if jsonOut {
+						say = c.ErrOrStderr() // stdout holds the list alone, as JSON
+					}
+					fmt.Fprintf(say, "resolved %d locks\n", n)
 				}
 				locks, err := db.Locks(ctx)
 				if err != nil {
@@ -44,6 +48,6 @@ func locksCmd() *cobra.Command {
 	}
 	tg.Register(c.Flags(), "database directory")
 	c.Flags().BoolVar(&resolve, "resolve", false, "settle the locks of committed, rolled-back, dead or expired transactions")
-	c.Flags().BoolVar(&jsonOut, "json", false, "print the locks as JSON")
+	c.Flags().BoolVar(&jsonOut, "json", false, "print the locks as JSON (--resolve's count then goes to stderr)")
 	return c
 }

@@ -20,9 +20,9 @@
 //	percolator locks --dir D | --server ADDR [--resolve]
 //	percolator backup --dir D | --server ADDR --out FILE [--force]
 //	percolator restore --dir D | --server ADDR FILE
-//	percolator serve --dir D [--listen 127.0.0.1:7420] [--metrics ADDR] [--token-file F] [--tls-cert C --tls-key K]
-//	percolator worker --server ADDR [--scanners N]
-//	percolator oracle --etcd ENDPOINTS --bigtable PROJECT/INSTANCE/TABLE [--listen 127.0.0.1:7430] [--etcd-prefix P] [--lease 3s] [--token-file F]
+//	percolator serve --dir D [--listen 127.0.0.1:7420] [--http ADDR] [--token-file F] [--tls-cert C --tls-key K]
+//	percolator worker --server ADDR [--scanners N] [--http 127.0.0.1:PORT]
+//	percolator oracle --etcd ENDPOINTS --bigtable PROJECT/INSTANCE/TABLE [--listen 127.0.0.1:7430] [--etcd-prefix P] [--lease 3s] [--token-file F] [--http ADDR]
 //	percolator bench [--dir D | --server ADDR] [--only FIGURE]
 //	percolator init --bigtable PROJECT/INSTANCE/TABLE
 //	percolator lock acquire|release|show NAME [-- COMMAND]
@@ -44,6 +44,11 @@
 // operation (a transaction, a read, opening; a worker's whole run); then
 // the command fails, naming the server.
 //
+// --json makes a command that prints a list, a status or a summary print
+// it as JSON, by one convention (snake_case keys, durations in seconds
+// as *_s, RFC 3339 times, user bytes as x and x_b64); docs/json.md states
+// it and each command's schema, which TestJSONMatchesDocs checks.
+//
 // --lock-ttl (default 10s) is how long the process's transaction locks
 // stay valid without its heartbeat; another process resolves them once
 // the owner is seen dead or that has passed.
@@ -63,13 +68,13 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/view"
 	"github.com/seed-992972ee/percolator/rpc"
 )
 
@@ -95,15 +100,18 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // versionCmd is `version`, which --version also prints.
 func versionCmd() *cobra.Command {
-	return &cobra.Command{
+	var jsonOut bool
+	c := &cobra.Command{
 		Use:     "version",
 		Short:   "print the version",
 		Long:    "Print the module version, the VCS revision it was built from (+dirty if modified) and the Go version.",
-		Example: "  percolator version\n  percolator --version",
+		Example: "  percolator version\n  percolator --version\n  percolator version --json",
 		Args:    cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			fmt.Fprintln(c.OutOrStdout(), cli.Version())
-			return nil
+			b, ok := cli.BuildOf()
+			return view.Version(c.OutOrStdout(), cli.Version(), b, ok, jsonOut)
 		},
 	}
+	c.Flags().BoolVar(&jsonOut, "json", false, "print the version as JSON")
+	return c
 }

@@ -29,15 +29,23 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// command is the test binary run as the percolator command. Under the
+// race detector a process sleeps a second at exit by default, to let
+// other goroutines report; a child's races are reported as they happen,
+// and hundreds of children exit in this package's tests, so they do not
+// sleep (unless GORACE says otherwise).
 func command(args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "PERCOLATOR_AS_MAIN=1")
+	if _, set := os.LookupEnv("GORACE"); !set {
+		cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=0")
+	}
 	return cmd
 }
 
 // commandEnv is command with env added to the child's environment (the
-// last of duplicate keys counts). A parallel test gives its children so
-// what t.Setenv would give the whole test process.
+// last of duplicate keys counts): how a parallel test, which may not call
+// t.Setenv, sets a variable for its children.
 func commandEnv(env []string, args ...string) *exec.Cmd {
 	cmd := command(args...)
 	cmd.Env = append(cmd.Env, env...)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator"
@@ -33,10 +31,10 @@ func notificationsCmd() *cobra.Command {
 				switch {
 				case retry:
 					n, err := db.RetryQuarantined(ctx)
-					if err == nil {
-						fmt.Fprintf(w, "re-queued %d notifications\n", n)
+					if err != nil {
+						return err
 					}
-					return err
+					return view.Requeued(w, n, jsonOut)
 				case quarantined:
 					qs, err := db.Quarantine(ctx)
 					if err != nil {
@@ -56,6 +54,6 @@ func notificationsCmd() *cobra.Command {
 	c.Flags().BoolVar(&quarantined, "quarantined", false, "list the quarantined notifications")
 	c.Flags().BoolVar(&retry, "retry", false, "re-queue every quarantined notification")
 	c.Flags().IntVar(&limit, "limit", 100, "list at most this many pending notifications (0: all)")
-	c.Flags().BoolVar(&jsonOut, "json", false, "print the list as JSON")
+	c.Flags().BoolVar(&jsonOut, "json", false, "print the list (or --retry's count) as JSON")
 	return c
 }

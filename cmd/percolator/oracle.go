@@ -3,14 +3,17 @@ package main
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator/cluster"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/statuspage"
 	"github.com/seed-992972ee/percolator/oracle/etcd"
 	"github.com/seed-992972ee/percolator/server"
 	"github.com/seed-992972ee/percolator/storage/bigtable"
@@ -22,6 +25,7 @@ type oracleConfig struct {
 	advertise                string
 	lease                    time.Duration
 	listen                   cli.ListenFlags
+	http                     cli.HTTPFlags
 	log                      cli.LogFlags
 
 	// Set by validate.
@@ -56,6 +60,7 @@ func oracleCmd() *cobra.Command {
 	fs.StringVar(&cfg.advertise, "advertise", "", "address clients dial, published in etcd (default: the listen address)")
 	fs.DurationVar(&cfg.lease, "lease", etcd.DefaultOracleLease, "election lease, whole seconds (etcd raises it to its minimum, about 2s): a dead leader is replaced within about this")
 	cfg.listen.Register(fs, "127.0.0.1:7430", "ask for timestamps")
+	cfg.http.Register(fs, cli.BeyondListen)
 	cfg.log.Register(fs)
 	return c
 }
@@ -77,7 +82,10 @@ func (cfg *oracleConfig) validate() error {
 	if err := cfg.bt.ParseTable(cfg.table); err != nil {
 		return cli.Usagef("--bigtable: %v", err)
 	}
-	return cfg.listen.Check()
+	if err := cfg.listen.Check(); err != nil {
+		return err
+	}
+	return cfg.listen.CheckHTTP(&cfg.http)
 }
 
 // runOracle serves one candidate (cluster.ServeOracle) until a signal.
@@ -98,12 +106,49 @@ func runOracle(ctx context.Context, cfg *oracleConfig, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var leading atomic.Pointer[func() bool]
+	wake := func() {}
+	if cfg.http.Addr != "" {
+		page, stop, err := cfg.startHTTP(ctx, addr, &leading, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		wake = page.Wake
+	}
 	err = cluster.ServeOracle(ctx, cluster.OracleOptions{Etcd: cfg.eps, Prefix: cfg.prefix, Lease: cfg.lease, Bigtable: cfg.bt,
-		Listener: lis, Advertise: addr, Server: server.OracleOptions{Token: cfg.listen.Token, Logger: log, TLS: cfg.listen.TLS}})
+		Listener: lis, Advertise: addr, Server: server.OracleOptions{Token: cfg.listen.Token, Logger: log, TLS: cfg.listen.TLS},
+		Standing: func(f func() bool) { leading.Store(&f); wake() }})
 	if err != nil {
 		return err
 	}
 	return cli.ErrDrained
+}
+
+// startHTTP serves the candidate's status page and metrics on --http:
+// whether it leads, once it stands (the page's Wake samples at once),
+// sampled every second.
+func (cfg *oracleConfig) startHTTP(ctx context.Context, addr string, leading *atomic.Pointer[func() bool], log *slog.Logger) (*statuspage.Page, func(), error) {
+	read := func(context.Context) statuspage.Snapshot {
+		f := leading.Load()
+		switch {
+		case f == nil:
+			return statuspage.Snapshot{}
+		case (*f)():
+			return statuspage.Snapshot{Oracle: &statuspage.Oracle{Leader: "This candidate (" + addr + ") leads: it hands out the timestamps."}}
+		}
+		return statuspage.Snapshot{Oracle: &statuspage.Oracle{Leader: "This candidate (" + addr + ") does not lead: it takes over when etcd elects it.", Standby: true}}
+	}
+	h := statusHTTP{flags: &cfg.http, token: cfg.listen.Token, tls: cfg.listen.TLS, metrics: processMetrics(), log: log}
+	// A read is a load of a flag: sampled every second, the page follows
+	// leadership closely.
+	page, err := statuspage.New(statuspage.Options{Process: "oracle", About: "candidate " + addr + " on etcd " + strings.Join(cfg.eps, ","),
+		Read: read, Interval: time.Second})
+	if err != nil {
+		return nil, nil, err
+	}
+	stop, err := h.serve(ctx, page, nil)
+	return page, stop, err
 }
 
 // oracleFlagsValid checks oracle's etcd flags and returns the endpoints.

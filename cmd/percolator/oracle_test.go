@@ -430,13 +430,18 @@ func (l *stampLoad) snapshot() []stampCall {
 }
 
 // TestOracleCmdSIGTERM: SIGTERM makes the leader resign and exit 0; the
-// standby leads well within the lease (3s), not after it.
+// standby leads well within the lease (3s), not after it. Each
+// candidate's status page (--http) says whether it leads.
 func TestOracleCmdSIGTERM(t *testing.T) {
 	m := etcdtest.Start(t)
 	cli := etcdtest.Client(t, m)
-	a := startOracleProc(t, m, 3*time.Second)
+	httpA, httpB := freeAddr(t), freeAddr(t)
+	a := startOracleProc(t, m, 3*time.Second, "--http", httpA)
 	waitLeader(t, cli, 10*time.Second, a)
-	b := startOracleProc(t, m, 3*time.Second)
+	b := startOracleProc(t, m, 3*time.Second, "--http", httpB)
+	// Their status pages say which leads.
+	waitPage(t, "http://"+httpA+"/", "This candidate ("+a.addr+") leads")
+	waitPage(t, "http://"+httpB+"/", "This candidate ("+b.addr+") does not lead", "(standing by)")
 	start := time.Now()
 	_ = a.cmd.Process.Signal(syscall.SIGTERM)
 	waitLeader(t, cli, 2*time.Second, b)

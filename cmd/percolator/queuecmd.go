@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/view"
 	"github.com/seed-992972ee/percolator/queue"
 )
 
@@ -57,7 +58,8 @@ func openQueue(ctx context.Context, tg *cli.Target, name string, create bool) (*
 
 // queuePushCmd is `queue push NAME [ITEM...]`.
 func queuePushCmd(tg *cli.Target) *cobra.Command {
-	return &cobra.Command{
+	var jsonOut bool
+	c := &cobra.Command{
 		Use:     "push NAME [ITEM...]",
 		Short:   "push each ITEM, or each line of stdin when none",
 		Example: "  percolator queue push jobs a b c --dir D\n  seq 100 | percolator queue push jobs --dir D",
@@ -69,15 +71,22 @@ func queuePushCmd(tg *cli.Target) *cobra.Command {
 				return err
 			}
 			defer closeDB()
-			return queuePush(ctx, q, args[0], args[1:], c.InOrStdin(), c.OutOrStdout())
+			n, err := queuePush(ctx, q, args[0], args[1:], c.InOrStdin())
+			if err != nil {
+				return err
+			}
+			return view.Pushed(c.OutOrStdout(), n, jsonOut)
 		},
 	}
+	c.Flags().BoolVar(&jsonOut, "json", false, "print the count pushed as JSON")
+	return c
 }
 
 // queueConsumeCmd is `queue consume NAME`.
 func queueConsumeCmd(tg *cli.Target) *cobra.Command {
 	var count int
 	var idle, ttl time.Duration
+	var jsonOut bool
 	c := &cobra.Command{
 		Use:   "consume NAME",
 		Short: "pop items under a lease, print each body on its own line, then ack it",
@@ -102,21 +111,23 @@ again once its lease expires); stop after --count items, or after
 				return err
 			}
 			defer closeDB()
-			return queueConsume(ctx, q, args[0], queue.ConsumeOptions{TTL: ttl, Count: count, Idle: idle}, c.OutOrStdout())
+			return queueConsume(ctx, q, args[0], queue.ConsumeOptions{TTL: ttl, Count: count, Idle: idle}, jsonOut, c.OutOrStdout())
 		},
 	}
 	c.Flags().IntVar(&count, "count", 0, "stop after this many items (0: no limit)")
 	c.Flags().DurationVar(&idle, "idle-exit", 0, "stop after this long with nothing to do (0: never)")
 	c.Flags().DurationVar(&ttl, "ttl", 30*time.Second, "the lease on each item")
+	c.Flags().BoolVar(&jsonOut, "json", false, "print each item as JSON on its own line (id, body, deliveries, pushed_at)")
 	return c
 }
 
 // queueStatsCmd is `queue stats NAME`.
 func queueStatsCmd(tg *cli.Target) *cobra.Command {
-	return &cobra.Command{
+	var jsonOut bool
+	c := &cobra.Command{
 		Use:     "stats NAME",
 		Short:   "depth, in flight, oldest item's age, dead letters",
-		Example: "  percolator queue stats jobs --dir D",
+		Example: "  percolator queue stats jobs --dir D\n  percolator queue stats jobs --dir D --json",
 		Args:    cli.ArgsBetween(1, 1, "one queue NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
@@ -129,15 +140,16 @@ func queueStatsCmd(tg *cli.Target) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.OutOrStdout(), "depth %d\nin-flight %d\noldest %s\ndead %d\n", s.Depth, s.InFlight, s.Oldest.Round(time.Millisecond), s.Dead)
-			return nil
+			return view.QueueStats(c.OutOrStdout(), s, jsonOut)
 		},
 	}
+	c.Flags().BoolVar(&jsonOut, "json", false, "print the counts as JSON")
+	return c
 }
 
 // queueDeadCmd is `queue dead NAME [--requeue]`.
 func queueDeadCmd(tg *cli.Target) *cobra.Command {
-	var requeue bool
+	var requeue, jsonOut bool
 	c := &cobra.Command{
 		Use:     "dead NAME",
 		Short:   "list the dead letters (ID, deliveries, body), or --requeue them",
@@ -150,37 +162,40 @@ func queueDeadCmd(tg *cli.Target) *cobra.Command {
 				return err
 			}
 			defer closeDB()
-			return queueDead(ctx, q, args[0], requeue, c.OutOrStdout(), c.ErrOrStderr())
+			return queueDead(ctx, q, args[0], requeue, jsonOut, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	c.Flags().BoolVar(&requeue, "requeue", false, "put the dead letters back in the queue")
+	c.Flags().BoolVar(&jsonOut, "json", false, "print the dead letters (or those requeued) as JSON")
 	return c
 }
 
 // queueDead lists the dead letters, or puts them back in the queue.
-func queueDead(ctx context.Context, q *queue.Queue, name string, requeue bool, stdout, stderr io.Writer) error {
+func queueDead(ctx context.Context, q *queue.Queue, name string, requeue, jsonOut bool, stdout, stderr io.Writer) error {
 	dead, err := q.Dead(ctx, name, 0)
 	if err != nil {
 		return err
 	}
-	for _, d := range dead {
-		if requeue {
-			if err := q.Requeue(ctx, name, d.ID); err != nil && !errors.Is(err, queue.ErrNotDead) {
-				return err
-			}
-			fmt.Fprintf(stdout, "requeued %s\n", d.ID)
-			continue
-		}
-		fmt.Fprintf(stdout, "%s\t%d\t%s\n", d.ID, d.Deliveries, d.Body)
-	}
 	if len(dead) == 0 {
 		fmt.Fprintln(stderr, "no dead letters")
 	}
-	return nil
+	if !requeue {
+		return view.DeadLetters(stdout, dead, jsonOut)
+	}
+	var ids []string
+	for _, d := range dead {
+		if err := q.Requeue(ctx, name, d.ID); err != nil && !errors.Is(err, queue.ErrNotDead) {
+			_ = view.RequeuedItems(stdout, ids, jsonOut) // what was done before the failure
+			return err
+		}
+		ids = append(ids, d.ID)
+	}
+	return view.RequeuedItems(stdout, ids, jsonOut)
 }
 
-// queuePush pushes each item, or each line of stdin when there are none.
-func queuePush(ctx context.Context, q *queue.Queue, name string, items []string, stdin io.Reader, stdout io.Writer) error {
+// queuePush pushes each item, or each line of stdin when there are none,
+// and returns how many it pushed.
+func queuePush(ctx context.Context, q *queue.Queue, name string, items []string, stdin io.Reader) (int, error) {
 	n := 0
 	push := func(body string) error {
 		_, err := q.PushUntilKnown(ctx, name, []byte(body), 5)
@@ -192,7 +207,7 @@ func queuePush(ctx context.Context, q *queue.Queue, name string, items []string,
 	if len(items) > 0 {
 		for _, it := range items {
 			if err := push(it); err != nil {
-				return err
+				return n, err
 			}
 		}
 	} else {
@@ -200,25 +215,25 @@ func queuePush(ctx context.Context, q *queue.Queue, name string, items []string,
 		sc.Buffer(make([]byte, 64*1024), queue.MaxBodySize+1)
 		for sc.Scan() {
 			if err := push(sc.Text()); err != nil {
-				return err
+				return n, err
 			}
 		}
 		if err := sc.Err(); err != nil {
-			return fmt.Errorf("reading items: %w (after %d pushed)", err, n)
+			return n, fmt.Errorf("reading items: %w (after %d pushed)", err, n)
 		}
 	}
-	fmt.Fprintf(stdout, "pushed %d\n", n)
-	return nil
+	return n, nil
 }
 
-// queueConsume prints each item's body on its own line, then acks it
-// (queue.Consume).
-func queueConsume(ctx context.Context, q *queue.Queue, name string, o queue.ConsumeOptions, stdout io.Writer) error {
+// queueConsume prints each item's body on its own line (or the item as
+// JSON on one line), then acks it (queue.Consume).
+func queueConsume(ctx context.Context, q *queue.Queue, name string, o queue.ConsumeOptions, jsonOut bool, stdout io.Writer) error {
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	return q.Consume(ctx, name, o, func(d *queue.Delivery) error {
-		w.Write(d.Body)
-		w.WriteByte('\n')
+		if err := view.Delivery(w, d, jsonOut); err != nil {
+			return err
+		}
 		return w.Flush()
 	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/statuspage"
 	"github.com/seed-992972ee/percolator/observer"
 	"github.com/seed-992972ee/percolator/server"
 )
@@ -19,11 +21,12 @@ const drainTimeout = 30 * time.Second
 
 // serveConfig is what `serve` was asked for.
 type serveConfig struct {
-	dir, metrics string
-	listen       cli.ListenFlags
-	log          cli.LogFlags
-	opts         server.Options
-	checkLimits  func() error
+	dir         string
+	listen      cli.ListenFlags
+	http        cli.HTTPFlags
+	log         cli.LogFlags
+	opts        server.Options
+	checkLimits func() error
 }
 
 // serveCmd is `serve`: one process hosting the store, the timestamp
@@ -37,15 +40,18 @@ func serveCmd() *cobra.Command {
 		Short: "serve a database (store, oracle, lock service) over gRPC to many processes",
 		Long: `Serve a database directory (the embedded layout, so a --dir database can be
 served) to many processes over gRPC: the store, the timestamp oracle and the
-lock service. SIGTERM or SIGINT drains the calls in flight and exits 0.`,
+lock service. SIGTERM or SIGINT drains the calls in flight and exits 0.
+With --http, serve a status page for operators at / (observers, backlog,
+sessions, store size, charts of the last hour) and Prometheus metrics at
+/metrics; see docs/status-page.md.`,
 		Example: `  percolator serve --dir D
-  percolator serve --dir D --listen :7420 --token-file tok --tls-cert cert.pem --tls-key key.pem --metrics 127.0.0.1:7421`,
+  percolator serve --dir D --listen :7420 --token-file tok --tls-cert cert.pem --tls-key key.pem --http :7421`,
 		Args: cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return cfg.run(c.Context(), c.ErrOrStderr()) },
 	}
 	fs := c.Flags()
 	fs.StringVar(&cfg.dir, "dir", "", "database directory (created if needed; the embedded layout, so a --dir database can be served)")
-	fs.StringVar(&cfg.metrics, "metrics", "", "address to serve Prometheus metrics on at /metrics (e.g. 127.0.0.1:7421; default none)")
+	cfg.http.Register(fs, cli.BeyondListen)
 	cfg.listen.Register(fs, "127.0.0.1:7420", "read and write the whole store")
 	cfg.checkLimits = limitFlags(fs, &cfg.opts)
 	cli.RegisterGCLifetime(fs, &cfg.opts.GCLifetime)
@@ -68,7 +74,10 @@ func (cfg *serveConfig) validate() error {
 	if cfg.opts.GCLifetime < 0 {
 		return cli.Usagef("--gc-lifetime must be positive, or 0 to turn the background collector off")
 	}
-	return cfg.listen.Check()
+	if err := cfg.listen.Check(); err != nil {
+		return err
+	}
+	return cfg.listen.CheckHTTP(&cfg.http)
 }
 
 func (cfg *serveConfig) run(ctx context.Context, stderr io.Writer) error {
@@ -89,24 +98,52 @@ func (cfg *serveConfig) run(ctx context.Context, stderr io.Writer) error {
 		_ = lis.Close()
 		return err
 	}
-	if cfg.metrics != "" {
-		stop, err := srv.ServeMetrics(cfg.metrics)
+	serveCtx := ctx
+	if cfg.http.Addr != "" {
+		stop, err := cfg.startHTTP(ctx, srv, lis.Addr(), log)
 		if err != nil {
 			_ = lis.Close()
 			srv.Kill()
 			return err
 		}
 		defer stop()
+		var cancel context.CancelFunc
+		serveCtx, cancel = stopBeforeDrain(ctx, stop)
+		defer cancel()
 	}
 	if cfg.listen.Beyond && opts.TLS == nil {
 		log.Warn("serving beyond loopback without TLS (--insecure): the token and every request and reply cross the network in clear; "+
 			"anyone who can see the traffic can take the token and read and write the whole store", "addr", lis.Addr().String())
 	}
 	log.Info("serving", "addr", lis.Addr().String(), "dir", cfg.dir, "tls", opts.TLS != nil, "token", token != "")
-	if err := srv.ServeUntil(ctx, lis, drainTimeout); err != nil {
+	if err := srv.ServeUntil(serveCtx, lis, drainTimeout); err != nil {
 		return err // the store failed, or the drain did
 	}
 	return cli.ErrDrained
+}
+
+// startHTTP serves the status page and the server's metrics on --http.
+func (cfg *serveConfig) startHTTP(ctx context.Context, srv *server.Server, lis net.Addr, log *slog.Logger) (stop func(), err error) {
+	r := newServeReader(srv, cfg.dir, lis, &cfg.listen)
+	h := statusHTTP{flags: &cfg.http, token: cfg.listen.Token, tls: cfg.listen.TLS, metrics: srv.MetricsHandler(), log: log,
+		page: statuspage.Options{Process: "serve", About: cfg.dir + " on " + lis.String(), Read: r.read}}
+	return h.start(ctx, r.close)
+}
+
+// stopBeforeDrain is ctx for ServeUntil, ended only once stop has run
+// after ctx ended: the status page's own client leaves before the server
+// drains, so the drain does not wait for it.
+func stopBeforeDrain(ctx context.Context, stop func()) (context.Context, context.CancelFunc) {
+	sctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-ctx.Done():
+			stop()
+			cancel(context.Cause(ctx))
+		case <-sctx.Done():
+		}
+	}()
+	return sctx, func() { cancel(nil) }
 }
 
 // limitFlags registers serve's --max-* flags, which set opts's limits

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/statuspage"
 	"github.com/seed-992972ee/percolator/docindex"
 	"github.com/seed-992972ee/percolator/rpc"
 )
@@ -21,6 +23,7 @@ func workerCmd() *cobra.Command {
 	var tg cli.Target
 	var scanners int
 	var drain, random bool
+	var web cli.HTTPFlags
 	c := &cobra.Command{
 		Use:     "worker",
 		Short:   "run the index job's observers in an extra process (--server)",
@@ -36,19 +39,23 @@ func workerCmd() *cobra.Command {
 			if err := tg.Validate(); err != nil {
 				return err
 			}
-			return runWorker(c.Context(), &tg, percolator.WorkerOptions{Scanners: scanners, Drain: drain, Unpartitioned: random}, c.OutOrStdout(), c.ErrOrStderr())
+			if err := web.CheckLoopback("a worker"); err != nil {
+				return err
+			}
+			return runWorker(c.Context(), &tg, &web, percolator.WorkerOptions{Scanners: scanners, Drain: drain, Unpartitioned: random}, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	fs := c.Flags()
 	tg.Register(fs, "not allowed: a worker shares a database with other processes (--server, or --bigtable with --etcd)")
 	fs.IntVar(&scanners, "scanners", 4, "scanner threads running the observers")
 	fs.BoolVar(&drain, "drain", false, "exit once no notification is left, instead of at a signal")
+	web.Register(fs, cli.LoopbackOnly)
 	fs.BoolVar(&random, "random-scan", false, "scan the whole notify keyspace from random places, instead of splitting it with the other workers (with --etcd)")
 	return c
 }
 
 // runWorker runs the observers on the target's database.
-func runWorker(ctx context.Context, tg *cli.Target, opts percolator.WorkerOptions, stdout, stderr io.Writer) error {
+func runWorker(ctx context.Context, tg *cli.Target, web *cli.HTTPFlags, opts percolator.WorkerOptions, stdout, stderr io.Writer) error {
 	tg.RunGC = true // on Bigtable the workers collect garbage: one at a time, the holder of a lock in etcd
 	db, err := tg.Open(ctx, false)
 	if err != nil {
@@ -57,6 +64,13 @@ func runWorker(ctx context.Context, tg *cli.Target, opts percolator.WorkerOption
 	defer db.Close()
 	if err := docindex.Register(ctx, db); err != nil {
 		return err
+	}
+	if web.Addr != "" {
+		stop, err := startWorkerHTTP(ctx, tg, web, db, stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	how := "scanning from random places"
 	if tg.Etcd != "" && !opts.Unpartitioned {
@@ -84,4 +98,20 @@ func runWorker(ctx context.Context, tg *cli.Target, opts percolator.WorkerOption
 		fmt.Fprintf(stdout, "warning: %d notified cells left for observer %s (column %s), which this program does not run\n", u.Pending, u.Observer, u.Column)
 	}
 	return nil
+}
+
+// startWorkerHTTP serves the worker's status page and metrics on --http
+// (loopback only).
+func startWorkerHTTP(ctx context.Context, tg *cli.Target, web *cli.HTTPFlags, db *percolator.DB, stderr io.Writer) (stop func(), err error) {
+	var orc *statuspage.Oracle
+	if tg.Server != "" {
+		orc = &statuspage.Oracle{Leader: "The server at " + tg.Server + " hands out the timestamps."}
+	}
+	read := func(ctx context.Context) statuspage.Snapshot {
+		st, err := observerStatus(ctx, db)
+		return statuspage.Snapshot{Observers: st, ObserversErr: err, Oracle: orc}
+	}
+	h := statusHTTP{flags: web, metrics: processMetrics(), log: slog.New(slog.NewTextHandler(stderr, nil)),
+		page: statuspage.Options{Process: "worker", About: "on " + tg.String(), Read: read}}
+	return h.start(ctx, nil)
 }

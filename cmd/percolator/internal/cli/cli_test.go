@@ -102,7 +102,7 @@ func TestCheckListen(t *testing.T) {
 		{"10.0.0.1:1", "tok", false, true, true, false},
 		{"10.0.0.1:1", "tok", true, false, true, false},
 	} {
-		beyond, err := checkListen(tc.addr, tc.token, tc.tls, tc.insecure)
+		beyond, err := checkListen("--listen", tc.addr, tc.token, tc.tls, tc.insecure)
 		if beyond != tc.beyond || (err != nil) != tc.refused {
 			t.Errorf("%+v: beyond %v, %v", tc, beyond, err)
 		}

@@ -49,7 +49,7 @@ func (l *ListenFlags) Check() error {
 	if l.Token, err = ReadToken(l.tokenFile); err != nil {
 		return err
 	}
-	if l.Beyond, err = checkListen(l.Addr, l.Token, l.certFile != "", l.insecure); err != nil {
+	if l.Beyond, err = checkListen("--listen", l.Addr, l.Token, l.certFile != "", l.insecure); err != nil {
 		return err
 	}
 	l.TLS, err = loadTLS(l.certFile, l.keyFile)
@@ -69,19 +69,20 @@ func loadTLS(certFile, keyFile string) (*tls.Config, error) {
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
-// checkListen refuses a listen address beyond loopback without a token,
-// and without TLS unless insecure: the token would cross the network in
-// clear. It reports whether the address is beyond loopback.
-func checkListen(listen, token string, hasTLS, insecure bool) (beyond bool, err error) {
-	if beyond, err = beyondLoopback(listen); err != nil {
+// checkListen refuses a listen address (given by flag) beyond loopback
+// without a token, and without TLS unless insecure: the token would cross
+// the network in clear. It reports whether the address is beyond
+// loopback.
+func checkListen(flag, listen, token string, hasTLS, insecure bool) (beyond bool, err error) {
+	if beyond, err = beyondLoopback(flag, listen); err != nil {
 		return false, err
 	}
 	switch {
 	case beyond && token == "":
-		return true, Usagef("--listen %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", listen)
+		return true, Usagef("%s %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", flag, listen)
 	case beyond && !hasTLS && !insecure:
-		return true, Usagef("--listen %s is not a loopback address: without TLS the token would cross the network in clear; "+
-			"serve TLS with --tls-cert and --tls-key, or pass --insecure to accept the risk", listen)
+		return true, Usagef("%s %s is not a loopback address: without TLS the token would cross the network in clear; "+
+			"serve TLS with --tls-cert and --tls-key, or pass --insecure to accept the risk", flag, listen)
 	}
 	return beyond, nil
 }
@@ -89,7 +90,7 @@ func checkListen(listen, token string, hasTLS, insecure bool) (beyond bool, err 
 // RequireLoopback refuses a listen address other than loopback: without a
 // token, anyone who can reach the port could read and write everything.
 func RequireLoopback(addr string) error {
-	beyond, err := beyondLoopback(addr)
+	beyond, err := beyondLoopback("--listen", addr)
 	if err == nil && beyond {
 		err = Usagef("--listen %s is not a loopback address: set a token (--token-file or PERCOLATOR_TOKEN) to serve beyond this machine", addr)
 	}
@@ -99,10 +100,10 @@ func RequireLoopback(addr string) error {
 // beyondLoopback reports whether a listen address may be reached from
 // other machines: anything but localhost and a loopback IP (an empty host
 // listens on every interface).
-func beyondLoopback(addr string) (bool, error) {
+func beyondLoopback(flag, addr string) (bool, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return false, Usagef("--listen %s: %v", addr, err)
+		return false, Usagef("%s %s: %v", flag, addr, err)
 	}
 	if host == "localhost" {
 		return false, nil
@@ -110,3 +111,13 @@ func beyondLoopback(addr string) (bool, error) {
 	ip := net.ParseIP(host)
 	return ip == nil || !ip.IsLoopback(), nil
 }
+
+// CheckHTTP checks h by the rules of these flags, after Check: beyond
+// loopback the status page needs the token, and TLS or --insecure.
+func (l *ListenFlags) CheckHTTP(h *HTTPFlags) error {
+	return h.Check(l.Token, l.certFile != "", l.insecure)
+}
+
+// CertFile is --tls-cert: a client in the same process that dials the
+// listener trusts it.
+func (l *ListenFlags) CertFile() string { return l.certFile }

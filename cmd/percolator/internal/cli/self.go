@@ -45,27 +45,47 @@ func CommandSelf(ctx context.Context, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// Version is the module version, the VCS revision it was built from
-// (when known) and the Go version.
-func Version() string {
+// Build is what the binary was built from: the module version, the VCS
+// revision (when known; Modified if the tree was) and the Go version.
+type Build struct {
+	Version, Revision string
+	Modified          bool
+	Go                string
+}
+
+// BuildOf reads the binary's build information; ok is false when it has
+// none.
+func BuildOf() (b Build, ok bool) {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "percolator (unknown version)"
+		return Build{}, false
 	}
-	v := "percolator " + bi.Main.Version
-	var rev, modified string
+	b = Build{Version: bi.Main.Version, Go: bi.GoVersion}
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			rev = s.Value
+			b.Revision = s.Value
 		case "vcs.modified":
-			if s.Value == "true" {
-				modified = "+dirty"
-			}
+			b.Modified = s.Value == "true"
 		}
 	}
-	if rev != "" {
-		v += " (" + rev + modified + ")"
+	return b, true
+}
+
+// Version is the module version, the VCS revision it was built from
+// (when known) and the Go version.
+func Version() string {
+	b, ok := BuildOf()
+	if !ok {
+		return "percolator (unknown version)"
 	}
-	return v + " " + bi.GoVersion
+	v := "percolator " + b.Version
+	if b.Revision != "" {
+		dirty := ""
+		if b.Modified {
+			dirty = "+dirty"
+		}
+		v += " (" + b.Revision + dirty + ")"
+	}
+	return v + " " + b.Go
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/view"
 	"github.com/seed-992972ee/percolator/txn"
 	"github.com/seed-992972ee/percolator/verify"
 	"github.com/seed-992972ee/percolator/workload"
@@ -25,7 +26,7 @@ func Command() *cobra.Command {
 	var tg cli.Target
 	var o verify.Options
 	var faults string
-	var cleanup, matrix bool
+	var cleanup, matrix, jsonOut bool
 	var budget time.Duration
 	c := &cobra.Command{
 		Use:   "verify",
@@ -47,13 +48,16 @@ report.json, report.txt and (for a register failure) register.html go to
 		Args: cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			o.Faults = strings.Split(faults, ",")
+			if jsonOut && (cleanup || matrix) {
+				return cli.Usagef("--json prints a run's verdict: not with --cleanup or --matrix")
+			}
 			if cleanup {
 				return runVerifyCleanup(c, &tg)
 			}
 			if matrix {
 				return runVerifyMatrix(c, &tg, o, budget)
 			}
-			return runVerify(c, &tg, o)
+			return runVerify(c, &tg, o, jsonOut)
 		},
 	}
 	fs := c.Flags()
@@ -68,6 +72,7 @@ report.json, report.txt and (for a register failure) register.html go to
 	fs.StringVar(&o.Out, "out", "", "directory for the history and the report, new or empty (default: a new temporary directory)")
 	fs.BoolVar(&matrix, "matrix", false, "run every workload x fault x target (--workload, --fault and --target, when given, pick one of each) and print a table")
 	fs.DurationVar(&budget, "budget", 10*time.Minute, "with --matrix: the wall time the cells' workloads share (each cell gets at least 2s, plus its start and check)")
+	fs.BoolVar(&jsonOut, "json", false, "print the verdict as JSON (report.json in --out has the anomalies' examples)")
 	fs.BoolVar(&cleanup, "cleanup", false, "remove the rows every earlier run left on the --server or --bigtable deployment, and exit")
 	tg.Register(fs, "with --target: the directory verify deploys in (default: a temporary directory, removed at the end)")
 	fs.IntVar(&o.Workers, "workers", 2, "worker processes of a workload with workers (observer), beside the clients (in the client with --target dir)")
@@ -76,7 +81,7 @@ report.json, report.txt and (for a register failure) register.html go to
 }
 
 // runVerify validates the flags, runs and prints the verdict.
-func runVerify(c *cobra.Command, tg *cli.Target, o verify.Options) error {
+func runVerify(c *cobra.Command, tg *cli.Target, o verify.Options, jsonOut bool) error {
 	if err := verifyTarget(tg, &o); err != nil {
 		return err
 	}
@@ -92,7 +97,9 @@ func runVerify(c *cobra.Command, tg *cli.Target, o verify.Options) error {
 	if err != nil {
 		return verifyErr(err)
 	}
-	fmt.Fprint(c.OutOrStdout(), rep.Verdict())
+	if err := view.VerifyVerdict(c.OutOrStdout(), rep, jsonOut); err != nil {
+		return err
+	}
 	if !rep.Valid() {
 		return fmt.Errorf("%w: forbidden anomalies in the history (%s)", cli.ErrFailed, rep.Out)
 	}

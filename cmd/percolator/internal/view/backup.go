@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/seed-992972ee/percolator/backup"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/progress"
@@ -32,7 +31,7 @@ type BackupReport struct {
 // NewBackupReport is the report of command on file and target.
 func NewBackupReport(command, file, target string, s backup.Summary) BackupReport {
 	secs := s.Elapsed.Seconds()
-	r := BackupReport{Command: command, File: file, Target: target, StartTS: s.StartTS, Time: s.Time.Format(time.RFC3339Nano),
+	r := BackupReport{Command: command, File: file, Target: target, StartTS: s.StartTS, Time: Time(s.Time),
 		Cells: s.Cells, Observers: s.Observers, Bytes: s.Bytes, SHA256: hex.EncodeToString(s.Checksum[:]), ElapsedS: secs}
 	if secs > 0 {
 		r.CellsPerS, r.BytesPerS = float64(s.Cells)/secs, float64(s.Bytes)/secs

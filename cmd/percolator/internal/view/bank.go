@@ -42,3 +42,22 @@ func BankReports(opts *workload.BankOptions, pub *runstatus.Publisher, prog *pro
 		pub.Set(func(p *runstatus.Status) { p.Phase, p.Progress = "transfers", strings.TrimSpace(line) })
 	}
 }
+
+// BankResult prints a bank run's result (workload.BankResult) as its
+// line, or JSON.
+func BankResult(w io.Writer, r workload.BankResult, jsonOut bool) error {
+	if jsonOut {
+		return JSON(w, struct {
+			Commits   int64   `json:"commits"`
+			Conflicts uint64  `json:"conflicts"`
+			Resolved  uint64  `json:"locks_resolved"`
+			Failures  int64   `json:"failures"`
+			Snapshots int64   `json:"snapshots"`
+			Wrong     int64   `json:"wrong_totals"`
+			ElapsedS  float64 `json:"elapsed_s"`
+			TxnPerS   float64 `json:"txn_per_s"`
+		}{r.Commits, r.Conflicts, r.Resolved, r.Failures, r.Snapshots, r.Wrong, Seconds(r.Elapsed), r.TxnPerSec()})
+	}
+	_, err := fmt.Fprintln(w, r.String())
+	return err
+}

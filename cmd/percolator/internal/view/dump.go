@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/docindex"
+	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/txn"
 )
 
@@ -36,18 +37,24 @@ func Dump(ctx context.Context, db *percolator.DB, o DumpOptions, w io.Writer) er
 		return err
 	}
 	var out []dumpedRow
+	var js []dumpedRowJSON
 	for _, r := range rows {
 		cells, err := db.RawRow(ctx, r)
 		if err != nil {
 			return err
 		}
-		out = append(out, dumpedRow{Row: Path(r), Cells: cellFormat(o.Full).Versions(cells)})
+		vs := cellFormat(o.Full).Versions(cells)
+		if o.JSON {
+			js = append(js, dumpedRowOf(r, vs, cells, o.Full))
+			continue
+		}
+		out = append(out, dumpedRow{Row: Path(r), Cells: vs})
 	}
 	if o.JSON {
-		if out == nil {
-			out = []dumpedRow{}
+		if js == nil {
+			js = []dumpedRowJSON{}
 		}
-		return JSON(w, out)
+		return JSON(w, js)
 	}
 	for _, r := range out {
 		r.print(w)
@@ -83,8 +90,41 @@ func dumpRows(ctx context.Context, db *percolator.DB, o DumpOptions) ([]string, 
 // dumpedRow is a row as dump shows it: its versions as the paper's
 // tables lay them out (txn.CellFormat.Versions).
 type dumpedRow struct {
-	Row   string            `json:"row"`
-	Cells []txn.CellVersion `json:"cells"`
+	Row   string
+	Cells []txn.CellVersion
+}
+
+// dumpedRowJSON is a row as `dump --json` prints it: the row key and each
+// column as user bytes, the cells as the text renders them.
+type dumpedRowJSON struct {
+	Row   UserBytes         `json:"row"`
+	Cells []cellVersionJSON `json:"cells"`
+}
+
+func (r dumpedRowJSON) MarshalJSON() ([]byte, error) { return marshalFlat(r) }
+
+type cellVersionJSON struct {
+	Column UserBytes `json:"column"`
+	TS     uint64    `json:"ts"`
+	Data   string    `json:"data,omitempty"`
+	Lock   string    `json:"lock,omitempty"`
+	Write  string    `json:"write,omitempty"`
+}
+
+func (c cellVersionJSON) MarshalJSON() ([]byte, error) { return marshalFlat(c) }
+
+// dumpedRowOf is row's versions vs for JSON, with each column as stored:
+// vs rendered again with the columns as they are (the same versions in
+// the same order; only the columns' rendering differs).
+func dumpedRowOf(row string, vs []txn.CellVersion, cells []storage.Cell, full bool) dumpedRowJSON {
+	raw := cellFormat(full)
+	raw.Column = func(c string) string { return c }
+	cols := raw.Versions(cells)
+	j := dumpedRowJSON{Row: UserBytes(row), Cells: []cellVersionJSON{}}
+	for i, v := range vs {
+		j.Cells = append(j.Cells, cellVersionJSON{UserBytes(cols[i].Column), v.TS, v.Data, v.Lock, v.Write})
+	}
+	return j
 }
 
 // cellFormat is how dump renders a protocol cell (txn's rendering, as the

@@ -23,14 +23,56 @@ const (
 	maxTypesShown = 10
 )
 
-// IndexSummary is what an index run did, as --json prints it: the job's
-// summary, with the bad files' paths and the skipped files' extensions
-// as paths print (Skipped), and the time it took to open the database.
+// IndexSummary is what an index run did: the job's summary and the time
+// it took to open the database; --json prints it by MarshalJSON.
 type IndexSummary struct {
 	docindex.JobSummary
-	Bad      []runstatus.Bad `json:"bad_files"`
-	Skipped  map[string]int  `json:"skipped_by_type"` // extension ("" for none) -> files
-	OpenTime time.Duration   `json:"open_ns"`
+	OpenTime time.Duration
+}
+
+// indexSummaryJSON is IndexSummary as `index --json` prints it.
+type indexSummaryJSON struct {
+	Files       int              `json:"files"`
+	Skipped     map[string]int   `json:"skipped_by_type"` // extension as paths print ("" for none) -> files
+	New         int              `json:"new"`
+	Changed     int              `json:"changed"`
+	Deleted     int              `json:"deleted"`
+	Unchanged   int              `json:"unchanged"`
+	Read        int              `json:"read"`
+	Bad         []badFileJSON    `json:"bad_files"`
+	ScanS       float64          `json:"scan_s"`
+	LoadS       float64          `json:"load_s"`
+	Runs        map[string]int64 `json:"observer_runs"`
+	Scanners    int              `json:"scanners"`
+	ObserversS  float64          `json:"observers_s"`
+	Quarantined int              `json:"quarantined"`
+	Documents   int64            `json:"documents"`
+	Terms       int64            `json:"terms"`
+	Clusters    int64            `json:"duplicate_clusters"`
+	CountS      float64          `json:"count_s"`
+	Verified    bool             `json:"verified"`
+	OpenS       float64          `json:"open_s"`
+}
+
+type badFileJSON struct {
+	Path   UserBytes `json:"path"`
+	Reason string    `json:"reason"`
+}
+
+func (b badFileJSON) MarshalJSON() ([]byte, error) { return marshalFlat(b) }
+
+// MarshalJSON prints the summary by the convention of --json.
+func (s IndexSummary) MarshalJSON() ([]byte, error) {
+	j := s.JobSummary
+	out := indexSummaryJSON{Files: j.Files, Skipped: Skipped(j.Skipped), New: j.New, Changed: j.Changed, Deleted: j.Deleted,
+		Unchanged: j.Unchanged, Read: j.Read, Bad: []badFileJSON{}, ScanS: Seconds(j.ScanTime), LoadS: Seconds(j.LoadTime),
+		Runs: nonNil(j.Runs), Scanners: j.Scanners, ObserversS: Seconds(j.RunTime), Quarantined: j.Quarantined,
+		Documents: j.Documents, Terms: j.Terms, Clusters: j.Clusters, CountS: Seconds(j.CountTime), Verified: j.Verified,
+		OpenS: Seconds(s.OpenTime)}
+	for _, b := range j.Bad {
+		out.Bad = append(out.Bad, badFileJSON{UserBytes(b.Path), b.Reason})
+	}
+	return marshalNoHTML(out)
 }
 
 // Skipped is the count of skipped files by extension with each
@@ -191,15 +233,24 @@ func Dups(ctx context.Context, db *percolator.DB, jsonOut bool, w io.Writer) err
 	if err != nil {
 		return err
 	}
+	dups := ix.Dups()
+	if jsonOut {
+		clusters := [][]pathJSON{}
+		for _, c := range dups {
+			var list []pathJSON
+			for _, p := range c {
+				list = append(list, pathJSON{UserBytes(p)})
+			}
+			clusters = append(clusters, list)
+		}
+		return JSON(w, clusters)
+	}
 	clusters := [][]string{}
-	for _, c := range ix.Dups() {
+	for _, c := range dups {
 		for i := range c {
 			c[i] = Path(c[i])
 		}
 		clusters = append(clusters, c)
-	}
-	if jsonOut {
-		return JSON(w, clusters)
 	}
 	if len(clusters) == 0 {
 		fmt.Fprintln(w, "no duplicates")
@@ -219,17 +270,13 @@ func Query(ctx context.Context, db *percolator.DB, word string, jsonOut bool, w 
 	if err != nil {
 		return err
 	}
-	type hit struct {
-		Path  string `json:"path"`
-		Title string `json:"title"`
-	}
-	hits := []hit{}
+	hits := []hitJSON{}
 	for _, p := range paths {
 		title, err := docindex.Title(ctx, db, p)
 		if err != nil {
 			return err
 		}
-		hits = append(hits, hit{Path(p), Text(title)})
+		hits = append(hits, hitJSON{UserBytes(p), UserBytes(title)})
 	}
 	if jsonOut {
 		return JSON(w, hits)
@@ -238,7 +285,22 @@ func Query(ctx context.Context, db *percolator.DB, word string, jsonOut bool, w 
 		fmt.Fprintf(w, "no document has %q\n", word)
 	}
 	for _, h := range hits {
-		fmt.Fprintf(w, "%s\t%s\n", h.Path, h.Title)
+		fmt.Fprintf(w, "%s\t%s\n", Path(string(h.Path)), Text(string(h.Title)))
 	}
 	return nil
 }
+
+// pathJSON is a document's path as `index --dups --json` prints it.
+type pathJSON struct {
+	Path UserBytes `json:"path"`
+}
+
+func (p pathJSON) MarshalJSON() ([]byte, error) { return marshalFlat(p) }
+
+// hitJSON is a document as `index query --json` prints it.
+type hitJSON struct {
+	Path  UserBytes `json:"path"`
+	Title UserBytes `json:"title"`
+}
+
+func (h hitJSON) MarshalJSON() ([]byte, error) { return marshalFlat(h) }

@@ -14,24 +14,25 @@ import (
 	"github.com/seed-992972ee/percolator/docindex"
 )
 
-// Status is what `status` prints, as text or JSON.
+// Status is what `status` prints, as text (PrintStatus) or JSON
+// (MarshalJSON).
 type Status struct {
-	Dir    string `json:"dir,omitempty"`
-	Server string `json:"server,omitempty"`
+	Dir    string
+	Server string
 	// Source is "store" (read from the store), "server" or "bigtable", or
 	// "published" (the store is held by a running command; this is what
 	// it published).
-	Source string `json:"source"`
+	Source string
 	// Format is the store's on-disk format version (0 when published).
-	Format    uint64                     `json:"format_version,omitempty"`
-	GC        *GCState                   `json:"gc,omitempty"`
-	Observers *percolator.ObserverStatus `json:"observers,omitempty"`
-	Index     *docindex.Counts           `json:"index,omitempty"`
+	Format    uint64
+	GC        *GCState
+	Observers *percolator.ObserverStatus
+	Index     *docindex.Counts
 	// Run is the status published by the command running now, or by the
 	// last one.
-	Run *runstatus.Status `json:"run,omitempty"`
+	Run *runstatus.Status
 	// Age is how old Run is.
-	Age time.Duration `json:"age_ns,omitempty"`
+	Age time.Duration
 }
 
 // FromStore reads the observers' status and the index's counts from db.

@@ -1,7 +1,7 @@
 package view
 
 import (
-	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"slices"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
 )
 
 // Path is a path (or row key) as printed: as is if it is printable
@@ -41,13 +43,6 @@ func containsFunc(s string, f func(rune) bool) bool {
 	return false
 }
 
-// JSON prints v as indented JSON.
-func JSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 // FirstLine is s up to its first newline.
 func FirstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
@@ -55,3 +50,21 @@ func FirstLine(s string) string {
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// Version prints the build the binary was made from (ok false: it has
+// no build information) as text, or JSON.
+func Version(w io.Writer, text string, b cli.Build, ok, jsonOut bool) error {
+	if !jsonOut {
+		_, err := fmt.Fprintln(w, text)
+		return err
+	}
+	if !ok {
+		b.Version = "unknown"
+	}
+	return JSON(w, struct {
+		Version  string `json:"version"`
+		Revision string `json:"revision,omitempty"`
+		Modified bool   `json:"modified"`
+		Go       string `json:"go_version,omitempty"`
+	}{b.Version, b.Revision, b.Modified, b.Go})
+}

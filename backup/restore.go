@@ -171,11 +171,13 @@ func check(ctx context.Context, db *percolator.DB, r io.ReadSeeker, o *RestoreOp
 	if err != nil {
 		return Summary{}, nil, err
 	}
+	p.report("check", 0, 0) // the phase starts
 	_, maxBytes := db.TxnLimits()
 	c := checker{names: map[string]bool{}, kinds: map[string]bool{}, maxValue: db.MaxValueSize(), maxBytes: maxBytes}
 	for n := 1; ; n++ {
 		rec, err := rd.Next()
 		if err == io.EOF {
+			p.report("check", rd.cells, rd.Offset()) // the whole file
 			return rd.Summary(), c.observers, nil
 		}
 		if err == nil {
@@ -261,6 +263,7 @@ func load(ctx context.Context, db *percolator.DB, r io.ReadSeeker, o *RestoreOpt
 	if err != nil {
 		return err
 	}
+	p.report("load", 0, 0) // the phase starts
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(o.Concurrency)
 	err = loadCells(gctx, db, rd, o, p, g)

@@ -51,7 +51,8 @@ func (o *Options) ensureDefaults() {
 // Progress is how far a backup or a restore got: the cells and the bytes
 // of the file written or read so far, of Total (0 when unknown), and the
 // time since it began. Phase is "backup", or a restore's "check" or
-// "load".
+// "load"; each phase is reported as it starts (no cells yet), then as
+// it goes, and a check once more at the file's end.
 type Progress struct {
 	Phase   string
 	Cells   int64
@@ -123,6 +124,9 @@ func Write(ctx context.Context, db *percolator.DB, w io.Writer, o Options) (Summ
 // many.
 func writeCells(ctx context.Context, tx *percolator.Txn, e *encoder, o *Options, began time.Time) (int64, error) {
 	var cells int64
+	if o.Progress != nil {
+		o.Progress(Progress{Phase: "backup", Bytes: e.n, Elapsed: time.Since(began)}) // the phase starts
+	}
 	for start, page := "", 0; ; page++ {
 		if o.beforePage != nil {
 			o.beforePage(page, tx.StartTS())

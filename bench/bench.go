@@ -86,11 +86,16 @@ type ServerTarget struct {
 	Addr, Token, TokenFile, CAFile string
 }
 
-// Progress shows how far a long setup got: a bar on a terminal, say.
-// Show may be called concurrently.
+// Progress shows how far a long phase got, a phase at a time: a bar on
+// a terminal, say. Start begins a phase counting label, total of them
+// (-1: not known as it starts; a total never changes within a phase);
+// Set reports the count so far, and may be called concurrently; End ends
+// the phase with the error that ended it (nil: it completed), so that a
+// phase interrupted or failed is not shown complete.
 type Progress interface {
-	Show(desc string, done, total int64)
-	End()
+	Start(label string, total int64)
+	Set(done int64)
+	End(err error)
 }
 
 // EnsureDefaults sets the zero fields that have defaults.
@@ -315,5 +320,6 @@ func (b *runner) command(ctx context.Context, args ...string) (*exec.Cmd, error)
 
 type noProgress struct{}
 
-func (noProgress) Show(string, int64, int64) {}
-func (noProgress) End()                      {}
+func (noProgress) Start(string, int64) {}
+func (noProgress) Set(int64)           {}
+func (noProgress) End(error)           {}

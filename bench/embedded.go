@@ -21,7 +21,9 @@ func embeddedOracle(ctx context.Context, b *runner, r *Report) error {
 		return err
 	}
 	defer alloc.Close()
+	end := b.timed(ctx, "oracle: seconds measured", b.opts.Duration)
 	rate, err := oracle.Throughput(ctx, oracle.NewClient(alloc), 64, b.opts.Duration)
+	end(err)
 	if err != nil {
 		return err
 	}
@@ -61,7 +63,9 @@ func embeddedWrites(ctx context.Context, b *runner, r *Report) error {
 		row := string(benchKey(rng.IntN(1 << 30)))
 		return db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set(row, "v", value) })
 	}
+	end := b.timed(ctx, "writes: seconds measured", b.opts.Duration)
 	rawN, txnN := alternate(ctx, b.opts.Writers, b.opts.Duration, rawOp, txnOp)
+	end(nil)
 	ratio := show(txnN/rawN, 2)
 	r.printf("writes:  %.0f txn/s vs %.0f raw synced Pebble writes/s at %d writers, %d-byte values: ratio %sx (target >= 0.25x: %s)",
 		txnN, rawN, b.opts.Writers, b.opts.ValueSize, ratio, r.mark("writes >= 0.25x raw Pebble", ratio.atLeast(0.25)))
@@ -100,7 +104,9 @@ func embeddedReads(ctx context.Context, b *runner, r *Report) error {
 			return nil
 		})
 	}
+	end := b.timed(ctx, "reads: seconds measured", b.opts.Duration)
 	rawN, txnN := alternate(ctx, b.opts.Readers, b.opts.Duration, rawOp, txnOp)
+	end(nil)
 	ratio := show(txnN/rawN, 2)
 	r.printf("reads:   %.0f reads/s in read-only txns (100 reads each) vs %.0f raw Pebble reads/s at %d readers: ratio %sx (target >= 0.5x: %s)",
 		100*txnN, 100*rawN, b.opts.Readers, ratio, r.mark("reads >= 0.5x raw Pebble", ratio.atLeast(0.5)))
@@ -145,7 +151,9 @@ func embeddedBank(ctx context.Context, b *runner, r *Report) error {
 		return err
 	}
 	defer db.Close()
+	end := b.timed(ctx, "bank: seconds measured", b.opts.BankDuration)
 	res, err := workload.RunBank(ctx, db, workload.BankOptions{Accounts: 1000, Workers: 64, Readers: 2, Duration: b.opts.BankDuration, Initial: 100})
+	end(err)
 	if err != nil {
 		return err
 	}

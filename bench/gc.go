@@ -118,15 +118,15 @@ func (b *runner) gcSpace(ctx context.Context, open gcOpener, lifetime time.Durat
 		}
 	}
 	d := b.opts.GCDuration
-	desc := fmt.Sprintf("gc: the bank on two stores, with and without the collector (seconds of %s)", d)
+	b.opts.Progress.Start("gc: the bank on two stores, with and without the collector: seconds", int64(d.Seconds()))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return b.runSide(gctx, on, d, func(at time.Duration) { b.opts.Progress.Show(desc, int64(at.Seconds()), int64(d.Seconds())) })
+		return b.runSide(gctx, on, d, func(at time.Duration) { b.opts.Progress.Set(min(int64(at.Seconds()), int64(d.Seconds()))) })
 	})
 	g.Go(func() error { return b.runSide(gctx, off, d, func(time.Duration) {}) })
 	g.Go(func() error { return sampleEarly(gctx, d/5, on, off) })
 	err = g.Wait()
-	b.opts.Progress.End()
+	b.opts.Progress.End(err)
 	return on, off, err
 }
 
@@ -294,14 +294,15 @@ func waitNoneOpen(ctx context.Context, db *percolator.DB) error {
 // writeVersions writes versions 0..n-1 of every account, one version at
 // a time.
 func (b *runner) writeVersions(ctx context.Context, db *percolator.DB, n int) error {
-	desc := fmt.Sprintf("gc: writing %d versions of %d accounts", n, gcAccounts)
+	b.opts.Progress.Start(fmt.Sprintf("gc: versions written of each of %d accounts", gcAccounts), int64(n))
 	for v := range n {
 		if err := writeVersion(ctx, db, v); err != nil {
+			b.opts.Progress.End(err)
 			return err
 		}
-		b.opts.Progress.Show(desc, int64(v+1), int64(n))
+		b.opts.Progress.Set(int64(v + 1))
 	}
-	b.opts.Progress.End()
+	b.opts.Progress.End(nil)
 	return nil
 }
 

@@ -144,7 +144,9 @@ func (b *runner) measureGraph(ctx context.Context, db, cdb *percolator.DB, txnCa
 			TS: ts.Add(1), Props: graph.Props{"rating": graph.FloatValue(float64(rng.IntN(50)) / 10)}}
 	}
 	conflicts0 := db.Stats().Conflicts
+	end := b.timed(ctx, "graph: seconds measured", b.opts.Duration)
 	lats, err := mutateFor(ctx, g, b.opts.Writers, b.opts.Duration, uint64(edges), mutation)
+	end(err)
 	if err != nil {
 		return graphRun{}, err
 	}

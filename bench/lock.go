@@ -70,11 +70,13 @@ func lockFigure(ctx context.Context, b *runner, r *Report) error {
 		return spin.release(ctx)
 	}
 	d := b.opts.Duration / 4
+	end := b.timed(ctx, "lock: seconds measured", 4*d)
 	lockLat, err1 := medianLatency(d, leaseOp("bench-uncontended"))
 	spinLat, err2 := medianLatency(d, spinOp)
 	lockN, err3 := throughput(d, 32, leaseOp("bench-contended"))
 	spinN, err4 := throughput(d, 32, spinOp)
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	err = errors.Join(err1, err2, err3, err4)
+	if end(err); err != nil {
 		return err
 	}
 	r.printf("lock:    uncontended acquire+release p50 %s (lease, token, ticket, store clock) vs %s (plain CAS spin lock): %.1fx the latency",

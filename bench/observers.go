@@ -84,20 +84,22 @@ func (b *runner) newNotifyTable(ctx context.Context, cells int) (*notifyTable, e
 		return nil, err
 	}
 	t := &notifyTable{db: db, cells: cells, rng: rand.New(rand.NewPCG(uint64(cells), 7))}
-	if err := t.fill(ctx, b.opts.Log); err != nil {
+	if err := t.fill(ctx, b.opts.Log, b.opts.Progress); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
 	return t, nil
 }
 
-func (t *notifyTable) fill(ctx context.Context, log io.Writer) error {
+func (t *notifyTable) fill(ctx context.Context, log io.Writer, prog Progress) error {
 	noop := func(context.Context, *percolator.Txn, string, string) error { return nil }
 	if err := t.db.Observe(ctx, percolator.Observer{Name: "touch", Column: "c", Fn: noop}); err != nil {
 		return err
 	}
 	const perTxn = 1000
 	start := time.Now()
-	err := t.db.Load(ctx, (t.cells+perTxn-1)/perTxn, percolator.LoadOptions{Concurrency: 4}, func(tx *percolator.Txn, item int) error {
+	prog.Start("notify: cells loaded", int64(t.cells))
+	lo := percolator.LoadOptions{Concurrency: 4, Progress: func(done, _ int) { prog.Set(int64(min(done*perTxn, t.cells))) }}
+	err := t.db.Load(ctx, (t.cells+perTxn-1)/perTxn, lo, func(tx *percolator.Txn, item int) error {
 		for i := item * perTxn; i < min((item+1)*perTxn, t.cells); i++ {
 			if err := tx.Set(notifyRow(i), "c", []byte("v0")); err != nil {
 				return err
@@ -105,12 +107,13 @@ func (t *notifyTable) fill(ctx context.Context, log io.Writer) error {
 		}
 		return nil
 	})
+	prog.End(err)
 	if err != nil {
 		return err
 	}
 	loaded := time.Since(start)
 	start = time.Now()
-	if _, err := t.db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: 16, Drain: true}); err != nil {
+	if err := drain(ctx, t.db, percolator.WorkerOptions{Scanners: 16, Drain: true}, prog, "notify: observer runs"); err != nil {
 		return err
 	}
 	processed := time.Since(start)
@@ -183,7 +186,7 @@ func observers(ctx context.Context, b *runner, r *Report) error {
 		if err != nil {
 			return err
 		}
-		res, err := indexOnce(ctx, db, files, scanners)
+		res, err := indexOnce(ctx, db, files, scanners, b.opts.Progress)
 		err = joinClose(err, db)
 		if err != nil {
 			return err
@@ -206,8 +209,50 @@ type indexResult struct {
 	index       *docindex.Index
 }
 
+// drain runs the observers of db to quiescence with opts, showing their
+// runs on prog as a phase labelled label (their number is not known in
+// advance: each run may notify more cells), read every second.
+func drain(ctx context.Context, db *percolator.DB, opts percolator.WorkerOptions, prog Progress, label string) error {
+	runs := func(st percolator.ObserverStatus) (n int64) {
+		for _, o := range st.Observers {
+			n += o.Counts["runs"]
+		}
+		return n
+	}
+	before, err := db.ObserverStatus(ctx)
+	if err != nil {
+		return err
+	}
+	prog.Start(label, -1)
+	mctx, stop := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-mctx.Done():
+				return
+			case <-t.C:
+				if st, err := db.ObserverStatus(mctx); err == nil {
+					prog.Set(runs(st) - runs(before))
+				}
+			}
+		}
+	}()
+	_, err = db.RunWorkers(ctx, opts)
+	stop()
+	<-polled
+	if st, serr := db.ObserverStatus(ctx); serr == nil {
+		prog.Set(runs(st) - runs(before))
+	}
+	prog.End(err)
+	return err
+}
+
 // indexOnce loads files into a fresh db and drains the pipeline.
-func indexOnce(ctx context.Context, db *percolator.DB, files map[string][]byte, scanners int) (indexResult, error) {
+func indexOnce(ctx context.Context, db *percolator.DB, files map[string][]byte, scanners int, prog Progress) (indexResult, error) {
 	var res indexResult
 	if err := docindex.Register(ctx, db); err != nil {
 		return res, err
@@ -218,7 +263,7 @@ func indexOnce(ctx context.Context, db *percolator.DB, files map[string][]byte, 
 	}
 	res.load = time.Since(start)
 	start = time.Now()
-	if _, err := db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: scanners, Drain: true}); err != nil {
+	if err := drain(ctx, db, percolator.WorkerOptions{Scanners: scanners, Drain: true}, prog, fmt.Sprintf("observers: runs with %d scanners", scanners)); err != nil {
 		return res, err
 	}
 	res.drain = time.Since(start)

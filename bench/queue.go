@@ -101,11 +101,15 @@ func (b *runner) measureQueueSide(ctx context.Context, side string, n int) (queu
 	}
 	f.setup = time.Since(start)
 	fmt.Fprintf(b.opts.Log, "queue:   %s: %d items put in flight in %s\n", side, n, f.setup.Round(time.Millisecond))
-	if f.push, _, err = timedRate(ctx, b.opts.Duration, func() (bool, error) { return true, q.push(ctx, body) }); err != nil {
+	end := b.timed(ctx, "queue: seconds of pushes measured", b.opts.Duration)
+	f.push, _, err = timedRate(ctx, b.opts.Duration, func() (bool, error) { return true, q.push(ctx, body) })
+	if end(err); err != nil {
 		return f, err
 	}
 	p0, k0, c0 := q.cost()
-	if f.popAck, f.drained, err = timedRate(ctx, b.opts.Duration, func() (bool, error) { return q.popAck(ctx) }); err != nil {
+	end = b.timed(ctx, "queue: seconds of pops and acks measured", b.opts.Duration)
+	f.popAck, f.drained, err = timedRate(ctx, b.opts.Duration, func() (bool, error) { return q.popAck(ctx) })
+	if end(err); err != nil {
 		return f, err
 	}
 	p1, k1, c1 := q.cost()
@@ -166,6 +170,7 @@ func timedRate(ctx context.Context, d time.Duration, op func() (bool, error)) (f
 // parallel runs fn n times from the given number of goroutines, showing
 // progress, and returns the first error.
 func parallel(ctx context.Context, n, workers int, desc string, prog Progress, fn func() error) error {
+	prog.Start(desc, int64(n))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var next, done atomic.Int64
@@ -181,15 +186,15 @@ func parallel(ctx context.Context, n, workers int, desc string, prog Progress, f
 					once.Do(func() { first = err; cancel() })
 					return
 				}
-				prog.Show(desc, done.Add(1), int64(n))
+				prog.Set(done.Add(1))
 			}
 		}()
 	}
 	wg.Wait()
-	prog.End()
 	if first == nil {
 		first = ctx.Err()
 	}
+	prog.End(first)
 	return first
 }
 
@@ -234,11 +239,11 @@ type leasedQueue struct {
 }
 
 func (l *leasedQueue) hold(ctx context.Context, n int, body []byte, prog Progress) error {
-	err := parallel(ctx, n, queuePushers, "queue: push", prog, func() error { return l.push(ctx, body) })
+	err := parallel(ctx, n, queuePushers, "queue: items pushed", prog, func() error { return l.push(ctx, body) })
 	if err != nil {
 		return err
 	}
-	err = parallel(ctx, n, queueWorkers, "queue: pop (held)", prog, func() error {
+	err = parallel(ctx, n, queueWorkers, "queue: items popped and held", prog, func() error {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		_, err := l.q.Pop(pctx, l.name, queueHold)
@@ -325,17 +330,20 @@ func (s *scanQueue) hold(ctx context.Context, n int, body []byte, prog Progress)
 		return errors.New("the store cannot write batches (storage.Batcher)")
 	}
 	claim := uint64(time.Now().Add(queueHold).UnixMilli())
+	prog.Start("scan: items held", int64(n))
 	for i := 0; i < n; i += 1000 {
 		var rows []storage.RowMutation
 		for range min(1000, n-i) {
 			rows = append(rows, storage.RowMutation{Row: s.row(s.seq.Add(1)), Mutations: s.item(body, claim)})
 		}
 		if errs, err := b.MutateRows(ctx, rows); err != nil || errs != nil {
-			return errors.Join(append(errs, err)...)
+			err = errors.Join(append(errs, err)...)
+			prog.End(err)
+			return err
 		}
-		prog.Show("scan: hold", int64(i+len(rows)), int64(n))
+		prog.Set(int64(i + len(rows)))
 	}
-	prog.End()
+	prog.End(nil)
 	return nil
 }
 

@@ -11,6 +11,44 @@ import (
 	"time"
 )
 
+// timed shows a measurement that runs for d as a phase of Progress
+// counting its seconds, which a goroutine moves every second; the
+// function it returns ends the phase with the measurement's error (the
+// context's if it ended).
+func (b *runner) timed(ctx context.Context, label string, d time.Duration) (end func(error)) {
+	total := int64((d + time.Second - 1) / time.Second)
+	b.opts.Progress.Start(label, total)
+	start := time.Now()
+	secs := func() int64 { return min(int64(time.Since(start)/time.Second), total) }
+	t := time.NewTicker(time.Second)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				b.opts.Progress.Set(secs())
+			}
+		}
+	}()
+	return func(err error) {
+		t.Stop()
+		close(stop)
+		<-stopped
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err == nil {
+			b.opts.Progress.Set(total) // it ran its time, whole seconds or not
+		} else {
+			b.opts.Progress.Set(secs())
+		}
+		b.opts.Progress.End(err)
+	}
+}
+
 // rate runs op from n goroutines for d and returns completed ops per second.
 func rate(ctx context.Context, n int, d time.Duration, op func(*rand.Rand) error) float64 {
 	var done atomic.Int64
@@ -27,7 +65,12 @@ func rate(ctx context.Context, n int, d time.Duration, op func(*rand.Rand) error
 			}
 		})
 	}
-	time.Sleep(d)
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-ctx.Done(): // an interrupt ends the measurement now
+		t.Stop()
+	}
 	stop.Store(true)
 	wg.Wait()
 	return float64(done.Load()) / time.Since(start).Seconds()

@@ -29,14 +29,25 @@ const (
 // rerun after editing as many other files (the first rerun also pays for
 // what the first run's store left to do: replaying its log). A last run
 // with --verify (not timed) checks the index.
-func rerun(ctx context.Context, b *runner, r *Report) error {
+func rerun(ctx context.Context, b *runner, r *Report) (err error) {
 	src := filepath.Join(b.opts.Dir, "rerun-corpus")
 	db := filepath.Join(b.opts.Dir, "rerun-db")
 	n, err := rerunCorpus(b.opts, src)
 	if err != nil {
 		return err
 	}
-	first, err := b.timeIndex(ctx, db, src, "first run")
+	b.opts.Progress.Start("rerun: index runs", rerunRuns)
+	defer func() { b.opts.Progress.End(err) }()
+	runs := int64(0)
+	timeIndex := func(what string, extra ...string) (time.Duration, error) {
+		d, err := b.timeIndex(ctx, db, src, what, extra...)
+		if err == nil {
+			runs++
+			b.opts.Progress.Set(runs)
+		}
+		return d, err
+	}
+	first, err := timeIndex("first run")
 	if err != nil {
 		return err
 	}
@@ -47,21 +58,25 @@ func rerun(ctx context.Context, b *runner, r *Report) error {
 		if edited, err = editFiles(src, b.opts.EditFraction, round); err != nil {
 			return err
 		}
-		if edits[round], err = b.timeIndex(ctx, db, src, fmt.Sprintf("after editing %d files", edited)); err != nil {
+		if edits[round], err = timeIndex(fmt.Sprintf("after editing %d files", edited)); err != nil {
 			return err
 		}
 		if round == 0 {
-			if none, err = b.timeIndex(ctx, db, src, "no change"); err != nil {
+			if none, err = timeIndex("no change"); err != nil {
 				return err
 			}
 		}
 	}
-	if _, err := b.timeIndex(ctx, db, src, "verify", "--verify"); err != nil {
+	if _, err := timeIndex("verify", "--verify"); err != nil {
 		return err
 	}
 	printRerun(r, n, edited, first, edits, none)
 	return nil
 }
+
+// rerunRuns is how many index runs rerun times: the first, one after
+// each of two edits, one with no change, and one verifying.
+const rerunRuns = 5
 
 func printRerun(r *Report, n, edited int, first time.Duration, edits [2]time.Duration, none time.Duration) {
 	ratio := func(d time.Duration) shown { return show(d.Seconds()/first.Seconds(), 4) }

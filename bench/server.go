@@ -52,20 +52,27 @@ func (b *runner) openServerPair(ctx context.Context) (*percolator.DB, *remote.St
 func serverOracle(ctx context.Context, b *runner, r *Report) error {
 	var ping, ping1, ts, calls float64
 	half := b.opts.Duration / 2
-	for range 2 {
-		p, err := b.clientProcs(ctx, "ping", oracleCallers, half)
-		if err != nil {
-			return err
+	end := b.timed(ctx, "oracle: seconds measured", 6*half)
+	err := func() error {
+		for range 2 {
+			p, err := b.clientProcs(ctx, "ping", oracleCallers, half)
+			if err != nil {
+				return err
+			}
+			p1, err := b.clientProcs(ctx, "ping", 1, half)
+			if err != nil {
+				return err
+			}
+			o, err := b.clientProcs(ctx, "oracle", oracleCallers, half)
+			if err != nil {
+				return err
+			}
+			ping, ping1, ts, calls = ping+p.Rate/2, ping1+p1.Rate/2, ts+o.Rate/2, calls+o.Calls/2
 		}
-		p1, err := b.clientProcs(ctx, "ping", 1, half)
-		if err != nil {
-			return err
-		}
-		o, err := b.clientProcs(ctx, "oracle", oracleCallers, half)
-		if err != nil {
-			return err
-		}
-		ping, ping1, ts, calls = ping+p.Rate/2, ping1+p1.Rate/2, ts+o.Rate/2, calls+o.Calls/2
+		return nil
+	}()
+	if end(err); err != nil {
+		return err
 	}
 	batch := ts / calls
 	// The oracle keeps one request in flight per process: the calls it can
@@ -174,7 +181,9 @@ func (b *runner) measureReads(ctx context.Context, db *percolator.DB, st storage
 			return nil
 		})
 	}
+	end := b.timed(ctx, "reads: seconds measured", b.opts.Duration)
 	raw, txn = alternate(ctx, b.opts.Readers, b.opts.Duration, rawOp, txnOp)
+	end(nil)
 	return raw, txn, nil
 }
 
@@ -204,6 +213,8 @@ func (b *runner) measureWrites(ctx context.Context, db *percolator.DB, st storag
 		row := serverKey(rng.IntN(1 << 30))
 		return db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set(row, "v", value) })
 	}
+	end := b.timed(ctx, "writes: seconds measured", b.opts.Duration)
+	defer end(nil)
 	return alternate(ctx, b.opts.Writers, b.opts.Duration, rawOp, txnOp)
 }
 
@@ -229,7 +240,9 @@ func serverNonces(ctx context.Context, b *runner, r *Report) error {
 			return err
 		}
 	}
+	end := b.timed(ctx, "nonces: seconds measured", b.opts.Duration)
 	rawN, nonceN := alternate(ctx, b.opts.Writers, b.opts.Duration, inc(without), inc(with))
+	end(nil)
 	ratio := show(nonceN/rawN, 2)
 	r.printf("nonces:  %.0f Increments/s with nonces vs %.0f without at %d callers: ratio %sx (target >= 0.8x: %s)",
 		nonceN, rawN, b.opts.Writers, ratio, r.mark("nonces >= 0.8x without", ratio.atLeast(0.8)))

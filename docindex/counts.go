@@ -181,7 +181,14 @@ func minus(a, b []string) []string {
 // observers are quiescent, the counts equal those of Export; run while
 // they work, they count a consistent past state and later folds catch up.
 func CountIndex(ctx context.Context, db *percolator.DB) (Counts, error) {
+	return countIndex(ctx, db, nil)
+}
+
+// countIndex is CountIndex telling folded (if set) the dirty rows folded
+// so far after each batch.
+func countIndex(ctx context.Context, db *percolator.DB, folded func(n int64)) (Counts, error) {
 	cache := &flagCache{folds: -1}
+	var n int64
 	for {
 		var f *fold
 		err := db.Update(ctx, func(tx *percolator.Txn) error {
@@ -193,6 +200,9 @@ func CountIndex(ctx context.Context, db *percolator.DB) (Counts, error) {
 			return Counts{}, fmt.Errorf("docindex: counting: %w", err)
 		}
 		cache.committed(f)
+		if n += int64(len(f.dirtyDocs) + len(f.dirtyWordsRows)); folded != nil {
+			folded(n)
+		}
 		if !f.more() {
 			break
 		}

@@ -12,14 +12,22 @@ import (
 // Export reads the incremental index back in Build's shape, from one
 // snapshot. It reads the whole index: for the summary counts use
 // CountIndex.
-func Export(ctx context.Context, db *percolator.DB) (*Index, error) {
+func Export(ctx context.Context, db *percolator.DB) (*Index, error) { return export(ctx, db, nil) }
+
+// exportPage is how many rows export reads at a time.
+const exportPage = 1024
+
+// export is Export telling read (if set) the rows read so far after each
+// page.
+func export(ctx context.Context, db *percolator.DB, read func(n int64)) (*Index, error) {
 	ix := &Index{Docs: map[string]Doc{}, Canonical: map[string]string{}, Terms: map[string][]string{}, InLinks: map[string]int{}}
 	err := db.View(ctx, func(tx *percolator.Txn) error {
+		s := &pagedScan{tx: tx, read: read}
 		return firstErr(
-			func() error { return exportDocs(ctx, tx, ix) },
-			func() error { return exportCanonical(ctx, tx, ix) },
-			func() error { return exportTerms(ctx, tx, ix) },
-			func() error { return exportLinks(ctx, tx, ix) },
+			func() error { return exportDocs(ctx, s, ix) },
+			func() error { return exportCanonical(ctx, s, ix) },
+			func() error { return exportTerms(ctx, s, ix) },
+			func() error { return exportLinks(ctx, s, ix) },
 		)
 	})
 	for _, paths := range ix.Terms {
@@ -33,8 +41,32 @@ func scanPrefix(ctx context.Context, tx *percolator.Txn, prefix, col string) ([]
 	return tx.Scan(ctx, prefix, prefixEnd(prefix), col, 0)
 }
 
-func exportDocs(ctx context.Context, tx *percolator.Txn, ix *Index) error {
-	kvs, err := scanPrefix(ctx, tx, docPrefix, colParsed)
+// pagedScan reads the values of a column in the rows with a prefix, a
+// page at a time, telling read (if set) the rows read so far after each
+// page.
+type pagedScan struct {
+	tx   *percolator.Txn
+	read func(n int64)
+	n    int64
+}
+
+func (s *pagedScan) scan(ctx context.Context, prefix, col string) ([]percolator.KV, error) {
+	var all []percolator.KV
+	for start, end := prefix, prefixEnd(prefix); ; {
+		kvs, err := s.tx.Scan(ctx, start, end, col, exportPage)
+		all = append(all, kvs...)
+		if s.n += int64(len(kvs)); s.read != nil {
+			s.read(s.n)
+		}
+		if err != nil || len(kvs) < exportPage {
+			return all, err
+		}
+		start = string(kvs[len(kvs)-1].Row) + "\x00"
+	}
+}
+
+func exportDocs(ctx context.Context, s *pagedScan, ix *Index) error {
+	kvs, err := s.scan(ctx, docPrefix, colParsed)
 	for _, kv := range kvs {
 		d, err := decodeDoc(kv.Value)
 		if err != nil {
@@ -45,8 +77,8 @@ func exportDocs(ctx context.Context, tx *percolator.Txn, ix *Index) error {
 	return err
 }
 
-func exportCanonical(ctx context.Context, tx *percolator.Txn, ix *Index) error {
-	kvs, err := scanPrefix(ctx, tx, hashPrefix, colMembers)
+func exportCanonical(ctx context.Context, s *pagedScan, ix *Index) error {
+	kvs, err := s.scan(ctx, hashPrefix, colMembers)
 	for _, kv := range kvs {
 		members, err := decodeList(kv.Value)
 		if err != nil {
@@ -59,8 +91,8 @@ func exportCanonical(ctx context.Context, tx *percolator.Txn, ix *Index) error {
 	return err
 }
 
-func exportTerms(ctx context.Context, tx *percolator.Txn, ix *Index) error {
-	kvs, err := scanPrefix(ctx, tx, termPrefix, colPosting)
+func exportTerms(ctx context.Context, s *pagedScan, ix *Index) error {
+	kvs, err := s.scan(ctx, termPrefix, colPosting)
 	for _, kv := range kvs {
 		term, path, ok := splitPosting(string(kv.Row))
 		if !ok {
@@ -71,8 +103,8 @@ func exportTerms(ctx context.Context, tx *percolator.Txn, ix *Index) error {
 	return err
 }
 
-func exportLinks(ctx context.Context, tx *percolator.Txn, ix *Index) error {
-	kvs, err := scanPrefix(ctx, tx, linkPrefix, colFrom)
+func exportLinks(ctx context.Context, s *pagedScan, ix *Index) error {
+	kvs, err := s.scan(ctx, linkPrefix, colFrom)
 	for _, kv := range kvs {
 		ix.InLinks[string(kv.Value)]++ // the value is the target
 	}
@@ -137,6 +169,12 @@ func StoredContents(ctx context.Context, db *percolator.DB, keep func(path strin
 // what the index holds for them. It reports the files it could not read
 // again as bad.
 func Reference(ctx context.Context, db *percolator.DB, files []File, bad []BadFile) (map[string][]byte, []BadFile, error) {
+	return reference(ctx, db, files, bad, nil)
+}
+
+// reference is Reference telling read (if set) the files read again so
+// far, of how many: 0 before the first, then after each.
+func reference(ctx context.Context, db *percolator.DB, files []File, bad []BadFile, read func(done, total int)) (map[string][]byte, []BadFile, error) {
 	set := newBadSet(bad)
 	var good []File
 	for _, f := range files {
@@ -144,7 +182,10 @@ func Reference(ctx context.Context, db *percolator.DB, files []File, bad []BadFi
 			good = append(good, f)
 		}
 	}
-	ref, unread := ReadFiles(good)
+	ref, unread := readFiles(ctx, good, read)
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
 	kept, err := StoredContents(ctx, db, set.covers)
 	for p, c := range kept {
 		ref[p] = c

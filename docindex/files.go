@@ -1,6 +1,7 @@
 package docindex
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -127,7 +128,14 @@ func ScanDir(dir string) ([]File, []BadFile, error) {
 // returned as a bad file, and the rest listed; only an unreadable dir
 // itself is an error. File names are kept as bytes: they need not be
 // valid UTF-8. sel must be valid (Selection.Validate).
-func ListDir(dir string, sel Selection) (Listing, error) {
+func ListDir(dir string, sel Selection) (Listing, error) { return listDir(dir, sel, nil) }
+
+// listSeenEvery is how many files listDir lists between its reports.
+const listSeenEvery = 64
+
+// listDir is ListDir telling seen (if set) the files listed so far, every
+// listSeenEvery and once at the end.
+func listDir(dir string, sel Selection, seen func(n int)) (Listing, error) {
 	l := Listing{Skipped: map[string]int{}}
 	if _, err := os.ReadDir(dir); err != nil {
 		return l, fmt.Errorf("docindex: reading corpus %s: %w", dir, err)
@@ -155,8 +163,14 @@ func ListDir(dir string, sel Selection) (Listing, error) {
 			return nil
 		}
 		l.Files = append(l.Files, f)
+		if seen != nil && len(l.Files)%listSeenEvery == 0 {
+			seen(len(l.Files))
+		}
 		return nil
 	})
+	if seen != nil {
+		seen(len(l.Files))
+	}
 	sort.Slice(l.Files, func(i, j int) bool { return l.Files[i].Path < l.Files[j].Path })
 	return l, err
 }
@@ -220,15 +234,31 @@ func ReadCorpus(dir string) (map[string][]byte, error) {
 // ReadFiles reads every file, returning the contents of those it could
 // read and the others as bad files.
 func ReadFiles(files []File) (map[string][]byte, []BadFile) {
+	return readFiles(context.Background(), files, nil)
+}
+
+// readFiles is ReadFiles telling read (if set) the files read so far, of
+// how many: 0 before the first, then after each. It stops early, with
+// what it read, once ctx ends.
+func readFiles(ctx context.Context, files []File, read func(done, total int)) (map[string][]byte, []BadFile) {
 	m := make(map[string][]byte, len(files))
 	var bad []BadFile
-	for _, f := range files {
+	for i, f := range files {
+		if read != nil {
+			read(i, len(files))
+		}
+		if ctx.Err() != nil {
+			break
+		}
 		b, err := f.Read()
 		if err != nil {
 			bad = append(bad, BadFile{Path: f.Path, Reason: err.Error()})
 			continue
 		}
 		m[f.Path] = b
+	}
+	if read != nil && ctx.Err() == nil {
+		read(len(files), len(files))
 	}
 	return m, bad
 }

@@ -78,16 +78,47 @@ type JobReport interface {
 	End(phase string, sum JobSummary, err error)
 }
 
-// JobProgress is how far a phase got: Done of Total (Total grows as the
-// observers make more to do), a Label for a progress bar and the same in
-// Words for a status line. During PhaseObservers, Observers is the
+// JobProgress is how far a step of a phase got: Done of Total of what
+// Step names (StepListing, ...). Each step reports Done 0 as it starts,
+// then as it goes. Total is known when the step starts and never
+// changes within it; TotalUnknown if the step cannot know it. Detail
+// says what else a reading knows (the notifications left), Words all
+// of it for a status line. During PhaseObservers, Observers is the
 // observers' status of the reading.
 type JobProgress struct {
 	Phase       string
+	Step        string
 	Done, Total int64
-	Label       string
+	Detail      string
 	Words       string
 	Observers   *percolator.ObserverStatus
+}
+
+// TotalUnknown is the Total of a step whose length is not known as it
+// starts.
+const TotalUnknown = -1
+
+// The steps of the phases, each named after what it counts.
+const (
+	StepListing   = "listing: files"                 // PhaseLoading
+	StepComparing = "loading: indexed records read"  // PhaseLoading, to compare the files with
+	StepLoading   = "loading: files read or deleted" // PhaseLoading
+	StepObservers = "observers: runs"                // PhaseObservers
+	StepCounting  = "counting: dirty rows folded"    // PhaseCounting
+	StepExporting = "verifying: index rows read"     // PhaseVerifying
+	StepRereading = "verifying: files read again"    // PhaseVerifying
+)
+
+// progress reports a step's reading.
+func (j *job) progress(phase, step string, done, total int64, detail string) {
+	words := fmt.Sprintf("%s %d", step, done)
+	if total != TotalUnknown {
+		words += fmt.Sprintf(" of %d", total)
+	}
+	if detail != "" {
+		words += ", " + detail
+	}
+	j.opts.Report.Progress(JobProgress{Phase: phase, Step: step, Done: done, Total: total, Detail: detail, Words: words})
 }
 
 // JobSummary is what a run did, phase by phase; the JSON names are what
@@ -182,7 +213,8 @@ func RunJob(ctx context.Context, db *percolator.DB, opts JobOptions) (JobSummary
 // load lists the source directory and loads what changed.
 func (j *job) load(ctx context.Context) error {
 	start := time.Now()
-	list, err := ListDir(j.opts.Src, j.opts.Select)
+	j.progress(PhaseLoading, StepListing, 0, TotalUnknown, "")
+	list, err := listDir(j.opts.Src, j.opts.Select, func(n int) { j.progress(PhaseLoading, StepListing, int64(n), TotalUnknown, "") })
 	if err != nil {
 		return err
 	}
@@ -192,11 +224,11 @@ func (j *job) load(ctx context.Context) error {
 		return err
 	}
 	j.sum.ScanTime = time.Since(start)
-	opts := SyncOptions{MaxFileSize: j.opts.MaxFileSize, Rehash: j.opts.Rehash, AllowDeletes: j.opts.AllowDeletes}
+	opts := SyncOptions{MaxFileSize: j.opts.MaxFileSize, Rehash: j.opts.Rehash, AllowDeletes: j.opts.AllowDeletes,
+		ReadIndexed: func(n int64) { j.progress(PhaseLoading, StepComparing, n, TotalUnknown, "") }}
 	opts.Load.Concurrency = j.opts.Loaders
 	opts.Load.Progress = func(done, total int) {
-		j.opts.Report.Progress(JobProgress{Phase: PhaseLoading, Done: int64(done), Total: int64(total), Label: PhaseLoading,
-			Words: fmt.Sprintf("%d of %d files to read or delete", done, total)})
+		j.progress(PhaseLoading, StepLoading, int64(done), int64(total), "")
 	}
 	start = time.Now()
 	st, err := Sync(ctx, j.db, files, bad, opts)
@@ -216,6 +248,7 @@ func (j *job) observe(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
+	j.opts.Report.Progress(observersProgress(before, before))
 	mon := startMonitor(ctx, j.db, before, j.opts.Report)
 	rep, err := j.db.RunWorkers(ctx, percolator.WorkerOptions{Scanners: j.opts.Scanners, Drain: true})
 	mon.stop()
@@ -229,6 +262,7 @@ func (j *job) observe(ctx context.Context) error {
 		return err
 	}
 	j.sum.Observers = &after
+	j.opts.Report.Progress(observersProgress(before, after))
 	j.sum.Runs, _ = diffRuns(before, after)
 	j.sum.Quarantined = after.Quarantined
 	return nil
@@ -237,7 +271,8 @@ func (j *job) observe(ctx context.Context) error {
 // count folds what the observers changed into the summary counts.
 func (j *job) count(ctx context.Context) error {
 	start := time.Now()
-	c, err := CountIndex(ctx, j.db)
+	j.progress(PhaseCounting, StepCounting, 0, TotalUnknown, "")
+	c, err := countIndex(ctx, j.db, func(n int64) { j.progress(PhaseCounting, StepCounting, n, TotalUnknown, "") })
 	if err != nil {
 		return err
 	}
@@ -247,11 +282,14 @@ func (j *job) count(ctx context.Context) error {
 
 // verify compares the index with a batch build of what it was given.
 func (j *job) verify(ctx context.Context) error {
-	ix, err := Export(ctx, j.db)
+	j.progress(PhaseVerifying, StepExporting, 0, TotalUnknown, "")
+	ix, err := export(ctx, j.db, func(n int64) { j.progress(PhaseVerifying, StepExporting, n, TotalUnknown, "") })
 	if err != nil {
 		return err
 	}
-	ref, unread, err := Reference(ctx, j.db, j.files, j.bad)
+	ref, unread, err := reference(ctx, j.db, j.files, j.bad, func(done, total int) {
+		j.progress(PhaseVerifying, StepRereading, int64(done), int64(total), "")
+	})
 	switch {
 	case err != nil:
 		return err

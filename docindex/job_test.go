@@ -15,11 +15,15 @@ import (
 	"github.com/seed-992972ee/percolator"
 )
 
-// recordReport records what a run reports.
+// recordReport records what a run reports, and checks its progress:
+// each step starts at 0 and keeps the total it started with, which its
+// count never passes.
 type recordReport struct {
 	mu     sync.Mutex
 	events []string
 	ends   map[string]error
+	steps  []string
+	totals map[string]int64 // by step
 }
 
 func (r *recordReport) Start(phase string) {
@@ -29,8 +33,22 @@ func (r *recordReport) Start(phase string) {
 }
 
 func (r *recordReport) Progress(p JobProgress) {
-	if p.Done > p.Total || p.Phase == "" {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.totals == nil {
+		r.totals = map[string]int64{}
+	}
+	total, seen := r.totals[p.Step]
+	switch {
+	case p.Phase == "" || p.Step == "" || (p.Total != TotalUnknown && p.Done > p.Total):
 		panic(fmt.Sprintf("progress %+v", p))
+	case !seen && p.Done != 0:
+		panic(fmt.Sprintf("step %q did not start at 0: %+v", p.Step, p))
+	case seen && total != p.Total:
+		panic(fmt.Sprintf("step %q changed its total from %d: %+v", p.Step, total, p))
+	case !seen:
+		r.steps = append(r.steps, p.Step)
+		r.totals[p.Step] = p.Total
 	}
 }
 
@@ -82,6 +100,9 @@ func TestRunJob(t *testing.T) {
 	if !slices.Equal(rep.events, want) {
 		t.Fatalf("reported %q, want %q", rep.events, want)
 	}
+	if want := []string{StepListing, StepComparing, StepLoading, StepObservers, StepCounting, StepExporting, StepRereading}; !slices.Equal(rep.steps, want) {
+		t.Fatalf("reported the steps %q, want %q", rep.steps, want)
+	}
 	if sum.Files != 3 || sum.New != 3 || !sum.Verified || sum.Documents != 3 || sum.Clusters != 1 || sum.TotalRuns() == 0 || sum.Observers == nil || sum.Scanners != 4 {
 		t.Fatalf("first run: %+v", sum)
 	}
@@ -118,7 +139,8 @@ func TestRunJobRefusesDeletes(t *testing.T) {
 }
 
 // TestObserverProgress: a reading of the observers' progress gives the
-// notifications left and the run rate, and the status it read.
+// runs so far, of a total no one knows, the notifications left, and the
+// status it read.
 func TestObserverProgress(t *testing.T) {
 	ctx := context.Background()
 	db := openIndex(t, t.TempDir())
@@ -131,8 +153,9 @@ func TestObserverProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := pollObservers(ctx, db, before, time.Now().Add(-time.Second))
-	if err != nil || p.Words != "observers: 3 notifications left, 0 runs/s" || p.Label != p.Words || p.Done != 0 || p.Total != 3 || p.Observers == nil || p.Phase != PhaseObservers {
+	p, err := pollObservers(ctx, db, before)
+	if err != nil || p.Words != "observers: runs 0, 3 notifications left" || p.Detail != "3 notifications left" || p.Step != StepObservers ||
+		p.Done != 0 || p.Total != TotalUnknown || p.Observers == nil || p.Phase != PhaseObservers {
 		t.Fatalf("progress %+v, %v", p, err)
 	}
 }

@@ -21,7 +21,6 @@ func startMonitor(ctx context.Context, db *percolator.DB, before percolator.Obse
 	m := &monitor{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
-		start := time.Now()
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
@@ -29,7 +28,7 @@ func startMonitor(ctx context.Context, db *percolator.DB, before percolator.Obse
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if p, err := pollObservers(ctx, db, before, start); err == nil {
+				if p, err := pollObservers(ctx, db, before); err == nil {
 					report.Progress(p)
 				} // else the run is ending; the next reading or the summary tells
 			}
@@ -38,20 +37,28 @@ func startMonitor(ctx context.Context, db *percolator.DB, before percolator.Obse
 	return m
 }
 
-// pollObservers reads the observers' progress since start, when their
-// status was before.
-func pollObservers(ctx context.Context, db *percolator.DB, before percolator.ObserverStatus, start time.Time) (JobProgress, error) {
+// pollObservers reads the observers' progress since their status was
+// before.
+func pollObservers(ctx context.Context, db *percolator.DB, before percolator.ObserverStatus) (JobProgress, error) {
 	st, err := db.ObserverStatus(ctx)
 	if err != nil {
 		return JobProgress{}, err
 	}
+	return observersProgress(before, st), nil
+}
+
+// observersProgress is the observers' progress from before to now: the
+// runs so far, of a total no one knows (each run may notify more cells),
+// and the notifications left.
+func observersProgress(before, now percolator.ObserverStatus) JobProgress {
 	var pending int64
-	for _, c := range st.Columns {
+	for _, c := range now.Columns {
 		pending += int64(c.Pending)
 	}
-	_, runs := diffRuns(before, st)
-	line := fmt.Sprintf("observers: %d notifications left, %.0f runs/s", pending, float64(runs)/time.Since(start).Seconds())
-	return JobProgress{Phase: PhaseObservers, Done: runs, Total: runs + pending, Label: line, Words: line, Observers: &st}, nil
+	_, runs := diffRuns(before, now)
+	detail := fmt.Sprintf("%d notifications left", pending)
+	return JobProgress{Phase: PhaseObservers, Step: StepObservers, Done: runs, Total: TotalUnknown, Detail: detail,
+		Words: fmt.Sprintf("%s %d, %s", StepObservers, runs, detail), Observers: &now}
 }
 
 func (m *monitor) stop() {

@@ -42,6 +42,10 @@ type SyncOptions struct {
 	// AllowDeletes lets a sync delete more than half of the indexed
 	// documents.
 	AllowDeletes bool
+	// ReadIndexed, if set, is told how many of the indexed documents'
+	// records Sync read so far, to compare the files with: 0 before the
+	// first, then after each page of them. It is called before the load.
+	ReadIndexed func(n int64)
 }
 
 // SyncStats counts what Sync did. Every file given is counted once, in
@@ -88,7 +92,7 @@ func Sync(ctx context.Context, db *percolator.DB, files []File, bad []BadFile, o
 	if opts.MaxFileSize <= 0 {
 		opts.MaxFileSize = DefaultMaxFileSize
 	}
-	loaded, err := readLoaded(ctx, db)
+	loaded, err := readLoaded(ctx, db, opts.ReadIndexed)
 	if err != nil {
 		return SyncStats{}, err
 	}
@@ -161,6 +165,9 @@ func (s *syncer) load(ctx context.Context) error {
 	s.reasons = make([]string, len(s.items))
 	lo := s.opts.Load
 	lo.OnError = s.onError
+	if lo.Progress != nil {
+		lo.Progress(0, len(s.items)) // the step starts, its total known
+	}
 	err := s.db.Load(ctx, len(s.items), lo, func(tx *percolator.Txn, i int) error {
 		return s.loadItem(tx, i)
 	})
@@ -275,10 +282,14 @@ func decodeLoaded(v []byte) (loadedRecord, error) {
 }
 
 // readLoaded reads every doc's loaded cell.
-func readLoaded(ctx context.Context, db *percolator.DB) (map[string]loadedRecord, error) {
+func readLoaded(ctx context.Context, db *percolator.DB, read func(n int64)) (map[string]loadedRecord, error) {
 	loaded := map[string]loadedRecord{}
+	if read != nil {
+		read(0)
+	}
 	err := db.View(ctx, func(tx *percolator.Txn) error {
-		kvs, err := tx.Scan(ctx, docPrefix, prefixEnd(docPrefix), colLoaded, 0)
+		s := &pagedScan{tx: tx, read: read}
+		kvs, err := s.scan(ctx, docPrefix, colLoaded)
 		if err != nil {
 			return err
 		}

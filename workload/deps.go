@@ -26,19 +26,55 @@ var ErrConsistency = errors.New("workload: the label exists with another consist
 // constraint.
 type DepEdge struct{ Package, Dependency, Kind, Constraint string }
 
+// countingReader tells read the bytes read through it so far, of size,
+// and fails with ctx's error once ctx ends.
+type countingReader struct {
+	ctx        context.Context
+	r          io.Reader
+	done, size int64
+	read       func(done, size int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.done += int64(n)
+		c.read(c.done, c.size)
+	}
+	return n, err
+}
+
 // ReadDeps reads a dependency file (gzipped if its name ends in .gz):
 // lines of package, dependency, kind and constraint, tab-separated, the
 // last two optional (the kind defaults to Depends); blank lines and #
 // comments are skipped.
 func ReadDeps(path string) ([]DepEdge, error) {
+	return ReadDepsProgress(context.Background(), path, nil)
+}
+
+// ReadDepsProgress is ReadDeps telling read (if set) the bytes of the file
+// read so far, of its size: 0 before the first, then after each read. It
+// stops with ctx's error once ctx ends.
+func ReadDepsProgress(ctx context.Context, path string, read func(done, size int64)) ([]DepEdge, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	var r io.Reader = f
+	if read != nil {
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		read(0, fi.Size())
+		r = &countingReader{ctx: ctx, r: f, size: fi.Size(), read: read}
+	}
 	if strings.HasSuffix(path, ".gz") {
-		z, err := gzip.NewReader(f)
+		z, err := gzip.NewReader(r)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}

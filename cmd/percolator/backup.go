@@ -47,14 +47,14 @@ lock, queue and graph commands' records (docs/backup.md).`,
 				return fmt.Errorf("%s exists: pass --force to replace it", view.Path(out))
 			}
 			ctx := c.Context()
-			meter := progress.New(c.ErrOrStderr(), quiet)
+			meter := progress.New(ctx, c.ErrOrStderr(), quiet)
 			o := backup.Options{Overwrite: force, Progress: view.BackupProgress(meter)}
 			var s backup.Summary
 			err := cli.WithDB(ctx, &tg, func(db *percolator.DB) (err error) {
 				s, err = backup.WriteFile(ctx, db, out, o)
 				return err
 			})
-			meter.End()
+			meter.End(err)
 			if err != nil {
 				return backupErr(err)
 			}

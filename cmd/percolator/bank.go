@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/progress"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/runstatus"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/view"
 	"github.com/seed-992972ee/percolator/workload"
@@ -52,7 +53,7 @@ exactly when every sum is accounts x initial. Exit 1 if any is not.`,
 	fs.DurationVar(&opts.Duration, "duration", 10*time.Second, "how long to run")
 	fs.Int64Var(&opts.Initial, "initial", 100, "initial balance of each account")
 	fs.BoolVar(&opts.Record, "ack", false, "record each transfer in its own row and print 'ack ROW' once it committed")
-	fs.BoolVar(&quiet, "quiet", false, "no progress line")
+	fs.BoolVar(&quiet, "quiet", false, "no progress")
 	fs.BoolVar(&jsonOut, "json", false, "print the result as JSON")
 	return c
 }
@@ -68,8 +69,12 @@ func runBank(ctx context.Context, tg *cli.Target, opts workload.BankOptions, out
 		return err
 	}
 	pub := runstatus.Start(tg.PublishDir(), argv)
-	view.BankReports(&opts, pub, out.quiet, stdout, stderr)
+	prog := progress.New(ctx, stderr, out.quiet)
+	view.BankReports(&opts, pub, prog, stdout, stderr)
+	prog.Start(view.BankLabel, progress.Unknown)
 	res, err := workload.RunBank(ctx, db, opts)
+	view.BankProgress(prog, res.BankCounts) // the counts at the end, not the last second's
+	prog.End(err)
 	if errors.Is(err, workload.ErrAccounts) {
 		err = fmt.Errorf("%s: %w", tg, err)
 	}

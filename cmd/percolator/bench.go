@@ -93,7 +93,7 @@ func (cfg *benchConfig) register(fs *pflag.FlagSet) {
 // runBench checks the flags, prepares the scratch directory and runs
 // the figures.
 func runBench(ctx context.Context, cfg *benchConfig, stdout, stderr io.Writer) error {
-	cfg.opts.Log, cfg.opts.Progress, cfg.opts.Command = stderr, progress.New(stderr, false), cli.CommandSelf
+	cfg.opts.Log, cfg.opts.Progress, cfg.opts.Command = stderr, progress.New(ctx, stderr, false), cli.CommandSelf
 	if err := cfg.validate(); err != nil {
 		return err
 	}

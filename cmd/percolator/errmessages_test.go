@@ -95,11 +95,14 @@ func TestCLIErrorMessages(t *testing.T) {
 	}
 }
 
-// checkMessage: errOut begins "percolator <command>: ", and says so
-// once; then no internal prefix, no part twice in a row, and a signal
-// is "interrupted".
+// checkMessage: the error in errOut (after any progress lines) begins
+// "percolator <command>: ", and says so once; then no internal prefix, no
+// part twice in a row, and a signal is "interrupted".
 func checkMessage(t *testing.T, args []string, errOut string) {
 	t.Helper()
+	if i := strings.Index(errOut, "\npercolator "); i >= 0 && !strings.HasPrefix(errOut, "percolator ") {
+		errOut = errOut[i+1:]
+	}
 	cmd, body, ok := strings.Cut(errOut, ": ")
 	if !ok || !strings.HasPrefix(cmd, "percolator") || strings.Count(errOut, cmd+": ") != 1 {
 		t.Errorf("%q: %q does not begin with the command's name, once", args, errOut)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -38,21 +37,22 @@ nothing.`,
 			}
 			ctx := c.Context()
 			tg.NoBackgroundGC = true // this pass is the one that counts
-			prog := progress.New(c.ErrOrStderr(), quiet || jsonOut)
+			prog := progress.New(ctx, c.ErrOrStderr(), quiet || jsonOut)
 			return cli.WithDB(ctx, &tg, func(db *percolator.DB) error {
-				prog.Begin(fmt.Sprintf("sampling the oracle; the safe point is a sample %v old", tg.GCLifetime))
-				var began time.Time // the first batch's end: the wait for a sample is before it
+				// The wait for an oracle sample is a phase of its own, with
+				// nothing to count; the pass's rows are counted from its
+				// first batch on.
+				prog.Start(fmt.Sprintf("sampling the oracle (the safe point is a sample %v old): samples", tg.GCLifetime), progress.Unknown)
+				collecting := false
 				res, err := db.GCWith(ctx, percolator.GCOptions{DryRun: dry, Progress: func(rows, versions, bytes int) {
-					rate := ""
-					if began.IsZero() {
-						began = time.Now()
-					} else if d := time.Since(began).Seconds(); d > 0 {
-						rate = fmt.Sprintf(", %.0f rows/s", float64(rows)/d)
+					if !collecting {
+						collecting = true
+						prog.Set(1)
+						prog.Start("collecting: rows visited", progress.Unknown)
 					}
-					prog.Count(fmt.Sprintf("collecting: %d versions (%s) %s%s; rows visited",
-						versions, view.Bytes(int64(bytes)), removedWord(dry), rate), int64(rows))
+					prog.Detail(int64(rows), fmt.Sprintf("%d versions (%s) %s", versions, view.Bytes(int64(bytes)), removedWord(dry)))
 				}})
-				prog.End()
+				prog.End(err)
 				if err != nil {
 					return err
 				}

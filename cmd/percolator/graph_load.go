@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -69,18 +70,27 @@ func graphLoad(ctx context.Context, g *graph.Graph, file string, limit int, opts
 			return err
 		}
 	}
-	edges, err := workload.ReadDeps(file)
+	prog := progress.New(ctx, stderr, false)
+	started := false
+	edges, err := workload.ReadDepsProgress(ctx, file, func(done, size int64) {
+		if !started {
+			started = true
+			prog.Start("reading: bytes of "+filepath.Base(file), size)
+		}
+		prog.Set(done)
+	})
+	prog.End(err)
 	if err != nil {
 		return err
 	}
 	if limit > 0 && limit < len(edges) {
 		edges = edges[:limit]
 	}
-	prog := progress.New(stderr, false)
-	opts.Progress = func(done, total int64) { prog.Show("loading edges", done, total) }
+	prog.Start("loading: edges inserted", int64(len(edges)))
+	opts.Progress = func(done, _ int64) { prog.Set(done) }
 	start := time.Now()
 	l, err := workload.LoadDeps(ctx, g, edges, opts)
-	prog.End()
+	prog.End(err)
 	if errors.Is(err, workload.ErrConsistency) {
 		return cli.Usagef("label %s exists with consistency %s, not %s (a label's consistency is fixed when it is created; use another --label)", l.Name, l.Consistency, opts.Consistency)
 	}

@@ -144,7 +144,7 @@ func indexDir(ctx context.Context, cfg indexConfig, stdout, stderr io.Writer) (e
 		pub.Finish(err)
 		err = errors.Join(err, db.Close())
 	}()
-	rep := &view.IndexReport{Target: cfg.tg.String(), Pub: pub, Prog: progress.New(stderr, cfg.quiet), Out: stdout, JSON: cfg.jsonOut}
+	rep := &view.IndexReport{Target: cfg.tg.String(), Pub: pub, Prog: progress.New(ctx, stderr, cfg.quiet), Out: stdout, JSON: cfg.jsonOut}
 	cfg.job.Report = rep
 	sum := view.IndexSummary{OpenTime: time.Since(start)}
 	sum.JobSummary, err = docindex.RunJob(ctx, db, cfg.job)

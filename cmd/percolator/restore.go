@@ -38,9 +38,9 @@ what it committed: restore into a fresh database again (docs/backup.md).`,
 			if err := tg.Validate(); err != nil {
 				return err
 			}
-			meter := progress.New(c.ErrOrStderr(), quiet)
+			meter := progress.New(c.Context(), c.ErrOrStderr(), quiet)
 			s, err := runRestore(c.Context(), &tg, args[0], view.BackupProgress(meter))
-			meter.End()
+			meter.End(err)
 			if err != nil {
 				return backupErr(err)
 			}

@@ -55,21 +55,38 @@ func (r BackupReport) Print(w io.Writer) {
 	}
 }
 
-// BackupProgress shows a backup's or a restore's progress on m.
+// BackupProgress shows a backup's or a restore's progress on m, a phase
+// of the meter per phase of the command: the cells a backup wrote (its
+// length unknown), the bytes of the file a restore checked, then loaded
+// (of the file's size). The caller ends the last phase (m.End).
 func BackupProgress(m *progress.Meter) func(backup.Progress) {
+	phase := ""
 	return func(p backup.Progress) {
-		rate := ""
-		if secs := p.Elapsed.Seconds(); secs > 0 {
-			rate = fmt.Sprintf(", %.0f cells/s, %s/s", float64(p.Cells)/secs, Bytes(int64(float64(p.Bytes)/secs)))
+		label, total := backupLabel(p.Phase), p.Total
+		if p.Phase == "backup" {
+			total = progress.Unknown
 		}
-		switch p.Phase {
-		case "backup":
-			m.Count(fmt.Sprintf("backup: %s written%s; cells", Bytes(p.Bytes), rate), p.Cells)
-		case "check":
-			m.Show(fmt.Sprintf("checking the file: %d cells; bytes", p.Cells), p.Bytes, p.Total)
-		default:
-			m.Show(fmt.Sprintf("loading: %d cells%s; bytes", p.Cells, rate), p.Bytes, p.Total)
+		if p.Phase != phase {
+			phase = p.Phase
+			m.Start(label, total) // ends the phase before, which completed
 		}
+		if p.Phase == "backup" {
+			m.Detail(p.Cells, Bytes(p.Bytes)+" written")
+		} else {
+			m.Detail(p.Bytes, fmt.Sprintf("%d cells", p.Cells))
+		}
+	}
+}
+
+// backupLabel names what a phase of a backup or a restore counts.
+func backupLabel(phase string) string {
+	switch phase {
+	case "backup":
+		return "backup: cells written"
+	case "check":
+		return "checking the file: bytes"
+	default:
+		return "restoring: bytes loaded"
 	}
 }
 

@@ -7,14 +7,24 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/progress"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/runstatus"
 	"github.com/seed-992972ee/percolator/workload"
 )
 
+// BankLabel is what a bank run's phase of the meter counts.
+const BankLabel = "bank: transfers committed"
+
+// BankProgress shows the bank's counts c on prog.
+func BankProgress(prog *progress.Meter, c workload.BankCounts) {
+	prog.Detail(c.Commits, fmt.Sprintf("%d snapshots, %d wrong", c.Snapshots, c.Wrong))
+}
+
 // BankReports sets where a bank run's reports go: acknowledgements to
-// stdout (with opts.Record), wrong snapshots and (unless quiet) a
-// progress line every second to stderr, and the progress to pub.
-func BankReports(opts *workload.BankOptions, pub *runstatus.Publisher, quiet bool, stdout, stderr io.Writer) {
+// stdout (with opts.Record), wrong snapshots to stderr, the progress to
+// prog (in the phase BankLabel, which the caller starts and ends) and to
+// pub.
+func BankReports(opts *workload.BankOptions, pub *runstatus.Publisher, prog *progress.Meter, stdout, stderr io.Writer) {
 	var mu sync.Mutex // stderr's lines, from the progress and the auditors
 	if opts.Record {
 		opts.OnCommit = func(row string) { fmt.Fprintf(stdout, "ack %s\n", row) }
@@ -28,11 +38,7 @@ func BankReports(opts *workload.BankOptions, pub *runstatus.Publisher, quiet boo
 	opts.OnProgress = func(c workload.BankCounts, el time.Duration) {
 		line := fmt.Sprintf("%5.0fs  commits %d  %.0f txn/s  snapshots %d  wrong %d", el.Seconds(),
 			c.Commits, float64(c.Commits)/el.Seconds(), c.Snapshots, c.Wrong)
-		if !quiet {
-			mu.Lock()
-			fmt.Fprintln(stderr, line)
-			mu.Unlock()
-		}
+		BankProgress(prog, c)
 		pub.Set(func(p *runstatus.Status) { p.Phase, p.Progress = "transfers", strings.TrimSpace(line) })
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/seed-992972ee/percolator"
@@ -84,9 +85,11 @@ func Skipped(byExt map[string]int) map[string]int {
 	return m
 }
 
-// IndexReport shows a run of the index job (docindex.JobReport): a
-// progress bar or lines, the status published, and a summary line per
-// phase (unless JSON, which the caller prints at the end).
+// IndexReport shows a run of the index job (docindex.JobReport): each
+// step's progress on Prog (a step is a phase of the meter: what it
+// counts and its total change together), the status published, and a
+// summary line per phase (unless JSON, which the caller prints at the
+// end). Progress may be called concurrently; mu guards step.
 type IndexReport struct {
 	Target string // the target's flags, which the advice names
 	Pub    *runstatus.Publisher
@@ -95,17 +98,23 @@ type IndexReport struct {
 	JSON   bool
 	// Bad are the bad files as printed, set once loading ended.
 	Bad []runstatus.Bad
+
+	mu   sync.Mutex
+	step string // the step Prog shows
 }
 
 func (r *IndexReport) Start(phase string) {
 	r.Pub.Set(func(p *runstatus.Status) { p.Phase, p.Progress = phase, "" })
-	if phase == docindex.PhaseCounting || phase == docindex.PhaseVerifying {
-		r.Prog.Begin(phase)
-	}
 }
 
 func (r *IndexReport) Progress(p docindex.JobProgress) {
-	r.Prog.Show(p.Label, p.Done, p.Total)
+	r.mu.Lock()
+	if p.Step != r.step {
+		r.step = p.Step
+		r.Prog.Start(p.Step, p.Total) // ends the step before, which completed
+	}
+	r.Prog.Detail(p.Done, p.Detail)
+	r.mu.Unlock()
 	r.Pub.Set(func(pb *runstatus.Status) {
 		pb.Progress = p.Words
 		if p.Observers != nil {
@@ -115,7 +124,10 @@ func (r *IndexReport) Progress(p docindex.JobProgress) {
 }
 
 func (r *IndexReport) End(phase string, sum docindex.JobSummary, err error) {
-	r.Prog.End()
+	r.mu.Lock()
+	r.Prog.End(err)
+	r.step = ""
+	r.mu.Unlock()
 	if phase == docindex.PhaseLoading {
 		r.Bad = []runstatus.Bad{}
 		for _, b := range sum.Bad {

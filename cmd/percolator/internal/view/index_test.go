@@ -2,6 +2,7 @@ package view
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,20 +13,23 @@ import (
 	"github.com/seed-992972ee/percolator/docindex"
 )
 
-// TestIndexReportProgress: the index job's progress is shown (the
-// observers' line, done of total) and published with the observers'
-// status.
+// TestIndexReportProgress: the index job's progress is shown (each
+// step a phase of the meter, with its count and detail, ended with its
+// phase) and published with the observers' status.
 func TestIndexReportProgress(t *testing.T) {
 	dir := t.TempDir()
 	var b bytes.Buffer
 	pub := runstatus.Start(dir, []string{"index", "test"})
-	rep := &IndexReport{Target: "--dir " + dir, Pub: pub, Prog: progress.New(&b, false), Out: &b}
-	line := "observers: 3 notifications left, 0 runs/s"
+	rep := &IndexReport{Target: "--dir " + dir, Pub: pub, Prog: progress.New(context.Background(), &b, false), Out: &b, JSON: true}
+	line := "observers: runs 0, 3 notifications left"
 	rep.Start(docindex.PhaseObservers)
-	rep.Progress(docindex.JobProgress{Phase: docindex.PhaseObservers, Done: 0, Total: 3, Label: line, Words: line, Observers: &percolator.ObserverStatus{}})
+	rep.Progress(docindex.JobProgress{Phase: docindex.PhaseObservers, Step: docindex.StepObservers, Done: 0, Total: docindex.TotalUnknown,
+		Detail: "3 notifications left", Words: line, Observers: &percolator.ObserverStatus{}})
+	rep.End(docindex.PhaseObservers, docindex.JobSummary{}, context.Canceled)
 	pub.Finish(nil)
-	if got := b.String(); got != line+": 0/3\n" {
-		t.Fatalf("progress %q", got)
+	want := "observers: runs: 0\nobservers: runs: stopped at 0 (3 notifications left) after "
+	if got := b.String(); !strings.HasPrefix(got, want) || strings.Count(got, "\n") != 2 {
+		t.Fatalf("progress %q, want %q and the time", got, want)
 	}
 	p, err := runstatus.Read(dir)
 	if err != nil || p.Observers == nil || p.Progress != line || !p.Finished {
@@ -40,7 +44,7 @@ func TestIndexReportSkipped(t *testing.T) {
 	var b bytes.Buffer
 	pub := runstatus.Start(t.TempDir(), []string{"index", "test"})
 	defer pub.Finish(nil)
-	rep := &IndexReport{Pub: pub, Prog: progress.New(&b, true), Out: &b}
+	rep := &IndexReport{Pub: pub, Prog: progress.New(context.Background(), &b, true), Out: &b}
 	skipped := map[string]int{".go": 1402, "": 12, ".mod": 3, ".\xff": 2}
 	for i := range 9 {
 		skipped[fmt.Sprintf(".x%d", i)] = 1

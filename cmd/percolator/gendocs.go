@@ -76,6 +76,7 @@ func genDocs(dir string) (int, error) {
 // Markdown.
 func renderDocs() (map[string][]byte, error) {
 	root := newRoot(nil)
+	root.Long += "\n\n" + cli.ExitStatuses // its usage says so at the end, which the reference does not print
 	files := map[string][]byte{}
 	var walk func(c *cobra.Command) error
 	walk = func(c *cobra.Command) error {

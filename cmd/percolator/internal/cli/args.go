@@ -89,6 +89,9 @@ func GroupRun(c *cobra.Command, args []string) error {
 	return Usagef("unknown command %q", args[0])
 }
 
+// ExitStatuses says what percolator's exit statuses mean.
+const ExitStatuses = "Exit status: 0 success, 1 failed check or run-time failure, 2 usage error, 130 interrupted (143 on SIGTERM)."
+
 // Usage prints a command's usage line, examples, commands and flags.
 func Usage(c *cobra.Command) error {
 	w := c.OutOrStderr()
@@ -112,7 +115,7 @@ func Usage(c *cobra.Command) error {
 		fmt.Fprintf(w, "\nRun '%s <command> -h' for a command's flags.\n", c.CommandPath())
 	}
 	if !c.HasParent() {
-		fmt.Fprintln(w, "Exit status: 0 success, 1 failed check or run-time failure, 2 usage error, 130 interrupted (143 on SIGTERM).")
+		fmt.Fprintln(w, ExitStatuses)
 	}
 	return nil
 }

@@ -116,9 +116,26 @@ func checkMessage(t *testing.T, args []string, errOut string) {
 			t.Errorf("%q: %q says %q twice", args, errOut, parts[i])
 		}
 	}
+	if p := repeatedPhrase(body, 4); p != "" {
+		t.Errorf("%q: %q says %q twice", args, errOut, p)
+	}
 	if strings.Contains(errOut, "interrupted by interrupt") {
 		t.Errorf("%q: %q", args, errOut)
 	}
+}
+
+// repeatedPhrase is a phrase of n words that s says twice, or "".
+func repeatedPhrase(s string, n int) string {
+	words := strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\n' || r == ':' || r == '(' || r == ')' })
+	seen := map[string]bool{}
+	for i := 0; i+n <= len(words); i++ {
+		p := strings.Join(words[i:i+n], " ")
+		if seen[p] {
+			return p
+		}
+		seen[p] = true
+	}
+	return ""
 }
 
 // TestCLIStoreInUseMessage: a command on a store another process holds
@@ -155,4 +172,16 @@ func TestCLIStoreInUseMessage(t *testing.T) {
 		t.Errorf("%q while lock acquire holds the store: exit %d, %q; want 1 and its holder named once", args, code, errOut)
 	}
 	checkMessage(t, args, errOut)
+}
+
+// TestRepeatedPhrase: the check finds a phrase said twice across the
+// parts of a message, and passes one that repeats only an address.
+func TestRepeatedPhrase(t *testing.T) {
+	said := "start timestamp: etcd: no elected timestamp oracle answered within 10s: etcd: no elected timestamp oracle answered: no candidate"
+	if p := repeatedPhrase(said, 4); p != "etcd no elected timestamp" {
+		t.Errorf("repeatedPhrase(%q) = %q", said, p)
+	}
+	if p := repeatedPhrase("server unavailable: server a:1: dial tcp a:1: connect: connection refused", 4); p != "" {
+		t.Errorf("a repeated address alone: %q", p)
+	}
 }

@@ -166,16 +166,20 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		}
 		return nil, err
 	}
-	st, err := bigtable.Open(ctx, opts.Bigtable)
-	if err != nil {
-		return fail(err)
-	}
-	closers = append(closers, st)
 	budget := o.RetryBudget
 	if budget == 0 {
 		budget = rpc.DefaultRetryBudget
 	}
 	began := time.Now()
+	bto := opts.Bigtable
+	if bto.OpenBudget == 0 {
+		bto.OpenBudget = budget
+	}
+	st, err := bigtable.Open(ctx, bto)
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, st)
 	cli, err := DialBudget(ctx, opts.Etcd, budget)
 	if err != nil {
 		return fail(err)
@@ -270,7 +274,11 @@ func Upgrade(ctx context.Context, opts Options) (from uint64, err error) {
 	if err := live(); err != nil {
 		return 0, err
 	}
-	st, err := bigtable.Open(ctx, opts.Bigtable)
+	bto := opts.Bigtable
+	if bto.OpenBudget == 0 {
+		bto.OpenBudget = budget
+	}
+	st, err := bigtable.Open(ctx, bto)
 	if err != nil {
 		return 0, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,25 +20,30 @@ import (
 func initCmd() *cobra.Command {
 	var table string
 	var fix bool
+	var budget time.Duration
 	c := &cobra.Command{
 		Use:     "init",
 		Short:   "create a Bigtable table for percolator (--bigtable P/I/T; idempotent)",
 		Example: "  percolator init --bigtable my-project/my-instance/percolator\n  percolator init --bigtable my-project/my-instance/percolator --fix",
 		Args:    cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return runInit(c.Context(), table, fix, c.OutOrStdout())
+			return runInit(c.Context(), table, fix, budget, c.OutOrStdout())
 		},
 	}
 	c.Flags().StringVar(&table, "bigtable", "", "the Bigtable table to create, PROJECT/INSTANCE/TABLE (BIGTABLE_EMULATOR_HOST is honoured; credentials: the client library's defaults)")
 	c.Flags().BoolVar(&fix, "fix", false, "remove a garbage-collection rule from the table's family (any rule deletes live data here: cell times are protocol timestamps, instants in 1970); cells it already deleted stay gone")
+	c.Flags().DurationVar(&budget, "retry-budget", 30*time.Second, "how long to wait for Bigtable to answer (an emulator still starting, say) before failing")
 	return c
 }
 
-func runInit(ctx context.Context, table string, fix bool, stdout io.Writer) error {
+func runInit(ctx context.Context, table string, fix bool, budget time.Duration, stdout io.Writer) error {
 	if table == "" {
 		return cli.Usagef("--bigtable PROJECT/INSTANCE/TABLE is required")
 	}
-	var opts bigtable.Options
+	if budget <= 0 {
+		return cli.Usagef("--retry-budget must be positive")
+	}
+	opts := bigtable.Options{OpenBudget: budget}
 	if err := opts.ParseTable(table); err != nil {
 		return cli.Usagef("--bigtable: %v", err)
 	}

@@ -58,6 +58,15 @@
 // re-uses. Over a server the same calls carry a nonce instead, unless the
 // caller declares them safe (storage.IdempotentBatcher).
 //
+// An unreachable Bigtable: the client library retries a call that meets
+// Unavailable until the call's context ends. Open, Init and RemoveGCRule
+// read the table's description first and bound that by
+// Options.OpenBudget (default 30s; cluster.Open passes the DB's
+// RetryBudget, the CLI its --retry-budget), then fail with
+// storage.ErrUnavailable naming where they looked, so a wrong address or
+// a dead emulator fails the command instead of hanging it. A data call
+// honours its caller's context only.
+//
 // Durability: Bigtable acknowledges a write once it is replicated
 // durably, so every write is durable on return; there is no Deferred
 // variant.

@@ -14,7 +14,9 @@ import (
 	bt "cloud.google.com/go/bigtable"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/seed-992972ee/percolator/storage"
 )
@@ -80,6 +82,12 @@ type Options struct {
 	// mutation (CheckAndMutateIdempotent) after a retryable error.
 	// Default 8.
 	CASRetries int
+	// OpenBudget bounds how long Open, Init and RemoveGCRule wait for
+	// the table's description: the client library retries an unreachable
+	// Bigtable until its context ends, so without a bound a wrong address
+	// or a dead emulator would hang them. Past it they fail with an error
+	// matching storage.ErrUnavailable. Default 30s.
+	OpenBudget time.Duration
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -87,6 +95,9 @@ type Options struct {
 func (o *Options) ensureDefaults() {
 	if o.CASRetries == 0 {
 		o.CASRetries = 8
+	}
+	if o.OpenBudget == 0 {
+		o.OpenBudget = 30 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -99,6 +110,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: bigtable needs a project, an instance and a table", storage.ErrInvalidArgument)
 	case o.CASRetries < 0:
 		return fmt.Errorf("%w: negative CASRetries", storage.ErrInvalidArgument)
+	case o.OpenBudget < 0:
+		return fmt.Errorf("%w: negative OpenBudget", storage.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -160,9 +173,14 @@ func (o *Options) admin(ctx context.Context) (*bt.AdminClient, error) {
 // read (RemoveGCRule removes it). It returns nil only once it has read
 // the family back without a rule.
 func Init(ctx context.Context, opts Options) error {
+	opts.ensureDefaults()
 	if err := opts.validate(); err != nil {
 		return err
 	}
+	return opts.bounded(ctx, func(ctx context.Context) error { return initTable(ctx, opts) })
+}
+
+func initTable(ctx context.Context, opts Options) error {
 	admin, err := opts.admin(ctx)
 	if err != nil {
 		return err
@@ -191,9 +209,18 @@ func Init(ctx context.Context, opts Options) error {
 // every cell. Removing a rule only stops deletions; the cells it already
 // deleted are gone. ErrNoTable if the table or its family does not exist.
 func RemoveGCRule(ctx context.Context, opts Options) (removed string, err error) {
+	opts.ensureDefaults()
 	if err := opts.validate(); err != nil {
 		return "", err
 	}
+	err = opts.bounded(ctx, func(ctx context.Context) error {
+		removed, err = removeGCRule(ctx, opts)
+		return err
+	})
+	return removed, err
+}
+
+func removeGCRule(ctx context.Context, opts Options) (string, error) {
 	admin, err := opts.admin(ctx)
 	if err != nil {
 		return "", err
@@ -270,17 +297,46 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 // checkTable fails with ErrNoTable unless the table has Family, and with
 // a *GCRuleError if the family has a garbage-collection rule.
 func checkTable(ctx context.Context, opts Options) error {
-	admin, err := opts.admin(ctx)
-	if err != nil {
+	return opts.bounded(ctx, func(ctx context.Context) error {
+		admin, err := opts.admin(ctx)
+		if err != nil {
+			return err
+		}
+		defer admin.Close()
+		return checkFamily(ctx, admin, opts)
+	})
+}
+
+// bounded runs fn with ctx bounded by OpenBudget; an error after the
+// budget ran out matches storage.ErrUnavailable and says where Bigtable
+// was looked for.
+func (o *Options) bounded(ctx context.Context, fn func(context.Context) error) error {
+	spent := fmt.Errorf("%w: no answer from Bigtable (%s) within %v", storage.ErrUnavailable, o.where(), o.OpenBudget)
+	bctx, cancel := context.WithTimeoutCause(ctx, o.OpenBudget, spent)
+	defer cancel()
+	err := fn(bctx)
+	switch {
+	case err == nil || ctx.Err() != nil || context.Cause(bctx) != spent:
 		return err
+	case errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded:
+		return spent
 	}
-	defer admin.Close()
-	return checkFamily(ctx, admin, opts)
+	return fmt.Errorf("%w (last error: %v)", spent, err)
+}
+
+// where is where the client looks for Bigtable: the emulator's address,
+// or the project and instance.
+func (o *Options) where() string {
+	switch host := os.Getenv("BIGTABLE_EMULATOR_HOST"); {
+	case o.Emulator != "":
+		return "the emulator at " + o.Emulator
+	case host != "":
+		return "the emulator at " + host + ", BIGTABLE_EMULATOR_HOST"
+	}
+	return o.Project + "/" + o.Instance
 }
 
 func checkFamily(ctx context.Context, admin *bt.AdminClient, opts Options) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	info, err := admin.TableInfo(ctx, opts.Table)
 	if err != nil {
 		if isNotFound(err) {

@@ -398,8 +398,13 @@ func (db *DB) Locks(ctx context.Context) ([]LockInfo, error) {
 
 // ResolveLocks settles every lock of a committed, rolled-back, dead or
 // expired transaction, and returns how many it settled.
-func (db *DB) ResolveLocks(ctx context.Context) (int, error) {
-	n, err := db.client.ResolveLocks(ctx)
+func (db *DB) ResolveLocks(ctx context.Context) (int, error) { return db.ResolveLocksWith(ctx, nil) }
+
+// ResolveLocksWith is ResolveLocks reporting its progress: progress, if
+// not nil, is called with (0, total) once the locks are listed and with
+// (done, total) after each is looked at.
+func (db *DB) ResolveLocksWith(ctx context.Context, progress func(done, total int)) (int, error) {
+	n, err := db.client.ResolveLocks(ctx, progress)
 	return n, apiErr(err)
 }
 

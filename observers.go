@@ -193,7 +193,15 @@ func (db *DB) Quarantine(ctx context.Context) ([]Quarantined, error) {
 // RetryQuarantined re-queues every quarantined notification and returns
 // how many.
 func (db *DB) RetryQuarantined(ctx context.Context) (int, error) {
-	n, err := db.obs.Retry(ctx)
+	return db.RetryQuarantinedWith(ctx, nil)
+}
+
+// RetryQuarantinedWith is RetryQuarantined reporting its progress:
+// progress, if not nil, is called with (0, total) once the quarantined
+// notifications are listed and with (done, total) after each is
+// re-queued.
+func (db *DB) RetryQuarantinedWith(ctx context.Context, progress func(done, total int)) (int, error) {
+	n, err := db.obs.Retry(ctx, progress)
 	return n, apiErr(err)
 }
 

@@ -139,7 +139,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 	case "quarantine":
 		return s.quarantine(ctx)
 	case "retry":
-		n, err := s.env.f.Retry(ctx)
+		n, err := s.env.f.Retry(ctx, nil)
 		return fmt.Sprintf("requeued %d %s", n, errString(err))
 	case "advance":
 		dur, err := time.ParseDuration(arg("by"))

@@ -144,7 +144,7 @@ func TestLateRetryAfterRequarantine(t *testing.T) {
 	}
 	e.set("r", "in", "x")
 	e.drain(1)
-	if n, err := e.f.Retry(ctx); err != nil || n != 1 {
+	if n, err := e.f.Retry(ctx, nil); err != nil || n != 1 {
 		t.Fatalf("Retry = %d, %v", n, err)
 	}
 	late := log.touching(FamilyQuarantine, storage.DeleteCells)

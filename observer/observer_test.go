@@ -411,7 +411,7 @@ func TestFailuresQuarantineAndRetry(t *testing.T) {
 		t.Fatalf("%d notifications left spinning", n)
 	}
 	broken.Store(false)
-	if n, err := e.f.Retry(ctx); err != nil || n != 2 {
+	if n, err := e.f.Retry(ctx, nil); err != nil || n != 2 {
 		t.Fatalf("Retry = %d, %v", n, err)
 	}
 	e.drain(1)

@@ -150,12 +150,17 @@ func (f *Framework) Quarantine(ctx context.Context) ([]Quarantined, error) {
 // Retry re-queues quarantined notifications: each is removed from the
 // quarantine and its cell notified again, in one atomic row write, so its
 // observer runs once more (the others find the cell clean). It returns
-// how many were re-queued.
-func (f *Framework) Retry(ctx context.Context) (int, error) {
+// how many were re-queued. progress, if not nil, is called with (0,
+// total) once they are listed and with (done, total) after each.
+func (f *Framework) Retry(ctx context.Context, progress func(done, total int)) (int, error) {
 	qs, err := f.Quarantine(ctx)
 	if err != nil {
 		return 0, err
 	}
+	if progress == nil {
+		progress = func(int, int) {}
+	}
+	progress(0, len(qs))
 	for i, q := range qs {
 		ts, err := f.oracle.Timestamp(ctx)
 		if err != nil {
@@ -169,6 +174,7 @@ func (f *Framework) Retry(ctx context.Context) (int, error) {
 		if err := f.notify.Requeue(ctx, []byte(q.Row), q.Column, ts, unq); err != nil {
 			return i, fmt.Errorf("observer: re-queueing %q/%s: %w", q.Row, q.Column, err)
 		}
+		progress(i+1, len(qs))
 	}
 	return len(qs), nil
 }

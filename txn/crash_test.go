@@ -84,3 +84,33 @@ func testCrashPoint(t *testing.T, backend string, point string, nth int, whole b
 		t.Fatalf("index still holds %d locks", ix.lockCount())
 	}
 }
+
+// TestResolveLocksProgress: ResolveLocks settles the locks a crash left
+// and reports its progress, the total once listed and then each lock.
+func TestResolveLocksProgress(t *testing.T) {
+	ctx := context.Background()
+	e := newEnvBackend(t, backends[0])
+	writer := e.client("writer")
+	writer.secondaryBatch = 1
+	tx, _ := writer.Begin(ctx)
+	for i := range 5 {
+		_ = tx.Set(fmt.Sprintf("r%d", i), "v", []byte("new"))
+	}
+	writer.crash = func(p string) bool { return p == crashAfterPrimaryCommit }
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.live.Unregister("writer")
+	var calls [][2]int
+	n, err := e.client("resolver").ResolveLocks(ctx, func(done, total int) { calls = append(calls, [2]int{done, total}) })
+	if err != nil || n != 4 {
+		t.Fatalf("ResolveLocks: %d, %v; want the 4 secondaries' locks", n, err)
+	}
+	want := [][2]int{{0, 4}, {1, 4}, {2, 4}, {3, 4}, {4, 4}}
+	if fmt.Sprint(calls) != fmt.Sprint(want) {
+		t.Errorf("progress %v, want %v", calls, want)
+	}
+	if n := countLocks(t, e.store); n != 0 {
+		t.Fatalf("%d locks survive", n)
+	}
+}

@@ -76,15 +76,21 @@ func (c *Client) lockRecords(ctx context.Context) ([]LockInfo, error) {
 
 // ResolveLocks settles every lock whose transaction is committed, rolled
 // back, or owned by a dead or expired owner, and leaves the locks of live
-// transactions. It returns how many locks it settled.
-func (c *Client) ResolveLocks(ctx context.Context) (int, error) {
+// transactions. It returns how many locks it settled. progress, if not
+// nil, is called with (0, total) once the locks are listed and with
+// (done, total) after each is looked at.
+func (c *Client) ResolveLocks(ctx context.Context, progress func(done, total int)) (int, error) {
 	ctx = c.operation(ctx)
 	locks, err := c.Locks(ctx)
 	if err != nil {
 		return 0, err
 	}
+	if progress == nil {
+		progress = func(int, int) {}
+	}
+	progress(0, len(locks))
 	n := 0
-	for _, l := range locks {
+	for i, l := range locks {
 		err := c.resolveCell(ctx, l.Row, l.Column, l.StartTS, encodeLock(&l.Lock))
 		switch {
 		case err == nil:
@@ -92,6 +98,7 @@ func (c *Client) ResolveLocks(ctx context.Context) (int, error) {
 		case !errors.Is(err, errLocked):
 			return n, err
 		}
+		progress(i+1, len(locks))
 	}
 	return n, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/progress"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/view"
 )
 
@@ -28,7 +29,9 @@ func locksCmd() *cobra.Command {
 			ctx, w := c.Context(), c.OutOrStdout()
 			return cli.WithDB(ctx, &tg, func(db *percolator.DB) error {
 				if resolve {
-					n, err := db.ResolveLocks(ctx)
+					prog := progress.New(ctx, c.ErrOrStderr(), false)
+					n, err := db.ResolveLocksWith(ctx, prog.ListThenDo("listing locks", "resolving locks"))
+					prog.End(err)
 					if err != nil {
 						return err
 					}

@@ -202,9 +202,12 @@ func TestDumpShowsProtocolColumns(t *testing.T) {
 			t.Errorf("dump lacks %q:\n%s", want, out)
 		}
 	}
-	out, _, code = runCLI(t, "locks", "--dir", dir, "--resolve")
+	out, errOut, code = runCLI(t, "locks", "--dir", dir, "--resolve")
 	if code != 0 || !strings.Contains(out, "0 locks") {
 		t.Fatalf("locks: exit %d: %s", code, out)
+	}
+	if !strings.Contains(errOut, "listing locks: done, 0 in") {
+		t.Errorf("locks --resolve shows no progress on stderr:\n%s", errOut)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/cli"
+	"github.com/seed-992972ee/percolator/cmd/percolator/internal/progress"
 	"github.com/seed-992972ee/percolator/cmd/percolator/internal/view"
 )
 
@@ -30,7 +31,9 @@ func notificationsCmd() *cobra.Command {
 			return cli.WithDB(ctx, &tg, func(db *percolator.DB) error {
 				switch {
 				case retry:
-					n, err := db.RetryQuarantined(ctx)
+					prog := progress.New(ctx, c.ErrOrStderr(), false)
+					n, err := db.RetryQuarantinedWith(ctx, prog.ListThenDo("listing quarantined notifications", "re-queueing notifications"))
+					prog.End(err)
 					if err != nil {
 						return err
 					}

@@ -297,3 +297,26 @@ func (ph *phase) summary(now time.Time, err error, interrupted bool) string {
 		return fmt.Sprintf("%s: stopped at %s after %s", ph.label, ph.count(), el)
 	}
 }
+
+// ListThenDo shows an operation that first lists its items, then works
+// through them: a phase labelled listing, of unknown length, that ends
+// counting the items once the operation knows how many there are, then
+// (unless there are none) one labelled doing, of that many. It starts the
+// first phase and returns the operation's progress callback (called with
+// (0, total) once the items are listed, then with (done, total)); the
+// caller ends the last phase with End.
+func (m *Meter) ListThenDo(listing, doing string) func(done, total int) {
+	m.Start(listing, Unknown)
+	listed := false
+	return func(done, total int) {
+		if !listed {
+			listed = true
+			m.Set(int64(total))
+			if total == 0 {
+				return
+			}
+			m.Start(doing, int64(total))
+		}
+		m.Set(int64(done))
+	}
+}

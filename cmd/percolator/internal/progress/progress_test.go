@@ -226,3 +226,35 @@ func TestHeartbeat(t *testing.T) {
 		t.Fatalf("heartbeat lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestListThenDo: the listing phase ends counting what it listed, the
+// doing phase has that total from its start, and none follows an empty
+// list.
+func TestListThenDo(t *testing.T) {
+	var b bytes.Buffer
+	m, _ := newTestMeter(context.Background(), &b, false)
+	report := m.ListThenDo("listing locks", "resolving locks")
+	report(0, 3)
+	for i := 1; i <= 3; i++ {
+		report(i, 3)
+	}
+	m.End(nil)
+	want := []string{"listing locks: 0", "listing locks: done, 3 in", "resolving locks: 0 of 3", "resolving locks: done, 3 of 3"}
+	got := lines(&b)
+	if len(got) != len(want) {
+		t.Fatalf("got %q, want lines starting %q", got, want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("line %d: %q, want it to start %q", i, got[i], want[i])
+		}
+	}
+
+	b.Reset()
+	report = m.ListThenDo("listing locks", "resolving locks")
+	report(0, 0)
+	m.End(nil)
+	if got := lines(&b); len(got) != 2 || !strings.HasPrefix(got[1], "listing locks: done, 0 in") {
+		t.Errorf("an empty list: %q", got)
+	}
+}

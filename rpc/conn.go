@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-992972ee/percolator/internal/ctxwait"
@@ -190,6 +191,7 @@ func Dial(ctx context.Context, addr string, opts DialOptions) (*Conn, error) {
 	if opts.Token != "" {
 		dopts = append(dopts, grpc.WithPerRPCCredentials(tokenCreds{token: opts.Token}))
 	}
+	dopts = append(dopts, grpc.WithChainUnaryInterceptor(sendReserve))
 	cc, err := grpc.NewClient(addr, dopts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: server %s: %v", storage.ErrInvalidArgument, addr, err)
@@ -445,4 +447,13 @@ func (c *Conn) Error(err error) error {
 		return fmt.Errorf("%w: server %s: %s", ErrUnavailable, c.Addr, st.Message())
 	}
 	return fmt.Errorf("rpc: server %s: %s: %s", c.Addr, st.Code(), st.Message())
+}
+
+// sendReserve carries storage.WithReserve's mark on a call's context to
+// the server (ReserveHeader).
+func sendReserve(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if storage.UsesReserve(ctx) {
+		ctx = metadata.AppendToOutgoingContext(ctx, ReserveHeader, "1")
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
 }

@@ -49,6 +49,13 @@ package rpc
 // "Bearer TOKEN".
 const TokenHeader = "authorization"
 
+// ReserveHeader is the metadata key that carries storage.WithReserve's
+// mark across a call: a Conn sends it (as "1") on every unary call whose
+// context is so marked, and the server marks the call's context in turn,
+// so that a write that frees space or finishes a transaction already
+// prewritten may use a nearly full store's reserve.
+const ReserveHeader = "percolator-reserve"
+
 // Status message prefixes of the nonce table's refusals (FailedPrecondition).
 const (
 	MsgUnknownGroup = "unknown nonce group"

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-992972ee/percolator/rpc"
+	"github.com/seed-992972ee/percolator/storage"
 )
 
 // tokenAuth requires a token on every call (none if the token is empty):
@@ -53,4 +54,18 @@ func (a tokenAuth) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInf
 		return err
 	}
 	return h(srv, ss)
+}
+
+// takeReserve marks a call's context storage.WithReserve when the client
+// sent rpc.ReserveHeader: its writes may use a nearly full store's
+// reserve (a client's commit or rollback of a transaction already
+// prewritten, a resolution; the client marks them). A client holding the
+// token is trusted with the store's data anyway, and may use the reserve
+// too.
+func takeReserve(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if len(md.Get(rpc.ReserveHeader)) > 0 {
+		ctx = storage.WithReserve(ctx)
+	}
+	return h(ctx, req)
 }

@@ -260,7 +260,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	s.metrics = newMetrics(s)
 	sopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(opts.MaxMessageSize), grpc.MaxSendMsgSize(opts.MaxMessageSize),
-		grpc.ChainUnaryInterceptor(s.metrics.unary, s.auth.unary),
+		grpc.ChainUnaryInterceptor(s.metrics.unary, s.auth.unary, takeReserve),
 		grpc.ChainStreamInterceptor(s.metrics.stream, s.auth.stream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}

@@ -89,6 +89,10 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	// committed is rolled forward by its readers (invariant 4).
 	ctx, cancel := c.detach(ctx)
 	defer cancel()
+	// The commit, and a rollback settleCommit makes, may use a nearly full
+	// store's reserve: they finish a transaction whose locks are written,
+	// and free them (doc.go, "A nearly full disk").
+	ctx = storage.WithReserve(ctx)
 	if mutant.On(mutant.SecondariesFirst) {
 		// Breaks invariant 4: the secondaries commit before the commit
 		// point. The pause widens the window a crash must fall in for the
@@ -266,6 +270,7 @@ func (c *Client) abort(ctx context.Context, t *Txn, rows []*rowWrites, cause err
 	}
 	ctx, cancel := c.detach(ctx)
 	defer cancel()
+	ctx = storage.WithReserve(ctx) // it frees the locks written
 	for _, rw := range rows {
 		muts := make([]storage.Mutation, 0, 3*len(rw.muts))
 		for _, m := range rw.muts {

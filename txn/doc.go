@@ -393,6 +393,22 @@
 // packages clean their own tombstones, and a lock's fencing-token counter
 // is never deleted.
 //
+// # A nearly full disk
+//
+// A store low on space (storage.Reserver) refuses writes with
+// storage.ErrNoSpace, but for those whose context storage.WithReserve
+// marks. This package marks the writes that finish or undo a transaction
+// whose locks are already written: a commit (the primary's, the rollback
+// settleCommit makes when its outcome is in doubt, the secondaries'), an
+// abort's rollback, and every write of a lock's resolution. So a
+// transaction fails with ErrNoSpace at its prewrite, changing nothing,
+// and one past its prewrites still commits: a refused commit point would
+// leave its outcome unknown to its client (ErrCommitUnknown) and its
+// locks in readers' way until resolved. The reserve pays for them: a few
+// small records per transaction in flight. The collector marks its own
+// writes too (they free space). Over a server the mark travels with the
+// call (rpc.ReserveHeader).
+//
 // # Rejected designs
 //
 // Rollback records could be kept out of the write column (TiKV keeps them

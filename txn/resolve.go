@@ -48,6 +48,9 @@ func (c *Client) resolveCell(ctx context.Context, row []byte, col string, lockTS
 	if err != nil {
 		return err
 	}
+	// Its writes settle a lock already written, and free it: they may use
+	// a nearly full store's reserve (doc.go, "A nearly full disk").
+	ctx = storage.WithReserve(ctx)
 	for range maxResolveSteps {
 		st, err := c.status(ctx, lock.PrimaryRow, lock.PrimaryCol, lockTS)
 		if err != nil {

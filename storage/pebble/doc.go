@@ -110,8 +110,9 @@
 // low (storage.Reserver): it removes the file, so its space is free, and
 // refuses every write with storage.ErrNoSpace but those whose context
 // storage.WithReserve marks (the collector's removals and the lock
-// resolutions they need, the oracle's mark, which is replaced in place,
-// the nonce table's forgetting). It takes the reserve back, and accepts
+// resolutions they need, the commits and rollbacks of transactions
+// already prewritten, the oracle's mark, which is replaced in place, the
+// nonce table's forgetting). It takes the reserve back, and accepts
 // writes again, once three times its size is free. The free space is read
 // at most a second apart (pebble's GetDiskUsage); a write that meets a
 // full disk between two readings (another process filled it, or a

@@ -167,14 +167,16 @@ func (ph *phase) wait() {
 
 func newBar(w io.Writer, label string, total int64) *progressbar.ProgressBar {
 	opts := []progressbar.Option{progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(label),
-		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionThrottle(100 * time.Millisecond)}
+		progressbar.OptionThrottle(100 * time.Millisecond)}
 	if total == Unknown {
 		// No change interval: the spinner would turn from a goroutine of
 		// its own, writing to w outside the Meter's lock and outliving
-		// the phase. It turns as the count moves.
+		// the phase. It turns as the count moves. The count and the rate
+		// are in its description (showLocked): the library would print
+		// them as "N/-" and items per hour.
 		opts = append(opts, progressbar.OptionSpinnerType(14), progressbar.OptionSetSpinnerChangeInterval(0))
 	} else {
-		opts = append(opts, progressbar.OptionSetPredictTime(true))
+		opts = append(opts, progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetPredictTime(true))
 	}
 	b := progressbar.NewOptions64(total, opts...)
 	_ = b.RenderBlank()
@@ -202,8 +204,8 @@ func (m *Meter) update(done int64, words string, setWords bool) {
 	if m.quiet {
 		return
 	}
-	if m.tty && setWords {
-		ph.bar.Describe(ph.describe())
+	if m.tty && setWords && ph.total != Unknown {
+		ph.bar.Describe(ph.describe()) // a spinner's, with its count, is showLocked's
 	}
 	m.showLocked(ph)
 }
@@ -215,6 +217,8 @@ func (m *Meter) showLocked(ph *phase) {
 		done := ph.done
 		if ph.total != Unknown {
 			done = min(done, ph.total) // a bar past its end would grow it
+		} else {
+			ph.bar.Describe(fmt.Sprintf("%s: %s, %s", ph.label, ph.count(), ph.rate(m.now())))
 		}
 		_ = ph.bar.Set64(done)
 		return

@@ -26,20 +26,21 @@ func TestMain(m *testing.M) {
 		main()
 	}
 	etcdtest.RunMemberIfChild() // a test's etcd in a process of its own
+	// Under the race detector a process sleeps a second at exit by
+	// default, to let other goroutines report; a child's races are
+	// reported as they happen, and hundreds of children (the commands
+	// these tests run, the docs' examples, verify's clients) exit here, so
+	// they do not sleep, unless GORACE says otherwise. (The variable is
+	// read at start: this process keeps its own setting.)
+	if _, set := os.LookupEnv("GORACE"); !set {
+		_ = os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
 	os.Exit(m.Run())
 }
 
-// command is the test binary run as the percolator command. Under the
-// race detector a process sleeps a second at exit by default, to let
-// other goroutines report; a child's races are reported as they happen,
-// and hundreds of children exit in this package's tests, so they do not
-// sleep (unless GORACE says otherwise).
 func command(args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "PERCOLATOR_AS_MAIN=1")
-	if _, set := os.LookupEnv("GORACE"); !set {
-		cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=0")
-	}
 	return cmd
 }
 

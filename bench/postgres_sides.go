@@ -38,6 +38,14 @@ const (
 	pgBalance   = "bal"
 )
 
+// The PostgreSQL side's statements, prepared on each connection as it
+// opens (pgx runs a statement prepared under its own text as such).
+const (
+	pgSelect    = "SELECT balance FROM " + pgTable + " WHERE id = $1"
+	pgUpdate    = "UPDATE " + pgTable + " SET balance = $1 WHERE id = $2"
+	pgSelectAll = "SELECT balance FROM " + pgTable
+)
+
 // errStopped: a transfer that conflicted after its turn ended, given up
 // instead of retried (neither side's count includes it).
 var errStopped = errors.New("bench: turn ended")
@@ -159,29 +167,43 @@ func (s serverBank) read(ctx context.Context, i int) error {
 // transactions (its snapshot isolation), audits in REPEATABLE READ READ
 // ONLY ones, one statement per round trip, on a pool of connections
 // opened before any is measured.
-type pgBank struct{ pool *pgxpool.Pool }
+type pgBank struct {
+	pool *pgxpool.Pool
+	// created: the table is there, and each connection opened prepares
+	// the statements.
+	created *atomic.Bool
+}
 
 // openPG connects a pool of conns connections to the PostgreSQL server
-// at url (a libpq URL, checked by Options.Validate), all opened now.
+// at url (a libpq URL, checked by Options.Validate). Call create, which
+// opens them all, before measuring.
 func openPG(ctx context.Context, url string, conns int) (pgBank, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return pgBank{}, err
 	}
 	cfg.MaxConns, cfg.MinConns = int32(conns), 0
+	created := new(atomic.Bool)
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if !created.Load() {
+			return nil
+		}
+		for _, sql := range []string{pgSelect, pgUpdate, pgSelectAll} {
+			if _, err := c.Prepare(ctx, sql, sql); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return pgBank{}, err
 	}
-	if err := warm(ctx, pool, conns); err != nil {
-		pool.Close()
-		return pgBank{}, err
-	}
-	return pgBank{pool}, nil
+	return pgBank{pool, created}, nil
 }
 
-// warm opens n connections of the pool at once, so that no measurement
-// pays for opening one.
+// warm opens n connections of the pool at once, each preparing the
+// statements, so that no measurement pays for opening one.
 func warm(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	conns := make([]*pgxpool.Conn, n)
 	errs := make([]error, n)
@@ -227,8 +249,14 @@ func (p pgBank) create(ctx context.Context) error {
 	if _, err := p.pool.Exec(ctx, "INSERT INTO "+pgTable+" SELECT g, $1 FROM generate_series(0, $2::integer - 1) g", pgInitial, pgAccounts); err != nil {
 		return err
 	}
-	_, err = p.pool.Exec(ctx, "ANALYZE "+pgTable)
-	return err
+	if _, err := p.pool.Exec(ctx, "ANALYZE "+pgTable); err != nil {
+		return err
+	}
+	// The connections opened so far prepared nothing (the table was not
+	// there): open the pool afresh, every connection at once.
+	p.created.Store(true)
+	p.pool.Reset()
+	return warm(ctx, p.pool, int(p.pool.Config().MaxConns))
 }
 
 func (p pgBank) drop(ctx context.Context) error {
@@ -272,16 +300,16 @@ func (p pgBank) tryTransfer(ctx context.Context, a, b int, amount int64) (err er
 		}
 	}()
 	var fb, tb int64
-	if err := tx.QueryRow(ctx, "SELECT balance FROM "+pgTable+" WHERE id = $1", a).Scan(&fb); err != nil {
+	if err := tx.QueryRow(ctx, pgSelect, a).Scan(&fb); err != nil {
 		return err
 	}
-	if err := tx.QueryRow(ctx, "SELECT balance FROM "+pgTable+" WHERE id = $1", b).Scan(&tb); err != nil {
+	if err := tx.QueryRow(ctx, pgSelect, b).Scan(&tb); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, "UPDATE "+pgTable+" SET balance = $1 WHERE id = $2", fb-amount, a); err != nil {
+	if _, err := tx.Exec(ctx, pgUpdate, fb-amount, a); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, "UPDATE "+pgTable+" SET balance = $1 WHERE id = $2", tb+amount, b); err != nil {
+	if _, err := tx.Exec(ctx, pgUpdate, tb+amount, b); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
@@ -295,7 +323,7 @@ func (p pgBank) audit(ctx context.Context) (a workload.BankAudit, err error) {
 		return a, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	rows, err := tx.Query(ctx, "SELECT balance FROM "+pgTable)
+	rows, err := tx.Query(ctx, pgSelectAll)
 	if err != nil {
 		return a, err
 	}
@@ -313,5 +341,5 @@ func (p pgBank) audit(ctx context.Context) (a workload.BankAudit, err error) {
 
 func (p pgBank) read(ctx context.Context, i int) error {
 	var v int64
-	return p.pool.QueryRow(ctx, "SELECT balance FROM "+pgTable+" WHERE id = $1", i).Scan(&v)
+	return p.pool.QueryRow(ctx, pgSelect, i).Scan(&v)
 }

@@ -172,15 +172,12 @@ func (b *runner) openBanks(ctx context.Context, sides postgresSides, cl *closers
 
 // bankTurn is what one side did in one or more turns of the bank: its
 // committed transfers' latencies (as many as it committed), the
-// conflicts it retried, its audits, and its time.
+// conflicts it retried, its audits and those with a wrong total, and
+// its time. It is plain data, filled once its turns ended.
 type bankTurn struct {
-	latencies            []time.Duration
-	conflicts, snapshots int64
-	wrong                int64
-	elapsed              time.Duration
-	failures             int64 // transfers that failed with another error
-	firstFailure         error
-	mu                   sync.Mutex // guards latencies and firstFailure
+	latencies                   []time.Duration
+	conflicts, snapshots, wrong int64
+	elapsed                     time.Duration
 }
 
 func (t *bankTurn) commits() int64 { return int64(len(t.latencies)) }
@@ -195,10 +192,6 @@ func (t *bankTurn) add(o *bankTurn) {
 	t.snapshots += o.snapshots
 	t.wrong += o.wrong
 	t.elapsed += o.elapsed
-	t.failures += o.failures
-	if t.firstFailure == nil {
-		t.firstFailure = o.firstFailure
-	}
 }
 
 // bankTurns measures the bank at workers on both sides, pgTurns turns
@@ -209,15 +202,13 @@ func (b *runner) bankTurns(ctx context.Context, sides postgresSides, workers int
 	end := b.timed(ctx, fmt.Sprintf("postgres: bank at %d workers, seconds measured", workers), 2*pgTurns*d)
 	for range pgTurns {
 		for _, i := range []int{1, 0} { // PostgreSQL first
-			t := runBankTurn(ctx, sides.pair()[i], workers, d)
-			if err := ctx.Err(); err != nil {
-				end(err)
-				return sum, err
+			t, err := runBankTurn(ctx, sides.pair()[i], workers, d)
+			if err == nil {
+				err = ctx.Err()
 			}
-			if t.firstFailure != nil {
-				err := fmt.Errorf("%s at %d workers: %d transfers failed, the first: %w", sideName(i), workers, t.failures, t.firstFailure)
+			if err != nil {
 				end(err)
-				return sum, err
+				return sum, fmt.Errorf("%s at %d workers: %w", sideName(i), workers, err)
 			}
 			sum[i].add(t)
 		}
@@ -228,57 +219,35 @@ func (b *runner) bankTurns(ctx context.Context, sides postgresSides, workers int
 
 func sideName(i int) string { return [2]string{"percolator server", "PostgreSQL"}[i] }
 
+// bankTurnRun is one turn under way: what its goroutines count.
+type bankTurnRun struct {
+	side bankSide
+	stop atomic.Bool
+	// conflicts, snapshots and wrong count as bankTurn's do; failures
+	// the transfers and audits that failed otherwise.
+	conflicts, snapshots, wrong, failures atomic.Int64
+	mu                                    struct {
+		sync.Mutex
+		latencies []time.Duration
+		first     error // the first failure
+	}
+}
+
 // runBankTurn runs workers transferring and pgReaders auditing on side
 // for d. A transfer under way as the turn ends completes and counts
 // (its time counts too: the turn's time is until every worker is done);
-// one conflicted then is given up.
-func runBankTurn(ctx context.Context, side bankSide, workers int, d time.Duration) *bankTurn {
-	t := &bankTurn{}
-	var stop atomic.Bool
-	var conflicts, snapshots, wrong, failures atomic.Int64
+// one conflicted then is given up. A transfer or audit that fails (not a
+// conflict, nor the end of ctx) fails the turn: a side that fails is
+// not measured.
+func runBankTurn(ctx context.Context, side bankSide, workers int, d time.Duration) (*bankTurn, error) {
+	r := &bankTurnRun{side: side}
 	var wg sync.WaitGroup
 	start := time.Now()
 	for w := range workers {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
-			var lat []time.Duration
-			for !stop.Load() && ctx.Err() == nil {
-				a, bb := rng.IntN(pgAccounts), rng.IntN(pgAccounts-1)
-				if bb >= a {
-					bb++
-				}
-				began := time.Now()
-				c, err := side.transfer(ctx, a, bb, 1+rng.Int64N(10), &stop)
-				conflicts.Add(int64(c))
-				switch {
-				case err == nil:
-					lat = append(lat, time.Since(began))
-				case !errors.Is(err, errStopped) && ctx.Err() == nil:
-					failures.Add(1)
-					t.failed(err)
-				}
-			}
-			t.mu.Lock()
-			t.latencies = append(t.latencies, lat...)
-			t.mu.Unlock()
-		})
+		wg.Go(func() { r.transferLoop(ctx, rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))) })
 	}
 	for range pgReaders {
-		wg.Go(func() {
-			for !stop.Load() && ctx.Err() == nil {
-				a, err := side.audit(ctx)
-				switch {
-				case err == nil:
-					snapshots.Add(1)
-					if a.Check(pgAccounts, pgInitial) != nil {
-						wrong.Add(1)
-					}
-				case ctx.Err() == nil:
-					failures.Add(1)
-					t.failed(fmt.Errorf("audit: %w", err))
-				}
-			}
-		})
+		wg.Go(func() { r.auditLoop(ctx) })
 	}
 	timer := time.NewTimer(d)
 	select {
@@ -286,19 +255,62 @@ func runBankTurn(ctx context.Context, side bankSide, workers int, d time.Duratio
 	case <-ctx.Done():
 		timer.Stop()
 	}
-	stop.Store(true)
+	r.stop.Store(true)
 	wg.Wait()
-	t.elapsed = time.Since(start)
-	t.conflicts, t.snapshots, t.wrong, t.failures = conflicts.Load(), snapshots.Load(), wrong.Load(), failures.Load()
-	return t
+	t := &bankTurn{latencies: r.mu.latencies, conflicts: r.conflicts.Load(), snapshots: r.snapshots.Load(), wrong: r.wrong.Load(), elapsed: time.Since(start)}
+	if r.mu.first != nil {
+		return t, fmt.Errorf("%d transfers and audits failed, the first: %w", r.failures.Load(), r.mu.first)
+	}
+	return t, nil
 }
 
-func (t *bankTurn) failed(err error) {
-	t.mu.Lock()
-	if t.firstFailure == nil {
-		t.firstFailure = err
+func (r *bankTurnRun) transferLoop(ctx context.Context, rng *rand.Rand) {
+	var lat []time.Duration
+	for !r.stop.Load() && ctx.Err() == nil {
+		a, b := rng.IntN(pgAccounts), rng.IntN(pgAccounts-1)
+		if b >= a {
+			b++
+		}
+		began := time.Now()
+		c, err := r.side.transfer(ctx, a, b, 1+rng.Int64N(10), &r.stop)
+		r.conflicts.Add(int64(c))
+		switch {
+		case err == nil:
+			lat = append(lat, time.Since(began))
+		case !errors.Is(err, errStopped):
+			r.failed(ctx, err)
+		}
 	}
-	t.mu.Unlock()
+	r.mu.Lock()
+	r.mu.latencies = append(r.mu.latencies, lat...)
+	r.mu.Unlock()
+}
+
+func (r *bankTurnRun) auditLoop(ctx context.Context) {
+	for !r.stop.Load() && ctx.Err() == nil {
+		a, err := r.side.audit(ctx)
+		if err != nil {
+			r.failed(ctx, fmt.Errorf("audit: %w", err))
+			continue
+		}
+		r.snapshots.Add(1)
+		if a.Check(pgAccounts, pgInitial) != nil {
+			r.wrong.Add(1)
+		}
+	}
+}
+
+// failed counts a failure, unless ctx ended (the run was interrupted).
+func (r *bankTurnRun) failed(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	r.failures.Add(1)
+	r.mu.Lock()
+	if r.mu.first == nil {
+		r.mu.first = err
+	}
+	r.mu.Unlock()
 }
 
 // pointReads measures one-read transactions from pgPointReaders clients

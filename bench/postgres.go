@@ -129,7 +129,7 @@ func (b *runner) openPostgresSides(ctx context.Context, counter *rpcCounter, r *
 		return postgresSides{}, nil, fmt.Errorf("PostgreSQL %s: %w", postgresWhere(b.opts.Postgres), err)
 	}
 	cl.add(pg.pool.Close)
-	sides := postgresSides{server: serverBank{db}, pg: pg}
+	sides := postgresSides{server: newServerBank(db), pg: pg}
 	if err := b.openBanks(ctx, sides, &cl, r); err != nil {
 		cl.closeAll()
 		return postgresSides{}, nil, err

@@ -32,9 +32,10 @@ const (
 	// pgTable is the PostgreSQL side's table, created for the run and
 	// dropped at its end.
 	pgTable = "percolator_bench_accounts"
-	// pgRowPrefix is the percolator side's account rows, apart from the
-	// other figures' rows on the same server.
-	pgRowPrefix = "bench-postgres/acct/"
+	// pgRowPrefix begins the percolator side's account rows, apart from
+	// the other figures' rows on the same server; each run's rows are
+	// its own below it (serverBank.prefix).
+	pgRowPrefix = "bench-postgres/"
 	pgBalance   = "bal"
 )
 
@@ -73,16 +74,26 @@ func conflictBackoff(attempt int) time.Duration {
 }
 
 // serverBank is the bank on a percolator server, through a DB on it.
-type serverBank struct{ db *percolator.DB }
+type serverBank struct {
+	db *percolator.DB
+	// prefix begins this run's account rows: pgRowPrefix, the run's
+	// start, "/acct/". Fresh rows each run, as the PostgreSQL side's
+	// table is: a run does not read through the versions an earlier one
+	// left on the same server.
+	prefix string
+}
 
-func serverAccount(i int) string { return fmt.Sprintf("%s%06d", pgRowPrefix, i) }
+func newServerBank(db *percolator.DB) serverBank {
+	return serverBank{db: db, prefix: pgRowPrefix + strconv.FormatInt(time.Now().UnixNano(), 36) + "/acct/"}
+}
 
-// open sets every account to pgInitial in one transaction (the rows of
-// an earlier run are overwritten).
+func (s serverBank) account(i int) string { return fmt.Sprintf("%s%06d", s.prefix, i) }
+
+// open sets every account to pgInitial in one transaction.
 func (s serverBank) open(ctx context.Context) error {
 	return s.db.Update(ctx, func(tx *percolator.Txn) error {
 		for i := range pgAccounts {
-			if err := tx.Set(serverAccount(i), pgBalance, []byte(strconv.Itoa(pgInitial))); err != nil {
+			if err := tx.Set(s.account(i), pgBalance, []byte(strconv.Itoa(pgInitial))); err != nil {
 				return err
 			}
 		}
@@ -94,7 +105,7 @@ func (s serverBank) open(ctx context.Context) error {
 func (s serverBank) drop(ctx context.Context) error {
 	return s.db.Update(ctx, func(tx *percolator.Txn) error {
 		for i := range pgAccounts {
-			if err := tx.Delete(serverAccount(i), pgBalance); err != nil {
+			if err := tx.Delete(s.account(i), pgBalance); err != nil {
 				return err
 			}
 		}
@@ -110,7 +121,7 @@ func (s serverBank) transfer(ctx context.Context, a, b int, amount int64, stop *
 		if attempts++; attempts > 1 && stop.Load() {
 			return errStopped
 		}
-		from, to := serverAccount(a), serverAccount(b)
+		from, to := s.account(a), s.account(b)
 		fb, err := serverBalance(ctx, tx, from)
 		if err != nil {
 			return err
@@ -138,8 +149,8 @@ func serverBalance(ctx context.Context, tx *percolator.Txn, row string) (int64, 
 func (s serverBank) audit(ctx context.Context) (workload.BankAudit, error) {
 	var a workload.BankAudit
 	err := s.db.View(ctx, func(tx *percolator.Txn) error {
-		end := pgRowPrefix[:len(pgRowPrefix)-1] + "0" // just past the prefix
-		kvs, err := tx.Scan(ctx, pgRowPrefix, end, pgBalance, 0)
+		end := s.prefix[:len(s.prefix)-1] + "0" // just past the prefix
+		kvs, err := tx.Scan(ctx, s.prefix, end, pgBalance, 0)
 		if err != nil {
 			return err
 		}
@@ -158,7 +169,7 @@ func (s serverBank) audit(ctx context.Context) (workload.BankAudit, error) {
 
 func (s serverBank) read(ctx context.Context, i int) error {
 	return s.db.View(ctx, func(tx *percolator.Txn) error {
-		_, err := tx.Get(ctx, serverAccount(i), pgBalance)
+		_, err := tx.Get(ctx, s.account(i), pgBalance)
 		return err
 	})
 }

@@ -124,7 +124,7 @@ func (db *DB) open(ctx context.Context) error {
 func (db *DB) openRemote(ctx context.Context) error {
 	o := &db.opts
 	ctx = rpc.WithOperation(ctx)
-	dial := rpc.DialOptions{Token: o.Token, CAFile: o.TLSCAFile, RetryBudget: o.RetryBudget}
+	dial := rpc.DialOptions{Token: o.Token, CAFile: o.TLSCAFile, RetryBudget: o.RetryBudget, GRPC: o.DialOptions}
 	conn, err := rpc.Dial(ctx, o.Server, dial)
 	if err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/seed-992972ee/percolator/coord"
 	coordremote "github.com/seed-992972ee/percolator/coord/remote"
 	"github.com/seed-992972ee/percolator/storage"
@@ -27,6 +29,10 @@ type Options struct {
 	// TLSCAFile, if set, connects to the server with TLS, trusting the CA
 	// certificate in this PEM file.
 	TLSCAFile string
+	// DialOptions, with Server: more gRPC dial options for the DB's
+	// connections to the server (rpc.DialOptions.GRPC), applied after
+	// its own: an interceptor that counts or traces its calls, say.
+	DialOptions []grpc.DialOption
 	// SessionTTL is the lease of this DB's liveness session with the
 	// server, renewed every third of it. Default 10s
 	// (coord/remote.DefaultTTL).
@@ -176,6 +182,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: LockTTL %v below 1ms", ErrInvalidArgument, o.LockTTL)
 	case o.Store != nil && o.Dir != "":
 		return fmt.Errorf("%w: both Dir and Store set", ErrInvalidArgument)
+	case o.Server == "" && len(o.DialOptions) > 0:
+		return fmt.Errorf("%w: DialOptions without Server (they are the server connections' options)", ErrInvalidArgument)
 	case o.Server != "" && (o.Store != nil || o.Dir != "" || o.Oracle != nil || o.Liveness != nil):
 		return fmt.Errorf("%w: Server excludes Dir, Store, Oracle and Liveness (the server provides them)", ErrInvalidArgument)
 	case o.Owner != "" && o.Liveness == nil:

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/seed-992972ee/percolator"
 	"github.com/seed-992972ee/percolator/server"
 	"github.com/seed-992972ee/percolator/server/servertest"
@@ -40,6 +42,38 @@ func TestServerTour(t *testing.T) {
 	}
 	if _, err := percolator.Open(ctx, percolator.Options{Server: srv.Addr, Dir: t.TempDir()}); !errors.Is(err, percolator.ErrInvalidArgument) {
 		t.Fatalf("Server with Dir: %v", err)
+	}
+}
+
+// TestServerDialOptions: the DialOptions of a DB on a server apply to its
+// connections: an interceptor sees the calls of a write transaction; and
+// without Server they are refused.
+func TestServerDialOptions(t *testing.T) {
+	ctx := context.Background()
+	srv := servertest.Start(t, server.Options{}, "")
+	var mu sync.Mutex
+	var calls []string
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		mu.Lock()
+		calls = append(calls, method)
+		mu.Unlock()
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	db := open(t, percolator.Options{Server: srv.Addr, DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)}})
+	mu.Lock()
+	calls = nil
+	mu.Unlock()
+	if err := db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set("Bob", "v", []byte("10")) }); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	n := len(calls)
+	mu.Unlock()
+	if n == 0 {
+		t.Fatal("the interceptor saw no call of a write transaction")
+	}
+	if _, err := percolator.Open(ctx, percolator.Options{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)}}); !errors.Is(err, percolator.ErrInvalidArgument) {
+		t.Fatalf("DialOptions without Server: %v", err)
 	}
 }
 

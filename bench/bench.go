@@ -66,6 +66,11 @@ type Options struct {
 	EditFraction float64
 	// Server is the percolator server of the Server suite.
 	Server ServerTarget
+	// Postgres is the PostgreSQL server (a libpq URL,
+	// postgres://USER@HOST:PORT/DATABASE?sslmode=disable) the Server
+	// suite's postgres figure measures the server against; "" skips that
+	// figure. It needs Server.
+	Postgres string
 	// Bigtable is the table (PROJECT/INSTANCE/TABLE) of the Bigtable
 	// suite; BigtableEmulator measures it on an emulator in this process.
 	Bigtable         string
@@ -153,6 +158,10 @@ func (o *Options) Validate() error {
 		return bad("EditFraction %g not in (0, 1]", o.EditFraction)
 	case o.Server.Addr != "" && (o.BigtableEmulator || o.Bigtable != ""), o.BigtableEmulator && o.Bigtable != "":
 		return bad("Server, Bigtable and BigtableEmulator exclude each other")
+	case o.Postgres != "" && o.Server.Addr == "":
+		return bad("Postgres needs Server (the server to measure against PostgreSQL)")
+	case o.Postgres != "" && CheckPostgresURL(o.Postgres) != nil:
+		return bad("Postgres: %v", CheckPostgresURL(o.Postgres))
 	case o.Bigtable != "":
 		var bo bigtable.Options
 		if err := bo.ParseTable(o.Bigtable); err != nil {
@@ -235,7 +244,8 @@ type figure struct {
 func suiteFigures(s Suite) []figure {
 	switch s {
 	case Server:
-		return []figure{{"oracle", serverOracle, false}, {"reads", serverReads, false}, {"writes", serverWrites, false}, {"nonces", serverNonces, false}, {"gc", gcFigure, false}}
+		return []figure{{"oracle", serverOracle, false}, {"reads", serverReads, false}, {"writes", serverWrites, false}, {"nonces", serverNonces, false},
+			{"postgres", postgresFigure, false}, {"gc", gcFigure, false}}
 	case Bigtable:
 		return []figure{{"rpcs", bigtableRPCs, false}, {"reads", bigtableReads, false}, {"writes", bigtableWrites, false}, {"notify", bigtableNotify, false}, {"gc", gcFigure, false}}
 	}

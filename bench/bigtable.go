@@ -51,6 +51,30 @@ func (c *rpcCounter) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc
 	return streamer(ctx, desc, cc, method, opts...)
 }
 
+// streamMessages counts each request sent on a stream as a call of its
+// method, not the stream's opening: on a long-lived stream (the oracle's
+// AllocateStream) each request is a round trip, and the stream is
+// opened once for many.
+func (c *rpcCounter) streamMessages(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return countedStream{s, c, method}, nil
+}
+
+// countedStream counts the requests sent on a stream.
+type countedStream struct {
+	grpc.ClientStream
+	c      *rpcCounter
+	method string
+}
+
+func (s countedStream) SendMsg(m any) error {
+	s.c.add(s.method)
+	return s.ClientStream.SendMsg(m)
+}
+
 // take returns the counts since the last take.
 func (c *rpcCounter) take() map[string]int {
 	c.mu.Lock()

@@ -10,7 +10,9 @@
 //     reruns, the graph's labels, leased locks and work queues, each in
 //     stores of its own under Options.Dir;
 //   - Server (Options.Server): a percolator server's oracle, reads, writes
-//     and nonces, each beside raw RPCs to the same server;
+//     and nonces, each beside raw RPCs to the same server; and, given
+//     Options.Postgres, the server against PostgreSQL on the same bank
+//     (postgres.go), the two run in alternating turns;
 //   - Bigtable (Options.Bigtable or BigtableEmulator): the Bigtable calls
 //     per transaction, reads and writes beside raw Bigtable calls, and the
 //     cost of finding notifications.

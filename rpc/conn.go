@@ -96,6 +96,11 @@ type DialOptions struct {
 	CleanupBudget time.Duration
 	// MaxMessageSize bounds a message either way. Default 64 MiB.
 	MaxMessageSize int
+	// GRPC are more gRPC dial options, applied after the connection's
+	// own: an interceptor that counts or traces the calls, say. Options
+	// that replace the connection's own (its credentials, back-off or
+	// message sizes) change how it behaves; leave those alone.
+	GRPC []grpc.DialOption
 }
 
 func (o *DialOptions) validate() error {
@@ -192,6 +197,7 @@ func Dial(ctx context.Context, addr string, opts DialOptions) (*Conn, error) {
 		dopts = append(dopts, grpc.WithPerRPCCredentials(tokenCreds{token: opts.Token}))
 	}
 	dopts = append(dopts, grpc.WithChainUnaryInterceptor(sendReserve))
+	dopts = append(dopts, opts.GRPC...)
 	cc, err := grpc.NewClient(addr, dopts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: server %s: %v", storage.ErrInvalidArgument, addr, err)

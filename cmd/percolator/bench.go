@@ -41,7 +41,8 @@ func benchCmd() *cobra.Command {
 		Short: "the performance figures, each against its target",
 		Long: `Measure the performance figures, each beside its reference in the same run
 and marked against its target (met or MISSED): by default the embedded
-ones in a scratch directory; with --server a server's; with --bigtable or
+ones in a scratch directory; with --server a server's (and with --postgres
+the server beside PostgreSQL on the same bank); with --bigtable or
 --bigtable-emulator the Bigtable ones.
 
 A verdict compares the value as printed, rounded: a printed 0.25x meets a
@@ -50,6 +51,7 @@ is MISSED (the error names them) or a figure fails, 2 on a usage error.`,
 		Example: `  percolator bench --only writes --duration 5s
   percolator bench --only gc --gc-duration 1m
   percolator bench --server 127.0.0.1:7420 --only oracle
+  percolator bench --server 127.0.0.1:7420 --postgres 'postgres://bench@127.0.0.1:5432/bench?sslmode=disable' --only postgres
   percolator bench --bigtable-emulator --only rpcs`,
 		Args: cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -85,7 +87,8 @@ func (cfg *benchConfig) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print every figure's lines and targets as JSON once the run ends")
 	fs.BoolVar(&o.BigtableEmulator, "bigtable-emulator", false, "measure the Bigtable figures (RPCs per transaction, reads and writes beside raw Bigtable calls, notifications, garbage collection) on a Bigtable emulator started in this process")
 	fs.StringVar(&o.Bigtable, "bigtable", "", "measure the Bigtable figures on this table, PROJECT/INSTANCE/TABLE (created if needed; BIGTABLE_EMULATOR_HOST is honoured)")
-	fs.StringVar(&cfg.tg.Server, "server", "", "measure the server figures against the percolator server at this address (its oracle, reads, writes and nonces, each beside raw RPCs; the gc figure starts servers of its own)")
+	fs.StringVar(&cfg.tg.Server, "server", "", "measure the server figures against the percolator server at this address (its oracle, reads, writes and nonces, each beside raw RPCs; with --postgres, the server beside PostgreSQL; the gc figure starts servers of its own)")
+	fs.StringVar(&o.Postgres, "postgres", "", "with --server: also measure the server against the PostgreSQL server at this libpq URL (postgres://USER@HOST:PORT/DATABASE?sslmode=disable) on the same bank, alternating turns of --bank-duration: transfers/s at 64 and 16 workers, latency, audits, point reads and the server's RPCs per transfer (the postgres figure; it creates and drops the table percolator_bench_accounts, and needs synchronous_commit and fsync on; without this flag that figure is skipped)")
 	fs.StringVar(&cfg.tg.TokenFile, "token-file", "", "with --server: file holding the server's token (default: $PERCOLATOR_TOKEN)")
 	fs.StringVar(&cfg.tg.TLSCA, "tls-ca", "", "with --server: CA certificate of the server's TLS")
 }
@@ -126,6 +129,10 @@ func (cfg *benchConfig) validate() error {
 		return cli.Usagef("--edit-fraction must be in (0, 1]")
 	case o.Server.Addr != "" && (o.BigtableEmulator || o.Bigtable != ""), o.BigtableEmulator && o.Bigtable != "":
 		return cli.Usagef("--server, --bigtable and --bigtable-emulator exclude each other")
+	case o.Postgres != "" && o.Server.Addr == "":
+		return cli.Usagef("--postgres needs --server (the server it measures against PostgreSQL)")
+	case o.Postgres != "" && bench.CheckPostgresURL(o.Postgres) != nil:
+		return cli.Usagef("--postgres: %v", bench.CheckPostgresURL(o.Postgres))
 	}
 	if o.Bigtable != "" {
 		var bt bigtable.Options

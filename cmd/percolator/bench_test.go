@@ -73,3 +73,26 @@ func TestBenchGCFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchPostgresFlags: --postgres needs --server and a libpq URL
+// (usage errors, exit 2, naming the flag, running nothing); without it
+// the postgres figure is skipped with a line saying so, no failure.
+func TestBenchPostgresFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--postgres", "postgres://bench@127.0.0.1/bench"}, "--postgres needs --server"},
+		{[]string{"--server", "127.0.0.1:1", "--postgres", "mysql://bench@127.0.0.1/bench"}, `--postgres: scheme "mysql"`},
+	} {
+		args := append([]string{"bench", "--dir", t.TempDir(), "--only", "postgres"}, c.args...)
+		out, errOut, code := runCLI(t, args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	out, errOut, code := runCLI(t, "bench", "--dir", t.TempDir(), "--server", "127.0.0.1:1", "--only", "postgres")
+	if code != 0 || !strings.Contains(out, "postgres: skipped: no PostgreSQL server to measure against (give --postgres URL)") {
+		t.Errorf("without --postgres: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -69,7 +69,21 @@ func (p *proc) start(ctx context.Context) error {
 	if p.addr == "" {
 		return nil
 	}
-	return waitAccepts(ctx, p.addr, done, p.name)
+	if err := waitAccepts(ctx, p.addr, done, p.name); err != nil {
+		return fmt.Errorf("%w; the end of its log (%s):\n%s", err, logf.Name(), logTail(logf.Name(), 10))
+	}
+	return nil
+}
+
+// logTail is the last n lines of the log file at path, or why it could
+// not be read.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
 
 // waitAccepts waits until addr accepts a connection, the process exits

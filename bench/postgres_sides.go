@@ -121,50 +121,13 @@ func (s serverBank) transfer(ctx context.Context, a, b int, amount int64, stop *
 		if attempts++; attempts > 1 && stop.Load() {
 			return errStopped
 		}
-		from, to := s.account(a), s.account(b)
-		fb, err := serverBalance(ctx, tx, from)
-		if err != nil {
-			return err
-		}
-		tb, err := serverBalance(ctx, tx, to)
-		if err != nil {
-			return err
-		}
-		if err := tx.Set(from, pgBalance, []byte(strconv.FormatInt(fb-amount, 10))); err != nil {
-			return err
-		}
-		return tx.Set(to, pgBalance, []byte(strconv.FormatInt(tb+amount, 10)))
+		return workload.Transfer(ctx, tx, s.account(a), s.account(b), amount)
 	})
 	return max(attempts-1, 0), err
 }
 
-func serverBalance(ctx context.Context, tx *percolator.Txn, row string) (int64, error) {
-	v, err := tx.Get(ctx, row, pgBalance)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", row, err)
-	}
-	return strconv.ParseInt(string(v), 10, 64)
-}
-
 func (s serverBank) audit(ctx context.Context) (workload.BankAudit, error) {
-	var a workload.BankAudit
-	err := s.db.View(ctx, func(tx *percolator.Txn) error {
-		end := s.prefix[:len(s.prefix)-1] + "0" // just past the prefix
-		kvs, err := tx.Scan(ctx, s.prefix, end, pgBalance, 0)
-		if err != nil {
-			return err
-		}
-		for _, kv := range kvs {
-			v, err := strconv.ParseInt(string(kv.Value), 10, 64)
-			if err != nil {
-				return fmt.Errorf("%s: %w", kv.Row, err)
-			}
-			a.Total += v
-		}
-		a.Accounts = len(kvs)
-		return nil
-	})
-	return a, err
+	return workload.AuditAccounts(ctx, s.db, s.prefix)
 }
 
 func (s serverBank) read(ctx context.Context, i int) error {

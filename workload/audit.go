@@ -32,9 +32,16 @@ func (e *WrongTotalError) Is(target error) bool { return target == ErrWrongTotal
 // AuditBank sums every balance of the bank on db in one read-only
 // snapshot.
 func AuditBank(ctx context.Context, db *percolator.DB) (BankAudit, error) {
+	return AuditAccounts(ctx, db, "acct/")
+}
+
+// AuditAccounts sums the balances of the accounts whose rows start with
+// prefix (which ends in '/') in one read-only snapshot.
+func AuditAccounts(ctx context.Context, db *percolator.DB, prefix string) (BankAudit, error) {
 	var a BankAudit
 	err := db.View(ctx, func(tx *percolator.Txn) error {
-		kvs, err := tx.Scan(ctx, "acct/", "acct0", balanceCol, 0)
+		end := prefix[:len(prefix)-1] + "0" // just past the prefix
+		kvs, err := tx.Scan(ctx, prefix, end, balanceCol, 0)
 		if err != nil {
 			return err
 		}

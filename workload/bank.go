@@ -245,6 +245,13 @@ func (r *bankRun) transferLoop(ctx context.Context, w int) {
 	}
 }
 
+// Transfer moves amount from the account at row from to the one at row
+// to, in tx: the bank's transfer, for a bank of accounts kept elsewhere
+// (bench's, under a prefix of its own).
+func Transfer(ctx context.Context, tx *percolator.Txn, from, to string, amount int64) error {
+	return transfer(ctx, tx, from, to, amount, "")
+}
+
 // transfer moves amount from one account to another and, if row is not
 // "", records it there.
 func transfer(ctx context.Context, tx *percolator.Txn, from, to string, amount int64, row string) error {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,6 +29,7 @@ type serveConfig struct {
 	log         cli.LogFlags
 	opts        server.Options
 	checkLimits func() error
+	profile     string
 }
 
 // serveCmd is `serve`: one process hosting the store, the timestamp
@@ -57,6 +60,8 @@ sessions, store size, charts of the last hour) and Prometheus metrics at
 	cli.RegisterGCLifetime(fs, &cfg.opts.GCLifetime)
 	cli.RegisterDiskReserve(fs, &cfg.opts.DiskReserve)
 	cfg.log.Register(fs)
+	fs.StringVar(&cfg.profile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	_ = fs.MarkHidden("cpuprofile") // a developer's tool, as bench's
 	return c
 }
 
@@ -83,6 +88,17 @@ func (cfg *serveConfig) validate() error {
 func (cfg *serveConfig) run(ctx context.Context, stderr io.Writer) error {
 	if err := cfg.validate(); err != nil {
 		return err
+	}
+	if cfg.profile != "" {
+		f, err := os.Create(cfg.profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	log, token := cfg.log.Logger(stderr), cfg.listen.Token
 	opts := cfg.opts

@@ -13,9 +13,31 @@ import (
 // was resolved, or vanished between the index and the store.
 var errRetryNow = errors.New("txn: retry read")
 
-// writePage is how many write-record versions a read fetches per round
-// trip when it must skip rollback and lock-only records or newer commits.
-const writePage = 8
+// A read asks for the newest write record below its snapshot alone
+// (firstPage), in the same call as its lock check: that record is the
+// one it needs unless it is a rollback or lock-only record, which a read
+// skips. Bigtable returns a row cell by cell, and a commit record carries
+// its value inline, so each further record is a cell and up to InlineSize
+// bytes that the read would drop: a read of a cell with history that
+// fetched a page of eight records returned eight cells where a raw read
+// of the newest version returns one.
+//
+// Only when every record it got is skipped does the read fetch more, in
+// pages that double what it has fetched (1, then 2, 4, 8, ...; at most
+// maxPage at a time): a read that must pass k skipped records makes
+// about log2(k+2) calls and gets back fewer than twice the k+1 records it
+// needs. A page of one record each time would fetch no more than needed
+// but make k+1 calls; a fixed page of eight would return up to seven
+// records too many to every read that skips one. The newest records
+// below a snapshot are rollbacks or lock-only records only on a cell
+// whose last transactions aborted or read it for update, and the
+// collector removes such records below the safe point; so the extra call
+// is rare, and a cell that has many of them is the one the doubling is
+// for.
+const (
+	firstPage = 1
+	maxPage   = 64
+)
 
 // get reads (row, col) at snapshot ts, waiting on or resolving every lock
 // with start_ts < ts (invariant 2): one operation (Options.Operation).
@@ -86,7 +108,7 @@ func (c *Client) getOnce(ctx context.Context, ts uint64, row []byte, col string)
 func (c *Client) visibleCommit(ctx context.Context, ts uint64, row []byte, col string) (Write, uint64, bool, error) {
 	r, err := c.read(ctx, row, storage.Filter{
 		{Family: FamilyLock, Qualifier: col, Time: storage.Before(ts)},
-		{Family: FamilyWrite, Qualifier: col, Time: storage.Before(ts), Limit: writePage},
+		{Family: FamilyWrite, Qualifier: col, Time: storage.Before(ts), Limit: firstPage},
 	})
 	if err != nil {
 		return Write{}, 0, false, err
@@ -99,7 +121,7 @@ func (c *Client) visibleCommit(ctx context.Context, ts uint64, row []byte, col s
 			return Write{}, 0, false, resolved(c.resolveCell(ctx, row, col, cell.TS, cell.Value))
 		}
 	}
-	return c.newestCommit(ctx, row, col, ts, r.Cells)
+	return c.commitFrom(ctx, row, col, ts, r.Cells, firstPage)
 }
 
 // getIndexed is getOnce with the lock check and the write lookup served by
@@ -175,38 +197,64 @@ func (c *Client) latestCommitTS(ctx context.Context, row []byte, col string) (ui
 // newestCommit finds the newest commit record of a put or delete of
 // (row, col) with commit_ts < before, skipping rollback and lock-only
 // (OpLock) records, which are no version of the value. first, if not nil,
-// holds the newest write cells below before already read (at most
-// writePage).
+// holds what a read of the write records of (row, col) below before
+// already returned, newest first, whatever its Limit (a read that
+// returned none passes an empty slice, not nil: there are none); nil, it
+// reads them itself. It reads on, a page at a time (firstPage), only while
+// every record it has is skipped.
 func (c *Client) newestCommit(ctx context.Context, row []byte, col string, before uint64, first []storage.Cell) (Write, uint64, bool, error) {
-	cells, fetched := first, first != nil
+	if first == nil {
+		return c.commitFrom(ctx, row, col, before, nil, 0)
+	}
+	return c.commitFrom(ctx, row, col, before, first, -1)
+}
+
+// commitFrom is newestCommit from cells, which a read of the write
+// records below before with Limit asked returned: asked 0, nothing was
+// read yet; asked < 0, the Limit is not known, and a read that returned
+// only skipped records may have left more.
+func (c *Client) commitFrom(ctx context.Context, row []byte, col string, before uint64, cells []storage.Cell, asked int) (Write, uint64, bool, error) {
+	fetched := 0
 	for {
-		if !fetched {
-			r, err := c.read(ctx, row, storage.Filter{{Family: FamilyWrite, Qualifier: col, Time: storage.Before(before), Limit: writePage}})
+		if asked == 0 {
+			asked = min(fetched+1, maxPage)
+			r, err := c.read(ctx, row, storage.Filter{{Family: FamilyWrite, Qualifier: col, Time: storage.Before(before), Limit: asked}})
 			if err != nil {
 				return Write{}, 0, false, err
 			}
 			cells = r.Cells
 		}
-		fetched = false
-		n := 0
-		for i := range cells {
-			if cells[i].Family != FamilyWrite {
-				continue
-			}
-			n++
-			w, err := DecodeWrite(cells[i].Value)
-			if err != nil {
-				return Write{}, 0, false, err
-			}
-			if valueOp(w.Op) {
-				return w, cells[i].TS, true, nil
-			}
-			before = cells[i].TS
+		w, ts, n, err := firstValue(cells)
+		if err != nil || n < 0 {
+			return w, ts, err == nil, err
 		}
-		if n < writePage {
-			return Write{}, 0, false, nil
+		if n == 0 || n < asked {
+			return Write{}, 0, false, nil // no older record
+		}
+		fetched += n
+		before, asked = ts, 0
+	}
+}
+
+// firstValue returns the first record of a put or delete among the write
+// cells of cells (newest first) and its timestamp, with n = -1; or, when
+// there is none, the number n of write cells and the oldest one's
+// timestamp.
+func firstValue(cells []storage.Cell) (w Write, ts uint64, n int, err error) {
+	for i := range cells {
+		if cells[i].Family != FamilyWrite {
+			continue
+		}
+		n++
+		if w, err = DecodeWrite(cells[i].Value); err != nil {
+			return Write{}, 0, 0, err
+		}
+		ts = cells[i].TS
+		if valueOp(w.Op) {
+			return w, ts, -1, nil
 		}
 	}
+	return Write{}, ts, n, nil
 }
 
 // value returns the value a commit record points at.

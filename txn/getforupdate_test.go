@@ -61,8 +61,8 @@ func writeRecords(t *testing.T, e *env, row, col string) []storage.Cell {
 }
 
 // TestLockOnlyRecordsIgnoredByReaders: the OpLock records GetForUpdate
-// commits, however many over a value (more than a read's page of write
-// records), change nothing a reader sees: Get, Scan and CommitTS read the
+// commits, however many over a value (more than a read's first four pages
+// of write records, 1+2+4+8), change nothing a reader sees: Get, Scan and CommitTS read the
 // newest put or delete below them, a cell with only lock-only records is
 // absent, and the owner's index keeps the put as the cell's latest commit
 // (a read served from it would otherwise find no value at all).
@@ -81,13 +81,14 @@ func TestLockOnlyRecordsIgnoredByReaders(t *testing.T) {
 			if v, err := first.Get(ctx, "a", "v"); err != nil || string(v) != "1" { // fills the index
 				t.Fatalf("a before = %q, %v", v, err)
 			}
+			const lockOnly = 16
 			var last *Txn
-			for range writePage + 2 {
+			for range lockOnly {
 				last = commitForUpdate(t, e, "w", "a/v", "b/v", "none/v")
 			}
 			recs := writeRecords(t, e, "a", "v")
-			if len(recs) != writePage+3 {
-				t.Fatalf("a/v has %d write records, want %d", len(recs), writePage+3)
+			if len(recs) != lockOnly+1 {
+				t.Fatalf("a/v has %d write records, want %d", len(recs), lockOnly+1)
 			}
 			if w, err := DecodeWrite(recs[0].Value); err != nil || w.Op != OpLock || w.StartTS != last.StartTS() || w.Inline {
 				t.Fatalf("the newest record of a/v: %+v, %v; want a lock-only record of %d", w, err, last.StartTS())

@@ -134,19 +134,17 @@ func (c *Client) scanCommitted(ctx context.Context, ts uint64, start, end []byte
 	return kvs, err
 }
 
+// committedValue is the value of r's one cell, the newest write record
+// below ts of its column (read with Limit 1): the record's, or when it is
+// a rollback or lock-only record, that of the newest put or delete below
+// it, read a page at a time as a point read does (get.go).
 func (c *Client) committedValue(ctx context.Context, ts uint64, r storage.Row) ([]byte, error) {
-	cell := &r.Cells[0]
-	w, err := DecodeWrite(cell.Value)
-	if err != nil {
-		return nil, err
+	col := r.Cells[0].Qualifier
+	w, _, found, err := c.newestCommit(ctx, r.Key, col, ts, r.Cells[:1])
+	if err != nil || !found {
+		return nil, orNotFound(err)
 	}
-	if !valueOp(w.Op) {
-		var found bool
-		if w, _, found, err = c.newestCommit(ctx, r.Key, cell.Qualifier, cell.TS, nil); err != nil || !found {
-			return nil, orNotFound(err)
-		}
-	}
-	return c.value(ctx, r.Key, cell.Qualifier, &w)
+	return c.value(ctx, r.Key, col, &w)
 }
 
 // ownInRange returns t's buffered puts and deletes of col in [start,

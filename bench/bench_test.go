@@ -194,3 +194,28 @@ func TestGCFigure(t *testing.T) {
 	}
 	t.Log("\n" + text)
 }
+
+// TestBigtableReadCells: the reads figure's count of what a read returns,
+// on the emulator with a few cells of each kind: a line and a target per
+// kind, every target met (counts, not rates: they do not depend on the
+// machine's speed).
+func TestBigtableReadCells(t *testing.T) {
+	opts := Options{Dir: t.TempDir(), BigtableEmulator: true, ValueSize: 100}
+	opts.EnsureDefaults()
+	b := &runner{opts: opts}
+	_ = b.btOpts.ParseTable("bench/bench/percolator")
+	var r Report
+	if err := b.bigtableReadCells(context.Background(), &r, 4); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(r.Lines, "\n")
+	t.Log("\n" + text)
+	if len(r.Lines) != 3 || len(r.Targets) != 3 {
+		t.Fatalf("%d lines, targets %+v, want 3 and 3:\n%s", len(r.Lines), r.Targets, text)
+	}
+	for _, tg := range r.Targets {
+		if !tg.Met {
+			t.Errorf("target %q missed:\n%s", tg.Name, text)
+		}
+	}
+}

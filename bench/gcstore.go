@@ -209,7 +209,7 @@ func (b *runner) openGCBigtable(ctx context.Context, _ string, lifetime time.Dur
 	}
 	cl.add(emu.Close)
 	opts.Emulator = emu.Addr()
-	db, st, err := openBigtableDB(ctx, opts, &rpcCounter{n: map[string]int{}}, percolator.Options{GCLifetime: lifetime, Logger: b.warnLogger()}, &cl)
+	db, st, err := openBigtableDB(ctx, opts, &rpcCounter{n: map[string]int{}}, percolator.Options{GCLifetime: lifetime, Logger: b.warnLogger()}, nil, &cl)
 	if err != nil {
 		cl.closeAll()
 		return nil, err

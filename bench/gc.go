@@ -54,7 +54,7 @@ func gcFigure(ctx context.Context, b *runner, r *Report) error {
 		return err
 	}
 	printGCSpace(r, lifetime, b.opts.GCDuration, b.opts.Writers, on, off)
-	printGCCost(r, b.opts.Writers, on, off)
+	printGCCost(r, b.opts.Writers, on, off, b.emulatorNote())
 	if wrong := on.res.Wrong + off.res.Wrong; wrong > 0 {
 		return fmt.Errorf("%w: %d wrong bank snapshots", ErrCheck, wrong)
 	}
@@ -191,11 +191,13 @@ func printGCSpace(r *Report, lifetime, d time.Duration, writers int, on, off *gc
 		bytesOf(off.early), bytesOf(off.late), ratio(off.late.bytes, off.early.bytes), on.st.sizeOf)
 }
 
-func printGCCost(r *Report, writers int, on, off *gcSide) {
+// printGCCost prints the cost line; note is what a rate's line adds
+// (runner.emulatorNote).
+func printGCCost(r *Report, writers int, on, off *gcSide, note string) {
 	with, without := on.lateRate(), off.lateRate()
 	x := show(with/without, 2)
-	r.printf("gc cost:  %.0f commits/s with the collector vs %.0f without, the space run's two banks (%d writers each) from its 1/5 sample to the end: ratio %sx (target >= 0.9x: %s)",
-		with, without, writers, x, r.mark("gc cost: bank with the collector >= 0.9x without", x.atLeast(0.9)))
+	r.printf("gc cost:  %.0f commits/s with the collector vs %.0f without, the space run's two banks (%d writers each) from its 1/5 sample to the end: ratio %sx (target >= 0.9x: %s)%s",
+		with, without, writers, x, r.mark("gc cost: bank with the collector >= 0.9x without", x.atLeast(0.9)), note)
 }
 
 // gcScanResult is what the scans measurement found.

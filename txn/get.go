@@ -199,9 +199,10 @@ func (c *Client) latestCommitTS(ctx context.Context, row []byte, col string) (ui
 // (OpLock) records, which are no version of the value. first, if not nil,
 // holds what a read of the write records of (row, col) below before
 // already returned, newest first, whatever its Limit (a read that
-// returned none passes an empty slice, not nil: there are none); nil, it
-// reads them itself. It reads on, a page at a time (firstPage), only while
-// every record it has is skipped.
+// returned none passes an empty slice, not nil: there are none), and
+// perhaps other cells of the row, which it ignores; nil, it reads them
+// itself. It reads on, a page at a time (firstPage), only while every
+// record it has is skipped.
 func (c *Client) newestCommit(ctx context.Context, row []byte, col string, before uint64, first []storage.Cell) (Write, uint64, bool, error) {
 	if first == nil {
 		return c.commitFrom(ctx, row, col, before, nil, 0)
@@ -224,7 +225,7 @@ func (c *Client) commitFrom(ctx context.Context, row []byte, col string, before 
 			}
 			cells = r.Cells
 		}
-		w, ts, n, err := firstValue(cells)
+		w, ts, n, err := firstValue(cells, col)
 		if err != nil || n < 0 {
 			return w, ts, err == nil, err
 		}
@@ -237,12 +238,12 @@ func (c *Client) commitFrom(ctx context.Context, row []byte, col string, before 
 }
 
 // firstValue returns the first record of a put or delete among the write
-// cells of cells (newest first) and its timestamp, with n = -1; or, when
-// there is none, the number n of write cells and the oldest one's
-// timestamp.
-func firstValue(cells []storage.Cell) (w Write, ts uint64, n int, err error) {
+// cells of col in cells (newest first) and its timestamp, with n = -1;
+// or, when there is none, the number n of those cells and the oldest
+// one's timestamp.
+func firstValue(cells []storage.Cell, col string) (w Write, ts uint64, n int, err error) {
 	for i := range cells {
-		if cells[i].Family != FamilyWrite {
+		if cells[i].Family != FamilyWrite || cells[i].Qualifier != col {
 			continue
 		}
 		n++

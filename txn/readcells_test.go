@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"strings"
 	"sync"
 	"testing"
 
@@ -282,5 +283,45 @@ func TestReadResolvesLockOverSkippedRecords(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNewestCommitFromRowCells: newestCommit given the cells a read of
+// several columns of a row returned (one record each, the newest below
+// the snapshot) finds each column's value among them, reading on only
+// for a column whose record was skipped; given an empty slice it finds
+// nothing and reads nothing.
+func TestNewestCommitFromRowCells(t *testing.T) {
+	ctx := context.Background()
+	st := newCountingStore(t)
+	e := newEnvOn(t, st, false)
+	c := e.client("w")
+	c.opts.InlineSize = 4 << 10
+	putSkipped(t, e, "m", "a", "A", 3)
+	putSkipped(t, e, "m", "b", "B", 0)
+	ts, _ := e.oracle.Timestamp(ctx)
+	r, err := e.store.ReadRow(ctx, []byte("m"), storage.Filter{
+		{Family: FamilyLock, Qualifier: "a", Time: storage.Before(ts)},
+		{Family: FamilyWrite, Qualifier: "a", Time: storage.Before(ts), Limit: 1},
+		{Family: FamilyWrite, Qualifier: "b", Time: storage.Before(ts), Limit: 1},
+	})
+	if err != nil || len(r.Cells) != 2 {
+		t.Fatalf("row m: %v, %v", r.Cells, err)
+	}
+	for col, want := range map[string]rowReads{"a": {calls: 2, cells: 3}, "b": {}} {
+		st.take("m")
+		w, _, found, err := c.newestCommit(ctx, []byte("m"), col, ts, r.Cells)
+		if err != nil || !found || string(w.Value) != strings.ToUpper(col) {
+			t.Fatalf("newestCommit %s = %+v, %v, %v", col, w, found, err)
+		}
+		if got := st.take("m"); got != want {
+			t.Errorf("newestCommit %s read %d cells in %d calls, want %d in %d", col, got.cells, got.calls, want.cells, want.calls)
+		}
+	}
+	if _, _, found, err := c.newestCommit(ctx, []byte("m"), "a", ts, []storage.Cell{}); found || err != nil {
+		t.Errorf("newestCommit of no cells found %v, %v", found, err)
+	}
+	if got := st.take("m"); got != (rowReads{}) {
+		t.Errorf("newestCommit of no cells read %+v", got)
 	}
 }

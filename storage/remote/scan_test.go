@@ -19,18 +19,22 @@ import (
 // scanRows is how many rows the scan tests write.
 const scanRows = 1500
 
-// proxiedStore writes scanRows rows to a fresh server and returns a store
-// dialed to it through a fault proxy, with the given retry budget.
-func proxiedStore(t *testing.T, budget time.Duration) (*remote.Store, *faultproxy.Proxy) {
+// proxiedStore writes scanRows rows of value bytes each to a fresh
+// server and returns a store dialed to it through a fault proxy, with the
+// given retry budget.
+func proxiedStore(t *testing.T, budget time.Duration, value int) (*remote.Store, *faultproxy.Proxy) {
 	t.Helper()
 	srv := servertest.Start(t, server.Options{}, "")
 	direct := servertest.Store(t, servertest.Dial(t, srv.Addr, rpc.DialOptions{}), remote.Options{})
-	rows := make([]storage.RowMutation, scanRows)
-	for i := range rows {
-		rows[i] = storage.RowMutation{Row: scanKey(i), Mutations: []storage.Mutation{storage.SetCell("f", "q", 1, []byte("v"))}}
-	}
-	if errs, err := direct.MutateRows(context.Background(), rows); err != nil || errors.Join(errs...) != nil {
-		t.Fatalf("writing the rows: %v %v", err, errs)
+	v := []byte(strings.Repeat("v", value))
+	for start := 0; start < scanRows; start += 100 {
+		rows := make([]storage.RowMutation, 0, 100)
+		for i := start; i < min(start+100, scanRows); i++ {
+			rows = append(rows, storage.RowMutation{Row: scanKey(i), Mutations: []storage.Mutation{storage.SetCell("f", "q", 1, v)}})
+		}
+		if errs, err := direct.MutateRows(context.Background(), rows); err != nil || errors.Join(errs...) != nil {
+			t.Fatalf("writing the rows: %v %v", err, errs)
+		}
 	}
 	p, err := faultproxy.New(srv.Addr)
 	if err != nil {
@@ -53,7 +57,7 @@ var scanFilter = storage.Filter{{Family: "f", AllQualifiers: true}}
 // order.
 func TestScanResumedPastBudget(t *testing.T) {
 	const budget = 300 * time.Millisecond
-	st, p := proxiedStore(t, budget)
+	st, p := proxiedStore(t, budget, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	next, cuts, start := 0, 0, time.Now()
@@ -81,10 +85,13 @@ func TestScanResumedPastBudget(t *testing.T) {
 // A Scan whose stream goes quiet (the connection blackholed mid-scan: TCP
 // stays open, nothing comes back) is cut by its wait for the next message
 // and fails within its retry budget from the last message received, with
-// ErrUnavailable naming the server.
+// ErrUnavailable naming the server. The rows hold 24 MiB, more than gRPC's
+// flow control lets the server send ahead of the reader (its window
+// grows to 16 MiB at most), so that however fast the server is, the rest
+// of the scan is still to come when the connection goes quiet.
 func TestScanStalledFailsWithinBudget(t *testing.T) {
 	const budget = 500 * time.Millisecond
-	st, p := proxiedStore(t, budget)
+	st, p := proxiedStore(t, budget, 16<<10)
 	defer p.SetBlackhole(false)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -395,3 +395,57 @@ type Idempotent interface {
 type IdempotentBatcher interface {
 	MutateRowsIdempotent(ctx context.Context, rows []RowMutation) (errs []error, err error)
 }
+
+// RowCheck is one row's CheckAndMutate within a batch of them
+// (Epoched.CheckAndMutateRowsDeferred, Epoched.CheckAndMutateInEpoch).
+type RowCheck struct {
+	Row             []byte
+	Predicate       Filter
+	IfTrue, IfFalse []Mutation
+}
+
+// ErrEpochChanged is returned by Epoched.CheckAndMutateInEpoch when the
+// server has restarted since the epoch the caller gave: nothing was
+// applied.
+var ErrEpochChanged = errors.New("storage: the server restarted since the epoch given")
+
+// Epoched is an optional capability of a store reached over a network
+// whose server commits every write through one ordered write-ahead log (a
+// percolator server over Pebble). The server counts its runs, its epoch,
+// raised durably at each start before it serves. A write the server
+// applied without waiting for its log sync is durable once a synced write
+// it applied later in the same run has returned; a restart may lose it,
+// and ends the run. So a caller that holds acknowledgements of deferred
+// writes made in epoch e, and makes a durable write in epoch e, knows all
+// of them durable with it; CheckAndMutateInEpoch refuses the durable
+// write in any other epoch. (txn/doc.go, "Durability over RPC", argues
+// the protocol's use.)
+type Epoched interface {
+	// CheckAndMutateRowsDeferred runs each check as CheckAndMutate would,
+	// every row under its latch, and applies the branches chosen in one
+	// write, without waiting for its log sync. matched[i] reports checks[i]'s
+	// branch; epoch is the server's run that applied them. The rows must be
+	// distinct. Each check stands on its own: a matched predicate in one
+	// row changes nothing in another.
+	CheckAndMutateRowsDeferred(ctx context.Context, checks []RowCheck) (matched []bool, epoch uint64, err error)
+	// CheckAndMutateInEpoch runs check as CheckAndMutate would and, when
+	// its predicate matched, also applies then (mutations of other rows,
+	// each row once) in the same durable write; all of it only while the
+	// server's run is still epoch, else it applies nothing and fails with
+	// ErrEpochChanged.
+	CheckAndMutateInEpoch(ctx context.Context, epoch uint64, check RowCheck, then []RowMutation) (matched bool, err error)
+}
+
+// RowRead is one row's read within MultiReader.ReadRows.
+type RowRead struct {
+	Row    []byte
+	Filter Filter
+}
+
+// MultiReader is an optional capability of a store reached over a
+// network: ReadRows reads several rows in one round trip, each as ReadRow
+// would (rows[i] answers reads[i]). Each row's read is consistent on its
+// own; the rows are not read at one instant together.
+type MultiReader interface {
+	ReadRows(ctx context.Context, reads []RowRead) ([]Row, error)
+}

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -130,4 +131,39 @@ func CheckScan(start, end []byte, filter Filter, limit int) error {
 		return fmt.Errorf("%w: negative scan limit %d", ErrInvalidArgument, limit)
 	}
 	return ValidateFilter(filter)
+}
+
+// CheckRowChecks validates a batch of row checks and the rows then
+// writes alongside them: each row valid, named once across both, each
+// predicate and branch valid.
+func CheckRowChecks(ctx context.Context, checks []RowCheck, then []RowMutation) error {
+	seen := make(map[string]struct{}, len(checks)+len(then))
+	once := func(i int, row []byte) error {
+		if _, dup := seen[string(row)]; dup {
+			return fmt.Errorf("%w: row %s named twice in one batch (check %d)", ErrInvalidArgument, QuoteRow(row), i)
+		}
+		seen[string(row)] = struct{}{}
+		return nil
+	}
+	for i := range checks {
+		ch := &checks[i]
+		if err := CheckRead(ctx, ch.Row, ch.Predicate); err != nil {
+			return fmt.Errorf("check %d: %w", i, err)
+		}
+		if err := errors.Join(ValidateMutations(ch.IfTrue), ValidateMutations(ch.IfFalse)); err != nil {
+			return fmt.Errorf("check %d: %w", i, err)
+		}
+		if err := once(i, ch.Row); err != nil {
+			return err
+		}
+	}
+	for i := range then {
+		if err := CheckWrite(ctx, then[i].Row, then[i].Mutations); err != nil {
+			return fmt.Errorf("row %d: %w", i, err)
+		}
+		if err := once(len(checks)+i, then[i].Row); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -64,6 +64,8 @@ type Store struct {
 	families familySet
 	hook     atomic.Pointer[storage.ApplyHook]
 	space    *space
+	// synced counts the batches committed durably (SyncedWrites).
+	synced atomic.Uint64
 }
 
 var (

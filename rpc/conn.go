@@ -451,6 +451,10 @@ func (c *Conn) Error(err error) error {
 		return fmt.Errorf("%w: %s", context.Canceled, st.Message())
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted:
 		return fmt.Errorf("%w: server %s: %s", ErrUnavailable, c.Addr, st.Message())
+	case codes.FailedPrecondition:
+		if strings.HasPrefix(st.Message(), MsgEpochChanged) {
+			return fmt.Errorf("%w: server %s: %s", storage.ErrEpochChanged, c.Addr, strings.TrimPrefix(strings.TrimPrefix(st.Message(), MsgEpochChanged), ": "))
+		}
 	}
 	return fmt.Errorf("rpc: server %s: %s: %s", c.Addr, st.Code(), st.Message())
 }

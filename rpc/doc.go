@@ -61,3 +61,8 @@ const (
 	MsgUnknownGroup = "unknown nonce group"
 	MsgBelowMark    = "nonce below mark"
 )
+
+// MsgEpochChanged begins the message of the FailedPrecondition status that
+// refuses a write in an epoch the server no longer runs
+// (storage.ErrEpochChanged).
+const MsgEpochChanged = "epoch changed"

@@ -55,9 +55,15 @@ func authRequests(sid string) map[string]proto.Message {
 		"/percolator.v1.Coord/Unlock":           &rpcpb.UnlockRequest{Session: sid, Key: "held"},
 		"/percolator.v1.Coord/Oldest":           &rpcpb.OldestRequest{},
 		"/percolator.v1.Storage/CollectGarbage": &rpcpb.CollectGarbageRequest{DryRun: true},
-		"/grpc.health.v1.Health/Check":          &healthpb.HealthCheckRequest{},
-		"/grpc.health.v1.Health/List":           &healthpb.HealthListRequest{},
-		"/grpc.health.v1.Health/Watch":          &healthpb.HealthCheckRequest{},
+		"/percolator.v1.Storage/ReadRows":       &rpcpb.ReadRowsRequest{Reads: []*rpcpb.ReadRowRequest{{Row: []byte("r"), Filter: all}}},
+		"/percolator.v1.Storage/CheckAndMutateRows": &rpcpb.CheckAndMutateRowsRequest{Checks: []*rpcpb.RowCheck{
+			{Row: []byte("r"), Predicate: all, IfTrue: put, IfFalse: put}}},
+		// The epoch of a first run: a server on a fresh directory runs 1.
+		"/percolator.v1.Storage/CheckAndMutateInEpoch": &rpcpb.CheckAndMutateInEpochRequest{Epoch: 1,
+			Check: &rpcpb.RowCheck{Row: []byte("r"), Predicate: all, IfTrue: put, IfFalse: put}},
+		"/grpc.health.v1.Health/Check": &healthpb.HealthCheckRequest{},
+		"/grpc.health.v1.Health/List":  &healthpb.HealthListRequest{},
+		"/grpc.health.v1.Health/Watch": &healthpb.HealthCheckRequest{},
 	}
 }
 

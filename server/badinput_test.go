@@ -151,6 +151,42 @@ func TestBadInput(t *testing.T) {
 		{"MutateRows bad kind", codes.InvalidArgument, "kind", func() error {
 			return ignore(s.MutateRows(ctx, &rpcpb.MutateRowsRequest{Rows: []*rpcpb.RowMutation{{Row: row, Mutations: puts}, {Row: row, Mutations: []*rpcpb.Mutation{{}}}}}))
 		}},
+		{"ReadRows empty row", codes.InvalidArgument, "empty row", func() error {
+			return ignore(s.ReadRows(ctx, &rpcpb.ReadRowsRequest{Reads: []*rpcpb.ReadRowRequest{{Row: row, Filter: sel}, {Filter: sel}}}))
+		}},
+		{"ReadRows nil read", codes.InvalidArgument, "empty", func() error {
+			return ignore(s.ReadRows(ctx, &rpcpb.ReadRowsRequest{Reads: []*rpcpb.ReadRowRequest{nil}}))
+		}},
+		{"ReadRows nil selector", codes.InvalidArgument, "family", func() error {
+			return ignore(s.ReadRows(ctx, &rpcpb.ReadRowsRequest{Reads: []*rpcpb.ReadRowRequest{{Row: row, Filter: emptySel}}}))
+		}},
+		{"CheckAndMutateRows empty row", codes.InvalidArgument, "empty row", func() error {
+			return ignore(s.CheckAndMutateRows(ctx, &rpcpb.CheckAndMutateRowsRequest{Checks: []*rpcpb.RowCheck{{Row: row, IfFalse: puts}, {IfFalse: puts}}}))
+		}},
+		{"CheckAndMutateRows a row twice", codes.InvalidArgument, "twice", func() error {
+			return ignore(s.CheckAndMutateRows(ctx, &rpcpb.CheckAndMutateRowsRequest{Checks: []*rpcpb.RowCheck{{Row: row, IfFalse: puts}, {Row: row, IfFalse: puts}}}))
+		}},
+		{"CheckAndMutateRows bad kind", codes.InvalidArgument, "kind", func() error {
+			return ignore(s.CheckAndMutateRows(ctx, &rpcpb.CheckAndMutateRowsRequest{Checks: []*rpcpb.RowCheck{{Row: row, IfFalse: puts}, {Row: []byte("r2"), IfTrue: []*rpcpb.Mutation{{}}}}}))
+		}},
+		{"CheckAndMutateRows nil selector", codes.InvalidArgument, "family", func() error {
+			return ignore(s.CheckAndMutateRows(ctx, &rpcpb.CheckAndMutateRowsRequest{Checks: []*rpcpb.RowCheck{{Row: row, Predicate: emptySel, IfFalse: puts}}}))
+		}},
+		{"CheckAndMutateInEpoch no check", codes.InvalidArgument, "no check", func() error {
+			return ignore(s.CheckAndMutateInEpoch(ctx, &rpcpb.CheckAndMutateInEpochRequest{Epoch: 1}))
+		}},
+		{"CheckAndMutateInEpoch a row twice", codes.InvalidArgument, "twice", func() error {
+			return ignore(s.CheckAndMutateInEpoch(ctx, &rpcpb.CheckAndMutateInEpochRequest{Epoch: 1,
+				Check: &rpcpb.RowCheck{Row: row, Predicate: sel, IfTrue: puts}, Then: []*rpcpb.RowMutation{{Row: row, Mutations: puts}}}))
+		}},
+		{"CheckAndMutateInEpoch then empty row", codes.InvalidArgument, "empty row", func() error {
+			return ignore(s.CheckAndMutateInEpoch(ctx, &rpcpb.CheckAndMutateInEpochRequest{Epoch: 1,
+				Check: &rpcpb.RowCheck{Row: row, Predicate: sel, IfTrue: puts}, Then: []*rpcpb.RowMutation{{Mutations: puts}}}))
+		}},
+		{"CheckAndMutateInEpoch another epoch", codes.FailedPrecondition, "epoch changed", func() error {
+			return ignore(s.CheckAndMutateInEpoch(ctx, &rpcpb.CheckAndMutateInEpochRequest{Epoch: 1 << 40,
+				Check: &rpcpb.RowCheck{Row: row, Predicate: sel, IfTrue: puts, IfFalse: puts}, Then: []*rpcpb.RowMutation{{Row: []byte("r2"), Mutations: puts}}}))
+		}},
 		{"Increment empty row", codes.InvalidArgument, "empty row", func() error {
 			return ignore(s.Increment(ctx, &rpcpb.IncrementRequest{Family: []byte("c"), Qualifier: []byte("n"), Delta: 1}))
 		}},

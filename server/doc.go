@@ -31,12 +31,19 @@
 //  1. The server is the store's only writer: it holds the directory's
 //     lock, and no client keeps an in-memory index of it (a remote store is
 //     not storage.Exclusive).
-//  2. Every write the server acknowledges is durable: each is a synced
-//     Pebble batch (group commit shares the syncs of concurrent calls). A
-//     client's prewrites are therefore durable too, which is what makes the
-//     protocol safe when the server restarts between a prewrite and its
-//     commit point (txn/doc.go, "Durability", over RPC). SIGKILL or a power
-//     cut loses nothing acknowledged.
+//  2. Every write the server acknowledges is durable, but one:
+//     CheckAndMutateRows, a transaction's prewrites, is answered before
+//     its log sync, with the server's epoch. The epoch counts the
+//     server's runs (epoch.go): a reserved row raised durably at every
+//     start, before serving. CheckAndMutateInEpoch, the commit point that
+//     follows, compares the epoch it carries with the server's under its
+//     rows' latches and applies nothing unless they are equal; then every
+//     prewrite acknowledged to the client precedes it in the one ordered
+//     log and its sync makes them durable (txn/doc.go, "Durability over
+//     RPC"). Every other write is a synced Pebble batch (group commit
+//     shares the syncs of concurrent calls). SIGKILL or a power cut loses
+//     nothing acknowledged but unsynced prewrites, whose transactions the
+//     epoch check then refuses to commit.
 //  3. A call with a nonce (group, seq) runs at most once, however often it
 //     is sent, and every copy gets the first run's result ("Nonces").
 //  4. Timestamps only go forward, across restarts and kill -9: the oracle

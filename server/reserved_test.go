@@ -91,6 +91,28 @@ func TestReservedRowsRefused(t *testing.T) {
 				_, err := conn.Storage.Increment(ctx, &rpcpb.IncrementRequest{Row: row, Family: []byte("c"), Qualifier: []byte("n"), Delta: 1, Nonce: nonce})
 				return err
 			},
+			"ReadRows": func() error {
+				_, err := conn.Storage.ReadRows(ctx, &rpcpb.ReadRowsRequest{Reads: []*rpcpb.ReadRowRequest{
+					{Row: []byte("ok"), Filter: oracleSel}, {Row: row, Filter: oracleSel}}})
+				return err
+			},
+			"CheckAndMutateRows": func() error {
+				_, err := conn.Storage.CheckAndMutateRows(ctx, &rpcpb.CheckAndMutateRowsRequest{Checks: []*rpcpb.RowCheck{
+					{Row: []byte("ok"), IfFalse: []*rpcpb.Mutation{put}},
+					{Row: row, Predicate: oracleSel, IfTrue: []*rpcpb.Mutation{{Kind: rpcpb.MutationKind_DELETE_ROW}}, IfFalse: []*rpcpb.Mutation{put}}}})
+				return err
+			},
+			"CheckAndMutateInEpoch check": func() error {
+				_, err := conn.Storage.CheckAndMutateInEpoch(ctx, &rpcpb.CheckAndMutateInEpochRequest{Epoch: epoch(t, conn),
+					Check: &rpcpb.RowCheck{Row: row, Predicate: oracleSel, IfTrue: []*rpcpb.Mutation{{Kind: rpcpb.MutationKind_DELETE_ROW}}, IfFalse: []*rpcpb.Mutation{put}}})
+				return err
+			},
+			"CheckAndMutateInEpoch then": func() error {
+				_, err := conn.Storage.CheckAndMutateInEpoch(ctx, &rpcpb.CheckAndMutateInEpochRequest{Epoch: epoch(t, conn),
+					Check: &rpcpb.RowCheck{Row: []byte("ok"), Predicate: []*rpcpb.Selector{{Family: []byte("c"), AllQualifiers: true}}},
+					Then:  []*rpcpb.RowMutation{{Row: row, Mutations: []*rpcpb.Mutation{{Kind: rpcpb.MutationKind_DELETE_ROW}}}}})
+				return err
+			},
 		}
 	}
 	seq := uint64(1)
@@ -112,6 +134,16 @@ func TestReservedRowsRefused(t *testing.T) {
 	if err != nil || health.Status != grpc_health_v1.HealthCheckResponse_SERVING {
 		t.Errorf("health after the refused calls: %v %v", health, err)
 	}
+}
+
+// epoch is the server's current epoch, as a prewrite call's reply says it.
+func epoch(t *testing.T, conn *rpc.Conn) uint64 {
+	t.Helper()
+	resp, err := conn.Storage.CheckAndMutateRows(ctx, &rpcpb.CheckAndMutateRowsRequest{Checks: []*rpcpb.RowCheck{{Row: []byte("epoch probe")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Epoch
 }
 
 // leaseRecord describes the oracle's lease cell (its owner and mark; its

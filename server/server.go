@@ -175,10 +175,13 @@ func over(n, limit int) bool { return limit > 0 && n >= limit }
 // Server is an open percolator server: the store, the oracle, the lock
 // service and the nonce table, ready to Serve.
 type Server struct {
-	opts    Options
-	log     *slog.Logger
-	store   *pebble.Store
-	format  uint64 // the store's on-disk format (txn.EnsureFormat)
+	opts   Options
+	log    *slog.Logger
+	store  *pebble.Store
+	format uint64 // the store's on-disk format (txn.EnsureFormat)
+	// epoch is this run's number (epoch.go): the reply of every write
+	// acknowledged before its log sync carries it.
+	epoch   uint64
 	alloc   *oracle.Allocator
 	nonces  *nonceTable
 	locks   *presence // the lock family's index (presence.go)
@@ -226,6 +229,10 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	if s.format, err = txn.EnsureFormat(ctx, st); err != nil {
 		_ = st.Close()
 		return nil, fmt.Errorf("server: %w", err)
+	}
+	if s.epoch, err = nextEpoch(ctx, st); err != nil {
+		_ = st.Close()
+		return nil, err
 	}
 	// The lock index: its hook before its load, both before serving.
 	s.locks = newPresence(lockFamily)

@@ -39,6 +39,8 @@ func grpcStatus(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, errUnknownGroup):
 		return status.Error(codes.FailedPrecondition, rpc.MsgUnknownGroup+": "+err.Error())
+	case errors.Is(err, errEpochChanged):
+		return status.Error(codes.FailedPrecondition, rpc.MsgEpochChanged+": "+err.Error())
 	case errors.Is(err, errBelowMark):
 		return status.Error(codes.FailedPrecondition, rpc.MsgBelowMark+": "+err.Error())
 	case errors.Is(err, storage.ErrClosed), errors.Is(err, storage.ErrFailed),

@@ -333,7 +333,7 @@ func (s *storageService) Ping(ctx context.Context, _ *rpcpb.PingRequest) (*rpcpb
 	if err != nil {
 		return nil, grpcStatus(err)
 	}
-	resp := &rpcpb.PingResponse{FormatVersion: s.srv.format, SafePoint: sp.TS}
+	resp := &rpcpb.PingResponse{FormatVersion: s.srv.format, SafePoint: sp.TS, SyncedWrites: s.srv.store.SyncedWrites()}
 	if !sp.Sampled.IsZero() {
 		resp.SafePointSampledUnixNanos = sp.Sampled.UnixNano()
 	}

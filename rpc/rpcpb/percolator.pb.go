@@ -1508,8 +1508,12 @@ type PingResponse struct {
 	// safe_point_sampled_unix_nanos is when the collector that set the
 	// safe point sampled it (wall clock; 0 if unknown): for display.
 	SafePointSampledUnixNanos int64 `protobuf:"varint,3,opt,name=safe_point_sampled_unix_nanos,json=safePointSampledUnixNanos,proto3" json:"safe_point_sampled_unix_nanos,omitempty"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// synced_writes counts the writes the server's store has made durable
+	// (waited for a log sync) since the server started: for measuring
+	// what a transaction costs.
+	SyncedWrites  uint64 `protobuf:"varint,4,opt,name=synced_writes,json=syncedWrites,proto3" json:"synced_writes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PingResponse) Reset() {
@@ -1559,6 +1563,13 @@ func (x *PingResponse) GetSafePoint() uint64 {
 func (x *PingResponse) GetSafePointSampledUnixNanos() int64 {
 	if x != nil {
 		return x.SafePointSampledUnixNanos
+	}
+	return 0
+}
+
+func (x *PingResponse) GetSyncedWrites() uint64 {
+	if x != nil {
+		return x.SyncedWrites
 	}
 	return 0
 }
@@ -1704,6 +1715,376 @@ func (x *CollectGarbageResponse) GetResumed() bool {
 	return false
 }
 
+// ReadRowsRequest reads several rows in one call (storage.MultiReader),
+// each through its own filter.
+type ReadRowsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reads         []*ReadRowRequest      `protobuf:"bytes,1,rep,name=reads,proto3" json:"reads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadRowsRequest) Reset() {
+	*x = ReadRowsRequest{}
+	mi := &file_percolator_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadRowsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadRowsRequest) ProtoMessage() {}
+
+func (x *ReadRowsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadRowsRequest.ProtoReflect.Descriptor instead.
+func (*ReadRowsRequest) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ReadRowsRequest) GetReads() []*ReadRowRequest {
+	if x != nil {
+		return x.Reads
+	}
+	return nil
+}
+
+// ReadRowsResponse has one reply per read, in order.
+type ReadRowsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rows          []*ReadRowResponse     `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadRowsResponse) Reset() {
+	*x = ReadRowsResponse{}
+	mi := &file_percolator_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadRowsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadRowsResponse) ProtoMessage() {}
+
+func (x *ReadRowsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadRowsResponse.ProtoReflect.Descriptor instead.
+func (*ReadRowsResponse) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ReadRowsResponse) GetRows() []*ReadRowResponse {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+// RowCheck is one row's CheckAndMutate within a batch (storage.RowCheck).
+type RowCheck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Row           []byte                 `protobuf:"bytes,1,opt,name=row,proto3" json:"row,omitempty"`
+	Predicate     []*Selector            `protobuf:"bytes,2,rep,name=predicate,proto3" json:"predicate,omitempty"`
+	IfTrue        []*Mutation            `protobuf:"bytes,3,rep,name=if_true,json=ifTrue,proto3" json:"if_true,omitempty"`
+	IfFalse       []*Mutation            `protobuf:"bytes,4,rep,name=if_false,json=ifFalse,proto3" json:"if_false,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RowCheck) Reset() {
+	*x = RowCheck{}
+	mi := &file_percolator_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RowCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RowCheck) ProtoMessage() {}
+
+func (x *RowCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RowCheck.ProtoReflect.Descriptor instead.
+func (*RowCheck) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RowCheck) GetRow() []byte {
+	if x != nil {
+		return x.Row
+	}
+	return nil
+}
+
+func (x *RowCheck) GetPredicate() []*Selector {
+	if x != nil {
+		return x.Predicate
+	}
+	return nil
+}
+
+func (x *RowCheck) GetIfTrue() []*Mutation {
+	if x != nil {
+		return x.IfTrue
+	}
+	return nil
+}
+
+func (x *RowCheck) GetIfFalse() []*Mutation {
+	if x != nil {
+		return x.IfFalse
+	}
+	return nil
+}
+
+// CheckAndMutateRowsRequest runs each check under its row's latch and
+// applies the branches in one write, answered before its log sync
+// (storage.Epoched). The rows must be distinct. It carries no nonce: the
+// caller sends only checks safe to apply twice in any order.
+type CheckAndMutateRowsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Checks        []*RowCheck            `protobuf:"bytes,1,rep,name=checks,proto3" json:"checks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckAndMutateRowsRequest) Reset() {
+	*x = CheckAndMutateRowsRequest{}
+	mi := &file_percolator_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckAndMutateRowsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckAndMutateRowsRequest) ProtoMessage() {}
+
+func (x *CheckAndMutateRowsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckAndMutateRowsRequest.ProtoReflect.Descriptor instead.
+func (*CheckAndMutateRowsRequest) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *CheckAndMutateRowsRequest) GetChecks() []*RowCheck {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+// CheckAndMutateRowsResponse: matched[i] is checks[i]'s branch; epoch is
+// the server's run that applied them.
+type CheckAndMutateRowsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Matched       []bool                 `protobuf:"varint,1,rep,packed,name=matched,proto3" json:"matched,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckAndMutateRowsResponse) Reset() {
+	*x = CheckAndMutateRowsResponse{}
+	mi := &file_percolator_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckAndMutateRowsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckAndMutateRowsResponse) ProtoMessage() {}
+
+func (x *CheckAndMutateRowsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckAndMutateRowsResponse.ProtoReflect.Descriptor instead.
+func (*CheckAndMutateRowsResponse) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *CheckAndMutateRowsResponse) GetMatched() []bool {
+	if x != nil {
+		return x.Matched
+	}
+	return nil
+}
+
+func (x *CheckAndMutateRowsResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+// CheckAndMutateInEpochRequest runs check and, when its predicate
+// matched, applies then too, in one durable write, only while the
+// server's run is epoch (else FailedPrecondition, message beginning
+// "epoch changed", nothing applied). No nonce, as above.
+type CheckAndMutateInEpochRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Check         *RowCheck              `protobuf:"bytes,2,opt,name=check,proto3" json:"check,omitempty"`
+	Then          []*RowMutation         `protobuf:"bytes,3,rep,name=then,proto3" json:"then,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckAndMutateInEpochRequest) Reset() {
+	*x = CheckAndMutateInEpochRequest{}
+	mi := &file_percolator_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckAndMutateInEpochRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckAndMutateInEpochRequest) ProtoMessage() {}
+
+func (x *CheckAndMutateInEpochRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckAndMutateInEpochRequest.ProtoReflect.Descriptor instead.
+func (*CheckAndMutateInEpochRequest) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *CheckAndMutateInEpochRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *CheckAndMutateInEpochRequest) GetCheck() *RowCheck {
+	if x != nil {
+		return x.Check
+	}
+	return nil
+}
+
+func (x *CheckAndMutateInEpochRequest) GetThen() []*RowMutation {
+	if x != nil {
+		return x.Then
+	}
+	return nil
+}
+
+type CheckAndMutateInEpochResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Matched       bool                   `protobuf:"varint,1,opt,name=matched,proto3" json:"matched,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckAndMutateInEpochResponse) Reset() {
+	*x = CheckAndMutateInEpochResponse{}
+	mi := &file_percolator_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckAndMutateInEpochResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckAndMutateInEpochResponse) ProtoMessage() {}
+
+func (x *CheckAndMutateInEpochResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckAndMutateInEpochResponse.ProtoReflect.Descriptor instead.
+func (*CheckAndMutateInEpochResponse) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *CheckAndMutateInEpochResponse) GetMatched() bool {
+	if x != nil {
+		return x.Matched
+	}
+	return false
+}
+
 type NowRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1712,7 +2093,7 @@ type NowRequest struct {
 
 func (x *NowRequest) Reset() {
 	*x = NowRequest{}
-	mi := &file_percolator_proto_msgTypes[28]
+	mi := &file_percolator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +2105,7 @@ func (x *NowRequest) String() string {
 func (*NowRequest) ProtoMessage() {}
 
 func (x *NowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[28]
+	mi := &file_percolator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +2118,7 @@ func (x *NowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NowRequest.ProtoReflect.Descriptor instead.
 func (*NowRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{28}
+	return file_percolator_proto_rawDescGZIP(), []int{35}
 }
 
 // NowResponse is the time by the store server's clock.
@@ -1750,7 +2131,7 @@ type NowResponse struct {
 
 func (x *NowResponse) Reset() {
 	*x = NowResponse{}
-	mi := &file_percolator_proto_msgTypes[29]
+	mi := &file_percolator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1762,7 +2143,7 @@ func (x *NowResponse) String() string {
 func (*NowResponse) ProtoMessage() {}
 
 func (x *NowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[29]
+	mi := &file_percolator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1775,7 +2156,7 @@ func (x *NowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NowResponse.ProtoReflect.Descriptor instead.
 func (*NowResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{29}
+	return file_percolator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NowResponse) GetUnixNanos() int64 {
@@ -1794,7 +2175,7 @@ type AllocateRequest struct {
 
 func (x *AllocateRequest) Reset() {
 	*x = AllocateRequest{}
-	mi := &file_percolator_proto_msgTypes[30]
+	mi := &file_percolator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +2187,7 @@ func (x *AllocateRequest) String() string {
 func (*AllocateRequest) ProtoMessage() {}
 
 func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[30]
+	mi := &file_percolator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +2200,7 @@ func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRequest.ProtoReflect.Descriptor instead.
 func (*AllocateRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{30}
+	return file_percolator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AllocateRequest) GetCount() uint32 {
@@ -1850,7 +2231,7 @@ type AllocateResponse struct {
 
 func (x *AllocateResponse) Reset() {
 	*x = AllocateResponse{}
-	mi := &file_percolator_proto_msgTypes[31]
+	mi := &file_percolator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +2243,7 @@ func (x *AllocateResponse) String() string {
 func (*AllocateResponse) ProtoMessage() {}
 
 func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[31]
+	mi := &file_percolator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +2256,7 @@ func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateResponse.ProtoReflect.Descriptor instead.
 func (*AllocateResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{31}
+	return file_percolator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AllocateResponse) GetFirst() uint64 {
@@ -1907,7 +2288,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_percolator_proto_msgTypes[32]
+	mi := &file_percolator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2300,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[32]
+	mi := &file_percolator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2313,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{32}
+	return file_percolator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *OpenSessionRequest) GetOwner() string {
@@ -1966,7 +2347,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_percolator_proto_msgTypes[33]
+	mi := &file_percolator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2359,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[33]
+	mi := &file_percolator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2372,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{33}
+	return file_percolator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *OpenSessionResponse) GetSession() string {
@@ -2019,7 +2400,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_percolator_proto_msgTypes[34]
+	mi := &file_percolator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2031,7 +2412,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[34]
+	mi := &file_percolator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2044,7 +2425,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{34}
+	return file_percolator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *KeepAliveRequest) GetSession() string {
@@ -2070,7 +2451,7 @@ type KeepAliveResponse struct {
 
 func (x *KeepAliveResponse) Reset() {
 	*x = KeepAliveResponse{}
-	mi := &file_percolator_proto_msgTypes[35]
+	mi := &file_percolator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2082,7 +2463,7 @@ func (x *KeepAliveResponse) String() string {
 func (*KeepAliveResponse) ProtoMessage() {}
 
 func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[35]
+	mi := &file_percolator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2095,7 +2476,7 @@ func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{35}
+	return file_percolator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *KeepAliveResponse) GetTtlMs() int64 {
@@ -2114,7 +2495,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_percolator_proto_msgTypes[36]
+	mi := &file_percolator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2507,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[36]
+	mi := &file_percolator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2520,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{36}
+	return file_percolator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CloseSessionRequest) GetSession() string {
@@ -2157,7 +2538,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_percolator_proto_msgTypes[37]
+	mi := &file_percolator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2169,7 +2550,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[37]
+	mi := &file_percolator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2182,7 +2563,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{37}
+	return file_percolator_proto_rawDescGZIP(), []int{44}
 }
 
 type AliveRequest struct {
@@ -2194,7 +2575,7 @@ type AliveRequest struct {
 
 func (x *AliveRequest) Reset() {
 	*x = AliveRequest{}
-	mi := &file_percolator_proto_msgTypes[38]
+	mi := &file_percolator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2587,7 @@ func (x *AliveRequest) String() string {
 func (*AliveRequest) ProtoMessage() {}
 
 func (x *AliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[38]
+	mi := &file_percolator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2600,7 @@ func (x *AliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliveRequest.ProtoReflect.Descriptor instead.
 func (*AliveRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{38}
+	return file_percolator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AliveRequest) GetOwner() string {
@@ -2238,7 +2619,7 @@ type AliveResponse struct {
 
 func (x *AliveResponse) Reset() {
 	*x = AliveResponse{}
-	mi := &file_percolator_proto_msgTypes[39]
+	mi := &file_percolator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2631,7 @@ func (x *AliveResponse) String() string {
 func (*AliveResponse) ProtoMessage() {}
 
 func (x *AliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[39]
+	mi := &file_percolator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2644,7 @@ func (x *AliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliveResponse.ProtoReflect.Descriptor instead.
 func (*AliveResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{39}
+	return file_percolator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AliveResponse) GetAlive() bool {
@@ -2281,7 +2662,7 @@ type OldestRequest struct {
 
 func (x *OldestRequest) Reset() {
 	*x = OldestRequest{}
-	mi := &file_percolator_proto_msgTypes[40]
+	mi := &file_percolator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2293,7 +2674,7 @@ func (x *OldestRequest) String() string {
 func (*OldestRequest) ProtoMessage() {}
 
 func (x *OldestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[40]
+	mi := &file_percolator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2306,7 +2687,7 @@ func (x *OldestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OldestRequest.ProtoReflect.Descriptor instead.
 func (*OldestRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{40}
+	return file_percolator_proto_rawDescGZIP(), []int{47}
 }
 
 // OldestResponse is the oldest start_ts any live session published, 0
@@ -2322,7 +2703,7 @@ type OldestResponse struct {
 
 func (x *OldestResponse) Reset() {
 	*x = OldestResponse{}
-	mi := &file_percolator_proto_msgTypes[41]
+	mi := &file_percolator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2334,7 +2715,7 @@ func (x *OldestResponse) String() string {
 func (*OldestResponse) ProtoMessage() {}
 
 func (x *OldestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[41]
+	mi := &file_percolator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2347,7 +2728,7 @@ func (x *OldestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OldestResponse.ProtoReflect.Descriptor instead.
 func (*OldestResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{41}
+	return file_percolator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *OldestResponse) GetOldestStartTs() uint64 {
@@ -2374,7 +2755,7 @@ type TryLockRequest struct {
 
 func (x *TryLockRequest) Reset() {
 	*x = TryLockRequest{}
-	mi := &file_percolator_proto_msgTypes[42]
+	mi := &file_percolator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2386,7 +2767,7 @@ func (x *TryLockRequest) String() string {
 func (*TryLockRequest) ProtoMessage() {}
 
 func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[42]
+	mi := &file_percolator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2399,7 +2780,7 @@ func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockRequest.ProtoReflect.Descriptor instead.
 func (*TryLockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{42}
+	return file_percolator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *TryLockRequest) GetSession() string {
@@ -2425,7 +2806,7 @@ type TryLockResponse struct {
 
 func (x *TryLockResponse) Reset() {
 	*x = TryLockResponse{}
-	mi := &file_percolator_proto_msgTypes[43]
+	mi := &file_percolator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2437,7 +2818,7 @@ func (x *TryLockResponse) String() string {
 func (*TryLockResponse) ProtoMessage() {}
 
 func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[43]
+	mi := &file_percolator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2450,7 +2831,7 @@ func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockResponse.ProtoReflect.Descriptor instead.
 func (*TryLockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{43}
+	return file_percolator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *TryLockResponse) GetHeld() bool {
@@ -2470,7 +2851,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_percolator_proto_msgTypes[44]
+	mi := &file_percolator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2482,7 +2863,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[44]
+	mi := &file_percolator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2495,7 +2876,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{44}
+	return file_percolator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UnlockRequest) GetSession() string {
@@ -2520,7 +2901,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_percolator_proto_msgTypes[45]
+	mi := &file_percolator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2532,7 +2913,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[45]
+	mi := &file_percolator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2545,7 +2926,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{45}
+	return file_percolator_proto_rawDescGZIP(), []int{52}
 }
 
 var File_percolator_proto protoreflect.FileDescriptor
@@ -2639,12 +3020,13 @@ const file_percolator_proto_rawDesc = "" +
 	"\x14CompactFamilyRequest\x12\x16\n" +
 	"\x06family\x18\x01 \x01(\fR\x06family\"\x17\n" +
 	"\x15CompactFamilyResponse\"\r\n" +
-	"\vPingRequest\"\x96\x01\n" +
+	"\vPingRequest\"\xbb\x01\n" +
 	"\fPingResponse\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\x04R\rformatVersion\x12\x1d\n" +
 	"\n" +
 	"safe_point\x18\x02 \x01(\x04R\tsafePoint\x12@\n" +
-	"\x1dsafe_point_sampled_unix_nanos\x18\x03 \x01(\x03R\x19safePointSampledUnixNanos\"0\n" +
+	"\x1dsafe_point_sampled_unix_nanos\x18\x03 \x01(\x03R\x19safePointSampledUnixNanos\x12#\n" +
+	"\rsynced_writes\x18\x04 \x01(\x04R\fsyncedWrites\"0\n" +
 	"\x15CollectGarbageRequest\x12\x17\n" +
 	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"\xd2\x01\n" +
 	"\x16CollectGarbageResponse\x12\x1d\n" +
@@ -2656,7 +3038,27 @@ const file_percolator_proto_rawDesc = "" +
 	"\askipped\x18\x05 \x01(\x03R\askipped\x12\x1f\n" +
 	"\vduration_ns\x18\x06 \x01(\x03R\n" +
 	"durationNs\x12\x18\n" +
-	"\aresumed\x18\a \x01(\bR\aresumed\"\f\n" +
+	"\aresumed\x18\a \x01(\bR\aresumed\"F\n" +
+	"\x0fReadRowsRequest\x123\n" +
+	"\x05reads\x18\x01 \x03(\v2\x1d.percolator.v1.ReadRowRequestR\x05reads\"F\n" +
+	"\x10ReadRowsResponse\x122\n" +
+	"\x04rows\x18\x01 \x03(\v2\x1e.percolator.v1.ReadRowResponseR\x04rows\"\xb9\x01\n" +
+	"\bRowCheck\x12\x10\n" +
+	"\x03row\x18\x01 \x01(\fR\x03row\x125\n" +
+	"\tpredicate\x18\x02 \x03(\v2\x17.percolator.v1.SelectorR\tpredicate\x120\n" +
+	"\aif_true\x18\x03 \x03(\v2\x17.percolator.v1.MutationR\x06ifTrue\x122\n" +
+	"\bif_false\x18\x04 \x03(\v2\x17.percolator.v1.MutationR\aifFalse\"L\n" +
+	"\x19CheckAndMutateRowsRequest\x12/\n" +
+	"\x06checks\x18\x01 \x03(\v2\x17.percolator.v1.RowCheckR\x06checks\"L\n" +
+	"\x1aCheckAndMutateRowsResponse\x12\x18\n" +
+	"\amatched\x18\x01 \x03(\bR\amatched\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"\x93\x01\n" +
+	"\x1cCheckAndMutateInEpochRequest\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12-\n" +
+	"\x05check\x18\x02 \x01(\v2\x17.percolator.v1.RowCheckR\x05check\x12.\n" +
+	"\x04then\x18\x03 \x03(\v2\x1a.percolator.v1.RowMutationR\x04then\"9\n" +
+	"\x1dCheckAndMutateInEpochResponse\x12\x18\n" +
+	"\amatched\x18\x01 \x01(\bR\amatched\"\f\n" +
 	"\n" +
 	"NowRequest\",\n" +
 	"\vNowResponse\x12\x1d\n" +
@@ -2705,7 +3107,7 @@ const file_percolator_proto_rawDesc = "" +
 	"\x03PUT\x10\x01\x12\x10\n" +
 	"\fDELETE_CELLS\x10\x02\x12\x0e\n" +
 	"\n" +
-	"DELETE_ROW\x10\x032\xf8\x06\n" +
+	"DELETE_ROW\x10\x032\xa4\t\n" +
 	"\aStorage\x12H\n" +
 	"\aReadRow\x12\x1d.percolator.v1.ReadRowRequest\x1a\x1e.percolator.v1.ReadRowResponse\x12A\n" +
 	"\x04Scan\x12\x1a.percolator.v1.ScanRequest\x1a\x1b.percolator.v1.ScanResponse0\x01\x12E\n" +
@@ -2718,7 +3120,10 @@ const file_percolator_proto_rawDesc = "" +
 	"\x0eOpenNonceGroup\x12$.percolator.v1.OpenNonceGroupRequest\x1a%.percolator.v1.OpenNonceGroupResponse\x12?\n" +
 	"\x04Ping\x12\x1a.percolator.v1.PingRequest\x1a\x1b.percolator.v1.PingResponse\x12<\n" +
 	"\x03Now\x12\x19.percolator.v1.NowRequest\x1a\x1a.percolator.v1.NowResponse\x12]\n" +
-	"\x0eCollectGarbage\x12$.percolator.v1.CollectGarbageRequest\x1a%.percolator.v1.CollectGarbageResponse2\xac\x01\n" +
+	"\x0eCollectGarbage\x12$.percolator.v1.CollectGarbageRequest\x1a%.percolator.v1.CollectGarbageResponse\x12K\n" +
+	"\bReadRows\x12\x1e.percolator.v1.ReadRowsRequest\x1a\x1f.percolator.v1.ReadRowsResponse\x12i\n" +
+	"\x12CheckAndMutateRows\x12(.percolator.v1.CheckAndMutateRowsRequest\x1a).percolator.v1.CheckAndMutateRowsResponse\x12r\n" +
+	"\x15CheckAndMutateInEpoch\x12+.percolator.v1.CheckAndMutateInEpochRequest\x1a,.percolator.v1.CheckAndMutateInEpochResponse2\xac\x01\n" +
 	"\x06Oracle\x12K\n" +
 	"\bAllocate\x12\x1e.percolator.v1.AllocateRequest\x1a\x1f.percolator.v1.AllocateResponse\x12U\n" +
 	"\x0eAllocateStream\x12\x1e.percolator.v1.AllocateRequest\x1a\x1f.percolator.v1.AllocateResponse(\x010\x012\xa2\x04\n" +
@@ -2744,55 +3149,62 @@ func file_percolator_proto_rawDescGZIP() []byte {
 }
 
 var file_percolator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_percolator_proto_goTypes = []any{
-	(MutationKind)(0),              // 0: percolator.v1.MutationKind
-	(*TimeRange)(nil),              // 1: percolator.v1.TimeRange
-	(*Selector)(nil),               // 2: percolator.v1.Selector
-	(*Cell)(nil),                   // 3: percolator.v1.Cell
-	(*Mutation)(nil),               // 4: percolator.v1.Mutation
-	(*RowMutation)(nil),            // 5: percolator.v1.RowMutation
-	(*Nonce)(nil),                  // 6: percolator.v1.Nonce
-	(*ReadRowRequest)(nil),         // 7: percolator.v1.ReadRowRequest
-	(*ReadRowResponse)(nil),        // 8: percolator.v1.ReadRowResponse
-	(*ScanRequest)(nil),            // 9: percolator.v1.ScanRequest
-	(*ScanRow)(nil),                // 10: percolator.v1.ScanRow
-	(*ScanResponse)(nil),           // 11: percolator.v1.ScanResponse
-	(*MutateRequest)(nil),          // 12: percolator.v1.MutateRequest
-	(*MutateResponse)(nil),         // 13: percolator.v1.MutateResponse
-	(*CheckAndMutateRequest)(nil),  // 14: percolator.v1.CheckAndMutateRequest
-	(*CheckAndMutateResponse)(nil), // 15: percolator.v1.CheckAndMutateResponse
-	(*MutateRowsRequest)(nil),      // 16: percolator.v1.MutateRowsRequest
-	(*RowError)(nil),               // 17: percolator.v1.RowError
-	(*MutateRowsResponse)(nil),     // 18: percolator.v1.MutateRowsResponse
-	(*IncrementRequest)(nil),       // 19: percolator.v1.IncrementRequest
-	(*IncrementResponse)(nil),      // 20: percolator.v1.IncrementResponse
-	(*OpenNonceGroupRequest)(nil),  // 21: percolator.v1.OpenNonceGroupRequest
-	(*OpenNonceGroupResponse)(nil), // 22: percolator.v1.OpenNonceGroupResponse
-	(*CompactFamilyRequest)(nil),   // 23: percolator.v1.CompactFamilyRequest
-	(*CompactFamilyResponse)(nil),  // 24: percolator.v1.CompactFamilyResponse
-	(*PingRequest)(nil),            // 25: percolator.v1.PingRequest
-	(*PingResponse)(nil),           // 26: percolator.v1.PingResponse
-	(*CollectGarbageRequest)(nil),  // 27: percolator.v1.CollectGarbageRequest
-	(*CollectGarbageResponse)(nil), // 28: percolator.v1.CollectGarbageResponse
-	(*NowRequest)(nil),             // 29: percolator.v1.NowRequest
-	(*NowResponse)(nil),            // 30: percolator.v1.NowResponse
-	(*AllocateRequest)(nil),        // 31: percolator.v1.AllocateRequest
-	(*AllocateResponse)(nil),       // 32: percolator.v1.AllocateResponse
-	(*OpenSessionRequest)(nil),     // 33: percolator.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),    // 34: percolator.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),       // 35: percolator.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),      // 36: percolator.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),    // 37: percolator.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),   // 38: percolator.v1.CloseSessionResponse
-	(*AliveRequest)(nil),           // 39: percolator.v1.AliveRequest
-	(*AliveResponse)(nil),          // 40: percolator.v1.AliveResponse
-	(*OldestRequest)(nil),          // 41: percolator.v1.OldestRequest
-	(*OldestResponse)(nil),         // 42: percolator.v1.OldestResponse
-	(*TryLockRequest)(nil),         // 43: percolator.v1.TryLockRequest
-	(*TryLockResponse)(nil),        // 44: percolator.v1.TryLockResponse
-	(*UnlockRequest)(nil),          // 45: percolator.v1.UnlockRequest
-	(*UnlockResponse)(nil),         // 46: percolator.v1.UnlockResponse
+	(MutationKind)(0),                     // 0: percolator.v1.MutationKind
+	(*TimeRange)(nil),                     // 1: percolator.v1.TimeRange
+	(*Selector)(nil),                      // 2: percolator.v1.Selector
+	(*Cell)(nil),                          // 3: percolator.v1.Cell
+	(*Mutation)(nil),                      // 4: percolator.v1.Mutation
+	(*RowMutation)(nil),                   // 5: percolator.v1.RowMutation
+	(*Nonce)(nil),                         // 6: percolator.v1.Nonce
+	(*ReadRowRequest)(nil),                // 7: percolator.v1.ReadRowRequest
+	(*ReadRowResponse)(nil),               // 8: percolator.v1.ReadRowResponse
+	(*ScanRequest)(nil),                   // 9: percolator.v1.ScanRequest
+	(*ScanRow)(nil),                       // 10: percolator.v1.ScanRow
+	(*ScanResponse)(nil),                  // 11: percolator.v1.ScanResponse
+	(*MutateRequest)(nil),                 // 12: percolator.v1.MutateRequest
+	(*MutateResponse)(nil),                // 13: percolator.v1.MutateResponse
+	(*CheckAndMutateRequest)(nil),         // 14: percolator.v1.CheckAndMutateRequest
+	(*CheckAndMutateResponse)(nil),        // 15: percolator.v1.CheckAndMutateResponse
+	(*MutateRowsRequest)(nil),             // 16: percolator.v1.MutateRowsRequest
+	(*RowError)(nil),                      // 17: percolator.v1.RowError
+	(*MutateRowsResponse)(nil),            // 18: percolator.v1.MutateRowsResponse
+	(*IncrementRequest)(nil),              // 19: percolator.v1.IncrementRequest
+	(*IncrementResponse)(nil),             // 20: percolator.v1.IncrementResponse
+	(*OpenNonceGroupRequest)(nil),         // 21: percolator.v1.OpenNonceGroupRequest
+	(*OpenNonceGroupResponse)(nil),        // 22: percolator.v1.OpenNonceGroupResponse
+	(*CompactFamilyRequest)(nil),          // 23: percolator.v1.CompactFamilyRequest
+	(*CompactFamilyResponse)(nil),         // 24: percolator.v1.CompactFamilyResponse
+	(*PingRequest)(nil),                   // 25: percolator.v1.PingRequest
+	(*PingResponse)(nil),                  // 26: percolator.v1.PingResponse
+	(*CollectGarbageRequest)(nil),         // 27: percolator.v1.CollectGarbageRequest
+	(*CollectGarbageResponse)(nil),        // 28: percolator.v1.CollectGarbageResponse
+	(*ReadRowsRequest)(nil),               // 29: percolator.v1.ReadRowsRequest
+	(*ReadRowsResponse)(nil),              // 30: percolator.v1.ReadRowsResponse
+	(*RowCheck)(nil),                      // 31: percolator.v1.RowCheck
+	(*CheckAndMutateRowsRequest)(nil),     // 32: percolator.v1.CheckAndMutateRowsRequest
+	(*CheckAndMutateRowsResponse)(nil),    // 33: percolator.v1.CheckAndMutateRowsResponse
+	(*CheckAndMutateInEpochRequest)(nil),  // 34: percolator.v1.CheckAndMutateInEpochRequest
+	(*CheckAndMutateInEpochResponse)(nil), // 35: percolator.v1.CheckAndMutateInEpochResponse
+	(*NowRequest)(nil),                    // 36: percolator.v1.NowRequest
+	(*NowResponse)(nil),                   // 37: percolator.v1.NowResponse
+	(*AllocateRequest)(nil),               // 38: percolator.v1.AllocateRequest
+	(*AllocateResponse)(nil),              // 39: percolator.v1.AllocateResponse
+	(*OpenSessionRequest)(nil),            // 40: percolator.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),           // 41: percolator.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),              // 42: percolator.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),             // 43: percolator.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),           // 44: percolator.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),          // 45: percolator.v1.CloseSessionResponse
+	(*AliveRequest)(nil),                  // 46: percolator.v1.AliveRequest
+	(*AliveResponse)(nil),                 // 47: percolator.v1.AliveResponse
+	(*OldestRequest)(nil),                 // 48: percolator.v1.OldestRequest
+	(*OldestResponse)(nil),                // 49: percolator.v1.OldestResponse
+	(*TryLockRequest)(nil),                // 50: percolator.v1.TryLockRequest
+	(*TryLockResponse)(nil),               // 51: percolator.v1.TryLockResponse
+	(*UnlockRequest)(nil),                 // 52: percolator.v1.UnlockRequest
+	(*UnlockResponse)(nil),                // 53: percolator.v1.UnlockResponse
 }
 var file_percolator_proto_depIdxs = []int32{
 	1,  // 0: percolator.v1.Selector.time:type_name -> percolator.v1.TimeRange
@@ -2814,51 +3226,65 @@ var file_percolator_proto_depIdxs = []int32{
 	6,  // 16: percolator.v1.MutateRowsRequest.nonce:type_name -> percolator.v1.Nonce
 	17, // 17: percolator.v1.MutateRowsResponse.errors:type_name -> percolator.v1.RowError
 	6,  // 18: percolator.v1.IncrementRequest.nonce:type_name -> percolator.v1.Nonce
-	7,  // 19: percolator.v1.Storage.ReadRow:input_type -> percolator.v1.ReadRowRequest
-	9,  // 20: percolator.v1.Storage.Scan:input_type -> percolator.v1.ScanRequest
-	12, // 21: percolator.v1.Storage.Mutate:input_type -> percolator.v1.MutateRequest
-	14, // 22: percolator.v1.Storage.CheckAndMutate:input_type -> percolator.v1.CheckAndMutateRequest
-	16, // 23: percolator.v1.Storage.MutateRows:input_type -> percolator.v1.MutateRowsRequest
-	19, // 24: percolator.v1.Storage.Increment:input_type -> percolator.v1.IncrementRequest
-	23, // 25: percolator.v1.Storage.CompactFamily:input_type -> percolator.v1.CompactFamilyRequest
-	21, // 26: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
-	25, // 27: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
-	29, // 28: percolator.v1.Storage.Now:input_type -> percolator.v1.NowRequest
-	27, // 29: percolator.v1.Storage.CollectGarbage:input_type -> percolator.v1.CollectGarbageRequest
-	31, // 30: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
-	31, // 31: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
-	33, // 32: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
-	35, // 33: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
-	37, // 34: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
-	39, // 35: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
-	43, // 36: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
-	45, // 37: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
-	41, // 38: percolator.v1.Coord.Oldest:input_type -> percolator.v1.OldestRequest
-	8,  // 39: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
-	11, // 40: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
-	13, // 41: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
-	15, // 42: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
-	18, // 43: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
-	20, // 44: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
-	24, // 45: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
-	22, // 46: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
-	26, // 47: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
-	30, // 48: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
-	28, // 49: percolator.v1.Storage.CollectGarbage:output_type -> percolator.v1.CollectGarbageResponse
-	32, // 50: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
-	32, // 51: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
-	34, // 52: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
-	36, // 53: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
-	38, // 54: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
-	40, // 55: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
-	44, // 56: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
-	46, // 57: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
-	42, // 58: percolator.v1.Coord.Oldest:output_type -> percolator.v1.OldestResponse
-	39, // [39:59] is the sub-list for method output_type
-	19, // [19:39] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	7,  // 19: percolator.v1.ReadRowsRequest.reads:type_name -> percolator.v1.ReadRowRequest
+	8,  // 20: percolator.v1.ReadRowsResponse.rows:type_name -> percolator.v1.ReadRowResponse
+	2,  // 21: percolator.v1.RowCheck.predicate:type_name -> percolator.v1.Selector
+	4,  // 22: percolator.v1.RowCheck.if_true:type_name -> percolator.v1.Mutation
+	4,  // 23: percolator.v1.RowCheck.if_false:type_name -> percolator.v1.Mutation
+	31, // 24: percolator.v1.CheckAndMutateRowsRequest.checks:type_name -> percolator.v1.RowCheck
+	31, // 25: percolator.v1.CheckAndMutateInEpochRequest.check:type_name -> percolator.v1.RowCheck
+	5,  // 26: percolator.v1.CheckAndMutateInEpochRequest.then:type_name -> percolator.v1.RowMutation
+	7,  // 27: percolator.v1.Storage.ReadRow:input_type -> percolator.v1.ReadRowRequest
+	9,  // 28: percolator.v1.Storage.Scan:input_type -> percolator.v1.ScanRequest
+	12, // 29: percolator.v1.Storage.Mutate:input_type -> percolator.v1.MutateRequest
+	14, // 30: percolator.v1.Storage.CheckAndMutate:input_type -> percolator.v1.CheckAndMutateRequest
+	16, // 31: percolator.v1.Storage.MutateRows:input_type -> percolator.v1.MutateRowsRequest
+	19, // 32: percolator.v1.Storage.Increment:input_type -> percolator.v1.IncrementRequest
+	23, // 33: percolator.v1.Storage.CompactFamily:input_type -> percolator.v1.CompactFamilyRequest
+	21, // 34: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
+	25, // 35: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
+	36, // 36: percolator.v1.Storage.Now:input_type -> percolator.v1.NowRequest
+	27, // 37: percolator.v1.Storage.CollectGarbage:input_type -> percolator.v1.CollectGarbageRequest
+	29, // 38: percolator.v1.Storage.ReadRows:input_type -> percolator.v1.ReadRowsRequest
+	32, // 39: percolator.v1.Storage.CheckAndMutateRows:input_type -> percolator.v1.CheckAndMutateRowsRequest
+	34, // 40: percolator.v1.Storage.CheckAndMutateInEpoch:input_type -> percolator.v1.CheckAndMutateInEpochRequest
+	38, // 41: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
+	38, // 42: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
+	40, // 43: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
+	42, // 44: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
+	44, // 45: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
+	46, // 46: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
+	50, // 47: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
+	52, // 48: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
+	48, // 49: percolator.v1.Coord.Oldest:input_type -> percolator.v1.OldestRequest
+	8,  // 50: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
+	11, // 51: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
+	13, // 52: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
+	15, // 53: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
+	18, // 54: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
+	20, // 55: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
+	24, // 56: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
+	22, // 57: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
+	26, // 58: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
+	37, // 59: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
+	28, // 60: percolator.v1.Storage.CollectGarbage:output_type -> percolator.v1.CollectGarbageResponse
+	30, // 61: percolator.v1.Storage.ReadRows:output_type -> percolator.v1.ReadRowsResponse
+	33, // 62: percolator.v1.Storage.CheckAndMutateRows:output_type -> percolator.v1.CheckAndMutateRowsResponse
+	35, // 63: percolator.v1.Storage.CheckAndMutateInEpoch:output_type -> percolator.v1.CheckAndMutateInEpochResponse
+	39, // 64: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
+	39, // 65: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
+	41, // 66: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
+	43, // 67: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
+	45, // 68: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
+	47, // 69: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
+	51, // 70: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
+	53, // 71: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
+	49, // 72: percolator.v1.Coord.Oldest:output_type -> percolator.v1.OldestResponse
+	50, // [50:73] is the sub-list for method output_type
+	27, // [27:50] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_percolator_proto_init() }
@@ -2866,14 +3292,14 @@ func file_percolator_proto_init() {
 	if File_percolator_proto != nil {
 		return
 	}
-	file_percolator_proto_msgTypes[31].OneofWrappers = []any{}
+	file_percolator_proto_msgTypes[38].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_percolator_proto_rawDesc), len(file_percolator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   46,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -26,17 +26,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Storage_ReadRow_FullMethodName        = "/percolator.v1.Storage/ReadRow"
-	Storage_Scan_FullMethodName           = "/percolator.v1.Storage/Scan"
-	Storage_Mutate_FullMethodName         = "/percolator.v1.Storage/Mutate"
-	Storage_CheckAndMutate_FullMethodName = "/percolator.v1.Storage/CheckAndMutate"
-	Storage_MutateRows_FullMethodName     = "/percolator.v1.Storage/MutateRows"
-	Storage_Increment_FullMethodName      = "/percolator.v1.Storage/Increment"
-	Storage_CompactFamily_FullMethodName  = "/percolator.v1.Storage/CompactFamily"
-	Storage_OpenNonceGroup_FullMethodName = "/percolator.v1.Storage/OpenNonceGroup"
-	Storage_Ping_FullMethodName           = "/percolator.v1.Storage/Ping"
-	Storage_Now_FullMethodName            = "/percolator.v1.Storage/Now"
-	Storage_CollectGarbage_FullMethodName = "/percolator.v1.Storage/CollectGarbage"
+	Storage_ReadRow_FullMethodName               = "/percolator.v1.Storage/ReadRow"
+	Storage_Scan_FullMethodName                  = "/percolator.v1.Storage/Scan"
+	Storage_Mutate_FullMethodName                = "/percolator.v1.Storage/Mutate"
+	Storage_CheckAndMutate_FullMethodName        = "/percolator.v1.Storage/CheckAndMutate"
+	Storage_MutateRows_FullMethodName            = "/percolator.v1.Storage/MutateRows"
+	Storage_Increment_FullMethodName             = "/percolator.v1.Storage/Increment"
+	Storage_CompactFamily_FullMethodName         = "/percolator.v1.Storage/CompactFamily"
+	Storage_OpenNonceGroup_FullMethodName        = "/percolator.v1.Storage/OpenNonceGroup"
+	Storage_Ping_FullMethodName                  = "/percolator.v1.Storage/Ping"
+	Storage_Now_FullMethodName                   = "/percolator.v1.Storage/Now"
+	Storage_CollectGarbage_FullMethodName        = "/percolator.v1.Storage/CollectGarbage"
+	Storage_ReadRows_FullMethodName              = "/percolator.v1.Storage/ReadRows"
+	Storage_CheckAndMutateRows_FullMethodName    = "/percolator.v1.Storage/CheckAndMutateRows"
+	Storage_CheckAndMutateInEpoch_FullMethodName = "/percolator.v1.Storage/CheckAndMutateInEpoch"
 )
 
 // StorageClient is the client API for Storage service.
@@ -58,6 +61,14 @@ type StorageClient interface {
 	Now(ctx context.Context, in *NowRequest, opts ...grpc.CallOption) (*NowResponse, error)
 	// CollectGarbage runs one garbage collection pass on the server.
 	CollectGarbage(ctx context.Context, in *CollectGarbageRequest, opts ...grpc.CallOption) (*CollectGarbageResponse, error)
+	// ReadRows reads several rows in one round trip.
+	ReadRows(ctx context.Context, in *ReadRowsRequest, opts ...grpc.CallOption) (*ReadRowsResponse, error)
+	// CheckAndMutateRows: a transaction's prewrites in one round trip,
+	// without waiting for a log sync (storage.Epoched).
+	CheckAndMutateRows(ctx context.Context, in *CheckAndMutateRowsRequest, opts ...grpc.CallOption) (*CheckAndMutateRowsResponse, error)
+	// CheckAndMutateInEpoch: a commit point and its secondaries in one
+	// durable write, refused after a restart (storage.Epoched).
+	CheckAndMutateInEpoch(ctx context.Context, in *CheckAndMutateInEpochRequest, opts ...grpc.CallOption) (*CheckAndMutateInEpochResponse, error)
 }
 
 type storageClient struct {
@@ -187,6 +198,36 @@ func (c *storageClient) CollectGarbage(ctx context.Context, in *CollectGarbageRe
 	return out, nil
 }
 
+func (c *storageClient) ReadRows(ctx context.Context, in *ReadRowsRequest, opts ...grpc.CallOption) (*ReadRowsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadRowsResponse)
+	err := c.cc.Invoke(ctx, Storage_ReadRows_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *storageClient) CheckAndMutateRows(ctx context.Context, in *CheckAndMutateRowsRequest, opts ...grpc.CallOption) (*CheckAndMutateRowsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckAndMutateRowsResponse)
+	err := c.cc.Invoke(ctx, Storage_CheckAndMutateRows_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *storageClient) CheckAndMutateInEpoch(ctx context.Context, in *CheckAndMutateInEpochRequest, opts ...grpc.CallOption) (*CheckAndMutateInEpochResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckAndMutateInEpochResponse)
+	err := c.cc.Invoke(ctx, Storage_CheckAndMutateInEpoch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // StorageServer is the server API for Storage service.
 // All implementations must embed UnimplementedStorageServer
 // for forward compatibility.
@@ -206,6 +247,14 @@ type StorageServer interface {
 	Now(context.Context, *NowRequest) (*NowResponse, error)
 	// CollectGarbage runs one garbage collection pass on the server.
 	CollectGarbage(context.Context, *CollectGarbageRequest) (*CollectGarbageResponse, error)
+	// ReadRows reads several rows in one round trip.
+	ReadRows(context.Context, *ReadRowsRequest) (*ReadRowsResponse, error)
+	// CheckAndMutateRows: a transaction's prewrites in one round trip,
+	// without waiting for a log sync (storage.Epoched).
+	CheckAndMutateRows(context.Context, *CheckAndMutateRowsRequest) (*CheckAndMutateRowsResponse, error)
+	// CheckAndMutateInEpoch: a commit point and its secondaries in one
+	// durable write, refused after a restart (storage.Epoched).
+	CheckAndMutateInEpoch(context.Context, *CheckAndMutateInEpochRequest) (*CheckAndMutateInEpochResponse, error)
 	mustEmbedUnimplementedStorageServer()
 }
 
@@ -248,6 +297,15 @@ func (UnimplementedStorageServer) Now(context.Context, *NowRequest) (*NowRespons
 }
 func (UnimplementedStorageServer) CollectGarbage(context.Context, *CollectGarbageRequest) (*CollectGarbageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CollectGarbage not implemented")
+}
+func (UnimplementedStorageServer) ReadRows(context.Context, *ReadRowsRequest) (*ReadRowsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadRows not implemented")
+}
+func (UnimplementedStorageServer) CheckAndMutateRows(context.Context, *CheckAndMutateRowsRequest) (*CheckAndMutateRowsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckAndMutateRows not implemented")
+}
+func (UnimplementedStorageServer) CheckAndMutateInEpoch(context.Context, *CheckAndMutateInEpochRequest) (*CheckAndMutateInEpochResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckAndMutateInEpoch not implemented")
 }
 func (UnimplementedStorageServer) mustEmbedUnimplementedStorageServer() {}
 func (UnimplementedStorageServer) testEmbeddedByValue()                 {}
@@ -461,6 +519,60 @@ func _Storage_CollectGarbage_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Storage_ReadRows_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadRowsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageServer).ReadRows(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Storage_ReadRows_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageServer).ReadRows(ctx, req.(*ReadRowsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Storage_CheckAndMutateRows_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckAndMutateRowsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageServer).CheckAndMutateRows(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Storage_CheckAndMutateRows_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageServer).CheckAndMutateRows(ctx, req.(*CheckAndMutateRowsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Storage_CheckAndMutateInEpoch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckAndMutateInEpochRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageServer).CheckAndMutateInEpoch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Storage_CheckAndMutateInEpoch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageServer).CheckAndMutateInEpoch(ctx, req.(*CheckAndMutateInEpochRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Storage_ServiceDesc is the grpc.ServiceDesc for Storage service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -507,6 +619,18 @@ var Storage_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CollectGarbage",
 			Handler:    _Storage_CollectGarbage_Handler,
+		},
+		{
+			MethodName: "ReadRows",
+			Handler:    _Storage_ReadRows_Handler,
+		},
+		{
+			MethodName: "CheckAndMutateRows",
+			Handler:    _Storage_CheckAndMutateRows_Handler,
+		},
+		{
+			MethodName: "CheckAndMutateInEpoch",
+			Handler:    _Storage_CheckAndMutateInEpoch_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -19,8 +19,9 @@
 //     store reports only until its answer arrives (or it is given up). A
 //     CheckAndMutate or MutateRows the caller declares safe under any
 //     reordering (storage.Idempotent, storage.IdempotentBatcher: the
-//     protocol's prewrites, commits, rollbacks and secondary commits)
-//     carries none, and is resent as it is: a copy may then be applied
+//     protocol's prewrites, commits, rollbacks and secondary commits), and
+//     the calls of storage.Epoched, which only the protocol sends, carry
+//     none, and is resent as it is: a copy may then be applied
 //     again, late, which the caller has said is harmless.
 //  3. The store registers its nonce group before its first call. If the
 //     server no longer knows the group (unused past its grace period), a
@@ -34,10 +35,15 @@
 //     breaks, however long it streams, and one that receives nothing
 //     (a blackholed connection: CallTimeout bounds each wait for a batch,
 //     not counting the time fn takes) fails within the budget.
-//  5. Writes are durable when acknowledged (the server syncs each); the
-//     store offers no storage.Deferred variant, since a server can restart
-//     under a live client (txn/doc.go, "Durability"). It is not
-//     storage.Exclusive: no client keeps an index of a shared store.
+//  5. Writes are durable when acknowledged, but those of
+//     CheckAndMutateRowsDeferred (storage.Epoched: a transaction's
+//     prewrites), answered before their log sync with the server's epoch;
+//     CheckAndMutateInEpoch is refused (storage.ErrEpochChanged) once the
+//     server has restarted since the epoch it carries (txn/doc.go,
+//     "Durability over RPC"). The store offers no storage.Deferred
+//     variant, and is not storage.Exclusive: no client keeps an index of
+//     a shared store. ReadRows (storage.MultiReader) reads several rows
+//     in one call.
 //
 // Options.NoNonces turns nonces off, for measuring what they cost and for
 // testing that the duplicate-call test can fail: a resent Increment is then

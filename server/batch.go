@@ -1,0 +1,124 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed-992972ee/percolator/rpc"
+	"github.com/seed-992972ee/percolator/rpc/rpcpb"
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// The calls that carry several rows: reads of several rows in one round
+// trip, and a transaction's prewrites and commit (storage.Epoched, doc.go
+// "Epochs").
+
+// ReadRows implements rpcpb.StorageServer: each read as ReadRow.
+func (s *storageService) ReadRows(ctx context.Context, req *rpcpb.ReadRowsRequest) (*rpcpb.ReadRowsResponse, error) {
+	if len(req.Reads) > MaxMutations {
+		return nil, status.Errorf(codes.InvalidArgument, "%d reads, at most %d", len(req.Reads), MaxMutations)
+	}
+	for i, r := range req.Reads {
+		if r == nil {
+			return nil, status.Errorf(codes.InvalidArgument, "read %d is empty", i)
+		}
+		if err := firstError(checkRow(r.Row), checkFilter(r.Filter, fmt.Sprintf("read %d filter", i))); err != nil {
+			return nil, err
+		}
+	}
+	resp := &rpcpb.ReadRowsResponse{Rows: make([]*rpcpb.ReadRowResponse, len(req.Reads))}
+	for i, r := range req.Reads {
+		out, err := s.ReadRow(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		resp.Rows[i] = out
+	}
+	return resp, nil
+}
+
+// rowChecks converts and checks a request's row checks.
+func rowChecks(pbs []*rpcpb.RowCheck) ([]storage.RowCheck, error) {
+	if len(pbs) > MaxMutations {
+		return nil, status.Errorf(codes.InvalidArgument, "%d checks, at most %d", len(pbs), MaxMutations)
+	}
+	checks := make([]storage.RowCheck, len(pbs))
+	for i, c := range pbs {
+		if c == nil {
+			return nil, status.Errorf(codes.InvalidArgument, "check %d is empty", i)
+		}
+		what := fmt.Sprintf("check %d", i)
+		if err := firstError(checkRow(c.Row), checkFilter(c.Predicate, what+" predicate"),
+			checkMutations(c.IfTrue, what+" if_true"), checkMutations(c.IfFalse, what+" if_false")); err != nil {
+			return nil, err
+		}
+		checks[i] = storage.RowCheck{Row: c.Row, Predicate: rpc.FilterFromPB(c.Predicate),
+			IfTrue: rpc.MutationsFromPB(c.IfTrue), IfFalse: rpc.MutationsFromPB(c.IfFalse)}
+	}
+	return checks, nil
+}
+
+// CheckAndMutateRows implements rpcpb.StorageServer: the checks under
+// their rows' latches, applied in one batch without waiting for the log
+// sync; the reply carries this run's epoch.
+func (s *storageService) CheckAndMutateRows(ctx context.Context, req *rpcpb.CheckAndMutateRowsRequest) (*rpcpb.CheckAndMutateRowsResponse, error) {
+	checks, err := rowChecks(req.Checks)
+	if err != nil {
+		return nil, err
+	}
+	matched, err := s.st().CheckAndMutateRows(ctx, checks, true)
+	if err != nil {
+		return nil, s.srv.status(err)
+	}
+	for i := range checks {
+		s.srv.countBranch(checks[i].IfTrue, checks[i].IfFalse, matched[i])
+	}
+	return &rpcpb.CheckAndMutateRowsResponse{Matched: matched, Epoch: s.srv.epoch}, nil
+}
+
+// errEpochChanged refuses a CheckAndMutateInEpoch of another run.
+var errEpochChanged = errors.New("the server restarted since")
+
+// CheckAndMutateInEpoch implements rpcpb.StorageServer: the check, and
+// then when it matched, in one durable batch, only in the epoch given. The
+// epoch is compared under every row's latch: a write of this run
+// acknowledged before it was applied before it, and this write's sync
+// makes it durable too.
+func (s *storageService) CheckAndMutateInEpoch(ctx context.Context, req *rpcpb.CheckAndMutateInEpochRequest) (*rpcpb.CheckAndMutateInEpochResponse, error) {
+	if req.Check == nil {
+		return nil, status.Error(codes.InvalidArgument, "no check")
+	}
+	checks, err := rowChecks([]*rpcpb.RowCheck{req.Check})
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Then) > MaxMutations {
+		return nil, status.Errorf(codes.InvalidArgument, "%d rows, at most %d", len(req.Then), MaxMutations)
+	}
+	then := make([]storage.RowMutation, len(req.Then))
+	for i, r := range req.Then {
+		if r == nil {
+			return nil, status.Errorf(codes.InvalidArgument, "row %d is empty", i)
+		}
+		if err := firstError(checkRow(r.Row), checkMutations(r.Mutations, fmt.Sprintf("row %d", i))); err != nil {
+			return nil, err
+		}
+		then[i] = storage.RowMutation{Row: r.Row, Mutations: rpc.MutationsFromPB(r.Mutations)}
+	}
+	guard := func() error {
+		if req.Epoch != s.srv.epoch {
+			return fmt.Errorf("%w: epoch %d, the server runs %d", errEpochChanged, req.Epoch, s.srv.epoch)
+		}
+		return nil
+	}
+	matched, err := s.st().CheckAndMutateThen(ctx, checks[0], then, guard)
+	if err != nil {
+		return nil, s.srv.status(err)
+	}
+	s.srv.countBranch(checks[0].IfTrue, checks[0].IfFalse, matched)
+	return &rpcpb.CheckAndMutateInEpochResponse{Matched: matched}, nil
+}

@@ -1,0 +1,129 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/seed-992972ee/percolator/rpc"
+	"github.com/seed-992972ee/percolator/rpc/rpcpb"
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+var (
+	_ storage.Epoched     = (*Store)(nil)
+	_ storage.MultiReader = (*Store)(nil)
+)
+
+// ReadRows implements storage.MultiReader: one ReadRows call.
+func (s *Store) ReadRows(ctx context.Context, reads []storage.RowRead) ([]storage.Row, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	req := &rpcpb.ReadRowsRequest{Reads: make([]*rpcpb.ReadRowRequest, len(reads))}
+	for i := range reads {
+		if err := storage.CheckRead(ctx, reads[i].Row, reads[i].Filter); err != nil {
+			return nil, fmt.Errorf("read %d: %w", i, err)
+		}
+		req.Reads[i] = &rpcpb.ReadRowRequest{Row: reads[i].Row, Filter: rpc.FilterToPB(reads[i].Filter)}
+	}
+	if len(reads) == 0 {
+		return nil, nil
+	}
+	var resp *rpcpb.ReadRowsResponse
+	err := s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
+		resp, err = s.conn.Storage.ReadRows(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Rows) != len(reads) {
+		return nil, fmt.Errorf("remote: ReadRows answered %d rows for %d reads", len(resp.Rows), len(reads))
+	}
+	rows := make([]storage.Row, len(reads))
+	for i := range reads {
+		rows[i] = storage.Row{Key: reads[i].Row, Cells: rpc.CellsFromPB(resp.Rows[i].GetCells())}
+	}
+	return rows, nil
+}
+
+func rowCheckToPB(c *storage.RowCheck) *rpcpb.RowCheck {
+	return &rpcpb.RowCheck{Row: c.Row, Predicate: rpc.FilterToPB(c.Predicate),
+		IfTrue: rpc.MutationsToPB(c.IfTrue), IfFalse: rpc.MutationsToPB(c.IfFalse)}
+}
+
+// CheckAndMutateRowsDeferred implements storage.Epoched: one call, without
+// a nonce. The caller sends only checks safe to apply twice in any order
+// (storage.Idempotent): a re-sent copy may apply again, late.
+func (s *Store) CheckAndMutateRowsDeferred(ctx context.Context, checks []storage.RowCheck) ([]bool, uint64, error) {
+	if err := s.check(); err != nil {
+		return nil, 0, err
+	}
+	if err := storage.CheckRowChecks(ctx, checks, nil); err != nil {
+		return nil, 0, err
+	}
+	if len(checks) == 0 {
+		return nil, 0, nil
+	}
+	req := &rpcpb.CheckAndMutateRowsRequest{Checks: make([]*rpcpb.RowCheck, len(checks))}
+	for i := range checks {
+		req.Checks[i] = rowCheckToPB(&checks[i])
+	}
+	var resp *rpcpb.CheckAndMutateRowsResponse
+	err := s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
+		resp, err = s.conn.Storage.CheckAndMutateRows(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(resp.Matched) != len(checks) || resp.Epoch == 0 {
+		return nil, 0, fmt.Errorf("remote: CheckAndMutateRows answered %d branches for %d checks, epoch %d", len(resp.Matched), len(checks), resp.Epoch)
+	}
+	return resp.Matched, resp.Epoch, nil
+}
+
+// CheckAndMutateInEpoch implements storage.Epoched: one call, without a
+// nonce, as above. storage.ErrEpochChanged when the server has restarted
+// since epoch (if an earlier attempt of the call had reached the server
+// before, it may have applied: the caller learns the outcome from what it
+// wrote).
+func (s *Store) CheckAndMutateInEpoch(ctx context.Context, epoch uint64, check storage.RowCheck, then []storage.RowMutation) (bool, error) {
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	if err := storage.CheckRowChecks(ctx, []storage.RowCheck{check}, then); err != nil {
+		return false, err
+	}
+	req := &rpcpb.CheckAndMutateInEpochRequest{Epoch: epoch, Check: rowCheckToPB(&check), Then: make([]*rpcpb.RowMutation, len(then))}
+	for i := range then {
+		req.Then[i] = &rpcpb.RowMutation{Row: then[i].Row, Mutations: rpc.MutationsToPB(then[i].Mutations)}
+	}
+	var resp *rpcpb.CheckAndMutateInEpochResponse
+	err := s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
+		resp, err = s.conn.Storage.CheckAndMutateInEpoch(ctx, req)
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	return resp.Matched, nil
+}
+
+// SyncedWrites returns how many writes the server's store has made
+// durable since the server started (its Ping says it): for measuring what
+// an operation costs in log syncs.
+func (s *Store) SyncedWrites(ctx context.Context) (uint64, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	var resp *rpcpb.PingResponse
+	err := s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
+		resp, err = s.conn.Storage.Ping(ctx, &rpcpb.PingRequest{})
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return resp.GetSyncedWrites(), nil
+}

@@ -39,10 +39,14 @@ type Client struct {
 	// prewrites and secondary commits skip their own sync, made durable by
 	// the primary's durable commit (doc.go, "Durability").
 	deferred storage.Deferred
-	idem     storage.Idempotent // a remote store: protocol CASes carry no nonce
-	oracle   Oracle
-	live     coord.Liveness
-	opts     Options
+	// epoched is set on a store with epochs (a server): a transaction's
+	// prewrites go in one call per chunk, answered before their sync, and
+	// its commit point carries their epoch (epoch.go).
+	epoched storage.Epoched
+	idem    storage.Idempotent // a remote store: protocol CASes carry no nonce
+	oracle  Oracle
+	live    coord.Liveness
+	opts    Options
 	// index is nil unless this process owns the store exclusively;
 	// unhook removes the store's ApplyHook that keeps it.
 	index  *cellIndex
@@ -87,6 +91,7 @@ func NewClient(ctx context.Context, store storage.Store, oracle Oracle, live coo
 	}
 	c.deferred, _ = store.(storage.Deferred)
 	c.idem, _ = store.(storage.Idempotent)
+	c.epoched, _ = store.(storage.Epoched)
 	c.notify = NotifySpace{store: store, apart: separateNotify(store), now: c.opts.Now}
 	if err := c.buildIndex(ctx); err != nil {
 		return nil, err
@@ -234,6 +239,7 @@ func (c *Client) nowMS() uint64 { return uint64(c.opts.Now().UnixMilli()) }
 func retryable(err error) bool {
 	return !errors.Is(err, storage.ErrInvalidArgument) && !errors.Is(err, storage.ErrClosed) &&
 		!errors.Is(err, storage.ErrFailed) && !errors.Is(err, storage.ErrInUse) &&
+		!errors.Is(err, storage.ErrEpochChanged) &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 

@@ -42,6 +42,9 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	if err := c.notifyAhead(ctx, t, rows, obs); err != nil {
 		return c.abort(ctx, t, nil, err)
 	}
+	if c.epoched != nil {
+		return c.commitEpoched(ctx, t, rows, obs, obsVer)
+	}
 	if mutant.On(mutant.SkipRollback) && c.notify.apart && obs != nil {
 		// The pause, one commit in ten, widens the window in which a
 		// notification's clear skips the fence its prewrite needs, so
@@ -167,7 +170,12 @@ func (c *Client) settleCommit(ctx context.Context, t *Txn, rw *rowWrites, commit
 	case st.kind == stRolledBack || st.kind == stAbsent:
 		c.stats.conflicts.Add(1)
 		reason := "rolled back by another client before the commit"
-		if ownRollback {
+		switch {
+		case errors.Is(callErr, storage.ErrEpochChanged):
+			// The commit point was refused: what the prewrites wrote
+			// before the server restarted may be lost (epoch.go).
+			reason = "the server restarted between the prewrites and the commit point; rolled back"
+		case ownRollback:
 			reason = fmt.Sprintf("the commit call failed (%v); rolled back", callErr)
 		}
 		return &ConflictError{Row: primary.row, Column: primary.col, StartTS: t.startTS, Reason: reason}

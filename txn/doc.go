@@ -81,7 +81,9 @@
 //     version is the wall time rather than rewriting the lock, so a late
 //     copy of an older beat (or of the prewrite) cannot move the lock's
 //     time back: readers take the newest.
-//  8. No one-phase commit, async commit or store-computed commit_ts.
+//  8. No one-phase commit, async commit or store-computed commit_ts
+//     without a written argument here, `percolator verify` passing it,
+//     and a mutant of it that verify catches.
 //  9. Garbage collection works below a safe point that only moves
 //     forward: no snapshot at or above it loses a version it reads, a
 //     read whose start_ts is below it fails with ErrSnapshotTooOld and
@@ -210,54 +212,67 @@
 // The argument for deferred prewrites rests on one premise: a crash that
 // loses a prewrite also kills the client that made it, which then never
 // sends its commit. Over RPC (storage/remote) that does not hold: the
-// server can lose its power and restart between a client's secondary
-// prewrite and its primary commit, and the client, holding the prewrite's
-// acknowledgement, commits the primary on the restarted server. Had the
+// server can lose its power and restart between a client's prewrites and
+// its commit point, and the client, holding the prewrites'
+// acknowledgements, commits the primary on the restarted server. Had a
 // secondary's lock been unsynced while the primary's was synced (by any
 // other client's durable write in between), the commit point would be
 // durable and the secondary's write gone: half a transaction.
 //
-// So over RPC every write of the protocol is durable: storage/remote does
-// not implement storage.Deferred, and the server answers a write only
-// after its log sync. A prewrite's acknowledgement therefore means that
-// its lock and data survive any crash or power cut of the server, and the
-// commit point finds every lock the client was told it holds.
+// So the server counts its runs, its epoch: a durable counter in a
+// reserved row of its own, raised at every start before it serves
+// (storage.Epoched; server/epoch.go). Over a server, a transaction
+// (epoch.go):
 //
-// The alternative kept prewrites deferred and made the commit point fail
-// instead (DESIGN.md: a commit point must fail if any of its transaction's
-// unsynced writes may have been lost): the server counts its runs in a
-// durable epoch, acknowledges each prewrite with the epoch, and refuses a
-// primary commit whose transaction prewrote in an older one. It was not
-// needed, and costs more than it saves:
+//  1. Sends all of its prewrites in one call (CheckAndMutateRowsDeferred;
+//     chunks of at most 512 rows, or about 4 MiB, for a large one): the
+//     server checks each row's predicate under its latch, applies the
+//     rows that pass in one batch, and answers before the batch's log
+//     sync, with its epoch. Rows blocked by a lock it resolves are sent
+//     again, in a later call; calls answered in two epochs fail the
+//     transaction (a ConflictError: it is retried whole).
+//  2. Sends its commit point with that epoch (CheckAndMutateInEpoch): the
+//     server compares the epoch with its own under the latches of every
+//     row the call writes, and applies nothing, answering
+//     storage.ErrEpochChanged, unless they are equal. If they are, every
+//     prewrite the client holds an acknowledgement for was applied by
+//     this run of the server, before this call took its latches, so in
+//     the one ordered log before the commit's record: the commit's sync
+//     makes them durable too, and a crash that loses one loses the commit
+//     point with it. A refused commit point is settled as a failed one
+//     (settleCommit): the primary's lock, if it survived, is rolled back,
+//     and the transaction fails with a ConflictError, changing nothing.
+//  3. The secondaries' commit records ride in the same call, applied in
+//     the same batch only if the primary's predicate held: one round trip
+//     and one synced write on the commit's path where there were two. They
+//     are blind, as commitSecondaries' are: the primary's lock was there
+//     under the latch, so no secondary was rolled back (invariant 4), and
+//     by step 2 every secondary lock is durable with them.
 //
-//   - A durable prewrite costs a sync wait per round of prewrites, not per
-//     row: a single-row transaction waits for two syncs instead of one
-//     (prewrite, commit), a multi-row one for two more than embedded (the
-//     primary's prewrite, then the secondaries', sent in parallel). The
-//     server's log commits concurrent synced writes as a group (Pebble's
-//     WAL), so under load one fsync serves the prewrites and commits of
-//     many clients: the price is mostly latency, next to a round trip
-//     that each of those rounds pays anyway.
-//   - The epoch puts new state into the commit point (a durable counter,
-//     an epoch in every prewrite's reply and in the commit call, a check
-//     under the primary's latch), and aborts every transaction in flight
-//     at each restart, even those whose locks were all synced.
-//
-// Secondary commits over RPC are durable too, which step 3 does not need
-// (a lost one leaves its durable lock, rolled forward from the durable
-// primary); the wire has no deferred variant for them.
+// A re-sent prewrite call is safe in any order (invariant 6: the
+// predicate ignores the transaction's own lock), and a re-sent commit
+// point finds the lock gone once a copy applied; a copy refused for its
+// epoch applied nothing, and settleCommit reads the primary to learn
+// whether an earlier copy did. A restart therefore costs the transactions
+// in flight between their prewrites and their commit points a retry, even
+// those whose prewrites happened to be synced; it costs nothing else.
+// Rollbacks, heartbeats, resolutions and the commit point stay durable
+// writes. A two-row transaction over a server is then five round trips
+// (two timestamps, its reads in one GetMany, its prewrites, its commit)
+// and waits for one log sync, its commit point's.
 //
 // TestRemoteRestartDurability runs a two-row transaction against an
-// in-process server on a crashable filesystem and cuts the power after
-// the secondary's prewrite is acknowledged (its reply lost, so txn re-sends
-// it, or delivered); the client commits on the restarted server, and a
-// second cut follows the commit, or comes right after the primary's
-// commit (readers roll the secondary forward). Every case must commit, in
-// full. TestRemoteRestartDurabilityMutant sends the prewrites with
-// CheckAndMutateDeferred on the server's store instead, and the check
-// must catch half a transaction: where the reply was delivered, the lost
-// secondary lock is never re-sent. (A re-sent prewrite restores its lock:
-// the danger is the prewrites the client holds an acknowledgement for.)
+// in-process server on a crashable filesystem and cuts the power once the
+// secondary's prewrite is acknowledged: in the call that also prewrote
+// the primary (both made durable by another client's write), or in a
+// later call of its own after the client resolved a stale lock there
+// (only the secondary's lost); the reply lost (the client re-sends its
+// prewrites to the new server) or delivered; a second cut comes at the
+// commit point or after Commit returned. Commit must return nil or a
+// conflict, readers must see all of the transaction or none, and all of
+// it after nil. TestRemoteRestartDurabilityMutant sends the commit point
+// to the server's store without the epoch check, and the check must catch
+// half a transaction: a commit record whose data is gone.
 //
 // # Garbage collection
 //

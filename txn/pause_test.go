@@ -125,6 +125,20 @@ func (s *blindCommitStore) CheckAndMutateIdempotent(ctx context.Context, row []b
 	return s.Store.CheckAndMutateIdempotent(ctx, row, pred, ifTrue, ifFalse)
 }
 
+// CheckAndMutateInEpoch implements storage.Epoched: a server's client
+// sends its commit point through it. The mutant applies the commit and
+// the secondaries' commits without checking the lock.
+func (s *blindCommitStore) CheckAndMutateInEpoch(ctx context.Context, epoch uint64, check storage.RowCheck, then []storage.RowMutation) (bool, error) {
+	for _, m := range check.IfTrue {
+		if w, err := txn.DecodeWrite(m.Value); m.Kind == storage.Put && m.Family == txn.FamilyWrite && err == nil && w.Op != txn.OpRollback {
+			rows := append([]storage.RowMutation{{Row: check.Row, Mutations: check.IfTrue}}, then...)
+			_, err := s.MutateRows(ctx, rows)
+			return true, err
+		}
+	}
+	return s.Store.CheckAndMutateInEpoch(ctx, epoch, check, then)
+}
+
 // TestSessionPause: a client passes its session check and is paused
 // (SIGSTOP) before its commit call; its lease expires; another client finds
 // its locks, judges it dead (the server's sessions) and rolls it back;

@@ -34,6 +34,17 @@ func (h *holdPrewrite) CheckAndMutateIdempotent(ctx context.Context, row []byte,
 	return h.Store.CheckAndMutateIdempotent(ctx, row, p, ifTrue, ifFalse)
 }
 
+// CheckAndMutateRowsDeferred implements storage.Epoched: a server's
+// client sends a transaction's prewrites through it.
+func (h *holdPrewrite) CheckAndMutateRowsDeferred(ctx context.Context, checks []storage.RowCheck) ([]bool, uint64, error) {
+	for _, ch := range checks {
+		if len(ch.IfFalse) > 0 && ch.IfFalse[0].Family == txn.FamilyLock && ch.IfFalse[0].Qualifier == h.col {
+			h.once.Do(func() { close(h.reached); <-h.release })
+		}
+	}
+	return h.Store.CheckAndMutateRowsDeferred(ctx, checks)
+}
+
 // serverProc is a client process of a server: its store, its oracle (the
 // server's, versioned: each timestamp carries the observer registry
 // version) and its observer framework.

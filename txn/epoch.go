@@ -1,0 +1,215 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/seed-992972ee/percolator/internal/mutant"
+	"github.com/seed-992972ee/percolator/storage"
+)
+
+// The commit over a store with epochs (storage.Epoched: a server): every
+// prewrite in one call per chunk of rows, answered before its log sync;
+// the commit point and the secondaries' commits in one durable call,
+// refused if the server restarted since the prewrites (doc.go,
+// "Durability over RPC").
+
+// Chunks of a transaction's prewrites: one call carries at most
+// prewriteChunkRows rows or, past the first row, about
+// prewriteChunkBytes of writes, well within a server's message limit.
+const (
+	prewriteChunkRows  = 512
+	prewriteChunkBytes = 4 << 20
+)
+
+// commitEpoched is commit (commit.go) over c.epoched. t is marked done.
+func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, obs Observed, obsVer uint64) error {
+	primary := &t.writes[0]
+	epoch, err := c.prewriteRows(ctx, t, rows, primary, obs)
+	if err != nil {
+		return c.abort(ctx, t, rows, err)
+	}
+	if c.crashed(crashAfterPrimaryPrewrite) || c.crashed(crashAfterSecondaryPrewrite) {
+		return errCrashed
+	}
+	hb := c.startHeartbeat(t, primary)
+	defer hb.stop()
+	commitTS, err := c.notifyAndTimestamp(ctx, t, rows, obs, obsVer)
+	if err != nil {
+		return c.abort(ctx, t, rows, err)
+	}
+	if c.opts.Session != nil {
+		if err := c.opts.Session(); err != nil {
+			return c.abort(ctx, t, rows, fmt.Errorf("%w: %w", ErrSessionLost, err))
+		}
+	}
+	if c.crashed(crashAfterSessionCheck) {
+		return errCrashed
+	}
+	// From here the primary's commit decides (commit.go).
+	ctx, cancel := c.detach(ctx)
+	defer cancel()
+	ctx = storage.WithReserve(ctx)
+	secondaries := rows[1:]
+	if mutant.On(mutant.SecondariesFirst) {
+		// Breaks invariant 4, as in commit.
+		c.commitSecondaries(ctx, t, secondaries, commitTS)
+		secondaries = nil
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The secondaries' commit records ride with the commit point, applied
+	// only if it applies: blind, as commitSecondaries' are (a late copy of
+	// the call finds the primary's lock gone and applies nothing).
+	then := make([]storage.RowMutation, len(secondaries))
+	for i, rw := range secondaries {
+		then[i] = storage.RowMutation{Row: rw.row, Mutations: c.commitMutations(t, rw, commitTS)}
+	}
+	rw := rows[0]
+	check := storage.RowCheck{
+		Row:       rw.row,
+		Predicate: storage.Filter{{Family: FamilyLock, Qualifier: primary.col, Time: storage.At(t.startTS)}},
+		IfTrue:    c.commitMutations(t, rw, commitTS),
+	}
+	// Safe in any order, as commitPrimary's call: a late copy finds the
+	// lock gone and applies nothing. A copy refused for its epoch applied
+	// nothing, but an earlier one may have: settleCommit learns which.
+	matched, err := c.resendCAS(func() (bool, error) {
+		return c.epoched.CheckAndMutateInEpoch(ctx, epoch, check, then)
+	})
+	if err == nil && matched {
+		hb.stop()
+		c.stats.commits.Add(1)
+		c.crashed(crashAfterPrimaryCommit) // nothing is left to do: a crash here loses nothing
+		return nil
+	}
+	if err = c.settleCommit(ctx, t, rw, commitTS, err, false); err != nil {
+		return err
+	}
+	// Committed by an earlier copy of the call, with its secondaries;
+	// their commits again, to be sure, are harmless.
+	hb.stop()
+	c.stats.commits.Add(1)
+	c.commitSecondaries(ctx, t, rows[1:], commitTS)
+	return nil
+}
+
+// prewriteRows prewrites every row of the transaction (prewrite.go) in
+// calls of c.epoched that are answered before their log sync, and returns
+// the server's epoch they were applied in. Rows blocked only by locks it
+// resolved are prewritten again, as prewrite does. Calls answered in two
+// epochs fail the transaction: the server restarted in between, and what
+// the first applied may be lost.
+func (c *Client) prewriteRows(ctx context.Context, t *Txn, rows []*rowWrites, primary *mutation, obs Observed) (uint64, error) {
+	checks := make([]storage.RowCheck, len(rows))
+	for i, rw := range rows {
+		pred, _, muts := c.prewriteCall(t, rw, primary, obs)
+		// Safe in any order (prewrite): a copy before the commit point
+		// finds only its own lock; one after it a write record at or after
+		// start_ts.
+		checks[i] = storage.RowCheck{Row: rw.row, Predicate: pred, IfFalse: muts}
+	}
+	pending := make([]int, len(rows))
+	for i := range pending {
+		pending[i] = i
+	}
+	var epoch uint64
+	for try := 0; ; try++ {
+		blocked, e, err := c.prewriteChunks(ctx, checks, pending)
+		if epoch == 0 {
+			epoch = e
+		}
+		if err == nil && e != epoch {
+			err = errEpochsDiffer
+		}
+		if errors.Is(err, errEpochsDiffer) {
+			return 0, &ConflictError{Row: primary.row, Column: primary.col, StartTS: t.startTS,
+				Reason: "the server restarted during the prewrites: what they wrote before may be lost"}
+		}
+		if err != nil {
+			return 0, err
+		}
+		if len(blocked) == 0 {
+			return epoch, nil
+		}
+		var conflict error
+		all := true
+		for _, i := range blocked {
+			resolved, err := c.prewriteConflict(ctx, t.startTS, rows[i], checks[i].Predicate)
+			all = all && resolved
+			if conflict == nil {
+				conflict = err
+			}
+		}
+		if !all || try == prewriteRetries {
+			return 0, conflict
+		}
+		pending = blocked
+	}
+}
+
+// prewriteChunks sends the checks of rows idx, in chunks (in parallel
+// when there are several), and returns the rows whose predicate matched
+// (blocked: nothing written there) and the epoch, the same for every
+// chunk or a ConflictError.
+func (c *Client) prewriteChunks(ctx context.Context, checks []storage.RowCheck, idx []int) (blocked []int, epoch uint64, err error) {
+	var chunks [][]int
+	for start := 0; start < len(idx); {
+		end, size := start, 0
+		for end < len(idx) && end-start < prewriteChunkRows && (end == start || size < prewriteChunkBytes) {
+			size += checkSize(&checks[idx[end]])
+			end++
+		}
+		chunks = append(chunks, idx[start:end])
+		start = end
+	}
+	matched := make([][]bool, len(chunks))
+	epochs := make([]uint64, len(chunks))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(prewriteParallel)
+	for k, chunk := range chunks {
+		g.Go(func() error {
+			batch := make([]storage.RowCheck, len(chunk))
+			for j, i := range chunk {
+				batch[j] = checks[i]
+			}
+			var err error
+			for range c.opts.StoreRetries + 1 {
+				if matched[k], epochs[k], err = c.epoched.CheckAndMutateRowsDeferred(gctx, batch); err == nil || !retryable(err) {
+					return err
+				}
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, 0, err
+	}
+	for k, chunk := range chunks {
+		if epochs[k] != epochs[0] {
+			return nil, 0, errEpochsDiffer
+		}
+		for j, i := range chunk {
+			if matched[k][j] {
+				blocked = append(blocked, i)
+			}
+		}
+	}
+	return blocked, epochs[0], nil
+}
+
+// errEpochsDiffer: calls of one transaction's prewrites were answered in
+// two epochs (the server restarted between them).
+var errEpochsDiffer = errors.New("txn: prewrites answered in two epochs")
+
+// checkSize is about what a check's writes weigh on the wire.
+func checkSize(ch *storage.RowCheck) int {
+	n := len(ch.Row)
+	for i := range ch.IfFalse {
+		n += len(ch.IfFalse[i].Qualifier) + len(ch.IfFalse[i].Value) + 16
+	}
+	return n
+}

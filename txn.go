@@ -38,6 +38,22 @@ func (tx *Txn) Get(ctx context.Context, row, column string) ([]byte, error) {
 	return v, apiErr(err)
 }
 
+// CellKey names one cell: a column of a row (GetMany).
+type CellKey = txn.CellKey
+
+// GetMany returns the values of several cells in the snapshot, or the
+// transaction's own buffered writes: values[i] is cells[i]'s, nil where
+// the cell has none (where Get returns ErrNotFound) and non-nil, perhaps
+// empty, where it has one. Over a server the cells are read in one round
+// trip where Get would take one each (a cell found locked is then read
+// again on its own, waiting on or resolving the lock as Get does);
+// embedded, the reads are served from memory as Get's are. Bad input
+// returns ErrInvalidArgument and reads nothing.
+func (tx *Txn) GetMany(ctx context.Context, cells []CellKey) ([][]byte, error) {
+	v, err := tx.t.GetMany(ctx, cells)
+	return v, apiErr(err)
+}
+
 // GetForUpdate is Get, and also locks the cell at Commit as if it were
 // written, without changing it: a concurrent transaction that writes the
 // cell, or reads it with GetForUpdate, conflicts with this one (at most

@@ -106,22 +106,34 @@ func (c *Client) getOnce(ctx context.Context, ts uint64, row []byte, col string)
 // record of a put or delete of (row, col) below ts and its commit_ts, once
 // no lock older than ts is left; errLocked or errRetryNow as getOnce.
 func (c *Client) visibleCommit(ctx context.Context, ts uint64, row []byte, col string) (Write, uint64, bool, error) {
-	r, err := c.read(ctx, row, storage.Filter{
-		{Family: FamilyLock, Qualifier: col, Time: storage.Before(ts)},
-		{Family: FamilyWrite, Qualifier: col, Time: storage.Before(ts), Limit: firstPage},
-	})
+	r, err := c.read(ctx, row, visibleFilter(col, ts))
 	if err != nil {
 		return Write{}, 0, false, err
 	}
-	for i := range r.Cells {
-		if cell := &r.Cells[i]; cell.Family == FamilyLock {
+	return c.visibleIn(ctx, ts, row, col, r.Cells)
+}
+
+// visibleFilter is what visibleCommit reads of (row, col) at snapshot ts:
+// the locks below ts, and the newest write record below it (commitFrom
+// pages on past rollback and lock-only records).
+func visibleFilter(col string, ts uint64) storage.Filter {
+	return storage.Filter{
+		{Family: FamilyLock, Qualifier: col, Time: storage.Before(ts)},
+		{Family: FamilyWrite, Qualifier: col, Time: storage.Before(ts), Limit: firstPage},
+	}
+}
+
+// visibleIn is visibleCommit on cells read through visibleFilter.
+func (c *Client) visibleIn(ctx context.Context, ts uint64, row []byte, col string, cells []storage.Cell) (Write, uint64, bool, error) {
+	for i := range cells {
+		if cell := &cells[i]; cell.Family == FamilyLock {
 			if mutant.On(mutant.SkipLockCheck) {
 				continue // breaks invariant 2: reads past the lock
 			}
 			return Write{}, 0, false, resolved(c.resolveCell(ctx, row, col, cell.TS, cell.Value))
 		}
 	}
-	return c.commitFrom(ctx, row, col, ts, r.Cells, firstPage)
+	return c.commitFrom(ctx, row, col, ts, cells, firstPage)
 }
 
 // getIndexed is getOnce with the lock check and the write lookup served by

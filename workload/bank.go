@@ -255,11 +255,16 @@ func Transfer(ctx context.Context, tx *percolator.Txn, from, to string, amount i
 // transfer moves amount from one account to another and, if row is not
 // "", records it there.
 func transfer(ctx context.Context, tx *percolator.Txn, from, to string, amount int64, row string) error {
-	fb, err := balance(ctx, tx, from)
+	// Both balances in one read: one round trip over a server.
+	vs, err := tx.GetMany(ctx, []percolator.CellKey{{Row: from, Column: balanceCol}, {Row: to, Column: balanceCol}})
 	if err != nil {
 		return err
 	}
-	tb, err := balance(ctx, tx, to)
+	fb, err := parseBalance(from, vs[0])
+	if err != nil {
+		return err
+	}
+	tb, err := parseBalance(to, vs[1])
 	if err != nil {
 		return err
 	}
@@ -275,10 +280,11 @@ func transfer(ctx context.Context, tx *percolator.Txn, from, to string, amount i
 	return nil
 }
 
-func balance(ctx context.Context, tx *percolator.Txn, row string) (int64, error) {
-	v, err := tx.Get(ctx, row, balanceCol)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", row, err)
+// parseBalance decodes an account's balance as GetMany returned it (nil:
+// the account has none).
+func parseBalance(row string, v []byte) (int64, error) {
+	if v == nil {
+		return 0, fmt.Errorf("%s: %w", row, percolator.ErrNotFound)
 	}
 	return strconv.ParseInt(string(v), 10, 64)
 }

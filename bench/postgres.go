@@ -90,11 +90,11 @@ func postgresFigure(ctx context.Context, b *runner, r *Report) error {
 	if err != nil {
 		return err
 	}
-	rpcs, err := countTransferRPCs(ctx, sides.server, counter)
+	rpcs, syncs, err := b.countTransferRPCs(ctx, sides.server, counter)
 	if err != nil {
 		return err
 	}
-	printPostgres(r, many, few, reads, rpcs)
+	printPostgres(r, many, few, reads, rpcs, syncs)
 	if wrong := many[0].wrong + many[1].wrong + few[0].wrong + few[1].wrong; wrong > 0 {
 		return fmt.Errorf("%w: %d snapshots with a wrong total", ErrCheck, wrong)
 	}
@@ -350,16 +350,32 @@ func (b *runner) pointReads(ctx context.Context, sides postgresSides) ([2]float6
 // server and returns the calls its DB made meanwhile, by method (a
 // request on a stream counts as a call): what a transfer costs in round
 // trips, with the background calls of those seconds (the session's
-// keep-alives), which a transfer's caller pays too.
-func countTransferRPCs(ctx context.Context, s serverBank, counter *rpcCounter) (map[string]int, error) {
+// keep-alives), which a transfer's caller pays too; and the writes the
+// server made durable meanwhile (its Ping says how many, asked on a
+// connection of its own), each waiting for a log sync.
+func (b *runner) countTransferRPCs(ctx context.Context, s serverBank, counter *rpcCounter) (map[string]int, uint64, error) {
+	_, st, closeAll, err := b.openServerPair(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer closeAll()
+	before, err := st.SyncedWrites(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
 	var never atomic.Bool
 	counter.take()
 	for i := range pgRPCTransfers {
 		if _, err := s.transfer(ctx, i%pgAccounts, (i+1)%pgAccounts, 1, &never); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	return counter.take(), nil
+	calls := counter.take()
+	after, err := st.SyncedWrites(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	return calls, after - before, nil
 }
 
 // latencyPercentile is the p-th percentile (0 < p <= 100) of lat by
@@ -381,7 +397,7 @@ func msText(d time.Duration) string {
 
 // printPostgres prints the figure's lines from its measurements (index
 // 0 percolator's server, 1 PostgreSQL) and marks its targets.
-func printPostgres(r *Report, many, few [2]*bankTurn, reads [2]float64, rpcs map[string]int) {
+func printPostgres(r *Report, many, few [2]*bankTurn, reads [2]float64, rpcs map[string]int, syncs uint64) {
 	for _, m := range []struct {
 		turns   [2]*bankTurn
 		workers int
@@ -413,4 +429,7 @@ func printPostgres(r *Report, many, few [2]*bankTurn, reads [2]float64, rpcs map
 	per := show(float64(total)/pgRPCTransfers, 2)
 	r.printf("postgres: RPCs per committed 2-row transfer (%d, one at a time): %s = %s (target <= 5: %s)",
 		pgRPCTransfers, formatCounts(rpcs, pgRPCTransfers), per, r.mark("server RPCs per transfer <= 5", per.atMost(5)))
+	perSync := show(float64(syncs)/pgRPCTransfers, 2)
+	r.printf("postgres: synced writes per committed 2-row transfer (the same %d): %s (target <= 1, the commit point's: %s)",
+		pgRPCTransfers, perSync, r.mark("server synced writes per transfer <= 1", perSync.atMost(1)))
 }

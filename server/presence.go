@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"hash/maphash"
 	"slices"
@@ -17,8 +18,10 @@ import (
 // but on Pebble a column whose locks were all erased still costs the read
 // a walk over their deletion markers until a compaction drops them. A
 // ReadRow selector on the lock family that the index says selects nothing
-// is dropped before the store is read; a malformed read is never pruned,
-// so the store validates every read alike (invariant 3).
+// is dropped before the store is read, and a Scan of the lock family
+// alone (a reader resolving the locks of a range first) reads only the
+// rows the index says hold one (rowsIn); a malformed read is never
+// pruned, so the store validates every read alike (invariant 3).
 //
 // Invariants:
 //
@@ -173,3 +176,43 @@ func (p *presence) prune(row []byte, filter storage.Filter) storage.Filter {
 
 // lockFamily is the family the server indexes: the protocol's locks.
 const lockFamily = txn.FamilyLock
+
+// rowsIn returns, in key order, the rows in [start, end) (end nil: to
+// the last) where filter, whose selectors are all of the indexed family,
+// may select a cell; ok is false when the index cannot answer for filter
+// (another family, or a malformed filter or range, which the store must
+// see to refuse). A scan of the lock family then reads only those rows:
+// the others hold no lock, however many deletion markers of erased ones
+// they keep. A lock the index cannot see yet is a prewrite in flight
+// (invariant 2): the scan may order itself before it.
+func (p *presence) rowsIn(start, end []byte, filter storage.Filter) (rows [][]byte, ok bool) {
+	if len(filter) == 0 || storage.ValidateFilter(filter) != nil || storage.CheckScan(start, end, filter, 0) != nil {
+		return nil, false
+	}
+	for i := range filter {
+		if filter[i].Family != p.family {
+			return nil, false
+		}
+	}
+	for i := range p.shards {
+		sh := &p.shards[i]
+		sh.RLock()
+		for row := range sh.m {
+			if row < string(start) || (len(end) > 0 && row >= string(end)) {
+				continue
+			}
+			rows = append(rows, []byte(row))
+		}
+		sh.RUnlock()
+	}
+	rows = slices.DeleteFunc(rows, func(row []byte) bool {
+		for i := range filter {
+			if p.selects(row, &filter[i]) {
+				return false
+			}
+		}
+		return true
+	})
+	slices.SortFunc(rows, func(a, b []byte) int { return bytes.Compare(a, b) })
+	return rows, true
+}

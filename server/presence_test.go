@@ -85,7 +85,46 @@ func TestLockIndexReads(t *testing.T) {
 			}
 		}
 	}
+	// Scans of the lock family alone are answered from the index's rows.
+	scans := func(srv *servertest.Server, st storage.Store) {
+		t.Helper()
+		collect := func(s storage.Store, start, end []byte, f storage.Filter, limit int) string {
+			out := ""
+			if err := s.Scan(ctx, start, end, f, limit, func(r storage.Row) bool {
+				out += fmt.Sprintf("%s:%v ", r.Key, r.Cells)
+				return true
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		for i := range 200 {
+			ts := uint64(rng.IntN(22))
+			f := storage.Filter{{Family: lock, Qualifier: quals[rng.IntN(2)], Time: storage.TimeRange{Start: ts, End: ts + uint64(rng.IntN(10))}}}
+			if rng.IntN(3) == 0 {
+				f[0].Qualifier, f[0].AllQualifiers = "", true
+			}
+			if rng.IntN(3) == 0 {
+				f = append(f, storage.Selector{Family: lock, Qualifier: quals[rng.IntN(2)]})
+			}
+			var start, end []byte
+			if rng.IntN(2) == 0 {
+				start = []byte(rows[rng.IntN(len(rows))])
+			}
+			if rng.IntN(2) == 0 {
+				end = []byte(rows[rng.IntN(len(rows))] + "\x00")
+				if string(end) < string(start) {
+					start, end = end, start
+				}
+			}
+			limit := rng.IntN(3)
+			if got, want := collect(st, start, end, f, limit), collect(srv.Store(), start, end, f, limit); got != want {
+				t.Fatalf("scan %d of [%q, %q) limit %d with %+v: server %s, store %s", i, start, end, limit, f, got, want)
+			}
+		}
+	}
 	check(srv, st)
+	scans(srv, st)
 	addr := srv.Addr
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)

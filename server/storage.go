@@ -123,7 +123,7 @@ func (s *storageService) Scan(req *rpcpb.ScanRequest, stream grpc.ServerStreamin
 	if !ok {
 		return status.Errorf(codes.PermissionDenied, "scan from %s starts among the rows reserved for the server (beginning %q)", storage.QuoteRow(req.Start), storage.ReservedPrefix)
 	}
-	visited, err := s.st().ScanCounted(ctx, req.Start, end, rpc.FilterFromPB(req.Filter), int(req.Limit), func(r storage.Row) bool {
+	emit := func(r storage.Row) bool {
 		batch.Rows = append(batch.Rows, &rpcpb.ScanRow{Key: r.Key, Cells: rpc.CellsToPB(r.Cells)})
 		size += len(r.Key)
 		for i := range r.Cells {
@@ -136,7 +136,18 @@ func (s *storageService) Scan(req *rpcpb.ScanRequest, stream grpc.ServerStreamin
 			batch, size = &rpcpb.ScanResponse{}, 0
 		}
 		return true
-	})
+	}
+	filter := rpc.FilterFromPB(req.Filter)
+	var (
+		visited uint64
+		err     error
+	)
+	if rows, ok := s.srv.locks.rowsIn(req.Start, end, filter); ok {
+		// Locks only: the rows the lock index names (presence.go).
+		visited, err = s.scanRows(ctx, rows, filter, int(req.Limit), emit)
+	} else {
+		visited, err = s.st().ScanCounted(ctx, req.Start, end, filter, int(req.Limit), emit)
+	}
 	if sendErr != nil {
 		return sendErr
 	}
@@ -145,6 +156,31 @@ func (s *storageService) Scan(req *rpcpb.ScanRequest, stream grpc.ServerStreamin
 	}
 	batch.Visited, batch.Done = visited, true
 	return stream.Send(batch)
+}
+
+// scanRows is a scan of rows alone, in order: each read through filter,
+// those with a cell selected passed to fn (at most limit, when it is
+// positive) until fn returns false. visited counts the cells read.
+func (s *storageService) scanRows(ctx context.Context, rows [][]byte, filter storage.Filter, limit int, fn func(storage.Row) bool) (uint64, error) {
+	var visited uint64
+	n := 0
+	for _, row := range rows {
+		r, err := s.st().ReadRow(ctx, row, filter)
+		if err != nil {
+			return visited, err
+		}
+		visited += uint64(len(r.Cells))
+		if len(r.Cells) == 0 {
+			continue
+		}
+		if !fn(r) {
+			break
+		}
+		if n++; limit > 0 && n >= limit {
+			break
+		}
+	}
+	return visited, nil
 }
 
 // requestHash is the hash of req's body (its nonce cleared) and method: a

@@ -18,7 +18,9 @@ import (
 // but on Pebble a column whose locks were all erased still costs the read
 // a walk over their deletion markers until a compaction drops them. A
 // ReadRow selector on the lock family that the index says selects nothing
-// is dropped before the store is read, and a Scan of the lock family
+// is dropped before the store is read, so is one of a conditional
+// write's predicate (under the row's latch, where the index is exact for
+// the row: pebble.Store.SetPruner), and a Scan of the lock family
 // alone (a reader resolving the locks of a range first) reads only the
 // rows the index says hold one (rowsIn); a malformed read is never
 // pruned, so the store validates every read alike (invariant 3).

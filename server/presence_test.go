@@ -48,8 +48,22 @@ func TestLockIndexReads(t *testing.T) {
 				err = st.Mutate(ctx, row, storage.Mutation{Kind: storage.DeleteRow})
 			}
 		case 6:
-			_, err = st.CheckAndMutate(ctx, row, storage.Filter{{Family: lock, Qualifier: q, Time: storage.At(ts)}},
+			// The server's conditional writes read their predicates through
+			// the index too: the branch taken is the store's.
+			pred := storage.Filter{{Family: lock, Qualifier: q, Time: storage.TimeRange{Start: ts, End: ts + uint64(rng.IntN(4))}}}
+			if rng.IntN(3) == 0 {
+				pred[0].Qualifier, pred[0].AllQualifiers = "", true
+			}
+			want, rerr := srv.Store().ReadRow(ctx, row, pred)
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			var matched bool
+			matched, err = st.CheckAndMutate(ctx, row, pred,
 				[]storage.Mutation{storage.DeleteCell(lock, q, ts)}, []storage.Mutation{storage.SetCell(lock, q, ts, []byte("c"))})
+			if err == nil && matched != (len(want.Cells) > 0) {
+				t.Fatalf("CheckAndMutate of %s on %+v: matched %v, but the store holds %v", row, pred, matched, want.Cells)
+			}
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -244,6 +244,8 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 		_ = st.Close()
 		return nil, fmt.Errorf("server: loading the lock index: %w", err)
 	}
+	// Conditional writes ask the index too, once it is whole.
+	st.SetPruner(s.locks.prune)
 	s.alloc, err = oracle.OpenStoreAllocator(ctx, st, oracle.StoreOptions{
 		Owner: "server/" + coord.NewOwnerID(), Exclusive: true, Logger: s.log,
 		Recover: func(ctx context.Context) (uint64, error) { return txn.NewestTimestamp(ctx, st) },

@@ -70,7 +70,7 @@ func (s *Store) checkRows(ctx context.Context, checks []storage.RowCheck, then [
 	matched := make([]bool, len(checks))
 	write := false
 	for i := range checks {
-		cells, err := s.readRow(checks[i].Row, checks[i].Predicate, true)
+		cells, err := s.readRow(checks[i].Row, s.prune(checks[i].Row, checks[i].Predicate), true)
 		if err != nil {
 			return nil, err
 		}

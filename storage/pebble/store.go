@@ -66,6 +66,31 @@ type Store struct {
 	space    *space
 	// synced counts the batches committed durably (SyncedWrites).
 	synced atomic.Uint64
+	// pruner, if set, drops predicate selectors under the row latch
+	// (SetPruner).
+	pruner atomic.Pointer[Pruner]
+}
+
+// Pruner returns predicate without selectors that select nothing in row,
+// as an index the apply hook keeps knows: it runs under row's latch, where
+// the hook has seen every earlier write of the row (storage.Conditioned),
+// so what it drops would have read nothing. It must be fast and must not
+// call the store.
+type Pruner func(row []byte, predicate storage.Filter) storage.Filter
+
+// SetPruner installs p, which every conditional write of the store then
+// runs on its predicate under the row latch before reading it (the
+// server's lock index: a column's erased locks, deletion markers until a
+// compaction, are not stepped over). Install it with the hook that keeps
+// its index, before concurrent use.
+func (s *Store) SetPruner(p Pruner) { s.pruner.Store(&p) }
+
+// prune is the pruner's predicate for row, or predicate itself.
+func (s *Store) prune(row []byte, predicate storage.Filter) storage.Filter {
+	if p := s.pruner.Load(); p != nil && *p != nil && len(predicate) > 0 {
+		return (*p)(row, predicate)
+	}
+	return predicate
 }
 
 var (

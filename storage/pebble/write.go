@@ -81,7 +81,7 @@ func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Con
 		matched, decided = cond()
 	}
 	if !decided {
-		cells, err := s.readRow(row, predicate, true)
+		cells, err := s.readRow(row, s.prune(row, predicate), true)
 		if err != nil {
 			return false, err
 		}

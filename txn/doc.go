@@ -33,9 +33,9 @@
 //
 // # Caller's contract
 //
-//  1. Begin takes start_ts from the oracle. Get and Scan read the snapshot
-//     at start_ts; Set and Delete only buffer; GetForUpdate reads as Get
-//     and buffers a lock-only mark of the cell.
+//  1. Begin takes start_ts from the oracle. Get, GetMany and Scan read
+//     the snapshot at start_ts; Set and Delete only buffer; GetForUpdate
+//     reads as Get and buffers a lock-only mark of the cell.
 //  2. Commit picks the first buffered write as the primary (the first put
 //     or delete when there is one) and prewrites its row, then the other
 //     rows (in parallel): one CheckAndMutate per row that applies only if
@@ -49,6 +49,10 @@
 //     commit_ts, locks erased at start_ts. That write is the commit point.
 //  5. Then the other rows get their commit records, blind and batched.
 //     Commit returns nil; a failure here is left to readers.
+//
+// Over a server (storage.Epoched) steps 2 and 5 ride with others: the
+// prewrites of every row go in one call, and the secondaries' commit
+// records in the commit point's ("Durability over RPC").
 //  6. When the primary commit's outcome cannot be learned, Commit returns
 //     ErrCommitUnknown, never success or failure.
 //

@@ -371,3 +371,59 @@ func checkAtomic(ctx context.Context, t testing.TB, c *txn.Client, commitErr err
 	}
 	return nil
 }
+
+// TestEpochCrashPoints: a client over a server dies at each point of its
+// commit (after its prewrites, all in one call answered before their
+// sync; just before its commit point; after it, which carries the
+// secondaries' commits too); once its locks expire a reader sees the
+// transaction whole or not at all, as the point says, and leaves no lock.
+func TestEpochCrashPoints(t *testing.T) {
+	for _, tc := range []struct {
+		point     string
+		committed bool
+	}{
+		{txn.CrashAfterPrimaryPrewrite, false},
+		{txn.CrashAfterSessionCheck, false},
+		{txn.CrashAfterPrimaryCommit, true},
+	} {
+		t.Run(tc.point, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			srv := servertest.Start(t, server.Options{Logger: quiet}, "")
+			conn := servertest.Dial(t, srv.Addr, rpc.DialOptions{})
+			rs := servertest.Store(t, conn, remote.Options{})
+			orc := oracleremote.NewClient(conn)
+			if err := writeBoth(ctx, newClient(t, rs, orc, txn.Options{Logger: quiet}), "v0"); err != nil {
+				t.Fatal(err)
+			}
+			dying := newClient(t, rs, orc, txn.Options{LockTTL: time.Millisecond, Logger: quiet})
+			txn.SetCrashHook(dying, func(point string) bool { return point == tc.point })
+			err := writeBoth(ctx, dying, "v1")
+			if tc.committed != (err == nil) {
+				t.Fatalf("Commit at %s: %v", tc.point, err)
+			}
+			time.Sleep(50 * time.Millisecond) // past the locks' TTL (1ms and what their size adds)
+			reader := newClient(t, rs, orc, txn.Options{Logger: quiet})
+			commitErr := error(errCrashedCommit)
+			if tc.committed {
+				commitErr = nil
+			}
+			if v := checkAtomic(ctx, t, reader, commitErr); v != nil {
+				t.Fatal(v)
+			}
+			tx, _ := reader.BeginReadOnly(ctx)
+			p, _ := tx.Get(ctx, "p", "c")
+			if want := map[bool]string{true: "v1", false: "v0"}[tc.committed]; string(p) != want {
+				t.Fatalf("p = %q after a crash at %s, want %q", p, tc.point, want)
+			}
+			locks, err := reader.Locks(ctx)
+			if err != nil || len(locks) != 0 {
+				t.Fatalf("locks left after the reader: %v, %v", locks, err)
+			}
+		})
+	}
+}
+
+// errCrashedCommit stands for the commit a crash cut short (checkAtomic
+// then accepts either outcome).
+var errCrashedCommit = errors.New("the client crashed")

@@ -52,11 +52,11 @@ func rowChecks(pbs []*rpcpb.RowCheck) ([]storage.RowCheck, error) {
 			return nil, status.Errorf(codes.InvalidArgument, "check %d is empty", i)
 		}
 		what := fmt.Sprintf("check %d", i)
-		if err := firstError(checkRow(c.Row), checkFilter(c.Predicate, what+" predicate"),
+		if err := firstError(checkRow(c.Row), checkFilter(c.Predicate, what+" predicate"), checkFilter(c.Unless, what+" unless"),
 			checkMutations(c.IfTrue, what+" if_true"), checkMutations(c.IfFalse, what+" if_false")); err != nil {
 			return nil, err
 		}
-		checks[i] = storage.RowCheck{Row: c.Row, Predicate: rpc.FilterFromPB(c.Predicate),
+		checks[i] = storage.RowCheck{Row: c.Row, Predicate: rpc.FilterFromPB(c.Predicate), Unless: rpc.FilterFromPB(c.Unless),
 			IfTrue: rpc.MutationsFromPB(c.IfTrue), IfFalse: rpc.MutationsFromPB(c.IfFalse)}
 	}
 	return checks, nil

@@ -259,13 +259,13 @@ func (s *storageService) Mutate(ctx context.Context, req *rpcpb.MutateRequest) (
 
 // CheckAndMutate implements rpcpb.StorageServer.
 func (s *storageService) CheckAndMutate(ctx context.Context, req *rpcpb.CheckAndMutateRequest) (*rpcpb.CheckAndMutateResponse, error) {
-	if err := firstError(checkRow(req.Row), checkFilter(req.Predicate, "predicate"),
+	if err := firstError(checkRow(req.Row), checkFilter(req.Predicate, "predicate"), checkFilter(req.Unless, "unless"),
 		checkMutations(req.IfTrue, "if_true"), checkMutations(req.IfFalse, "if_false")); err != nil {
 		return nil, err
 	}
 	ifTrue, ifFalse := rpc.MutationsFromPB(req.IfTrue), rpc.MutationsFromPB(req.IfFalse)
 	res, replayed, err := s.once(ctx, "CheckAndMutate", req, &req.Nonce, func(rec recorder) ([]byte, error) {
-		matched, err := s.st().CheckAndMutateRecorded(ctx, req.Row, rpc.FilterFromPB(req.Predicate), ifTrue, ifFalse,
+		matched, err := s.st().CheckAndMutateRecorded(ctx, req.Row, rpc.FilterFromPB(req.Predicate), rpc.FilterFromPB(req.Unless), ifTrue, ifFalse,
 			func(matched bool) []pebble.Record { return records(rec, []byte{boolByte(matched)}) })
 		if err != nil {
 			return nil, err

@@ -307,6 +307,26 @@ type Conditioned interface {
 // Cond decides a CheckAndMutateCond predicate from memory, or declines.
 type Cond func() (holds, decided bool)
 
+// Unlessed is an optional capability: a conditional write with a second,
+// negative condition. CheckAndMutateUnless is CheckAndMutate that applies
+// ifTrue only when predicate selects at least one cell and unless selects
+// none, both read atomically with respect to every other call on row,
+// and ifFalse otherwise; matched reports which branch ran. A nil or empty
+// unless selects nothing (it is then CheckAndMutate). One round trip;
+// durable on return. (The protocol's commit point: its primary lock is
+// there and no reader pushed its commit timestamp past the one it
+// commits at; txn/doc.go, "Reads through locks".)
+type Unlessed interface {
+	CheckAndMutateUnless(ctx context.Context, row []byte, predicate, unless Filter, ifTrue, ifFalse []Mutation) (matched bool, err error)
+}
+
+// CondUnlessed is the Conditioned counterpart of Unlessed: cond decides
+// predicate as in CheckAndMutateCond, but unless is always read from the
+// store under the row latch (the hook's owner keeps no index of it).
+type CondUnlessed interface {
+	CheckAndMutateCondUnless(ctx context.Context, row []byte, cond Cond, predicate, unless Filter, ifTrue, ifFalse []Mutation, deferred bool) (matched bool, err error)
+}
+
 // Counted is an optional capability: a Scan that also reports what it cost,
 // as the number of stored keys it visited, selected or not: every version,
 // and every deletion marker a store keeps until it compacts (so a caller
@@ -399,8 +419,12 @@ type IdempotentBatcher interface {
 // RowCheck is one row's CheckAndMutate within a batch of them
 // (Epoched.CheckAndMutateRowsDeferred, Epoched.CheckAndMutateInEpoch).
 type RowCheck struct {
-	Row             []byte
-	Predicate       Filter
+	Row       []byte
+	Predicate Filter
+	// Unless, when not empty, makes the check as Unlessed's: the
+	// predicate holds only when Predicate selects a cell and Unless
+	// selects none. Every Epoched store honours it.
+	Unless          Filter
 	IfTrue, IfFalse []Mutation
 }
 

@@ -150,6 +150,9 @@ func CheckRowChecks(ctx context.Context, checks []RowCheck, then []RowMutation) 
 		if err := CheckRead(ctx, ch.Row, ch.Predicate); err != nil {
 			return fmt.Errorf("check %d: %w", i, err)
 		}
+		if err := ValidateFilter(ch.Unless); err != nil {
+			return fmt.Errorf("check %d unless: %w", i, err)
+		}
 		if err := errors.Join(ValidateMutations(ch.IfTrue), ValidateMutations(ch.IfFalse)); err != nil {
 			return fmt.Errorf("check %d: %w", i, err)
 		}

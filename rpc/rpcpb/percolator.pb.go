@@ -861,12 +861,15 @@ func (x *MutateResponse) GetReplayed() bool {
 }
 
 type CheckAndMutateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Row           []byte                 `protobuf:"bytes,1,opt,name=row,proto3" json:"row,omitempty"`
-	Predicate     []*Selector            `protobuf:"bytes,2,rep,name=predicate,proto3" json:"predicate,omitempty"`
-	IfTrue        []*Mutation            `protobuf:"bytes,3,rep,name=if_true,json=ifTrue,proto3" json:"if_true,omitempty"`
-	IfFalse       []*Mutation            `protobuf:"bytes,4,rep,name=if_false,json=ifFalse,proto3" json:"if_false,omitempty"`
-	Nonce         *Nonce                 `protobuf:"bytes,5,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Row       []byte                 `protobuf:"bytes,1,opt,name=row,proto3" json:"row,omitempty"`
+	Predicate []*Selector            `protobuf:"bytes,2,rep,name=predicate,proto3" json:"predicate,omitempty"`
+	IfTrue    []*Mutation            `protobuf:"bytes,3,rep,name=if_true,json=ifTrue,proto3" json:"if_true,omitempty"`
+	IfFalse   []*Mutation            `protobuf:"bytes,4,rep,name=if_false,json=ifFalse,proto3" json:"if_false,omitempty"`
+	Nonce     *Nonce                 `protobuf:"bytes,5,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	// unless, when not empty: if_true applies only if predicate selects a
+	// cell and unless selects none (storage.Unlessed).
+	Unless        []*Selector `protobuf:"bytes,6,rep,name=unless,proto3" json:"unless,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -932,6 +935,13 @@ func (x *CheckAndMutateRequest) GetIfFalse() []*Mutation {
 func (x *CheckAndMutateRequest) GetNonce() *Nonce {
 	if x != nil {
 		return x.Nonce
+	}
+	return nil
+}
+
+func (x *CheckAndMutateRequest) GetUnless() []*Selector {
+	if x != nil {
+		return x.Unless
 	}
 	return nil
 }
@@ -1808,11 +1818,13 @@ func (x *ReadRowsResponse) GetRows() []*ReadRowResponse {
 
 // RowCheck is one row's CheckAndMutate within a batch (storage.RowCheck).
 type RowCheck struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Row           []byte                 `protobuf:"bytes,1,opt,name=row,proto3" json:"row,omitempty"`
-	Predicate     []*Selector            `protobuf:"bytes,2,rep,name=predicate,proto3" json:"predicate,omitempty"`
-	IfTrue        []*Mutation            `protobuf:"bytes,3,rep,name=if_true,json=ifTrue,proto3" json:"if_true,omitempty"`
-	IfFalse       []*Mutation            `protobuf:"bytes,4,rep,name=if_false,json=ifFalse,proto3" json:"if_false,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Row       []byte                 `protobuf:"bytes,1,opt,name=row,proto3" json:"row,omitempty"`
+	Predicate []*Selector            `protobuf:"bytes,2,rep,name=predicate,proto3" json:"predicate,omitempty"`
+	IfTrue    []*Mutation            `protobuf:"bytes,3,rep,name=if_true,json=ifTrue,proto3" json:"if_true,omitempty"`
+	IfFalse   []*Mutation            `protobuf:"bytes,4,rep,name=if_false,json=ifFalse,proto3" json:"if_false,omitempty"`
+	// unless, as CheckAndMutateRequest's (storage.RowCheck.Unless).
+	Unless        []*Selector `protobuf:"bytes,5,rep,name=unless,proto3" json:"unless,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1871,6 +1883,13 @@ func (x *RowCheck) GetIfTrue() []*Mutation {
 func (x *RowCheck) GetIfFalse() []*Mutation {
 	if x != nil {
 		return x.IfFalse
+	}
+	return nil
+}
+
+func (x *RowCheck) GetUnless() []*Selector {
+	if x != nil {
+		return x.Unless
 	}
 	return nil
 }
@@ -2984,13 +3003,14 @@ const file_percolator_proto_rawDesc = "" +
 	"\tmutations\x18\x02 \x03(\v2\x17.percolator.v1.MutationR\tmutations\x12*\n" +
 	"\x05nonce\x18\x03 \x01(\v2\x14.percolator.v1.NonceR\x05nonce\",\n" +
 	"\x0eMutateResponse\x12\x1a\n" +
-	"\breplayed\x18\x01 \x01(\bR\breplayed\"\xf2\x01\n" +
+	"\breplayed\x18\x01 \x01(\bR\breplayed\"\xa3\x02\n" +
 	"\x15CheckAndMutateRequest\x12\x10\n" +
 	"\x03row\x18\x01 \x01(\fR\x03row\x125\n" +
 	"\tpredicate\x18\x02 \x03(\v2\x17.percolator.v1.SelectorR\tpredicate\x120\n" +
 	"\aif_true\x18\x03 \x03(\v2\x17.percolator.v1.MutationR\x06ifTrue\x122\n" +
 	"\bif_false\x18\x04 \x03(\v2\x17.percolator.v1.MutationR\aifFalse\x12*\n" +
-	"\x05nonce\x18\x05 \x01(\v2\x14.percolator.v1.NonceR\x05nonce\"N\n" +
+	"\x05nonce\x18\x05 \x01(\v2\x14.percolator.v1.NonceR\x05nonce\x12/\n" +
+	"\x06unless\x18\x06 \x03(\v2\x17.percolator.v1.SelectorR\x06unless\"N\n" +
 	"\x16CheckAndMutateResponse\x12\x18\n" +
 	"\amatched\x18\x01 \x01(\bR\amatched\x12\x1a\n" +
 	"\breplayed\x18\x02 \x01(\bR\breplayed\"o\n" +
@@ -3042,12 +3062,13 @@ const file_percolator_proto_rawDesc = "" +
 	"\x0fReadRowsRequest\x123\n" +
 	"\x05reads\x18\x01 \x03(\v2\x1d.percolator.v1.ReadRowRequestR\x05reads\"F\n" +
 	"\x10ReadRowsResponse\x122\n" +
-	"\x04rows\x18\x01 \x03(\v2\x1e.percolator.v1.ReadRowResponseR\x04rows\"\xb9\x01\n" +
+	"\x04rows\x18\x01 \x03(\v2\x1e.percolator.v1.ReadRowResponseR\x04rows\"\xea\x01\n" +
 	"\bRowCheck\x12\x10\n" +
 	"\x03row\x18\x01 \x01(\fR\x03row\x125\n" +
 	"\tpredicate\x18\x02 \x03(\v2\x17.percolator.v1.SelectorR\tpredicate\x120\n" +
 	"\aif_true\x18\x03 \x03(\v2\x17.percolator.v1.MutationR\x06ifTrue\x122\n" +
-	"\bif_false\x18\x04 \x03(\v2\x17.percolator.v1.MutationR\aifFalse\"L\n" +
+	"\bif_false\x18\x04 \x03(\v2\x17.percolator.v1.MutationR\aifFalse\x12/\n" +
+	"\x06unless\x18\x05 \x03(\v2\x17.percolator.v1.SelectorR\x06unless\"L\n" +
 	"\x19CheckAndMutateRowsRequest\x12/\n" +
 	"\x06checks\x18\x01 \x03(\v2\x17.percolator.v1.RowCheckR\x06checks\"L\n" +
 	"\x1aCheckAndMutateRowsResponse\x12\x18\n" +
@@ -3222,69 +3243,71 @@ var file_percolator_proto_depIdxs = []int32{
 	4,  // 12: percolator.v1.CheckAndMutateRequest.if_true:type_name -> percolator.v1.Mutation
 	4,  // 13: percolator.v1.CheckAndMutateRequest.if_false:type_name -> percolator.v1.Mutation
 	6,  // 14: percolator.v1.CheckAndMutateRequest.nonce:type_name -> percolator.v1.Nonce
-	5,  // 15: percolator.v1.MutateRowsRequest.rows:type_name -> percolator.v1.RowMutation
-	6,  // 16: percolator.v1.MutateRowsRequest.nonce:type_name -> percolator.v1.Nonce
-	17, // 17: percolator.v1.MutateRowsResponse.errors:type_name -> percolator.v1.RowError
-	6,  // 18: percolator.v1.IncrementRequest.nonce:type_name -> percolator.v1.Nonce
-	7,  // 19: percolator.v1.ReadRowsRequest.reads:type_name -> percolator.v1.ReadRowRequest
-	8,  // 20: percolator.v1.ReadRowsResponse.rows:type_name -> percolator.v1.ReadRowResponse
-	2,  // 21: percolator.v1.RowCheck.predicate:type_name -> percolator.v1.Selector
-	4,  // 22: percolator.v1.RowCheck.if_true:type_name -> percolator.v1.Mutation
-	4,  // 23: percolator.v1.RowCheck.if_false:type_name -> percolator.v1.Mutation
-	31, // 24: percolator.v1.CheckAndMutateRowsRequest.checks:type_name -> percolator.v1.RowCheck
-	31, // 25: percolator.v1.CheckAndMutateInEpochRequest.check:type_name -> percolator.v1.RowCheck
-	5,  // 26: percolator.v1.CheckAndMutateInEpochRequest.then:type_name -> percolator.v1.RowMutation
-	7,  // 27: percolator.v1.Storage.ReadRow:input_type -> percolator.v1.ReadRowRequest
-	9,  // 28: percolator.v1.Storage.Scan:input_type -> percolator.v1.ScanRequest
-	12, // 29: percolator.v1.Storage.Mutate:input_type -> percolator.v1.MutateRequest
-	14, // 30: percolator.v1.Storage.CheckAndMutate:input_type -> percolator.v1.CheckAndMutateRequest
-	16, // 31: percolator.v1.Storage.MutateRows:input_type -> percolator.v1.MutateRowsRequest
-	19, // 32: percolator.v1.Storage.Increment:input_type -> percolator.v1.IncrementRequest
-	23, // 33: percolator.v1.Storage.CompactFamily:input_type -> percolator.v1.CompactFamilyRequest
-	21, // 34: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
-	25, // 35: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
-	36, // 36: percolator.v1.Storage.Now:input_type -> percolator.v1.NowRequest
-	27, // 37: percolator.v1.Storage.CollectGarbage:input_type -> percolator.v1.CollectGarbageRequest
-	29, // 38: percolator.v1.Storage.ReadRows:input_type -> percolator.v1.ReadRowsRequest
-	32, // 39: percolator.v1.Storage.CheckAndMutateRows:input_type -> percolator.v1.CheckAndMutateRowsRequest
-	34, // 40: percolator.v1.Storage.CheckAndMutateInEpoch:input_type -> percolator.v1.CheckAndMutateInEpochRequest
-	38, // 41: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
-	38, // 42: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
-	40, // 43: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
-	42, // 44: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
-	44, // 45: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
-	46, // 46: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
-	50, // 47: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
-	52, // 48: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
-	48, // 49: percolator.v1.Coord.Oldest:input_type -> percolator.v1.OldestRequest
-	8,  // 50: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
-	11, // 51: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
-	13, // 52: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
-	15, // 53: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
-	18, // 54: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
-	20, // 55: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
-	24, // 56: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
-	22, // 57: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
-	26, // 58: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
-	37, // 59: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
-	28, // 60: percolator.v1.Storage.CollectGarbage:output_type -> percolator.v1.CollectGarbageResponse
-	30, // 61: percolator.v1.Storage.ReadRows:output_type -> percolator.v1.ReadRowsResponse
-	33, // 62: percolator.v1.Storage.CheckAndMutateRows:output_type -> percolator.v1.CheckAndMutateRowsResponse
-	35, // 63: percolator.v1.Storage.CheckAndMutateInEpoch:output_type -> percolator.v1.CheckAndMutateInEpochResponse
-	39, // 64: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
-	39, // 65: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
-	41, // 66: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
-	43, // 67: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
-	45, // 68: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
-	47, // 69: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
-	51, // 70: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
-	53, // 71: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
-	49, // 72: percolator.v1.Coord.Oldest:output_type -> percolator.v1.OldestResponse
-	50, // [50:73] is the sub-list for method output_type
-	27, // [27:50] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	2,  // 15: percolator.v1.CheckAndMutateRequest.unless:type_name -> percolator.v1.Selector
+	5,  // 16: percolator.v1.MutateRowsRequest.rows:type_name -> percolator.v1.RowMutation
+	6,  // 17: percolator.v1.MutateRowsRequest.nonce:type_name -> percolator.v1.Nonce
+	17, // 18: percolator.v1.MutateRowsResponse.errors:type_name -> percolator.v1.RowError
+	6,  // 19: percolator.v1.IncrementRequest.nonce:type_name -> percolator.v1.Nonce
+	7,  // 20: percolator.v1.ReadRowsRequest.reads:type_name -> percolator.v1.ReadRowRequest
+	8,  // 21: percolator.v1.ReadRowsResponse.rows:type_name -> percolator.v1.ReadRowResponse
+	2,  // 22: percolator.v1.RowCheck.predicate:type_name -> percolator.v1.Selector
+	4,  // 23: percolator.v1.RowCheck.if_true:type_name -> percolator.v1.Mutation
+	4,  // 24: percolator.v1.RowCheck.if_false:type_name -> percolator.v1.Mutation
+	2,  // 25: percolator.v1.RowCheck.unless:type_name -> percolator.v1.Selector
+	31, // 26: percolator.v1.CheckAndMutateRowsRequest.checks:type_name -> percolator.v1.RowCheck
+	31, // 27: percolator.v1.CheckAndMutateInEpochRequest.check:type_name -> percolator.v1.RowCheck
+	5,  // 28: percolator.v1.CheckAndMutateInEpochRequest.then:type_name -> percolator.v1.RowMutation
+	7,  // 29: percolator.v1.Storage.ReadRow:input_type -> percolator.v1.ReadRowRequest
+	9,  // 30: percolator.v1.Storage.Scan:input_type -> percolator.v1.ScanRequest
+	12, // 31: percolator.v1.Storage.Mutate:input_type -> percolator.v1.MutateRequest
+	14, // 32: percolator.v1.Storage.CheckAndMutate:input_type -> percolator.v1.CheckAndMutateRequest
+	16, // 33: percolator.v1.Storage.MutateRows:input_type -> percolator.v1.MutateRowsRequest
+	19, // 34: percolator.v1.Storage.Increment:input_type -> percolator.v1.IncrementRequest
+	23, // 35: percolator.v1.Storage.CompactFamily:input_type -> percolator.v1.CompactFamilyRequest
+	21, // 36: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
+	25, // 37: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
+	36, // 38: percolator.v1.Storage.Now:input_type -> percolator.v1.NowRequest
+	27, // 39: percolator.v1.Storage.CollectGarbage:input_type -> percolator.v1.CollectGarbageRequest
+	29, // 40: percolator.v1.Storage.ReadRows:input_type -> percolator.v1.ReadRowsRequest
+	32, // 41: percolator.v1.Storage.CheckAndMutateRows:input_type -> percolator.v1.CheckAndMutateRowsRequest
+	34, // 42: percolator.v1.Storage.CheckAndMutateInEpoch:input_type -> percolator.v1.CheckAndMutateInEpochRequest
+	38, // 43: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
+	38, // 44: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
+	40, // 45: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
+	42, // 46: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
+	44, // 47: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
+	46, // 48: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
+	50, // 49: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
+	52, // 50: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
+	48, // 51: percolator.v1.Coord.Oldest:input_type -> percolator.v1.OldestRequest
+	8,  // 52: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
+	11, // 53: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
+	13, // 54: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
+	15, // 55: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
+	18, // 56: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
+	20, // 57: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
+	24, // 58: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
+	22, // 59: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
+	26, // 60: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
+	37, // 61: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
+	28, // 62: percolator.v1.Storage.CollectGarbage:output_type -> percolator.v1.CollectGarbageResponse
+	30, // 63: percolator.v1.Storage.ReadRows:output_type -> percolator.v1.ReadRowsResponse
+	33, // 64: percolator.v1.Storage.CheckAndMutateRows:output_type -> percolator.v1.CheckAndMutateRowsResponse
+	35, // 65: percolator.v1.Storage.CheckAndMutateInEpoch:output_type -> percolator.v1.CheckAndMutateInEpochResponse
+	39, // 66: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
+	39, // 67: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
+	41, // 68: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
+	43, // 69: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
+	45, // 70: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
+	47, // 71: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
+	51, // 72: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
+	53, // 73: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
+	49, // 74: percolator.v1.Coord.Oldest:output_type -> percolator.v1.OldestResponse
+	52, // [52:75] is the sub-list for method output_type
+	29, // [29:52] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_percolator_proto_init() }

@@ -132,6 +132,32 @@ func (s *Store) CheckAndMutate(ctx context.Context, row []byte, predicate storag
 	return s.cas(ctx, row, toFilter(predicate), ifTrue, ifFalse)
 }
 
+// CheckAndMutateUnless implements storage.Unlessed: one CheckAndMutateRow
+// whose condition is ConditionFilter(unless, BlockAll, predicate): where
+// unless selects a cell the condition selects none (the false branch),
+// elsewhere it is predicate. Never re-sent, as CheckAndMutate.
+func (s *Store) CheckAndMutateUnless(ctx context.Context, row []byte, predicate, unless storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	if err := s.checkCAS(ctx, row, predicate, ifTrue, ifFalse); err != nil {
+		return false, err
+	}
+	if err := storage.ValidateFilter(unless); err != nil {
+		return false, err
+	}
+	if err := s.guard.enter(); err != nil {
+		return false, err
+	}
+	defer s.guard.exit()
+	return s.cas(ctx, row, unlessFilter(predicate, unless), ifTrue, ifFalse)
+}
+
+// unlessFilter is the condition of CheckAndMutateUnless.
+func unlessFilter(predicate, unless storage.Filter) bt.Filter {
+	if len(unless) == 0 {
+		return toFilter(predicate)
+	}
+	return bt.ConditionFilter(toFilter(unless), bt.BlockAllFilter(), toFilter(predicate))
+}
+
 // CheckAndMutateIdempotent implements storage.Idempotent: the caller
 // vouches that the call is safe to apply twice (the protocol's
 // prewrites, commits and rollbacks), so a retryable failure — which may

@@ -31,7 +31,25 @@ func (s *Store) CheckAndMutate(ctx context.Context, row []byte, predicate storag
 // store's lock, where the apply hook has seen every write; a memory store
 // has no durability to defer.
 func (s *Store) CheckAndMutateCond(ctx context.Context, row []byte, cond storage.Cond, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation, _ bool) (bool, error) {
+	return s.checkAndMutate(ctx, row, cond, predicate, nil, ifTrue, ifFalse)
+}
+
+// CheckAndMutateUnless implements storage.Unlessed.
+func (s *Store) CheckAndMutateUnless(ctx context.Context, row []byte, predicate, unless storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	return s.checkAndMutate(ctx, row, nil, predicate, unless, ifTrue, ifFalse)
+}
+
+// CheckAndMutateCondUnless implements storage.CondUnlessed: cond decides
+// the predicate, unless is read under the same lock.
+func (s *Store) CheckAndMutateCondUnless(ctx context.Context, row []byte, cond storage.Cond, predicate, unless storage.Filter, ifTrue, ifFalse []storage.Mutation, _ bool) (bool, error) {
+	return s.checkAndMutate(ctx, row, cond, predicate, unless, ifTrue, ifFalse)
+}
+
+func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Cond, predicate, unless storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
 	if err := storage.CheckRead(ctx, row, predicate); err != nil {
+		return false, err
+	}
+	if err := storage.ValidateFilter(unless); err != nil {
 		return false, err
 	}
 	if err := storage.ValidateMutations(ifTrue); err != nil {
@@ -52,6 +70,9 @@ func (s *Store) CheckAndMutateCond(ctx context.Context, row []byte, cond storage
 	}
 	if !decided {
 		matched = s.hasCellLocked(string(row), groups)
+	}
+	if matched && len(unless) > 0 {
+		matched = !s.hasCellLocked(string(row), groupByFamily(unless))
 	}
 	if matched {
 		s.applyLocked(row, ifTrue)

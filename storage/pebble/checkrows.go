@@ -75,6 +75,11 @@ func (s *Store) checkRows(ctx context.Context, checks []storage.RowCheck, then [
 			return nil, err
 		}
 		matched[i] = len(cells) > 0
+		if matched[i] && len(checks[i].Unless) > 0 {
+			if matched[i], err = s.selectsNone(checks[i].Row, checks[i].Unless); err != nil {
+				return nil, err
+			}
+		}
 		rows[i].Mutations = checks[i].IfFalse
 		if matched[i] {
 			rows[i].Mutations = checks[i].IfTrue

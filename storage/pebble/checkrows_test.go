@@ -68,3 +68,38 @@ func TestCheckAndMutateRows(t *testing.T) {
 		t.Fatalf("synced writes: %d; want 1 (the refused calls sync nothing)", got)
 	}
 }
+
+// TestCheckAndMutateRowsUnless: a check's Unless turns a matched predicate
+// into the false branch where it selects a cell, in a batch and in
+// CheckAndMutateThen, whose then then applies nothing.
+func TestCheckAndMutateRowsUnless(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, t.TempDir())
+	for _, row := range []string{"a", "b"} {
+		if err := s.Mutate(ctx, []byte(row), storage.SetCell("lock", "c", 1, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Mutate(ctx, []byte("b"), storage.SetCell("push", "c", 7, nil)); err != nil {
+		t.Fatal(err)
+	}
+	lock := storage.Filter{{Family: "lock", Qualifier: "c"}}
+	push := storage.Filter{{Family: "push", Qualifier: "c", Time: storage.From(5)}}
+	mark := func(v string) []storage.Mutation { return []storage.Mutation{storage.SetCell("d", "c", 1, []byte(v))} }
+	matched, err := s.CheckAndMutateRows(ctx, []storage.RowCheck{
+		{Row: []byte("a"), Predicate: lock, Unless: push, IfTrue: mark("t"), IfFalse: mark("f")},
+		{Row: []byte("b"), Predicate: lock, Unless: push, IfTrue: mark("t"), IfFalse: mark("f")},
+	}, false)
+	if err != nil || !matched[0] || matched[1] {
+		t.Fatalf("matched %v, %v; want [true false]", matched, err)
+	}
+	then := []storage.RowMutation{{Row: []byte("z"), Mutations: mark("then")}}
+	ok, err := s.CheckAndMutateThen(ctx, storage.RowCheck{Row: []byte("b"), Predicate: lock, Unless: push, IfTrue: mark("t2")}, then, nil)
+	if err != nil || ok {
+		t.Fatalf("CheckAndMutateThen: %v, %v; want false", ok, err)
+	}
+	r, err := s.ReadRow(ctx, []byte("z"), storage.Filter{{Family: "d", Qualifier: "c"}})
+	if err != nil || len(r.Cells) != 0 {
+		t.Fatalf("then applied although unless selected a cell: %v, %v", r.Cells, err)
+	}
+}

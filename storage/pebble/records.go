@@ -48,11 +48,12 @@ func addRecords(b *pebble.Batch, recs []Record) error {
 	return nil
 }
 
-// CheckAndMutateRecorded is CheckAndMutate that also writes rec(matched)
-// in the same atomic, durable batch as the branch, even when the branch is
-// empty. rec runs under the row latch.
-func (s *Store) CheckAndMutateRecorded(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation, rec func(matched bool) []Record) (bool, error) {
-	return s.checkAndMutate(ctx, row, nil, predicate, ifTrue, ifFalse, pebble.Sync, rec)
+// CheckAndMutateRecorded is CheckAndMutateUnless (CheckAndMutate when
+// unless is empty) that also writes rec(matched) in the same atomic,
+// durable batch as the branch, even when the branch is empty. rec runs
+// under the row latch.
+func (s *Store) CheckAndMutateRecorded(ctx context.Context, row []byte, predicate, unless storage.Filter, ifTrue, ifFalse []storage.Mutation, rec func(matched bool) []Record) (bool, error) {
+	return s.checkAndMutate(ctx, row, nil, predicate, unless, ifTrue, ifFalse, pebble.Sync, rec)
 }
 
 // IncrementRecorded is Increment that also writes rec(sum) in the same

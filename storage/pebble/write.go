@@ -36,7 +36,24 @@ func (s *Store) Mutate(ctx context.Context, row []byte, mutations ...storage.Mut
 // CheckAndMutate implements storage.Store: under the row latch, read the
 // predicate (stopping at the first selected cell), then commit the branch.
 func (s *Store) CheckAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
-	return s.checkAndMutate(ctx, row, nil, predicate, ifTrue, ifFalse, pebble.Sync, nil)
+	return s.checkAndMutate(ctx, row, nil, predicate, nil, ifTrue, ifFalse, pebble.Sync, nil)
+}
+
+// CheckAndMutateUnless implements storage.Unlessed: under the row latch,
+// read the predicate, then unless, then commit the branch.
+func (s *Store) CheckAndMutateUnless(ctx context.Context, row []byte, predicate, unless storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	return s.checkAndMutate(ctx, row, nil, predicate, unless, ifTrue, ifFalse, pebble.Sync, nil)
+}
+
+// CheckAndMutateCondUnless implements storage.CondUnlessed: cond decides
+// the predicate under the row latch, and unless is read from the store
+// under the same latch (the hook's owner indexes no such cells).
+func (s *Store) CheckAndMutateCondUnless(ctx context.Context, row []byte, cond storage.Cond, predicate, unless storage.Filter, ifTrue, ifFalse []storage.Mutation, deferred bool) (bool, error) {
+	sync := pebble.Sync
+	if deferred {
+		sync = pebble.NoSync
+	}
+	return s.checkAndMutate(ctx, row, cond, predicate, unless, ifTrue, ifFalse, sync, nil)
 }
 
 // CheckAndMutateDeferred implements storage.Deferred: CheckAndMutate
@@ -44,7 +61,7 @@ func (s *Store) CheckAndMutate(ctx context.Context, row []byte, predicate storag
 // every sync (and every rotation, which syncs the old segment) covers all
 // records before it, so the next synced write makes this one durable.
 func (s *Store) CheckAndMutateDeferred(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
-	return s.checkAndMutate(ctx, row, nil, predicate, ifTrue, ifFalse, pebble.NoSync, nil)
+	return s.checkAndMutate(ctx, row, nil, predicate, nil, ifTrue, ifFalse, pebble.NoSync, nil)
 }
 
 // CheckAndMutateCond implements storage.Conditioned: cond runs under the
@@ -54,10 +71,10 @@ func (s *Store) CheckAndMutateCond(ctx context.Context, row []byte, cond storage
 	if deferred {
 		sync = pebble.NoSync
 	}
-	return s.checkAndMutate(ctx, row, cond, predicate, ifTrue, ifFalse, sync, nil)
+	return s.checkAndMutate(ctx, row, cond, predicate, nil, ifTrue, ifFalse, sync, nil)
 }
 
-func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Cond, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation, sync *pebble.WriteOptions, rec func(matched bool) []Record) (bool, error) {
+func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Cond, predicate, unless storage.Filter, ifTrue, ifFalse []storage.Mutation, sync *pebble.WriteOptions, rec func(matched bool) []Record) (bool, error) {
 	if err := s.guard.enter(); err != nil {
 		return false, err
 	}
@@ -66,6 +83,9 @@ func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Con
 		return false, err
 	}
 	if err := checkCheckAndMutate(ctx, row, predicate, ifTrue, ifFalse); err != nil {
+		return false, err
+	}
+	if err := storage.ValidateFilter(unless); err != nil {
 		return false, err
 	}
 	stripe, err := s.latches.lockRow(ctx, row)
@@ -87,6 +107,11 @@ func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Con
 		}
 		matched = len(cells) > 0
 	}
+	if matched && len(unless) > 0 {
+		if matched, err = s.selectsNone(row, unless); err != nil {
+			return false, err
+		}
+	}
 	branch := ifFalse
 	if matched {
 		branch = ifTrue
@@ -99,6 +124,13 @@ func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Con
 		return matched, nil
 	}
 	return matched, s.commitLocked([]storage.RowMutation{{Row: row, Mutations: branch}}, sync, recs)
+}
+
+// selectsNone reports whether filter selects no cell of row. The caller
+// holds the row's latch.
+func (s *Store) selectsNone(row []byte, filter storage.Filter) (bool, error) {
+	cells, err := s.readRow(row, filter, true)
+	return len(cells) == 0, err
 }
 
 func checkCheckAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) error {

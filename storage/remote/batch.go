@@ -48,7 +48,7 @@ func (s *Store) ReadRows(ctx context.Context, reads []storage.RowRead) ([]storag
 }
 
 func rowCheckToPB(c *storage.RowCheck) *rpcpb.RowCheck {
-	return &rpcpb.RowCheck{Row: c.Row, Predicate: rpc.FilterToPB(c.Predicate),
+	return &rpcpb.RowCheck{Row: c.Row, Predicate: rpc.FilterToPB(c.Predicate), Unless: rpc.FilterToPB(c.Unless),
 		IfTrue: rpc.MutationsToPB(c.IfTrue), IfFalse: rpc.MutationsToPB(c.IfFalse)}
 }
 

@@ -334,25 +334,33 @@ func (s *Store) Mutate(ctx context.Context, row []byte, mutations ...storage.Mut
 // CheckAndMutate implements storage.Store, with a nonce: a resent call
 // gets the branch of the run that applied.
 func (s *Store) CheckAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
-	return s.checkAndMutate(ctx, row, predicate, ifTrue, ifFalse, true)
+	return s.checkAndMutate(ctx, row, predicate, nil, ifTrue, ifFalse, true)
+}
+
+// CheckAndMutateUnless implements storage.Unlessed, with a nonce.
+func (s *Store) CheckAndMutateUnless(ctx context.Context, row []byte, predicate, unless storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	return s.checkAndMutate(ctx, row, predicate, unless, ifTrue, ifFalse, true)
 }
 
 // CheckAndMutateIdempotent implements storage.Idempotent: no nonce.
 func (s *Store) CheckAndMutateIdempotent(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
-	return s.checkAndMutate(ctx, row, predicate, ifTrue, ifFalse, false)
+	return s.checkAndMutate(ctx, row, predicate, nil, ifTrue, ifFalse, false)
 }
 
-func (s *Store) checkAndMutate(ctx context.Context, row []byte, predicate storage.Filter, ifTrue, ifFalse []storage.Mutation, withNonce bool) (bool, error) {
+func (s *Store) checkAndMutate(ctx context.Context, row []byte, predicate, unless storage.Filter, ifTrue, ifFalse []storage.Mutation, withNonce bool) (bool, error) {
 	if err := s.check(); err != nil {
 		return false, err
 	}
 	if err := storage.CheckRead(ctx, row, predicate); err != nil {
 		return false, err
 	}
+	if err := storage.ValidateFilter(unless); err != nil {
+		return false, err
+	}
 	if err := errors.Join(storage.ValidateMutations(ifTrue), storage.ValidateMutations(ifFalse)); err != nil {
 		return false, err
 	}
-	req := &rpcpb.CheckAndMutateRequest{Row: row, Predicate: rpc.FilterToPB(predicate), IfTrue: rpc.MutationsToPB(ifTrue), IfFalse: rpc.MutationsToPB(ifFalse)}
+	req := &rpcpb.CheckAndMutateRequest{Row: row, Predicate: rpc.FilterToPB(predicate), Unless: rpc.FilterToPB(unless), IfTrue: rpc.MutationsToPB(ifTrue), IfFalse: rpc.MutationsToPB(ifFalse)}
 	var resp *rpcpb.CheckAndMutateResponse
 	send := func(ctx context.Context, n *rpcpb.Nonce) (err error) {
 		req.Nonce = n

@@ -215,6 +215,21 @@ func (l *Lossy) CheckAndMutate(ctx context.Context, row []byte, predicate storag
 	return matched, err
 }
 
+// CheckAndMutateUnless implements storage.Unlessed, as the wrapped store
+// does (every backend is Unlessed; one that is not fails the call).
+func (l *Lossy) CheckAndMutateUnless(ctx context.Context, row []byte, predicate, unless storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	u, ok := l.inner.(storage.Unlessed)
+	if !ok {
+		return false, fmt.Errorf("%w: the wrapped store is not Unlessed", storage.ErrInvalidArgument)
+	}
+	var matched bool
+	err := l.write(ctx, func(ctx context.Context) (err error) {
+		matched, err = u.CheckAndMutateUnless(ctx, row, predicate, unless, ifTrue, ifFalse)
+		return err
+	}, nil)
+	return matched, err
+}
+
 // Increment implements storage.Store.
 func (l *Lossy) Increment(ctx context.Context, row []byte, family, qualifier string, delta int64) (int64, error) {
 	var sum int64
@@ -355,6 +370,21 @@ func (o lossyOwned) CheckAndMutateCond(ctx context.Context, row []byte, cond sto
 	var matched bool
 	err := o.l.write(ctx, func(ctx context.Context) (err error) {
 		matched, err = o.l.inner.(storage.Conditioned).CheckAndMutateCond(ctx, row, cond, predicate, ifTrue, ifFalse, deferred)
+		return err
+	}, nil)
+	return matched, err
+}
+
+// CheckAndMutateCondUnless implements storage.CondUnlessed, as the
+// wrapped store does (the embedded backends all are).
+func (o lossyOwned) CheckAndMutateCondUnless(ctx context.Context, row []byte, cond storage.Cond, predicate, unless storage.Filter, ifTrue, ifFalse []storage.Mutation, deferred bool) (bool, error) {
+	cu, ok := o.l.inner.(storage.CondUnlessed)
+	if !ok {
+		return false, fmt.Errorf("%w: the wrapped store is not CondUnlessed", storage.ErrInvalidArgument)
+	}
+	var matched bool
+	err := o.l.write(ctx, func(ctx context.Context) (err error) {
+		matched, err = cu.CheckAndMutateCondUnless(ctx, row, cond, predicate, unless, ifTrue, ifFalse, deferred)
 		return err
 	}, nil)
 	return matched, err

@@ -57,6 +57,7 @@ var cases = []struct {
 	{"MutateRows", testMutateRows},
 	{"Deferred", testDeferred},
 	{"Conditioned", testConditioned},
+	{"Unless", testUnless},
 	{"Counted", testCounted},
 	{"ApplyHook", testApplyHook},
 	{"ApplyHookConcurrent", testApplyHookConcurrent},

@@ -44,6 +44,10 @@ type Client struct {
 	// its commit point carries their epoch (epoch.go).
 	epoched storage.Epoched
 	idem    storage.Idempotent // a remote store: protocol CASes carry no nonce
+	// unlessed is set on a store whose conditional writes take an unless
+	// filter: the commit point then honours pushes (push.go), which
+	// readers make only where it is set (or epoched is).
+	unlessed storage.Unlessed
 	oracle  Oracle
 	live    coord.Liveness
 	opts    Options
@@ -92,6 +96,7 @@ func NewClient(ctx context.Context, store storage.Store, oracle Oracle, live coo
 	c.deferred, _ = store.(storage.Deferred)
 	c.idem, _ = store.(storage.Idempotent)
 	c.epoched, _ = store.(storage.Epoched)
+	c.unlessed, _ = store.(storage.Unlessed)
 	c.notify = NotifySpace{store: store, apart: separateNotify(store), now: c.opts.Now}
 	if err := c.buildIndex(ctx); err != nil {
 		return nil, err
@@ -163,12 +168,17 @@ type Stats struct {
 	Commits, Conflicts, Aborts  uint64
 	RolledForward, RolledBack   uint64
 	LockWaits, PrewriteResolved uint64
+	// Pushes counts the reads that pushed a transaction's commit
+	// timestamp and read past its lock; Repushed the commit points that
+	// a push refused, sent again at a newer commit timestamp.
+	Pushes, Repushed uint64
 }
 
 type stats struct {
 	commits, conflicts, aborts atomic.Uint64
 	rolledForward, rolledBack  atomic.Uint64
 	lockWaits, prewriteResolve atomic.Uint64
+	pushes, repushed           atomic.Uint64
 }
 
 // Stats returns a snapshot of the client's counters.
@@ -178,6 +188,7 @@ func (c *Client) Stats() Stats {
 		Commits: s.commits.Load(), Conflicts: s.conflicts.Load(), Aborts: s.aborts.Load(),
 		RolledForward: s.rolledForward.Load(), RolledBack: s.rolledBack.Load(),
 		LockWaits: s.lockWaits.Load(), PrewriteResolved: s.prewriteResolve.Load(),
+		Pushes: s.pushes.Load(), Repushed: s.repushed.Load(),
 	}
 }
 

@@ -63,6 +63,7 @@ func (c *Client) collectRow(ctx context.Context, row []byte, sp uint64, dry bool
 			{Family: FamilyLock, AllQualifiers: true, Time: storage.Before(sp)},
 			{Family: FamilyWrite, AllQualifiers: true},
 			{Family: FamilyData, AllQualifiers: true, Time: storage.Before(sp)},
+			{Family: FamilyPush, AllQualifiers: true, Time: storage.Before(sp)},
 		})
 		if err != nil {
 			return Collected{}, err
@@ -151,12 +152,20 @@ type processedFunc func(column string, ts uint64, value func(column string) ([]b
 func collectMutations(cells []storage.Cell, sp uint64, observed Observed, processed processedFunc) ([]storage.Mutation, Collected, error) {
 	writes := map[string][]storage.Cell{}
 	data := map[string][]storage.Cell{}
+	var muts []storage.Mutation
+	var got Collected
 	for _, cell := range cells {
 		switch cell.Family {
 		case FamilyWrite:
 			writes[cell.Qualifier] = append(writes[cell.Qualifier], cell)
 		case FamilyData:
 			data[cell.Qualifier] = append(data[cell.Qualifier], cell)
+		case FamilyPush:
+			// A push below sp is of a lock below it, which the call's
+			// condition says is gone: its transaction is decided, and
+			// the push asks nothing of anyone any more.
+			got.Versions++
+			muts = append(muts, storage.DeleteCell(FamilyPush, cell.Qualifier, cell.TS))
 		}
 	}
 	for _, ws := range writes {
@@ -188,8 +197,6 @@ func collectMutations(cells []storage.Cell, sp uint64, observed Observed, proces
 		}
 		return nil, false
 	}
-	var muts []storage.Mutation
-	var got Collected
 	cols := make([]string, 0, len(writes)+len(data))
 	for col := range writes {
 		cols = append(cols, col)

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -104,7 +105,8 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 		rows = rows[:1]
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := c.commitPrimary(ctx, t, rows[0], commitTS); err != nil {
+	commitTS, err = c.commitPrimary(ctx, t, rows[0], commitTS)
+	if err != nil {
 		return err
 	}
 	hb.stop()
@@ -137,29 +139,65 @@ func (c *Client) prewriteSecondaries(ctx context.Context, t *Txn, rows []*rowWri
 }
 
 // commitPrimary writes the commit records of the primary's row and
-// removes its locks, conditional on the primary lock: the commit point.
-func (c *Client) commitPrimary(ctx context.Context, t *Txn, rw *rowWrites, commitTS uint64) error {
+// removes its locks, conditional on the primary lock and, where pushes
+// are honoured, on no push at or above commitTS: the commit point. A
+// commit point a push refused is sent again at a newer commit timestamp
+// (at most maxRepush times); it returns the commit timestamp the
+// transaction committed at.
+func (c *Client) commitPrimary(ctx context.Context, t *Txn, rw *rowWrites, commitTS uint64) (uint64, error) {
 	primary := rw.muts[0]
 	pred := storage.Filter{{Family: FamilyLock, Qualifier: primary.col, Time: storage.At(t.startTS)}}
 	locked := func() (bool, bool) { return c.index.hasLock(rw.row, primary.col, t.startTS), true }
-	// Safe in any order: a late copy re-puts the same commit records at
-	// commit_ts where the lock at start_ts still is, and applies nothing
-	// once it is gone (committed, or rolled back: a rollback record).
-	matched, err := c.casIndexed(ctx, rw.row, locked, nil, pred, c.commitMutations(t, rw, commitTS), nil, false)
-	if err == nil && matched {
-		return nil
+	for try := 0; ; try++ {
+		// Safe in any order: a late copy re-puts the same commit records
+		// at commit_ts where the lock at start_ts still is and no push
+		// reached commit_ts, and applies nothing once the lock is gone
+		// (committed, or rolled back: a rollback record) or a push did
+		// (pushes stay as long as the lock).
+		matched, err := c.casCommitPoint(ctx, t, rw, commitTS, locked, pred, c.commitMutations(t, rw, commitTS))
+		if err == nil && matched {
+			return commitTS, nil
+		}
+		// Unknown (the call failed) or not applied (the lock is gone, or
+		// a push refused it): learn what happened from the primary itself.
+		err = c.settleCommit(ctx, t, rw, commitTS, err, false, try < maxRepush)
+		if err != errRepush {
+			return commitTS, err
+		}
+		if commitTS, err = c.repushTimestamp(ctx, t, rw); err != nil {
+			return 0, err
+		}
 	}
-	// Unknown (the call failed) or not applied (the lock is gone): learn
-	// what happened from the primary itself.
-	return c.settleCommit(ctx, t, rw, commitTS, err, false)
+}
+
+// repushTimestamp takes a new commit timestamp after a push refused the
+// commit point: above every push that stands (each one's timestamp was
+// handed out before the push was written, and so before this call,
+// invariant 1). A commit that cannot get one rolls its primary back, as
+// settleCommit does a commit point that did not apply.
+func (c *Client) repushTimestamp(ctx context.Context, t *Txn, rw *rowWrites) (uint64, error) {
+	c.stats.repushed.Add(1)
+	ts, err := c.oracle.Timestamp(ctx)
+	if err == nil {
+		return ts, nil
+	}
+	primary := rw.muts[0]
+	if rerr := c.rollBackPrimary(ctx, primary.row, primary.col, t.startTS); rerr != nil {
+		return 0, fmt.Errorf("%w: commit timestamp: %v (rollback: %v)", ErrCommitUnknown, err, rerr)
+	}
+	c.stats.aborts.Add(1)
+	return 0, fmt.Errorf("txn: commit timestamp after a push: %w", err)
 }
 
 // settleCommit decides a commit whose primary call failed or found no
 // lock. A retried commit succeeds only on its own commit record, never on
 // a rollback record (invariant 6). ownRollback reports that this client
 // rolled its own primary back (its commit call had not applied), so the
-// conflict is not blamed on another client.
-func (c *Client) settleCommit(ctx context.Context, t *Txn, rw *rowWrites, commitTS uint64, callErr error, ownRollback bool) error {
+// conflict is not blamed on another client. mayRepush lets it return
+// errRepush where the primary is still locked and a push at or above
+// commitTS stands: no copy of the call can apply then (the push stays
+// as long as the lock), and the caller commits at a newer timestamp.
+func (c *Client) settleCommit(ctx context.Context, t *Txn, rw *rowWrites, commitTS uint64, callErr error, ownRollback, mayRepush bool) error {
 	primary := rw.muts[0]
 	st, err := c.status(ctx, primary.row, primary.col, t.startTS)
 	switch {
@@ -175,17 +213,22 @@ func (c *Client) settleCommit(ctx context.Context, t *Txn, rw *rowWrites, commit
 			// The commit point was refused: what the prewrites wrote
 			// before the server restarted may be lost (epoch.go).
 			reason = "the server restarted between the prewrites and the commit point; rolled back"
+		case ownRollback && callErr == nil:
+			reason = "readers kept pushing its commit timestamp; rolled back"
 		case ownRollback:
 			reason = fmt.Sprintf("the commit call failed (%v); rolled back", callErr)
 		}
 		return &ConflictError{Row: primary.row, Column: primary.col, StartTS: t.startTS, Reason: reason}
 	case st.kind == stLocked && !ownRollback:
+		if pushed, err := c.pushedPast(ctx, t, rw, commitTS); err == nil && pushed && mayRepush {
+			return errRepush
+		}
 		// The commit call did not apply (yet). Roll back our own primary, so
 		// a late delivery of that call finds no lock and applies nothing.
-		if err := c.rollBack(ctx, primary.row, primary.col, t.startTS); err != nil {
+		if err := c.rollBackPrimary(ctx, primary.row, primary.col, t.startTS); err != nil {
 			return fmt.Errorf("%w: %v (rollback: %v)", ErrCommitUnknown, callErr, err)
 		}
-		return c.settleCommit(ctx, t, rw, commitTS, callErr, true)
+		return c.settleCommit(ctx, t, rw, commitTS, callErr, true, false)
 	case st.kind == stLocked:
 		return fmt.Errorf("%w: %v (our rollback of the primary did not apply)", ErrCommitUnknown, callErr)
 	}
@@ -196,7 +239,7 @@ func (c *Client) settleCommit(ctx context.Context, t *Txn, rw *rowWrites, commit
 // and then its lock's removal. The order matters to readers of the index
 // without the latch (index.go, argument 2; TestCommitMutationOrder).
 func (c *Client) commitMutations(t *Txn, rw *rowWrites, commitTS uint64) []storage.Mutation {
-	muts := make([]storage.Mutation, 0, 2*len(rw.muts))
+	muts := make([]storage.Mutation, 0, 2*len(rw.muts)+1)
 	for _, m := range rw.muts {
 		w := Write{Op: m.op, StartTS: t.startTS}
 		if m.op == OpPut && c.inline(m.value) {
@@ -205,6 +248,11 @@ func (c *Client) commitMutations(t *Txn, rw *rowWrites, commitTS uint64) []stora
 		muts = append(muts,
 			storage.SetCell(FamilyWrite, m.col, commitTS, encodeWrite(&w)),
 			storage.DeleteCell(FamilyLock, m.col, t.startTS))
+	}
+	if c.opts.ReadThroughLocks && bytes.Equal(rw.row, t.writes[0].row) {
+		// The primary's pushes go with its lock. (Without the option a
+		// push is rare, another client's: the collector removes it.)
+		muts = append(muts, pushRemoval(t.writes[0].col, t.startTS))
 	}
 	return muts
 }
@@ -280,9 +328,12 @@ func (c *Client) abort(ctx context.Context, t *Txn, rows []*rowWrites, cause err
 	defer cancel()
 	ctx = storage.WithReserve(ctx) // it frees the locks written
 	for _, rw := range rows {
-		muts := make([]storage.Mutation, 0, 3*len(rw.muts))
+		muts := make([]storage.Mutation, 0, 3*len(rw.muts)+1)
 		for _, m := range rw.muts {
 			muts = append(muts, rollbackMutations(m.col, t.startTS)...)
+		}
+		if bytes.Equal(rw.row, t.writes[0].row) {
+			muts = append(muts, pushRemoval(t.writes[0].col, t.startTS)) // they go with the lock
 		}
 		// Blind, and safe in any order: a late copy re-puts the same
 		// rollback records and erases only this transaction's lock and

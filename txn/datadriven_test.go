@@ -100,10 +100,12 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		x := st()
 		ts, _ := x.t.c.oracle.Timestamp(ctx)
 		x.commitTS = ts
-		return fmt.Sprintf("commit_ts=%d %s", ts, errString(x.t.c.commitPrimary(ctx, x.t, x.rows[0], ts)))
+		_, err := x.t.c.commitPrimary(ctx, x.t, x.rows[0], ts)
+		return fmt.Sprintf("commit_ts=%d %s", ts, errString(err))
 	case "replay-commit-primary":
 		x := st()
-		return errString(x.t.c.commitPrimary(ctx, x.t, x.rows[0], x.commitTS))
+		_, err := x.t.c.commitPrimary(ctx, x.t, x.rows[0], x.commitTS)
+		return errString(err)
 	case "commit-secondaries":
 		x := st()
 		x.t.c.commitSecondaries(ctx, x.t, x.rows[1:], x.commitTS)

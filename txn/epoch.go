@@ -61,33 +61,25 @@ func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, o
 		secondaries = nil
 		time.Sleep(20 * time.Millisecond)
 	}
-	// The secondaries' commit records ride with the commit point, applied
-	// only if it applies: blind, as commitSecondaries' are (a late copy of
-	// the call finds the primary's lock gone and applies nothing).
-	then := make([]storage.RowMutation, len(secondaries))
-	for i, rw := range secondaries {
-		then[i] = storage.RowMutation{Row: rw.row, Mutations: c.commitMutations(t, rw, commitTS)}
-	}
 	rw := rows[0]
-	check := storage.RowCheck{
-		Row:       rw.row,
-		Predicate: storage.Filter{{Family: FamilyLock, Qualifier: primary.col, Time: storage.At(t.startTS)}},
-		IfTrue:    c.commitMutations(t, rw, commitTS),
-	}
-	// Safe in any order, as commitPrimary's call: a late copy finds the
-	// lock gone and applies nothing. A copy refused for its epoch applied
-	// nothing, but an earlier one may have: settleCommit learns which.
-	matched, err := c.resendCAS(func() (bool, error) {
-		return c.epoched.CheckAndMutateInEpoch(ctx, epoch, check, then)
-	})
-	if err == nil && matched {
-		hb.stop()
-		c.stats.commits.Add(1)
-		c.crashed(crashAfterPrimaryCommit) // nothing is left to do: a crash here loses nothing
-		return nil
-	}
-	if err = c.settleCommit(ctx, t, rw, commitTS, err, false); err != nil {
-		return err
+	for try := 0; ; try++ {
+		matched, err := c.commitPointInEpoch(ctx, t, epoch, rw, secondaries, commitTS)
+		if err == nil && matched {
+			hb.stop()
+			c.stats.commits.Add(1)
+			c.crashed(crashAfterPrimaryCommit) // nothing is left to do: a crash here loses nothing
+			return nil
+		}
+		err = c.settleCommit(ctx, t, rw, commitTS, err, false, try < maxRepush)
+		if err == nil {
+			break
+		}
+		if err != errRepush {
+			return err
+		}
+		if commitTS, err = c.repushTimestamp(ctx, t, rw); err != nil {
+			return err
+		}
 	}
 	// Committed by an earlier copy of the call, with its secondaries;
 	// their commits again, to be sure, are harmless.
@@ -95,6 +87,33 @@ func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, o
 	c.stats.commits.Add(1)
 	c.commitSecondaries(ctx, t, rows[1:], commitTS)
 	return nil
+}
+
+// commitPointInEpoch sends the commit point of rw, the primary's row, at
+// commitTS in epoch, with the secondaries' commit records: conditional on
+// the primary lock and on no push at or above commitTS (RowCheck.Unless).
+func (c *Client) commitPointInEpoch(ctx context.Context, t *Txn, epoch uint64, rw *rowWrites, secondaries []*rowWrites, commitTS uint64) (bool, error) {
+	// The secondaries' commit records ride with the commit point, applied
+	// only if it applies: blind, as commitSecondaries' are (a late copy of
+	// the call finds the primary's lock gone and applies nothing).
+	then := make([]storage.RowMutation, len(secondaries))
+	for i, srw := range secondaries {
+		then[i] = storage.RowMutation{Row: srw.row, Mutations: c.commitMutations(t, srw, commitTS)}
+	}
+	primary := rw.muts[0]
+	check := storage.RowCheck{
+		Row:       rw.row,
+		Predicate: storage.Filter{{Family: FamilyLock, Qualifier: primary.col, Time: storage.At(t.startTS)}},
+		Unless:    pushesFrom(primary.col, t.startTS, commitTS),
+		IfTrue:    c.commitMutations(t, rw, commitTS),
+	}
+	// Safe in any order, as commitPrimary's call: a late copy finds the
+	// lock gone, or a push at or above commitTS, and applies nothing. A
+	// copy refused for its epoch applied nothing, but an earlier one may
+	// have: settleCommit learns which.
+	return c.resendCAS(func() (bool, error) {
+		return c.epoched.CheckAndMutateInEpoch(ctx, epoch, check, then)
+	})
 }
 
 // prewriteRows prewrites every row of the transaction (prewrite.go) in

@@ -130,7 +130,11 @@ func (c *Client) visibleIn(ctx context.Context, ts uint64, row []byte, col strin
 			if mutant.On(mutant.SkipLockCheck) {
 				continue // breaks invariant 2: reads past the lock
 			}
-			return Write{}, 0, false, resolved(c.resolveCell(ctx, row, col, cell.TS, cell.Value))
+			err := c.resolveForRead(ctx, ts, row, col, cell.TS, cell.Value)
+			if err == errPushed {
+				continue // its transaction commits above ts, if at all
+			}
+			return Write{}, 0, false, resolved(err)
 		}
 	}
 	return c.commitFrom(ctx, row, col, ts, cells, firstPage)
@@ -142,15 +146,21 @@ func (c *Client) visibleIn(ctx context.Context, ts uint64, row []byte, col strin
 func (c *Client) getIndexed(ctx context.Context, ts uint64, row []byte, col string) ([]byte, error) {
 	v := c.index.view(row, col, ts)
 	// The mutant skip-lock-check breaks invariant 2: it reads past the lock.
-	if len(v.lockTS) > 0 && !mutant.On(mutant.SkipLockCheck) {
-		lr, err := c.read(ctx, row, storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.At(v.lockTS[0])}})
+	for _, lockTS := range v.lockTS {
+		if mutant.On(mutant.SkipLockCheck) {
+			break
+		}
+		lr, err := c.read(ctx, row, storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.At(lockTS)}})
 		if err != nil {
 			return nil, err
 		}
 		if len(lr.Cells) == 0 {
 			return nil, errRetryNow // removed; the hook has not caught up
 		}
-		return nil, resolved(c.resolveCell(ctx, row, col, v.lockTS[0], lr.Cells[0].Value))
+		if err := c.resolveForRead(ctx, ts, row, col, lockTS, lr.Cells[0].Value); err != errPushed {
+			return nil, resolved(err)
+		}
+		// Pushed: its transaction commits above ts, if at all.
 	}
 	if !v.known {
 		latest, err := c.latestCommitTS(ctx, row, col)

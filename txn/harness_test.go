@@ -87,7 +87,7 @@ func (e *env) client(name string) *Client {
 	} else {
 		opts.EnsureDefaults()
 		c = &Client{store: e.store, batch: e.base.batch, batchIdem: e.base.batchIdem, notify: NotifySpace{store: e.store, apart: e.base.notify.apart, now: opts.Now}, oracle: e.oracle, live: e.live, opts: opts,
-			index: e.base.index, sleep: ctxwait.Sleep, secondaryBatch: 256}
+			unlessed: e.base.unlessed, index: e.base.index, sleep: ctxwait.Sleep, secondaryBatch: 256}
 	}
 	e.live.Register(name)
 	e.clients[name] = c

@@ -61,6 +61,14 @@ type Options struct {
 	// rolling back what it prewrote, or finishing its commit point (an
 	// outcome not learned by then is ErrCommitUnknown). Default 1s.
 	CleanupTimeout time.Duration
+	// ReadThroughLocks makes a read that meets the lock of a live
+	// transaction older than its snapshot push that transaction's commit
+	// timestamp above its start_ts, at the primary, and read past the
+	// lock rather than wait for it (doc.go, "Reads through locks"). It
+	// needs a store whose conditional writes take an unless filter
+	// (storage.Unlessed, or storage.Epoched): without one, reads wait.
+	// Writers never push. Default off.
+	ReadThroughLocks bool
 
 	// indexCap bounds each index shard's latest-commit and write-record
 	// maps (test knob: small, so tests drop full maps often). 0: default.

@@ -13,7 +13,9 @@ import (
 //
 //	primary committed          → roll the lock forward (anyone, any time)
 //	primary rolled back        → roll the lock back
-//	primary locked, alive      → wait (errLocked)
+//	primary locked, alive      → wait (errLocked); or, for a read
+//	                              through locks, push the primary past
+//	                              the snapshot and read past (errPushed)
 //	primary locked, dead/expired → roll the primary back first (a
 //	                              CheckAndMutate on its lock), then this lock
 //	primary never locked       → if the found lock's owner is alive, wait;
@@ -44,6 +46,24 @@ const maxResolveSteps = 8
 // is raw. It returns nil once the lock is gone, errLocked when its
 // transaction is alive, or a storage error. It never waits.
 func (c *Client) resolveCell(ctx context.Context, row []byte, col string, lockTS uint64, raw []byte) error {
+	return c.resolveLock(ctx, row, col, lockTS, raw, 0)
+}
+
+// resolveForRead is resolveCell for a read at snapshot readTS: where the
+// lock's transaction is alive and the client reads through locks
+// (pushing), it pushes the transaction above readTS and returns errPushed
+// (read past the lock) instead of errLocked. Writers never push (doc.go,
+// "Reads through locks").
+func (c *Client) resolveForRead(ctx context.Context, readTS uint64, row []byte, col string, lockTS uint64, raw []byte) error {
+	if !c.pushing() {
+		readTS = 0
+	}
+	return c.resolveLock(ctx, row, col, lockTS, raw, readTS)
+}
+
+// resolveLock is resolveCell, pushing a live transaction above pushTS
+// when pushTS is above the lock's start_ts.
+func (c *Client) resolveLock(ctx context.Context, row []byte, col string, lockTS uint64, raw []byte, pushTS uint64) error {
 	lock, err := decodeLock(raw)
 	if err != nil {
 		return err
@@ -63,7 +83,15 @@ func (c *Client) resolveCell(ctx context.Context, row []byte, col string, lockTS
 			return c.rollBack(ctx, row, col, lockTS)
 		case stLocked:
 			if c.alive(ctx, &st.lock) {
-				return errLocked
+				if pushTS <= lockTS {
+					return errLocked
+				}
+				// Pushed: read past. Not applied: the primary's lock is
+				// gone since the status was read; read it again.
+				if err := c.pushLock(ctx, row, col, lockTS, pushTS, &lock); err != nil {
+					return err
+				}
+				continue
 			}
 			if err := c.rollBackPrimary(ctx, lock.PrimaryRow, lock.PrimaryCol, lockTS); err != nil {
 				return err
@@ -175,12 +203,12 @@ func (c *Client) rollBack(ctx context.Context, row []byte, col string, lockTS ui
 
 // rollBackPrimary is rollBack of a primary lock, which also removes its
 // heartbeats (its owner's stop removes them only when it ends the
-// transaction itself).
+// transaction itself) and its pushes.
 func (c *Client) rollBackPrimary(ctx context.Context, row []byte, col string, lockTS uint64) error {
 	// A late copy finds no lock at lockTS and applies nothing; a beat
 	// needs that lock, so none can follow the removal.
 	matched, err := c.cas(ctx, row, storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.At(lockTS)}},
-		append(rollbackMutations(col, lockTS), beatRemoval(col, lockTS)), nil)
+		append(rollbackMutations(col, lockTS), beatRemoval(col, lockTS), pushRemoval(col, lockTS)), nil)
 	if matched {
 		c.stats.rolledBack.Add(1)
 	}

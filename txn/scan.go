@@ -103,7 +103,9 @@ func (c *Client) resolveRange(ctx context.Context, ts uint64, start, end []byte,
 		return err
 	}
 	for _, l := range locks {
-		if err := c.resolveCell(ctx, l.row, l.cell.Qualifier, l.cell.TS, l.cell.Value); err != nil {
+		// A lock whose transaction was pushed above ts stays, and the scan
+		// reads past it: that transaction commits above ts, if at all.
+		if err := c.resolveForRead(ctx, ts, l.row, l.cell.Qualifier, l.cell.TS, l.cell.Value); err != nil && err != errPushed {
 			return err
 		}
 	}

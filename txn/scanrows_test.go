@@ -34,7 +34,7 @@ func TestScanRowsWaitsOnLiveLock(t *testing.T) {
 				t.Fatalf("ScanRows past a live lock: %v, %v; want it to wait", cells, err)
 			}
 			ts, _ := e.oracle.Timestamp(ctx)
-			if err := lk.c.commitPrimary(ctx, lk, rows[0], ts); err != nil {
+			if _, err := lk.c.commitPrimary(ctx, lk, rows[0], ts); err != nil {
 				t.Fatal(err)
 			}
 			cells, next, err := rd.ScanRows(ctx, nil, nil, 10, 0)

@@ -67,6 +67,14 @@
 //     client the range is served in order. Expected: register (stale
 //     reads), list-append (G-single, real-time cycles under strong
 //     snapshot isolation), bank.
+//   - push-secondary (invariant 2, with txn.Options.ReadThroughLocks): a
+//     reader that meets a live lock older than its snapshot pushes the
+//     lock it met rather than its transaction's primary (txn: push.go,
+//     pushLock), and reads past it. Where that lock is a secondary's, the
+//     push lands where the commit point does not look, and the
+//     transaction commits below the reader's start_ts, missing from its
+//     snapshot. Expected: bank (a read snapshot that sums wrong), with
+//     reads through locks on.
 //
 // The package imports only the standard library, so every package may
 // hook into it.

@@ -19,6 +19,7 @@ const (
 	SecondariesFirst = "secondaries-first"
 	RepeatTimestamp  = "repeat-timestamp"
 	StaleRange       = "stale-range"
+	PushSecondary    = "push-secondary"
 )
 
 // Mutant describes one mutant.
@@ -38,6 +39,7 @@ func Names() []Mutant {
 		{SecondariesFirst, 4, "commit writes the secondaries' commit records before the primary's"},
 		{RepeatTimestamp, 1, "the oracle client hands out the timestamp before again, about one call in 50"},
 		{StaleRange, 1, "the oracle client fetches timestamps ahead of its callers and serves later callers from them"},
+		{PushSecondary, 2, "a read through locks pushes the lock it met instead of its primary, so the commit point never sees a secondary's push"},
 	}
 }
 

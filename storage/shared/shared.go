@@ -10,6 +10,7 @@ package shared
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/seed-992972ee/percolator/storage"
 )
@@ -27,7 +28,19 @@ var (
 	_ storage.Batcher    = Store{}
 	_ storage.Counted    = Store{}
 	_ storage.SharedRows = Store{}
+	_ storage.Unlessed   = Store{}
 )
+
+// CheckAndMutateUnless implements storage.Unlessed as the wrapped store
+// does (every backend is Unlessed; one that is not fails the call, with
+// ErrInvalidArgument, changing nothing).
+func (s Store) CheckAndMutateUnless(ctx context.Context, row []byte, predicate, unless storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	u, ok := s.Store.(storage.Unlessed)
+	if !ok {
+		return false, fmt.Errorf("%w: the store is not Unlessed", storage.ErrInvalidArgument)
+	}
+	return u.CheckAndMutateUnless(ctx, row, predicate, unless, ifTrue, ifFalse)
+}
 
 // MutateRows implements storage.Batcher, row by row if the store cannot
 // batch.

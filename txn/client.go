@@ -48,9 +48,9 @@ type Client struct {
 	// filter: the commit point then honours pushes (push.go), which
 	// readers make only where it is set (or epoched is).
 	unlessed storage.Unlessed
-	oracle  Oracle
-	live    coord.Liveness
-	opts    Options
+	oracle   Oracle
+	live     coord.Liveness
+	opts     Options
 	// index is nil unless this process owns the store exclusively;
 	// unhook removes the store's ApplyHook that keeps it.
 	index  *cellIndex

@@ -80,6 +80,12 @@ type Options struct {
 	// Default 10s; at least 1ms (a lock's TTL is kept in whole
 	// milliseconds).
 	LockTTL time.Duration
+	// ReadThroughLocks makes a read that meets the lock of a live
+	// transaction older than its snapshot push that transaction's commit
+	// timestamp past the snapshot and read past the lock, instead of
+	// waiting for it to commit or die (txn/doc.go, "Reads through
+	// locks"). Writers still wait. Default off.
+	ReadThroughLocks bool
 	// Now is the wall clock this DB stamps its locks with and judges
 	// other processes' locks' TTLs by. Default time.Now. The clocks of
 	// processes sharing a store may disagree: correctness never depends on

@@ -214,6 +214,9 @@ func clientFlags(tg *cli.Target) []string {
 	add("--session-ttl", tg.SessionTTL.String(), tg.SessionTTL != 0)
 	add("--retry-budget", tg.RetryBudget.String(), tg.RetryBudget != 0)
 	add("--lock-ttl", tg.LockTTL.String(), tg.LockTTL != 0)
+	if tg.ReadThroughLocks {
+		f = append(f, "--read-through-locks")
+	}
 	add("--gc-lifetime", tg.GCLifetime.String(), tg.GCLifetime != txn.DefaultGCLifetime)
 	return f
 }

@@ -22,6 +22,9 @@ const (
 	crashAfterSessionCheck      = "after-session-check"      // just before the commit point
 	crashAfterPrimaryCommit     = "after-primary-commit"
 	crashAfterSecondaryCommit   = "after-secondary-commit" // after each batch
+	// A read's crash point: its push applied, the reader died before
+	// reading (push.go).
+	crashAfterPush = "after-push"
 )
 
 // unversionedSkip is how many commits after a reply without a registry

@@ -13,11 +13,12 @@
 // and then the commit record, so a read of a small value is one read. A
 // primary lock's heartbeats are versions of a fourth family (FamilyBeat,
 // heartbeat.go), kept apart from the lock so that a late beat cannot move
-// its time back.
+// its time back; the pushes of readers through locks are versions of a
+// fifth (FamilyPush, push.go; "Reads through locks" below).
 // record.go has the encodings; the files are the phases: prewrite.go,
 // commit.go, get.go, scan.go (one column of a range of rows), scanrows.go
 // (every user column of whole rows: what a backup reads), resolve.go,
-// heartbeat.go.
+// heartbeat.go, push.go.
 //
 // The whole layout has a version, FormatVersion (formatversion.go), which
 // the store records in a reserved row at creation and every Open checks
@@ -47,6 +48,9 @@
 //  4. Commit takes commit_ts from the oracle, then commits the primary's
 //     row with a CheckAndMutate on the primary lock: commit records at
 //     commit_ts, locks erased at start_ts. That write is the commit point.
+//     Where readers push ("Reads through locks") it also requires that
+//     no push stands at or above commit_ts, and a refused one is sent
+//     again at a new commit_ts.
 //  5. Then the other rows get their commit records, blind and batched.
 //     Commit returns nil; a failure here is left to readers.
 //
@@ -64,7 +68,9 @@
 //  2. Every read, read-only transactions included, waits on or resolves
 //     every lock with start_ts below its own before reading past it (get.go,
 //     scan.go). The seeds' annotation that plain reads may skip the lock
-//     check is wrong and not followed.
+//     check is wrong and not followed. With Options.ReadThroughLocks a
+//     read may instead push the lock's transaction above its snapshot
+//     ("Reads through locks"): that settles the lock for that snapshot.
 //  3. Of two concurrent transactions writing one cell at most one commits:
 //     the later prewrite sees the other's lock or its newer commit record.
 //  4. The primary lock is the commit point. A secondary lock is rolled
@@ -87,7 +93,10 @@
 //     time back: readers take the newest.
 //  8. No one-phase commit, async commit or store-computed commit_ts
 //     without a written argument here, `percolator verify` passing it,
-//     and a mutant of it that verify catches.
+//     and a mutant of it that verify catches. Reads through locks, which
+//     TiKV's history shows is as easy to get wrong, ships on the same
+//     terms: the argument is "Reads through locks", the mutant
+//     push-secondary.
 //  9. Garbage collection works below a safe point that only moves
 //     forward: no snapshot at or above it loses a version it reads, a
 //     read whose start_ts is below it fails with ErrSnapshotTooOld and
@@ -411,6 +420,111 @@
 // oracle timestamps: the collector leaves their families alone, their
 // packages clean their own tombstones, and a lock's fencing-token counter
 // is never deleted.
+//
+// # Reads through locks
+//
+// A read at start_ts T that meets the lock of a live transaction X whose
+// start_ts s is below T waits (invariant 2): X may still commit below T,
+// and then its write is in T's snapshot. With Options.ReadThroughLocks it
+// pushes X instead: it asks X to commit above T, at X's primary, and
+// reads past the lock (push.go; resolveForRead in resolve.go).
+//
+//  1. The push is a CheckAndMutate on X's primary row: predicate, the
+//     primary lock at exactly s; ifTrue, a cell of FamilyPush, qualifier
+//     (primary column, s) as a beat's, at version T. It reports whether
+//     it applied.
+//  2. Applied: the reader reads past X's lock (Get, GetMany, Scan; a
+//     cell's other locks are still resolved). Not applied: X's primary
+//     lock is gone, X is decided, and the reader reads X's status again
+//     and resolves as without the option (committed: roll forward, and
+//     the record is then visible or not by its commit_ts; rolled back:
+//     roll back).
+//  3. X's commit point applies only if its primary lock is at s and no
+//     push of X is at or above its commit_ts c: a conditional write with
+//     an unless filter (storage.Unlessed, storage.RowCheck.Unless over a
+//     server; Bigtable: a condition filter whose true branch blocks
+//     all). Refused with the lock still there and such a push standing
+//     (settleCommit reads both), X takes a new commit_ts from the oracle
+//     and sends its commit point again, at most maxRepush times, then
+//     rolls back its primary and fails with a ConflictError.
+//  4. X's commit point and every rollback of its primary (the owner's
+//     abort and settleCommit's, a resolver's rollBackPrimary) delete X's
+//     pushes in the same write, with the lock.
+//
+// A reader that pushed misses no write of its snapshot. A push that
+// applied was written while X's primary lock stood, so X had not
+// committed (its commit point removes that lock in the same atomic
+// write); every later commit point of X reads the push under the row's
+// latch, together with the lock, and applies only at a c > T. So X
+// commits above T or never, and its writes are in no snapshot at T: the
+// reader is right to read past X's lock, in this cell and in every other
+// it reads. A lock of another transaction in the cell is handled on its
+// own (one lock at a time per cell: prewrites conflict on it). And the
+// value it reads past the lock is the newest record below T in the same
+// read: a transaction that commits below T wrote its locks before its
+// commit_ts was handed out, so before T was, so before the read, which
+// saw either its lock (resolved or pushed in turn) or its records.
+//
+// A commit that ignores a push is impossible. The push and the commit
+// point are both conditional writes on the primary row, atomic with
+// respect to each other: either the push applied first, and the commit
+// point reads it (its unless) and applies only above T; or the commit
+// point applied first, removing the lock, and the push applies nothing.
+// The new commit_ts after a refusal is above every push standing: each
+// push's T was handed out by the oracle before the push was written, the
+// committer read the push after that, and asked the oracle only then
+// (invariant 1). A push written after the committer's read is another
+// refusal, a new timestamp, another try. The push must go to the primary:
+// a push of a secondary's lock (mutant push-secondary) is never read by
+// the commit point, which then commits below T, and a bank's reader sees
+// half a transfer.
+//
+// Retries and late deliveries (invariant 6). A push is safe twice, late,
+// in any order: once X is decided its primary lock is gone and a copy
+// applies nothing; before that a copy asks again for what the first
+// asked. A commit point refused by a push stays refused in every copy:
+// pushes are removed only with the lock, so while a copy can find the
+// lock it finds the push, and a late copy of a refused call can never
+// apply; a copy of the later call at the new commit_ts applies once, and
+// settleCommit accepts only a commit record at the commit_ts it sent
+// last. A reader that pushed and then died (or timed out) leaves one
+// push cell: X commits above it or not at all, and the push goes with
+// X's lock.
+//
+// Which clients honour pushes. A client reads through locks only where
+// its commit point honours pushes; on a shared store (a server, Bigtable,
+// any store not Indexed) every client's commit point honours them whether
+// or not it reads through locks itself, so clients with and without the
+// option may share a store. A store one client owns (Indexed: the
+// embedded store, one client per store) holds no push but its own
+// client's, so there the commit point reads pushes only when the option
+// is on, and costs nothing extra otherwise. Every backend is Unlessed,
+// and every store wrapper forwards it (a wrapper that did not would make
+// its client wait rather than push).
+//
+// The collector. A push below the safe point S is of a lock below S
+// (pushes are above their lock's start_ts); a row's removal applies only
+// when the row holds no lock below S, so that transaction is decided and
+// its push asks nothing more of anyone: removed with the row's other
+// garbage, under the same condition and fence ("What goes, per cell").
+// While a lock stands its pushes stay (its lock below S keeps the
+// collector out of the row; a lock at or above S has pushes above S), so
+// a commit point's refusal never loses its reason.
+//
+// Why writers never push. A prewrite that meets another transaction's
+// lock is a write-write conflict whichever commits first (invariant 3):
+// pushing X past the writer's start_ts would not let the writer write
+// the cell, which X's lock holds until X is decided. And the writer's
+// conflict check asks for write records at or after its start_ts: a
+// push does not change where X's record lands relative to it. So a
+// prewrite resolves as without the option, and only reads, whose
+// question ("what is below T?") a push answers, push.
+//
+// The price: a commit point that is pushed past takes another oracle
+// round trip and another conditional write, and the commit point of a
+// store that honours pushes reads one more selector under the latch.
+// What it buys: a reader no longer waits on a writer's commit, whose
+// lock may stand for the writer's whole prewrite phase.
 //
 // # A nearly full disk
 //

@@ -13,4 +13,5 @@ const (
 	CrashAfterPrimaryPrewrite = crashAfterPrimaryPrewrite
 	CrashAfterSessionCheck    = crashAfterSessionCheck
 	CrashAfterPrimaryCommit   = crashAfterPrimaryCommit
+	CrashAfterPush            = crashAfterPush
 )

@@ -99,6 +99,9 @@ func (c *Client) pushLock(ctx context.Context, row []byte, col string, lockTS, t
 		return err
 	case pushed:
 		c.stats.pushes.Add(1)
+		if c.crashed(crashAfterPush) {
+			return errCrashed
+		}
 		return errPushed
 	}
 	return nil

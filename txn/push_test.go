@@ -211,10 +211,13 @@ func TestPushCrash(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			p := newPushEnv(t, backend)
 			rc := p.reader("reader", true)
+			rc.crash = func(point string) bool { return point == crashAfterPush }
 			rd, _ := rc.Begin(ctx)
-			// The crash point: the push applied, the reader is gone.
-			if pushed, err := rc.push(ctx, []byte("a"), "v", p.tx.startTS, rd.StartTS()); err != nil || !pushed {
-				t.Fatalf("push: %v, %v", pushed, err)
+			if v, err := rd.Get(ctx, "b", "v"); !errors.Is(err, errCrashed) {
+				t.Fatalf("Get stopped after its push: %q, %v; want the crash", v, err)
+			}
+			if n := len(p.pushes(t)); n != 1 {
+				t.Fatalf("%d push cells after the crash, want 1", n)
 			}
 			p.live.Unregister("reader")
 			commitTS, err := p.w.commitPrimary(ctx, p.tx, p.rows[0], p.early)

@@ -427,3 +427,68 @@ func TestEpochCrashPoints(t *testing.T) {
 // errCrashedCommit stands for the commit a crash cut short (checkAtomic
 // then accepts either outcome).
 var errCrashedCommit = errors.New("the client crashed")
+
+// TestReadThroughLocksOverServer: over a server (the commit point is
+// CheckAndMutateInEpoch, its unless a RowCheck's), a reader that begins
+// after a commit's timestamp was taken and meets its secondary's lock
+// pushes the primary and reads the old value at once; the commit point at
+// the old timestamp is refused, and the transaction commits above the
+// reader. A second reader dies right after its push (CrashAfterPush):
+// the push stands, and the next commit still commits above it, whole.
+func TestReadThroughLocksOverServer(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	conn := servertest.Dial(t, r.addr(), rpc.DialOptions{RetryBudget: 20 * time.Second})
+	rs := servertest.Store(t, conn, remote.Options{})
+	orc := oracleremote.NewClient(conn)
+	opts := txn.Options{LockTTL: 10 * time.Second, Logger: quiet, ReadThroughLocks: true}
+	if err := writeBoth(ctx, newClient(t, rs, orc, opts), "v0"); err != nil {
+		t.Fatal(err)
+	}
+	for i, crash := range []bool{false, true} {
+		reader := newClient(t, rs, orc, opts)
+		if crash {
+			txn.SetCrashHook(reader, func(point string) bool { return point == txn.CrashAfterPush })
+		}
+		var readTS uint64
+		var readErr error
+		var read []byte
+		w := newClient(t, rs, orc, opts)
+		txn.SetCrashHook(w, func(point string) bool {
+			if point == txn.CrashAfterSessionCheck && readTS == 0 {
+				tx, err := reader.Begin(ctx)
+				if err != nil {
+					t.Error(err)
+					return false
+				}
+				readTS = tx.StartTS()
+				read, readErr = tx.Get(ctx, "s", "c")
+			}
+			return false
+		})
+		want := fmt.Sprintf("v%d", i+1)
+		if err := writeBoth(ctx, w, want); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+		switch {
+		case crash && readErr == nil:
+			t.Fatalf("the reader's Get went on after its crash point: %q", read)
+		case !crash && (readErr != nil || string(read) != fmt.Sprintf("v%d", i)):
+			t.Fatalf("read through the lock: %q, %v; want v%d", read, readErr, i)
+		}
+		if w.Stats().Repushed == 0 {
+			t.Fatalf("the commit point below the reader (start_ts %d) was not refused", readTS)
+		}
+		late := newClient(t, rs, orc, opts)
+		tx, _ := late.Begin(ctx)
+		for _, row := range []string{"p", "s"} {
+			if v, err := tx.Get(ctx, row, "c"); err != nil || string(v) != want {
+				t.Fatalf("after commit %d, %s: %q, %v; want %s", i, row, v, err, want)
+			}
+		}
+		pr, err := rs.ReadRow(ctx, []byte("p"), storage.Filter{{Family: txn.FamilyPush, AllQualifiers: true}})
+		if err != nil || len(pr.Cells) != 0 {
+			t.Fatalf("push cells left after commit %d: %v, %v", i, pr.Cells, err)
+		}
+	}
+}

@@ -30,9 +30,11 @@ func TestVerifyMutants(t *testing.T) {
 		args   []string
 	}{
 		{"", []string{"--workload", "bank", "--duration", "3s"}},
+		{"", []string{"--workload", "bank", "--read-through-locks", "--duration", "3s"}},
 		{mutant.SkipLockCheck, []string{"--workload", "bank", "--duration", "3s"}},
 		{mutant.RepeatTimestamp, []string{"--workload", "bank", "--duration", "3s"}},
 		{mutant.SecondariesFirst, []string{"--workload", "bank", "--duration", "4s", "--interval", "300ms"}},
+		{mutant.PushSecondary, []string{"--workload", "bank", "--read-through-locks", "--duration", "3s"}},
 		{mutant.StaleRange, []string{"--target", "server", "--workload", "register", "--duration", "5s", "--clients", "3"}},
 		{mutant.SkipRollback, []string{"--target", "distributed", "--workload", "observer", "--fault", "none", "--duration", "6s"}},
 	} {

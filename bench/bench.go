@@ -251,6 +251,7 @@ func suiteFigures(s Suite) []figure {
 	}
 	return []figure{
 		{"oracle", embeddedOracle, false}, {"writes", embeddedWrites, false}, {"reads", embeddedReads, false}, {"bank", embeddedBank, false},
+		{"readlocks", embeddedReadLocks, false},
 		{"notify", notify, false}, {"observers", observers, true}, {"rerun", rerun, true},
 		{"graph", graphFigure, false}, {"lock", lockFigure, false}, {"queue", queueFigure, false},
 		{"gc", gcFigure, false},

@@ -436,9 +436,10 @@
 //  2. Applied: the reader reads past X's lock (Get, GetMany, Scan; a
 //     cell's other locks are still resolved). Not applied: X's primary
 //     lock is gone, X is decided, and the reader reads X's status again
-//     and resolves as without the option (committed: roll forward, and
-//     the record is then visible or not by its commit_ts; rolled back:
-//     roll back).
+//     and resolves as without the option (committed below T: roll
+//     forward; rolled back: roll back), but for a commit above T: its
+//     record is in no snapshot at T, so the reader reads past the lock
+//     (a secondary's, not yet rolled forward) without writing.
 //  3. X's commit point applies only if its primary lock is at s and no
 //     push of X is at or above its commit_ts c: a conditional write with
 //     an unless filter (storage.Unlessed, storage.RowCheck.Unless over a
@@ -519,6 +520,17 @@
 // push does not change where X's record lands relative to it. So a
 // prewrite resolves as without the option, and only reads, whose
 // question ("what is below T?") a push answers, push.
+//
+// Durability. Over a server or Bigtable a push is a durable write: the
+// server may restart under the pushed transaction's live client, which
+// must then still find the push. On a store with one ordered log
+// (storage.Deferred: the embedded store) it is deferred, as a prewrite
+// is: a crash that loses it is a crash of the one process, which ends
+// the pushed transaction too (it never commits), and a commit point of
+// that transaction after the push is a durable write later in the same
+// log, which makes the push durable with it. The reader's answer thus
+// never rests on a push that a crash can take back while its
+// transaction lives on.
 //
 // The price: a commit point that is pushed past takes another oracle
 // round trip and another conditional write, and the commit point of a

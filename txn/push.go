@@ -78,8 +78,10 @@ func (c *Client) push(ctx context.Context, prow []byte, pcol string, startTS, ts
 	// Safe twice, late, in any order: conditional on the lock at startTS,
 	// a copy applies nothing once the transaction is decided, and before
 	// that only asks again for a commit above ts, which the first copy
-	// already asked for.
-	return c.cas(ctx, prow, storage.Filter{{Family: FamilyLock, Qualifier: pcol, Time: storage.At(startTS)}},
+	// already asked for. Deferred where the store has one ordered log
+	// (doc.go, "Reads through locks": a crash that loses it ends the
+	// transaction it pushed).
+	return c.casDeferred(ctx, prow, storage.Filter{{Family: FamilyLock, Qualifier: pcol, Time: storage.At(startTS)}},
 		[]storage.Mutation{storage.SetCell(FamilyPush, pushQualifier(pcol, startTS), ts, nil)}, nil)
 }
 

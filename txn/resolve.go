@@ -78,6 +78,12 @@ func (c *Client) resolveLock(ctx context.Context, row []byte, col string, lockTS
 		}
 		switch st.kind {
 		case stCommitted:
+			if pushTS != 0 && st.commitTS > pushTS {
+				// Committed above the reader's snapshot: its record is
+				// not read there, so the reader reads past the lock and
+				// leaves it to be rolled forward by others.
+				return errPushed
+			}
 			return c.rollForward(ctx, row, col, lockTS, st.commitTS, &lock)
 		case stRolledBack:
 			return c.rollBack(ctx, row, col, lockTS)

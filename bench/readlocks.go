@@ -1,0 +1,156 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/seed-992972ee/percolator"
+)
+
+// The readlocks figure: the latency of reads under a write-heavy bank,
+// with reads that wait for the locks they meet and with reads that push
+// the locks' transactions past their snapshots (Options.ReadThroughLocks;
+// txn/doc.go, "Reads through locks"), side by side, on the embedded store.
+const (
+	readLocksAccounts = 16 // few: the writers' locks are in the readers' way
+	readLocksWriters  = 32
+	readLocksReaders  = 4
+)
+
+// readLocksResult is one side's measurement.
+type readLocksResult struct {
+	reads, transfers int
+	p50, p99         time.Duration
+	stats            percolator.Stats
+}
+
+func embeddedReadLocks(ctx context.Context, b *runner, r *Report) error {
+	d := b.opts.BankDuration
+	var res [2]readLocksResult
+	for i, push := range []bool{false, true} {
+		end := b.timed(ctx, fmt.Sprintf("readlocks (push %v): seconds measured", push), d)
+		var err error
+		res[i], err = readLocksRun(ctx, filepath.Join(b.opts.Dir, fmt.Sprintf("readlocks-%v", push)), push, d)
+		end(err)
+		if err != nil {
+			return err
+		}
+	}
+	for i, side := range []string{"waiting", "pushing"} {
+		st := res[i].stats
+		r.printf("readlocks: %-8s reads p50 %s p99 %s (%d reads, %d transfers; %d lock waits, %d pushes, %d commits pushed past, %d rolled forward)",
+			side, msText(res[i].p50), msText(res[i].p99), res[i].reads, res[i].transfers, st.LockWaits, st.Pushes, st.Repushed, st.RolledForward)
+	}
+	ratio := show(float64(res[0].p99)/float64(max(res[1].p99, time.Microsecond)), 1)
+	r.printf("readlocks: read p99 waiting / pushing = %sx (target >= 3x: %s)", ratio, r.mark("readlocks: read p99 >= 3x lower pushing", ratio.atLeast(3)))
+	return nil
+}
+
+// readLocksRun runs the bank on a fresh store in dir for d: writers
+// transfer between random accounts, readers read two random accounts in
+// one snapshot; it returns the readers' latencies.
+func readLocksRun(ctx context.Context, dir string, push bool, d time.Duration) (readLocksResult, error) {
+	db, err := percolator.Open(ctx, percolator.Options{Dir: dir, ReadThroughLocks: push})
+	if err != nil {
+		return readLocksResult{}, err
+	}
+	defer db.Close()
+	key := func(i int) string { return fmt.Sprintf("acct%04d", i) }
+	err = db.Update(ctx, func(tx *percolator.Txn) error {
+		for i := range readLocksAccounts {
+			if err := tx.Set(key(i), "balance", binary.BigEndian.AppendUint64(nil, 100)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return readLocksResult{}, err
+	}
+	runCtx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var (
+		mu        sync.Mutex
+		lats      []time.Duration
+		transfers int
+		firstErr  error
+		wg        sync.WaitGroup
+	)
+	fail := func(err error) {
+		if err != nil && runCtx.Err() == nil && !errors.Is(err, percolator.ErrConflict) {
+			mu.Lock()
+			firstErr = cmp.Or(firstErr, err)
+			mu.Unlock()
+		}
+	}
+	for range readLocksWriters {
+		wg.Go(func() {
+			for runCtx.Err() == nil {
+				a, c := rand.IntN(readLocksAccounts), rand.IntN(readLocksAccounts-1)
+				if c >= a {
+					c++
+				}
+				err := db.Update(runCtx, func(tx *percolator.Txn) error {
+					for _, k := range []int{a, c} {
+						v, err := tx.Get(runCtx, key(k), "balance")
+						if err != nil {
+							return err
+						}
+						n := binary.BigEndian.Uint64(v)
+						if k == a {
+							n--
+						} else {
+							n++
+						}
+						if err := tx.Set(key(k), "balance", binary.BigEndian.AppendUint64(nil, n)); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err == nil {
+					mu.Lock()
+					transfers++
+					mu.Unlock()
+				}
+				fail(err)
+			}
+		})
+	}
+	for range readLocksReaders {
+		wg.Go(func() {
+			for runCtx.Err() == nil {
+				a, c := rand.IntN(readLocksAccounts), rand.IntN(readLocksAccounts)
+				start := time.Now()
+				err := db.View(runCtx, func(tx *percolator.Txn) error {
+					for _, k := range []int{a, c} {
+						if _, err := tx.Get(runCtx, key(k), "balance"); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err == nil {
+					mu.Lock()
+					lats = append(lats, time.Since(start))
+					mu.Unlock()
+				}
+				fail(err)
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return readLocksResult{}, firstErr
+	}
+	res := readLocksResult{reads: len(lats), transfers: transfers, stats: db.Stats()}
+	res.p50, res.p99 = latencyPercentile(lats, 50), latencyPercentile(lats, 99)
+	return res, nil
+}

@@ -20,8 +20,12 @@ import (
 // txn/doc.go, "Reads through locks"), side by side, on the embedded store.
 const (
 	readLocksAccounts = 16 // few: the writers' locks are in the readers' way
-	readLocksWriters  = 32
+	readLocksWriters  = 8
 	readLocksReaders  = 4
+	// readLocksAudit is the audit rows each transfer writes besides its
+	// two accounts: a transaction of some size, whose locks stand while
+	// it prewrites them.
+	readLocksAudit = 200
 )
 
 // readLocksResult is one side's measurement.
@@ -45,8 +49,8 @@ func embeddedReadLocks(ctx context.Context, b *runner, r *Report) error {
 	}
 	for i, side := range []string{"waiting", "pushing"} {
 		st := res[i].stats
-		r.printf("readlocks: %-8s reads p50 %s p99 %s (%d reads, %d transfers; %d lock waits, %d pushes, %d commits pushed past, %d rolled forward)",
-			side, msText(res[i].p50), msText(res[i].p99), res[i].reads, res[i].transfers, st.LockWaits, st.Pushes, st.Repushed, st.RolledForward)
+		r.printf("readlocks: %-8s (transfers of 2 accounts and %d audit rows) reads p50 %s p99 %s (%d reads, %d transfers; %d lock waits, %d pushes, %d commits pushed past, %d rolled forward)",
+			side, readLocksAudit, msText(res[i].p50), msText(res[i].p99), res[i].reads, res[i].transfers, st.LockWaits, st.Pushes, st.Repushed, st.RolledForward)
 	}
 	ratio := show(float64(res[0].p99)/float64(max(res[1].p99, time.Microsecond)), 1)
 	r.printf("readlocks: read p99 waiting / pushing = %sx (target >= 3x: %s)", ratio, r.mark("readlocks: read p99 >= 3x lower pushing", ratio.atLeast(3)))
@@ -110,6 +114,12 @@ func readLocksRun(ctx context.Context, dir string, push bool, d time.Duration) (
 							n++
 						}
 						if err := tx.Set(key(k), "balance", binary.BigEndian.AppendUint64(nil, n)); err != nil {
+							return err
+						}
+					}
+					id := rand.Uint64()
+					for i := range readLocksAudit {
+						if err := tx.Set(fmt.Sprintf("audit/%016x/%03d", id, i), "entry", []byte{byte(a), byte(c)}); err != nil {
 							return err
 						}
 					}

@@ -127,7 +127,46 @@ func latePrewrite(t *testing.T, backend string) (prewrite, commit error) {
 		return prewrite, nil
 	}
 	commitTS, _ := e.oracle.Timestamp(ctx)
-	return nil, w.commitPrimary(ctx, tx, rows[0], commitTS)
+	_, err := w.commitPrimary(ctx, tx, rows[0], commitTS)
+	return nil, err
+}
+
+// TestPushSecondaryMutant: a reader that meets a live transaction's
+// secondary lock pushes its primary, and the transaction's commit point
+// at a timestamp below the reader's is refused; with push-secondary the
+// push lands at the secondary, the commit point never sees it, and the
+// transaction commits below the reader, whose snapshot then holds half
+// of it (invariant 2).
+func TestPushSecondaryMutant(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			for _, on := range []bool{false, true} {
+				var names []string
+				if on {
+					names = []string{mutant.PushSecondary}
+				}
+				withMutant(func() {
+					ctx := context.Background()
+					p := newPushEnv(t, backend)
+					rd, _ := p.reader("reader", true).Begin(ctx)
+					if v, err := rd.Get(ctx, "b", "v"); err != nil || string(v) != "old" {
+						t.Fatalf("mutant %v: Get(b) through the lock: %q, %v", on, v, err)
+					}
+					commitTS, err := p.w.commitPrimary(ctx, p.tx, p.rows[0], p.early)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if below := commitTS < rd.StartTS(); below != on {
+						t.Fatalf("mutant %v: committed at %d, reader at %d", on, commitTS, rd.StartTS())
+					}
+					a, err := rd.Get(ctx, "a", "v")
+					if err != nil || (string(a) == "new") != on {
+						t.Fatalf("mutant %v: Get(a) in the reader's snapshot, which read b old: %q, %v", on, a, err)
+					}
+				}, names...)
+			}
+		})
+	}
 }
 
 // TestSkipRollbackMutant: with skip-rollback, a late prewrite of a

@@ -223,8 +223,12 @@ func (c *Client) settleCommit(ctx context.Context, t *Txn, rw *rowWrites, commit
 		}
 		return &ConflictError{Row: primary.row, Column: primary.col, StartTS: t.startTS, Reason: reason}
 	case st.kind == stLocked && !ownRollback:
-		if pushed, err := c.pushedPast(ctx, t, rw, commitTS); err == nil && pushed && mayRepush {
-			return errRepush
+		// A commit point refused for its epoch is settled as a failed
+		// one whatever pushes stand: a new timestamp would not help.
+		if mayRepush && !errors.Is(callErr, storage.ErrEpochChanged) {
+			if pushed, err := c.pushedPast(ctx, t, rw, commitTS); err == nil && pushed {
+				return errRepush
+			}
 		}
 		// The commit call did not apply (yet). Roll back our own primary, so
 		// a late delivery of that call finds no lock and applies nothing.

@@ -245,7 +245,7 @@ func suiteFigures(s Suite) []figure {
 	switch s {
 	case Server:
 		return []figure{{"oracle", serverOracle, false}, {"reads", serverReads, false}, {"writes", serverWrites, false}, {"nonces", serverNonces, false},
-			{"postgres", postgresFigure, false}, {"gc", gcFigure, false}}
+			{"postgres", postgresFigure, false}, {"readlocks", serverReadLocks, false}, {"gc", gcFigure, false}}
 	case Bigtable:
 		return []figure{{"rpcs", bigtableRPCs, false}, {"reads", bigtableReads, false}, {"writes", bigtableWrites, false}, {"notify", bigtableNotify, false}, {"gc", gcFigure, false}}
 	}

@@ -36,13 +36,37 @@ type readLocksResult struct {
 }
 
 func embeddedReadLocks(ctx context.Context, b *runner, r *Report) error {
+	return readLocks(ctx, b, r, func(push bool) (*percolator.DB, string, error) {
+		db, err := percolator.Open(ctx, percolator.Options{Dir: filepath.Join(b.opts.Dir, fmt.Sprintf("readlocks-%v", push)), ReadThroughLocks: push})
+		return db, "", err
+	})
+}
+
+// serverReadLocks is the readlocks figure on a server: both sides on the
+// one server, each under a row prefix of its own.
+func serverReadLocks(ctx context.Context, b *runner, r *Report) error {
+	run := rand.Uint64()
+	return readLocks(ctx, b, r, func(push bool) (*percolator.DB, string, error) {
+		s := b.opts.Server
+		db, err := percolator.Open(ctx, percolator.Options{Server: s.Addr, Token: s.Token, TLSCAFile: s.CAFile, ReadThroughLocks: push})
+		return db, fmt.Sprintf("bench-readlocks/%016x/%v/", run, push), err
+	})
+}
+
+// readLocks runs both sides, the DBs open returns (and a row prefix for
+// its rows), and reports them.
+func readLocks(ctx context.Context, b *runner, r *Report, open func(push bool) (*percolator.DB, string, error)) error {
 	d := b.opts.BankDuration
 	var res [2]readLocksResult
 	for i, push := range []bool{false, true} {
+		db, prefix, err := open(push)
+		if err != nil {
+			return err
+		}
 		end := b.timed(ctx, fmt.Sprintf("readlocks (push %v): seconds measured", push), d)
-		var err error
-		res[i], err = readLocksRun(ctx, filepath.Join(b.opts.Dir, fmt.Sprintf("readlocks-%v", push)), push, d)
+		res[i], err = readLocksRun(ctx, db, prefix, d)
 		end(err)
+		_ = db.Close()
 		if err != nil {
 			return err
 		}
@@ -57,17 +81,12 @@ func embeddedReadLocks(ctx context.Context, b *runner, r *Report) error {
 	return nil
 }
 
-// readLocksRun runs the bank on a fresh store in dir for d: writers
-// transfer between random accounts, readers read two random accounts in
-// one snapshot; it returns the readers' latencies.
-func readLocksRun(ctx context.Context, dir string, push bool, d time.Duration) (readLocksResult, error) {
-	db, err := percolator.Open(ctx, percolator.Options{Dir: dir, ReadThroughLocks: push})
-	if err != nil {
-		return readLocksResult{}, err
-	}
-	defer db.Close()
-	key := func(i int) string { return fmt.Sprintf("acct%04d", i) }
-	err = db.Update(ctx, func(tx *percolator.Txn) error {
+// readLocksRun runs the bank on db, its rows under prefix, for d:
+// writers transfer between random accounts, readers read two random
+// accounts in one snapshot; it returns the readers' latencies.
+func readLocksRun(ctx context.Context, db *percolator.DB, prefix string, d time.Duration) (readLocksResult, error) {
+	key := func(i int) string { return fmt.Sprintf("%sacct%04d", prefix, i) }
+	err := db.Update(ctx, func(tx *percolator.Txn) error {
 		for i := range readLocksAccounts {
 			if err := tx.Set(key(i), "balance", binary.BigEndian.AppendUint64(nil, 100)); err != nil {
 				return err
@@ -119,7 +138,7 @@ func readLocksRun(ctx context.Context, dir string, push bool, d time.Duration) (
 					}
 					id := rand.Uint64()
 					for i := range readLocksAudit {
-						if err := tx.Set(fmt.Sprintf("audit/%016x/%03d", id, i), "entry", []byte{byte(a), byte(c)}); err != nil {
+						if err := tx.Set(fmt.Sprintf("%saudit/%016x/%03d", prefix, id, i), "entry", []byte{byte(a), byte(c)}); err != nil {
 							return err
 						}
 					}

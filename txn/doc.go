@@ -401,7 +401,8 @@
 // notifications written ahead (rollback records too) follow the same rule,
 // and so do lock-only (OpLock) records, which no snapshot reads, the
 // newest of a cell included. Of each observer's ack column only the newest
-// version is kept. Notification versions are never removed by the
+// version is kept. Pushes below S go, every one ("Reads through locks",
+// The collector). Notification versions are never removed by the
 // collector: only a worker's clear removes them. An observer registered
 // after a delete record went finds no record of the cell, as if it had
 // never been written: it never saw the value the delete removed either.

@@ -262,3 +262,26 @@ func TestPushRepushBounded(t *testing.T) {
 		t.Fatalf("Get(b) after the rollback: %q, %v; want old", v, err)
 	}
 }
+
+// TestCollectPushes: the collector removes the pushes below the safe
+// point of a row it collects (a push left by a commit point that did not
+// remove them: a client without the option), and keeps those above.
+func TestCollectPushes(t *testing.T) {
+	ctx := context.Background()
+	p := newPushEnv(t, "shared")
+	commitTS, err := p.w.commitPrimary(ctx, p.tx, p.rows[0], p.early)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := pushQualifier("v", p.tx.startTS)
+	if err := p.store.Mutate(ctx, []byte("a"), storage.SetCell(FamilyPush, q, commitTS+1, nil), storage.SetCell(FamilyPush, q, commitTS+10, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.w.CollectRow(ctx, []byte("a"), commitTS+5); err != nil {
+		t.Fatal(err)
+	}
+	got := p.pushes(t)
+	if len(got) != 1 || got[0].TS != commitTS+10 {
+		t.Fatalf("pushes after collecting below %d: %v; want the one at %d", commitTS+5, got, commitTS+10)
+	}
+}

@@ -56,7 +56,8 @@ served) to many processes over gRPC: the store, the timestamp oracle and the
 lock service. SIGTERM or SIGINT drains the calls in flight and exits 0.
 With --http, serve a status page for operators at / (observers, backlog,
 sessions, store size, charts of the last hour) and Prometheus metrics at
-/metrics; see docs/status-page.md.`,
+/metrics; see docs/status-page.md. Unless GOGC is set, the garbage collector
+lets the heap reach 64 MiB before it collects (its live heap is a few MiB).`,
 		Example: `  percolator serve --dir D
   percolator serve --dir D --listen :7420 --token-file tok --tls-cert cert.pem --tls-key key.pem --http :7421`,
 		Args: cli.NoArgs,

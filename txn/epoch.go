@@ -3,7 +3,6 @@ package txn
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -38,17 +37,9 @@ func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, o
 	}
 	hb := c.startHeartbeat(t, primary)
 	defer hb.stop()
-	commitTS, err := c.notifyAndTimestamp(ctx, t, rows, obs, obsVer)
+	commitTS, err := c.readyToCommit(ctx, t, rows, obs, obsVer)
 	if err != nil {
-		return c.abort(ctx, t, rows, err)
-	}
-	if c.opts.Session != nil {
-		if err := c.opts.Session(); err != nil {
-			return c.abort(ctx, t, rows, fmt.Errorf("%w: %w", ErrSessionLost, err))
-		}
-	}
-	if c.crashed(crashAfterSessionCheck) {
-		return errCrashed
+		return err
 	}
 	// From here the primary's commit decides (commit.go).
 	ctx, cancel := c.detach(ctx)

@@ -54,11 +54,17 @@ func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, o
 	}
 	// The secondaries' commit records ride with the commit point, applied
 	// only if it applies: blind, as commitSecondaries' are (a late copy of
-	// the call finds the primary's lock gone and applies nothing).
-	then := make([]storage.RowMutation, len(secondaries))
-	for i, rw := range secondaries {
-		then[i] = storage.RowMutation{Row: rw.row, Mutations: c.commitMutations(t, rw, commitTS)}
+	// the call finds the primary's lock gone and applies nothing). As
+	// many as one prewrite chunk holds; a larger transaction's others
+	// are committed after it, as commit does.
+	var then []storage.RowMutation
+	for size := 0; len(then) < len(secondaries) && len(then) < prewriteChunkRows && size < prewriteChunkBytes; {
+		rw := secondaries[len(then)]
+		m := storage.RowMutation{Row: rw.row, Mutations: c.commitMutations(t, rw, commitTS)}
+		size += mutationsSize(rw.row, m.Mutations)
+		then = append(then, m)
 	}
+	after := secondaries[len(then):]
 	rw := rows[0]
 	check := storage.RowCheck{
 		Row:       rw.row,
@@ -74,7 +80,10 @@ func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, o
 	if err == nil && matched {
 		hb.stop()
 		c.stats.commits.Add(1)
-		c.crashed(crashAfterPrimaryCommit) // nothing is left to do: a crash here loses nothing
+		if c.crashed(crashAfterPrimaryCommit) {
+			return nil // committed: a crash here loses nothing
+		}
+		c.commitSecondaries(ctx, t, after, commitTS)
 		return nil
 	}
 	if err = c.settleCommit(ctx, t, rw, commitTS, err, false); err != nil {
@@ -197,10 +206,13 @@ func (c *Client) prewriteChunks(ctx context.Context, checks []storage.RowCheck, 
 var errEpochsDiffer = errors.New("txn: prewrites answered in two epochs")
 
 // checkSize is about what a check's writes weigh on the wire.
-func checkSize(ch *storage.RowCheck) int {
-	n := len(ch.Row)
-	for i := range ch.IfFalse {
-		n += len(ch.IfFalse[i].Qualifier) + len(ch.IfFalse[i].Value) + 16
+func checkSize(ch *storage.RowCheck) int { return mutationsSize(ch.Row, ch.IfFalse) }
+
+// mutationsSize is about what a row's mutations weigh on the wire.
+func mutationsSize(row []byte, ms []storage.Mutation) int {
+	n := len(row)
+	for i := range ms {
+		n += len(ms[i].Qualifier) + len(ms[i].Value) + 16
 	}
 	return n
 }

@@ -20,7 +20,7 @@ const module = "github.com/seed-992972ee/percolator"
 // placed on purpose.
 var layers = map[string]int{
 	"cmd/percolator": 13, "cmd/percolator/internal/holding": 13,
-	"cmd/percolator/internal/progress": 13, "cmd/percolator/internal/runstatus": 13,
+	"cmd/percolator/internal/progress": 13, "cmd/percolator/internal/runstatus": 13, "cmd/percolator/internal/heapfloor": 13,
 	"cmd/percolator/internal/cli": 13, "cmd/percolator/internal/view": 13, "cmd/percolator/internal/verifycmd": 13,
 	"cmd/percolator/internal/statuspage": 13,
 	"bench":                              12, "verify": 12,

@@ -32,8 +32,9 @@ func (a tokenAuth) authorized(ctx context.Context) error {
 	if !a.required {
 		return nil
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get(rpc.TokenHeader) {
+	// ValueFromIncomingContext copies the header's values alone, not
+	// the whole metadata as FromIncomingContext does.
+	for _, v := range metadata.ValueFromIncomingContext(ctx, rpc.TokenHeader) {
 		got := sha256.Sum256([]byte(strings.TrimPrefix(v, "Bearer ")))
 		if subtle.ConstantTimeCompare(got[:], a.sum[:]) == 1 {
 			return nil
@@ -63,8 +64,7 @@ func (a tokenAuth) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInf
 // token is trusted with the store's data anyway, and may use the reserve
 // too.
 func takeReserve(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if len(md.Get(rpc.ReserveHeader)) > 0 {
+	if len(metadata.ValueFromIncomingContext(ctx, rpc.ReserveHeader)) > 0 {
 		ctx = storage.WithReserve(ctx)
 	}
 	return h(ctx, req)

@@ -3,11 +3,14 @@ package server
 import (
 	"context"
 	"path"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-992972ee/percolator/storage"
@@ -25,6 +28,23 @@ type metrics struct {
 	batches  prometheus.Counter
 	batchTS  prometheus.Histogram
 	cas      *prometheus.CounterVec // kind
+	// casKinds are cas's children, one per kind ClassifyCAS returns;
+	// read-only after newMetrics.
+	casKinds map[string]prometheus.Counter
+	// methods caches each method's children of requests and latency
+	// (full method name -> *methodMetrics): WithLabelValues on every
+	// call hashed its labels and took the vector's lock.
+	methods sync.Map
+}
+
+// methodMetrics are one method's collectors.
+type methodMetrics struct {
+	name    string // the method's label: its full name's last element
+	latency prometheus.Observer
+	// byCode are its requests' children by status code, each made on
+	// the first call that ends with that code (a code never seen has no
+	// series, as without the cache).
+	byCode [codes.Unauthenticated + 1]atomic.Pointer[prometheus.Counter]
 }
 
 // oracleBatch counts one oracle request of count timestamps.
@@ -80,23 +100,54 @@ func newMetrics(s *Server) *metrics {
 		}),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	m.casKinds = make(map[string]prometheus.Counter)
 	for _, k := range []string{txn.CASPrewrite, txn.CASConflict, txn.CASCommit, txn.CASRollback, txn.CASLost} {
-		m.cas.WithLabelValues(k)
+		m.casKinds[k] = m.cas.WithLabelValues(k)
 	}
 	return m
 }
 
 // countBranch counts a CheckAndMutate as the protocol step it is.
 func (s *Server) countBranch(ifTrue, ifFalse []storage.Mutation, matched bool) {
-	if k := txn.ClassifyCAS(ifTrue, ifFalse, matched); k != "" {
-		s.metrics.cas.WithLabelValues(k).Inc()
+	k := txn.ClassifyCAS(ifTrue, ifFalse, matched)
+	if k == "" {
+		return
 	}
+	c, ok := s.metrics.casKinds[k]
+	if !ok {
+		c = s.metrics.cas.WithLabelValues(k)
+	}
+	c.Inc()
 }
 
 func (m *metrics) observe(fullMethod string, start time.Time, err error) {
-	method := path.Base(fullMethod)
-	m.requests.WithLabelValues(method, status.Code(err).String()).Inc()
-	m.latency.WithLabelValues(method).Observe(time.Since(start).Seconds())
+	mm := m.method(fullMethod)
+	mm.latency.Observe(time.Since(start).Seconds())
+	m.requestsOf(mm, status.Code(err)).Inc()
+}
+
+// method returns fullMethod's collectors, made on its first call.
+func (m *metrics) method(fullMethod string) *methodMetrics {
+	if v, ok := m.methods.Load(fullMethod); ok {
+		return v.(*methodMetrics)
+	}
+	name := path.Base(fullMethod)
+	v, _ := m.methods.LoadOrStore(fullMethod, &methodMetrics{name: name, latency: m.latency.WithLabelValues(name)})
+	return v.(*methodMetrics)
+}
+
+// requestsOf returns the requests counter of mm's calls that ended with
+// code.
+func (m *metrics) requestsOf(mm *methodMetrics, code codes.Code) prometheus.Counter {
+	if int(code) >= len(mm.byCode) {
+		return m.requests.WithLabelValues(mm.name, code.String())
+	}
+	if c := mm.byCode[code].Load(); c != nil {
+		return *c
+	}
+	c := m.requests.WithLabelValues(mm.name, code.String())
+	mm.byCode[code].Store(&c)
+	return c
 }
 
 func (m *metrics) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

@@ -73,21 +73,9 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 		}
 		return c.abort(ctx, t, rows, err)
 	}
-	// Every lock exists: a registration made since the prewrites were
-	// built either shows in the registry now, or backfills these locks.
-	// The commit timestamp, also due only after the last prewrite, is
-	// fetched meanwhile when the registry's re-read is a store call.
-	commitTS, err := c.notifyAndTimestamp(ctx, t, rows, obs, obsVer)
+	commitTS, err := c.readyToCommit(ctx, t, rows, obs, obsVer)
 	if err != nil {
-		return c.abort(ctx, t, rows, err)
-	}
-	if c.opts.Session != nil {
-		if err := c.opts.Session(); err != nil {
-			return c.abort(ctx, t, rows, fmt.Errorf("%w: %w", ErrSessionLost, err))
-		}
-	}
-	if c.crashed(crashAfterSessionCheck) {
-		return errCrashed
+		return err
 	}
 	// From here the outcome is decided by the primary's commit: the calls
 	// go on if the caller's context ends, for CleanupTimeout more, so that
@@ -119,6 +107,29 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	}
 	c.commitSecondaries(ctx, t, rows[1:], commitTS)
 	return nil
+}
+
+// readyToCommit takes the commit timestamp once every prewrite is in,
+// and checks the session. Its error is the commit's outcome already: the
+// transaction was aborted, or errCrashed.
+func (c *Client) readyToCommit(ctx context.Context, t *Txn, rows []*rowWrites, obs Observed, obsVer uint64) (uint64, error) {
+	// Every lock exists: a registration made since the prewrites were
+	// built either shows in the registry now, or backfills these locks.
+	// The commit timestamp, also due only after the last prewrite, is
+	// fetched meanwhile when the registry's re-read is a store call.
+	commitTS, err := c.notifyAndTimestamp(ctx, t, rows, obs, obsVer)
+	if err != nil {
+		return 0, c.abort(ctx, t, rows, err)
+	}
+	if c.opts.Session != nil {
+		if err := c.opts.Session(); err != nil {
+			return 0, c.abort(ctx, t, rows, fmt.Errorf("%w: %w", ErrSessionLost, err))
+		}
+	}
+	if c.crashed(crashAfterSessionCheck) {
+		return 0, errCrashed
+	}
+	return commitTS, nil
 }
 
 func (c *Client) prewriteSecondaries(ctx context.Context, t *Txn, rows []*rowWrites, primary *mutation, obs Observed) error {

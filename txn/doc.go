@@ -255,9 +255,11 @@
 //     point with it. A refused commit point is settled as a failed one
 //     (settleCommit): the primary's lock, if it survived, is rolled back,
 //     and the transaction fails with a ConflictError, changing nothing.
-//  3. The secondaries' commit records ride in the same call, applied in
-//     the same batch only if the primary's predicate held: one round trip
-//     and one synced write on the commit's path where there were two. They
+//  3. The secondaries' commit records ride in the same call (as many as
+//     one prewrite chunk holds; a larger transaction's others follow it,
+//     as commitSecondaries sends them), applied in the same batch only if
+//     the primary's predicate held: one round trip and one synced write
+//     on the commit's path where there were two. They
 //     are blind, as commitSecondaries' are: the primary's lock was there
 //     under the latch, so no secondary was rolled back (invariant 4), and
 //     by step 2 every secondary lock is durable with them.

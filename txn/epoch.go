@@ -3,7 +3,6 @@ package txn
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -38,17 +37,9 @@ func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, o
 	}
 	hb := c.startHeartbeat(t, primary)
 	defer hb.stop()
-	commitTS, err := c.notifyAndTimestamp(ctx, t, rows, obs, obsVer)
+	commitTS, err := c.readyToCommit(ctx, t, rows, obs, obsVer)
 	if err != nil {
-		return c.abort(ctx, t, rows, err)
-	}
-	if c.opts.Session != nil {
-		if err := c.opts.Session(); err != nil {
-			return c.abort(ctx, t, rows, fmt.Errorf("%w: %w", ErrSessionLost, err))
-		}
-	}
-	if c.crashed(crashAfterSessionCheck) {
-		return errCrashed
+		return err
 	}
 	// From here the primary's commit decides (commit.go).
 	ctx, cancel := c.detach(ctx)
@@ -63,11 +54,14 @@ func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, o
 	}
 	rw := rows[0]
 	for try := 0; ; try++ {
-		matched, err := c.commitPointInEpoch(ctx, t, epoch, rw, secondaries, commitTS)
+		matched, after, err := c.commitPointInEpoch(ctx, t, epoch, rw, secondaries, commitTS)
 		if err == nil && matched {
 			hb.stop()
 			c.stats.commits.Add(1)
-			c.crashed(crashAfterPrimaryCommit) // nothing is left to do: a crash here loses nothing
+			if c.crashed(crashAfterPrimaryCommit) {
+				return nil // committed: a crash here loses nothing
+			}
+			c.commitSecondaries(ctx, t, after, commitTS)
 			return nil
 		}
 		err = c.settleCommit(ctx, t, rw, commitTS, err, false, try < maxRepush)
@@ -90,16 +84,22 @@ func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, o
 }
 
 // commitPointInEpoch sends the commit point of rw, the primary's row, at
-// commitTS in epoch, with the secondaries' commit records: conditional on
-// the primary lock and on no push at or above commitTS (RowCheck.Unless).
-func (c *Client) commitPointInEpoch(ctx context.Context, t *Txn, epoch uint64, rw *rowWrites, secondaries []*rowWrites, commitTS uint64) (bool, error) {
+// commitTS in epoch, with the commit records of as many secondaries as one
+// prewrite chunk holds: conditional on the primary lock and on no push at
+// or above commitTS (RowCheck.Unless). after are the secondaries it did
+// not carry, committed after it, as commit does.
+func (c *Client) commitPointInEpoch(ctx context.Context, t *Txn, epoch uint64, rw *rowWrites, secondaries []*rowWrites, commitTS uint64) (matched bool, after []*rowWrites, err error) {
 	// The secondaries' commit records ride with the commit point, applied
 	// only if it applies: blind, as commitSecondaries' are (a late copy of
 	// the call finds the primary's lock gone and applies nothing).
-	then := make([]storage.RowMutation, len(secondaries))
-	for i, srw := range secondaries {
-		then[i] = storage.RowMutation{Row: srw.row, Mutations: c.commitMutations(t, srw, commitTS)}
+	var then []storage.RowMutation
+	for size := 0; len(then) < len(secondaries) && len(then) < prewriteChunkRows && size < prewriteChunkBytes; {
+		srw := secondaries[len(then)]
+		m := storage.RowMutation{Row: srw.row, Mutations: c.commitMutations(t, srw, commitTS)}
+		size += mutationsSize(srw.row, m.Mutations)
+		then = append(then, m)
 	}
+	after = secondaries[len(then):]
 	primary := rw.muts[0]
 	check := storage.RowCheck{
 		Row:       rw.row,
@@ -111,9 +111,10 @@ func (c *Client) commitPointInEpoch(ctx context.Context, t *Txn, epoch uint64, r
 	// lock gone, or a push at or above commitTS, and applies nothing. A
 	// copy refused for its epoch applied nothing, but an earlier one may
 	// have: settleCommit learns which.
-	return c.resendCAS(func() (bool, error) {
+	matched, err = c.resendCAS(func() (bool, error) {
 		return c.epoched.CheckAndMutateInEpoch(ctx, epoch, check, then)
 	})
+	return matched, after, err
 }
 
 // prewriteRows prewrites every row of the transaction (prewrite.go) in
@@ -225,10 +226,13 @@ func (c *Client) prewriteChunks(ctx context.Context, checks []storage.RowCheck, 
 var errEpochsDiffer = errors.New("txn: prewrites answered in two epochs")
 
 // checkSize is about what a check's writes weigh on the wire.
-func checkSize(ch *storage.RowCheck) int {
-	n := len(ch.Row)
-	for i := range ch.IfFalse {
-		n += len(ch.IfFalse[i].Qualifier) + len(ch.IfFalse[i].Value) + 16
+func checkSize(ch *storage.RowCheck) int { return mutationsSize(ch.Row, ch.IfFalse) }
+
+// mutationsSize is about what a row's mutations weigh on the wire.
+func mutationsSize(row []byte, ms []storage.Mutation) int {
+	n := len(row)
+	for i := range ms {
+		n += len(ms[i].Qualifier) + len(ms[i].Value) + 16
 	}
 	return n
 }

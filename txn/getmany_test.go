@@ -3,6 +3,7 @@ package txn_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,5 +102,63 @@ func TestGetMany(t *testing.T) {
 	_ = tx.Rollback(ctx)
 	if _, err := tx.GetMany(ctx, keys[:1]); !errors.Is(err, txn.ErrTxnFinished) {
 		t.Errorf("GetMany after Rollback: %v, want ErrTxnFinished", err)
+	}
+}
+
+// countPrewrites counts a remote store's prewrite calls.
+type countPrewrites struct {
+	*remote.Store
+	calls atomic.Int64
+}
+
+func (c *countPrewrites) CheckAndMutateRowsDeferred(ctx context.Context, checks []storage.RowCheck) ([]bool, uint64, error) {
+	c.calls.Add(1)
+	return c.Store.CheckAndMutateRowsDeferred(ctx, checks)
+}
+
+// TestLargeTransactionOverServer: a transaction of more rows than one
+// prewrite call carries is prewritten in several calls (in one epoch),
+// and its secondaries past what the commit point's call carries are
+// committed after it; every row reads back.
+func TestLargeTransactionOverServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := servertest.Start(t, server.Options{Logger: quiet}, "")
+	conn := servertest.Dial(t, srv.Addr, rpc.DialOptions{})
+	rs := servertest.Store(t, conn, remote.Options{})
+	cp := &countPrewrites{Store: rs}
+	c := newClient(t, cp, oracleremote.NewClient(conn), txn.Options{Logger: quiet})
+	const rows = 1300 // three prewrite calls; the commit point carries 512 secondaries
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range rows {
+		if err := tx.Set(fmt.Sprintf("row%05d", i), "c", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := cp.calls.Load(); n != 3 {
+		t.Errorf("%d prewrite calls for %d rows, want 3", n, rows)
+	}
+	tx, _ = c.BeginReadOnly(ctx)
+	kvs, err := tx.Scan(ctx, "row", "rox", "c", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kvs) != rows {
+		t.Fatalf("%d rows read back, want %d", len(kvs), rows)
+	}
+	for i, kv := range kvs {
+		if string(kv.Value) != fmt.Sprint(i) {
+			t.Fatalf("%s = %q, want %d", kv.Row, kv.Value, i)
+		}
+	}
+	locks, err := c.Locks(ctx)
+	if err != nil || len(locks) != 0 {
+		t.Fatalf("locks left: %d, %v", len(locks), err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/seed-992972ee/percolator/storage"
 )
 
@@ -120,4 +122,88 @@ func casBench(b *testing.B, s *Store, row []byte, ts uint64, value []byte) {
 	if err != nil || matched {
 		b.Fatalf("CheckAndMutate: %v %v", matched, err)
 	}
+}
+
+// BenchmarkReadRowShapes reads rows shaped as the protocol's, from the
+// memtable and from sstables: "snapshot" is a transaction's read of a
+// column (a lock and the write records below start_ts, of which the row
+// holds 4), "predicate" is a prewrite's predicate (a lock on either side
+// of start_ts, a write record at or above it, the row's GC fence: three
+// families, none holding a match). Both go through readRow's iterator,
+// not the exact-cell Get.
+func BenchmarkReadRowShapes(b *testing.B) {
+	const ts = 1000
+	shapes := []struct {
+		name   string
+		filter storage.Filter
+		cells  int
+	}{
+		{"snapshot", storage.Filter{
+			{Family: "lock", Qualifier: "c", Time: storage.Before(ts)},
+			{Family: "write", Qualifier: "c", Time: storage.Before(ts), Limit: 8},
+		}, 4},
+		{"predicate", storage.Filter{
+			{Family: "lock", Qualifier: "c", Time: storage.Before(ts)},
+			{Family: "lock", Qualifier: "c", Time: storage.From(ts + 1)},
+			{Family: "write", Qualifier: "c", Time: storage.From(ts)},
+			{Family: "gcfence", Qualifier: "f", Time: storage.From(ts)},
+		}, 0},
+	}
+	for _, flushed := range []bool{false, true} {
+		s := openShapes(b, flushed)
+		where := "memtable"
+		if flushed {
+			where = "sstables"
+		}
+		for _, sh := range shapes {
+			b.Run(where+"/"+sh.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					r, err := s.ReadRow(ctx, benchRow(i*7919), sh.filter)
+					if err != nil || len(r.Cells) != sh.cells {
+						b.Fatalf("%v %v", r, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// openShapes opens a store on an in-memory disk holding benchRows rows
+// of committed versions of column c (data and write records at 4
+// timestamps), and a lock and data of column d every 16th row.
+func openShapes(b *testing.B, flushed bool) *Store {
+	b.Helper()
+	s, err := Open("/db", Options{FS: vfs.NewMem()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	value := make([]byte, 16)
+	var rows []storage.RowMutation
+	for i := range benchRows {
+		var ms []storage.Mutation
+		for v := uint64(1); v <= 4; v++ {
+			ms = append(ms, storage.SetCell("data", "c", 100*v, value),
+				storage.SetCell("write", "c", 100*v+1, binary.BigEndian.AppendUint64([]byte{1}, 100*v)))
+		}
+		if i%16 == 0 {
+			ms = append(ms, storage.SetCell("lock", "d", 2000, value), storage.SetCell("data", "d", 2000, value))
+		}
+		rows = append(rows, storage.RowMutation{Row: benchRow(i), Mutations: ms})
+		// Small batches: a large one would be kept as a flushable batch,
+		// not in the memtable's skiplist.
+		if len(rows) == 100 || i == benchRows-1 {
+			if _, err := s.MutateRows(ctx, rows); err != nil {
+				b.Fatal(err)
+			}
+			rows = rows[:0]
+		}
+	}
+	if flushed {
+		if err := s.db.Flush(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s
 }

@@ -6,7 +6,8 @@
 // Three suites, chosen by the options (Options.Suite):
 //
 //   - Embedded (the default): the oracle, writes and reads against raw
-//     Pebble, the bank, finding notifications, the index's observers and
+//     Pebble, the bank, the bank beside badger, bbolt and etcd's STM
+//     (rivals.go), finding notifications, the index's observers and
 //     reruns, the graph's labels, leased locks and work queues, each in
 //     stores of its own under Options.Dir;
 //   - Server (Options.Server): a percolator server's oracle, reads, writes

@@ -50,6 +50,7 @@ target of >= 0.25x. Exit status: 0 when every target is met, 1 when any
 is MISSED (the error names them) or a figure fails, 2 on a usage error.`,
 		Example: `  percolator bench --only writes --duration 5s
   percolator bench --only gc --gc-duration 1m
+  percolator bench --only rivals --bank-duration 2s
   percolator bench --server 127.0.0.1:7420 --only oracle
   percolator bench --server 127.0.0.1:7420 --postgres 'postgres://bench@127.0.0.1:5432/bench?sslmode=disable' --only postgres
   percolator bench --bigtable-emulator --only rpcs`,

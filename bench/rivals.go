@@ -23,6 +23,7 @@ import (
 // hits them alike. No auditor runs beside the transfers; each side's
 // total is checked once the turns end, and a wrong one fails the figure.
 
+// rivalWorkers is the transfer workers on each side.
 const rivalWorkers = 64
 
 // rival is one side of the rivals figure.

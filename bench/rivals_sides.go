@@ -30,6 +30,7 @@ import (
 // rivalKey is account i's key on a rival side.
 func rivalKey(i int) []byte { return fmt.Appendf(nil, "acct/%06d", i) }
 
+// rivalPrefix begins every account's key on a rival side.
 const rivalPrefix = "acct/"
 
 // retryConflicts runs try until it fails with something other than a
@@ -243,7 +244,8 @@ func openEtcdBank(ctx context.Context, dir string, cl *closers) (etcdBank, error
 
 // transfer runs each attempt as an STM of its own: its apply refuses to
 // run twice, so a conflict ends NewSTM with errSTMConflict and the retry
-// waits its back-off.
+// waits its back-off. It reads both balances in one Get (the STM keeps
+// what a Get fetched for the later Gets of its keys).
 func (s etcdBank) transfer(ctx context.Context, a, b int, amount int64, stop *atomic.Bool) (int, error) {
 	return retryConflicts(ctx, stop, errSTMConflict, func() error {
 		ran := false
@@ -252,6 +254,7 @@ func (s etcdBank) transfer(ctx context.Context, a, b int, amount int64, stop *at
 				return errSTMConflict
 			}
 			ran = true
+			stm.Get(string(rivalKey(a)), string(rivalKey(b))) // both in one round trip, as percolator's GetMany
 			return moveBalance(a, b, amount, func(k []byte) (string, error) { return stm.Get(string(k)), nil },
 				func(k []byte, n int64) error { stm.Put(string(k), string(balanceText(n))); return nil })
 		}, concurrency.WithAbortContext(ctx))

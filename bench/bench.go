@@ -44,7 +44,8 @@ type Options struct {
 	// (0: 8); Keys the keys of the read figures (0: 10,000); ValueSize
 	// the values' size in bytes (0: none, an empty value).
 	Writers, Readers, Keys, ValueSize int
-	// BankDuration is the bank figure's run (0: 5s).
+	// BankDuration is the bank figure's run, and each turn of a side in
+	// the rivals and postgres figures (0: 5s).
 	BankDuration time.Duration
 	// GCDuration is the gc figure's bank run (0: 10 minutes); GCLifetime
 	// its collector's lifetime (0: 30s), at most GCDuration/5; GCVersions
@@ -251,7 +252,7 @@ func suiteFigures(s Suite) []figure {
 	}
 	return []figure{
 		{"oracle", embeddedOracle, false}, {"writes", embeddedWrites, false}, {"reads", embeddedReads, false}, {"bank", embeddedBank, false},
-		{"readlocks", embeddedReadLocks, false},
+		{"readlocks", embeddedReadLocks, false}, {"rivals", rivalsFigure, false},
 		{"notify", notify, false}, {"observers", observers, true}, {"rerun", rerun, true},
 		{"graph", graphFigure, false}, {"lock", lockFigure, false}, {"queue", queueFigure, false},
 		{"gc", gcFigure, false},

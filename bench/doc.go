@@ -7,8 +7,9 @@
 //
 //   - Embedded (the default): the oracle, writes and reads against raw
 //     Pebble, the bank, the latency of reads that wait for the bank's
-//     locks against reads that push them (readlocks), finding
-//     notifications, the index's observers and
+//     locks against reads that push them (readlocks), the bank beside
+//     badger, bbolt and etcd's STM (rivals.go), finding notifications,
+//     the index's observers and
 //     reruns, the graph's labels, leased locks and work queues, each in
 //     stores of its own under Options.Dir;
 //   - Server (Options.Server): a percolator server's oracle, reads, writes

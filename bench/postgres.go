@@ -202,7 +202,7 @@ func (b *runner) bankTurns(ctx context.Context, sides postgresSides, workers int
 	end := b.timed(ctx, fmt.Sprintf("postgres: bank at %d workers, seconds measured", workers), 2*pgTurns*d)
 	for range pgTurns {
 		for _, i := range []int{1, 0} { // PostgreSQL first
-			t, err := runBankTurn(ctx, sides.pair()[i], workers, d)
+			t, err := runBankTurn(ctx, sides.pair()[i], workers, pgReaders, d)
 			if err == nil {
 				err = ctx.Err()
 			}
@@ -233,20 +233,20 @@ type bankTurnRun struct {
 	}
 }
 
-// runBankTurn runs workers transferring and pgReaders auditing on side
+// runBankTurn runs workers transferring and readers auditing on side
 // for d. A transfer under way as the turn ends completes and counts
 // (its time counts too: the turn's time is until every worker is done);
 // one conflicted then is given up. A transfer or audit that fails (not a
 // conflict, nor the end of ctx) fails the turn: a side that fails is
 // not measured.
-func runBankTurn(ctx context.Context, side bankSide, workers int, d time.Duration) (*bankTurn, error) {
+func runBankTurn(ctx context.Context, side bankSide, workers, readers int, d time.Duration) (*bankTurn, error) {
 	r := &bankTurnRun{side: side}
 	var wg sync.WaitGroup
 	start := time.Now()
 	for w := range workers {
 		wg.Go(func() { r.transferLoop(ctx, rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))) })
 	}
-	for range pgReaders {
+	for range readers {
 		wg.Go(func() { r.auditLoop(ctx) })
 	}
 	timer := time.NewTimer(d)

@@ -51,7 +51,7 @@ const (
 // instead of retried (neither side's count includes it).
 var errStopped = errors.New("bench: turn ended")
 
-// bankSide is one side of the postgres figure. Its methods are safe for
+// bankSide is one side of the postgres or the rivals figure. Its methods are safe for
 // concurrent use.
 type bankSide interface {
 	// transfer moves amount from account a to account b in one
@@ -73,7 +73,8 @@ func conflictBackoff(attempt int) time.Duration {
 	return d/2 + rand.N(d)
 }
 
-// serverBank is the bank on a percolator server, through a DB on it.
+// serverBank is the bank on a percolator DB: a server's (the postgres
+// figure) or an embedded one (the rivals figure).
 type serverBank struct {
 	db *percolator.DB
 	// prefix begins this run's account rows: pgRowPrefix, the run's

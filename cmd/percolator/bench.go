@@ -50,6 +50,7 @@ target of >= 0.25x. Exit status: 0 when every target is met, 1 when any
 is MISSED (the error names them) or a figure fails, 2 on a usage error.`,
 		Example: `  percolator bench --only writes --duration 5s
   percolator bench --only gc --gc-duration 1m
+  percolator bench --only rivals --bank-duration 2s
   percolator bench --server 127.0.0.1:7420 --only oracle
   percolator bench --server 127.0.0.1:7420 --postgres 'postgres://bench@127.0.0.1:5432/bench?sslmode=disable' --only postgres
   percolator bench --bigtable-emulator --only rpcs`,
@@ -71,7 +72,7 @@ func (cfg *benchConfig) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Readers, "readers", 8, "concurrent readers")
 	fs.IntVar(&o.Keys, "keys", 10000, "keys in the read benchmark")
 	fs.IntVar(&o.ValueSize, "value-size", 100, "value size in bytes")
-	fs.DurationVar(&o.BankDuration, "bank-duration", 5*time.Second, "duration of the bank workload")
+	fs.DurationVar(&o.BankDuration, "bank-duration", 5*time.Second, "duration of the bank workload, and of each turn of each side of the rivals figure (percolator, badger, bbolt, etcd; 2 turns each)")
 	fs.DurationVar(&o.GCDuration, "gc-duration", 10*time.Minute, "duration of the gc figure's bank run on two stores, with and without the garbage collector (sampled at 1/5 of it and at its end)")
 	fs.DurationVar(&o.GCLifetime, "gc-lifetime", 30*time.Second, "the gc figure's collector lifetime (at most --gc-duration/5)")
 	fs.IntVar(&o.GCVersions, "gc-versions", 1000, "versions of each of the gc figure's 1,000 accounts before the collection whose scans it times")

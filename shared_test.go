@@ -174,6 +174,15 @@ func (h *holdCommit) CheckAndMutate(ctx context.Context, row []byte, p storage.F
 	return h.SharedStore.CheckAndMutate(ctx, row, p, ifTrue, ifFalse)
 }
 
+// CheckAndMutateUnless implements storage.Unlessed: on a shared store the
+// commit point goes through it (no push at or above commit_ts).
+func (h *holdCommit) CheckAndMutateUnless(ctx context.Context, row []byte, p, unless storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
+	if len(ifTrue) > 0 && ifTrue[0].Family == "write" && len(p) == 1 && p[0].Family == "lock" {
+		h.once.Do(func() { close(h.reached); <-h.release })
+	}
+	return h.SharedStore.CheckAndMutateUnless(ctx, row, p, unless, ifTrue, ifFalse)
+}
+
 // TestSharedStoreLivenessIsTTL: on a shared store without a liveness
 // service, a DB must not judge another process's owner dead (it used to,
 // at once, rolling back a live transaction 0.3 ms after it started): a

@@ -32,7 +32,7 @@ func (s *storageService) ReadRows(ctx context.Context, req *rpcpb.ReadRowsReques
 	}
 	resp := &rpcpb.ReadRowsResponse{Rows: make([]*rpcpb.ReadRowResponse, len(req.Reads))}
 	for i, r := range req.Reads {
-		out, err := s.ReadRow(ctx, r)
+		out, err := s.readRow(ctx, r) // checked above
 		if err != nil {
 			return nil, err
 		}
@@ -99,15 +99,9 @@ func (s *storageService) CheckAndMutateInEpoch(ctx context.Context, req *rpcpb.C
 	if len(req.Then) > MaxMutations {
 		return nil, status.Errorf(codes.InvalidArgument, "%d rows, at most %d", len(req.Then), MaxMutations)
 	}
-	then := make([]storage.RowMutation, len(req.Then))
-	for i, r := range req.Then {
-		if r == nil {
-			return nil, status.Errorf(codes.InvalidArgument, "row %d is empty", i)
-		}
-		if err := firstError(checkRow(r.Row), checkMutations(r.Mutations, fmt.Sprintf("row %d", i))); err != nil {
-			return nil, err
-		}
-		then[i] = storage.RowMutation{Row: r.Row, Mutations: rpc.MutationsFromPB(r.Mutations)}
+	then, err := rowMutations(req.Then)
+	if err != nil {
+		return nil, err
 	}
 	guard := func() error {
 		if req.Epoch != s.srv.epoch {

@@ -91,6 +91,11 @@ func (s *storageService) ReadRow(ctx context.Context, req *rpcpb.ReadRowRequest)
 	if err := firstError(checkRow(req.Row), checkFilter(req.Filter, "filter")); err != nil {
 		return nil, err
 	}
+	return s.readRow(ctx, req)
+}
+
+// readRow is ReadRow of a request already checked.
+func (s *storageService) readRow(ctx context.Context, req *rpcpb.ReadRowRequest) (*rpcpb.ReadRowResponse, error) {
 	filter := s.srv.locks.prune(req.Row, rpc.FilterFromPB(req.Filter))
 	if len(filter) == 0 && len(req.Filter) > 0 {
 		return &rpcpb.ReadRowResponse{}, nil // only locks asked for, and none held
@@ -291,15 +296,9 @@ func (s *storageService) MutateRows(ctx context.Context, req *rpcpb.MutateRowsRe
 	if len(req.Rows) > MaxMutations {
 		return nil, status.Errorf(codes.InvalidArgument, "%d rows, at most %d", len(req.Rows), MaxMutations)
 	}
-	rows := make([]storage.RowMutation, len(req.Rows))
-	for i, r := range req.Rows {
-		if r == nil {
-			return nil, status.Errorf(codes.InvalidArgument, "row %d is empty", i)
-		}
-		if err := firstError(checkRow(r.Row), checkMutations(r.Mutations, fmt.Sprintf("row %d", i))); err != nil {
-			return nil, err
-		}
-		rows[i] = storage.RowMutation{Row: r.Row, Mutations: rpc.MutationsFromPB(r.Mutations)}
+	rows, err := rowMutations(req.Rows)
+	if err != nil {
+		return nil, err
 	}
 	// The server's store commits the rows in one batch, all or none: a
 	// call either fails whole or succeeds for every row, so a nonce's
@@ -311,6 +310,21 @@ func (s *storageService) MutateRows(ctx context.Context, req *rpcpb.MutateRowsRe
 		return nil, err
 	}
 	return &rpcpb.MutateRowsResponse{Replayed: replayed}, nil
+}
+
+// rowMutations converts and checks a request's row mutations.
+func rowMutations(pbs []*rpcpb.RowMutation) ([]storage.RowMutation, error) {
+	rows := make([]storage.RowMutation, len(pbs))
+	for i, r := range pbs {
+		if r == nil {
+			return nil, status.Errorf(codes.InvalidArgument, "row %d is empty", i)
+		}
+		if err := firstError(checkRow(r.Row), checkMutations(r.Mutations, fmt.Sprintf("row %d", i))); err != nil {
+			return nil, err
+		}
+		rows[i] = storage.RowMutation{Row: r.Row, Mutations: rpc.MutationsFromPB(r.Mutations)}
+	}
+	return rows, nil
 }
 
 // Increment implements rpcpb.StorageServer.

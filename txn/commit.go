@@ -77,17 +77,8 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	if err != nil {
 		return err
 	}
-	// From here the outcome is decided by the primary's commit: the calls
-	// go on if the caller's context ends, for CleanupTimeout more, so that
-	// a cancellation does not leave a commit half-rolled-forward; past it
-	// an outcome not learned is ErrCommitUnknown, and a secondary not
-	// committed is rolled forward by its readers (invariant 4).
-	ctx, cancel := c.detach(ctx)
+	ctx, cancel := c.commitPointContext(ctx)
 	defer cancel()
-	// The commit, and a rollback settleCommit makes, may use a nearly full
-	// store's reserve: they finish a transaction whose locks are written,
-	// and free them (doc.go, "A nearly full disk").
-	ctx = storage.WithReserve(ctx)
 	if mutant.On(mutant.SecondariesFirst) {
 		// Breaks invariant 4: the secondaries commit before the commit
 		// point. The pause widens the window a crash must fall in for the
@@ -130,6 +121,20 @@ func (c *Client) readyToCommit(ctx context.Context, t *Txn, rows []*rowWrites, o
 		return 0, errCrashed
 	}
 	return commitTS, nil
+}
+
+// commitPointContext is the context of a commit from its commit point
+// on, where the outcome is decided by the primary's commit: the calls go
+// on if the caller's context ends, for CleanupTimeout more, so that a
+// cancellation does not leave a commit half-rolled-forward; past it an
+// outcome not learned is ErrCommitUnknown, and a secondary not committed
+// is rolled forward by its readers (invariant 4). The commit, and a
+// rollback settleCommit makes, may use a nearly full store's reserve:
+// they finish a transaction whose locks are written, and free them
+// (doc.go, "A nearly full disk").
+func (c *Client) commitPointContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := c.detach(ctx)
+	return storage.WithReserve(ctx), cancel
 }
 
 func (c *Client) prewriteSecondaries(ctx context.Context, t *Txn, rows []*rowWrites, primary *mutation, obs Observed) error {

@@ -41,10 +41,8 @@ func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, o
 	if err != nil {
 		return err
 	}
-	// From here the primary's commit decides (commit.go).
-	ctx, cancel := c.detach(ctx)
+	ctx, cancel := c.commitPointContext(ctx)
 	defer cancel()
-	ctx = storage.WithReserve(ctx)
 	secondaries := rows[1:]
 	if mutant.On(mutant.SecondariesFirst) {
 		// Breaks invariant 4, as in commit.

@@ -195,20 +195,14 @@ func (cfg *benchConfig) findCorpus() error {
 // run runs the figures, printing each one's lines as it ends, then the
 // targets met and missed (verdict).
 func (cfg *benchConfig) run(ctx context.Context, stdout io.Writer) error {
-	if cfg.profile != "" {
-		f, err := os.Create(cfg.profile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(cfg.profile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	var targets []bench.Target
 	var reports []bench.Report
-	err := bench.Run(ctx, cfg.opts, cfg.figures(), func(r bench.Report) {
+	err = bench.Run(ctx, cfg.opts, cfg.figures(), func(r bench.Report) {
 		if cfg.jsonOut {
 			reports = append(reports, r) // printed once the run ends
 		} else {
@@ -267,3 +261,21 @@ func (m missedTargets) Error() string {
 }
 
 func (missedTargets) Unwrap() error { return cli.ErrFailed }
+
+// startCPUProfile writes a CPU profile of the process to path until the
+// function it returns is called (--cpuprofile, a developer's flag of
+// bench and serve); "" profiles nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+}

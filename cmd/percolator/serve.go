@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -104,17 +103,11 @@ func (cfg *serveConfig) run(ctx context.Context, stderr io.Writer) error {
 		floor := heapfloor.Start(heapFloor, heapfloor.Interval)
 		defer floor.Stop()
 	}
-	if cfg.profile != "" {
-		f, err := os.Create(cfg.profile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(cfg.profile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	log, token := cfg.log.Logger(stderr), cfg.listen.Token
 	opts := cfg.opts
 	opts.DisableGC = opts.GCLifetime == 0

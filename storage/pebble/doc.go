@@ -106,8 +106,13 @@
 // once a flush and a compaction rewrote the files. So the store keeps a
 // reserve (Options.DiskReserve, 64 MiB by default, at least two
 // memtables): a file, percolator-reserve, whose blocks are allocated.
-// While the disk's free space is below the reserve's size, the store is
-// low (storage.Reserver): it removes the file, so its space is free, and
+// While the disk's free space is below the reserve's size plus what the
+// store's compactions still have to write (pebble's estimated compaction
+// debt and the compactions in progress: a compaction writes its output
+// before it deletes its inputs, so a store that let its writes take that
+// space would leave its compactions, and the flushes and writes waiting
+// on them, failing with ENOSPC forever), the store is low
+// (storage.Reserver): it removes the file, so its space is free, and
 // refuses every write with storage.ErrNoSpace but those whose context
 // storage.WithReserve marks (the collector's removals and the lock
 // resolutions they need, the commits and rollbacks of transactions

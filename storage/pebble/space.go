@@ -28,8 +28,8 @@ const reserveName = "percolator-reserve"
 const spaceCheckEvery = time.Second
 
 // space keeps the store's reserve of disk space (doc.go, "A nearly full
-// disk"). While the disk's free space is below the reserve's size the
-// store is low: the reserve file is removed, so its space is free for the
+// disk"). While the disk's free space is below the reserve's size, plus
+// what the store's compactions still have to write, the store is low: the reserve file is removed, so its space is free for the
 // writes that free space (storage.WithReserve), and every other write is
 // refused with storage.ErrNoSpace. It stops being low, and takes its
 // reserve back, once three times the reserve's size is free (more after a
@@ -46,6 +46,11 @@ type space struct {
 
 	low  atomic.Bool
 	next atomic.Int64 // when to read the free space again (unix nanos)
+	// need, once the store is open, is the disk space the LSM's
+	// compactions still have to write (pebble's estimated compaction
+	// debt and the compactions in progress): it counts as used, so the
+	// store goes low while its compactions can still finish.
+	need atomic.Pointer[func() int64]
 
 	mu     sync.Mutex
 	held   bool  // the reserve file exists
@@ -113,10 +118,14 @@ func (s *space) checkLocked(now time.Time) {
 		return // unknown (a filesystem that cannot say): as it was
 	}
 	s.avail = int64(min(du.AvailBytes, math.MaxInt64))
+	var need int64
+	if f := s.need.Load(); f != nil {
+		need = max((*f)(), 0)
+	}
 	switch {
-	case !s.low.Load() && s.avail < s.size:
+	case !s.low.Load() && s.avail < s.size+need:
 		s.goLowLocked("the disk is nearly full")
-	case !s.held && s.avail >= s.resume:
+	case !s.held && s.avail >= s.resume+need:
 		if err := s.takeLocked(); err != nil {
 			s.log.Warn("pebble: making the disk reserve", "file", s.path(), "err", err)
 			return
@@ -128,6 +137,10 @@ func (s *space) checkLocked(now time.Time) {
 		}
 	}
 }
+
+// setNeed installs the store's measure of the space its compactions
+// still need (need's comment).
+func (s *space) setNeed(f func() int64) { s.need.Store(&f) }
 
 // goLowLocked refuses writes from now on and frees the reserve.
 func (s *space) goLowLocked(why string) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -133,6 +134,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, errors.Join(fmt.Errorf("pebble: open %s: %w", dir, err), lock.Close())
 	}
 	s.db = db
+	s.space.setNeed(func() int64 {
+		m := db.Metrics()
+		return int64(min(m.Compact.EstimatedDebt, math.MaxInt64/2)) + max(m.Compact.InProgressBytes, 0)
+	})
 	if err := s.init(); err != nil {
 		return nil, errors.Join(fmt.Errorf("pebble: open %s: %w", dir, err), db.Close(), lock.Close())
 	}

@@ -86,6 +86,13 @@ type Options struct {
 	// waiting for it to commit or die (txn/doc.go, "Reads through
 	// locks"). Writers still wait. Default off.
 	ReadThroughLocks bool
+	// TwoPhaseOnly commits every transaction in two phases. By default a
+	// transaction whose writes fall in one row commits in one call, its
+	// commit timestamp taken under the row's latch, embedded (a DB on
+	// Dir with its own oracle) and over a server (txn/doc.go, "One-phase
+	// commit"); on Bigtable, and in a DB that runs observers, always in
+	// two.
+	TwoPhaseOnly bool
 	// Now is the wall clock this DB stamps its locks with and judges
 	// other processes' locks' TTLs by. Default time.Now. The clocks of
 	// processes sharing a store may disagree: correctness never depends on

@@ -452,8 +452,13 @@ func (c *Conn) Error(err error) error {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted:
 		return fmt.Errorf("%w: server %s: %s", ErrUnavailable, c.Addr, st.Message())
 	case codes.FailedPrecondition:
-		if strings.HasPrefix(st.Message(), MsgEpochChanged) {
-			return fmt.Errorf("%w: server %s: %s", storage.ErrEpochChanged, c.Addr, strings.TrimPrefix(strings.TrimPrefix(st.Message(), MsgEpochChanged), ": "))
+		for _, m := range []struct {
+			prefix string
+			err    error
+		}{{MsgEpochChanged, storage.ErrEpochChanged}, {MsgObserversMoved, storage.ErrObserversMoved}, {MsgNoOnePhase, storage.ErrNoOnePhase}} {
+			if strings.HasPrefix(st.Message(), m.prefix) {
+				return fmt.Errorf("%w: server %s: %s", m.err, c.Addr, strings.TrimPrefix(strings.TrimPrefix(st.Message(), m.prefix), ": "))
+			}
 		}
 	}
 	return fmt.Errorf("rpc: server %s: %s: %s", c.Addr, st.Code(), st.Message())

@@ -66,3 +66,11 @@ const (
 // refuses a write in an epoch the server no longer runs
 // (storage.ErrEpochChanged).
 const MsgEpochChanged = "epoch changed"
+
+// MsgObserversMoved and MsgNoOnePhase begin the messages of the
+// FailedPrecondition statuses that refuse a one-phase commit, having
+// applied nothing (storage.ErrObserversMoved, storage.ErrNoOnePhase).
+const (
+	MsgObserversMoved = "observers moved"
+	MsgNoOnePhase     = "no one-phase commit"
+)

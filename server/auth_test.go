@@ -61,9 +61,10 @@ func authRequests(sid string) map[string]proto.Message {
 		// The epoch of a first run: a server on a fresh directory runs 1.
 		"/percolator.v1.Storage/CheckAndMutateInEpoch": &rpcpb.CheckAndMutateInEpochRequest{Epoch: 1,
 			Check: &rpcpb.RowCheck{Row: []byte("r"), Predicate: all, IfTrue: put, IfFalse: put}},
-		"/grpc.health.v1.Health/Check": &healthpb.HealthCheckRequest{},
-		"/grpc.health.v1.Health/List":  &healthpb.HealthListRequest{},
-		"/grpc.health.v1.Health/Watch": &healthpb.HealthCheckRequest{},
+		"/percolator.v1.Storage/CommitOnePhase": &rpcpb.CommitOnePhaseRequest{Row: []byte("r1p"), Predicate: all, Stamped: put},
+		"/grpc.health.v1.Health/Check":          &healthpb.HealthCheckRequest{},
+		"/grpc.health.v1.Health/List":           &healthpb.HealthListRequest{},
+		"/grpc.health.v1.Health/Watch":          &healthpb.HealthCheckRequest{},
 	}
 }
 

@@ -187,6 +187,18 @@ func TestBadInput(t *testing.T) {
 			return ignore(s.CheckAndMutateInEpoch(ctx, &rpcpb.CheckAndMutateInEpochRequest{Epoch: 1 << 40,
 				Check: &rpcpb.RowCheck{Row: row, Predicate: sel, IfTrue: puts, IfFalse: puts}, Then: []*rpcpb.RowMutation{{Row: []byte("r2"), Mutations: puts}}}))
 		}},
+		{"CommitOnePhase nothing to stamp", codes.InvalidArgument, "nothing to stamp", func() error {
+			return ignore(s.CommitOnePhase(ctx, &rpcpb.CommitOnePhaseRequest{Row: row, Predicate: sel, Mutations: puts}))
+		}},
+		{"CommitOnePhase empty row", codes.InvalidArgument, "empty row", func() error {
+			return ignore(s.CommitOnePhase(ctx, &rpcpb.CommitOnePhaseRequest{Predicate: sel, Stamped: puts}))
+		}},
+		{"CommitOnePhase a delete stamped", codes.InvalidArgument, "puts only", func() error {
+			return ignore(s.CommitOnePhase(ctx, &rpcpb.CommitOnePhaseRequest{Row: row, Stamped: []*rpcpb.Mutation{{Kind: rpcpb.MutationKind_DELETE_ROW}}}))
+		}},
+		{"CommitOnePhase nil selector", codes.InvalidArgument, "family", func() error {
+			return ignore(s.CommitOnePhase(ctx, &rpcpb.CommitOnePhaseRequest{Row: row, Predicate: emptySel, Stamped: puts}))
+		}},
 		{"Increment empty row", codes.InvalidArgument, "empty row", func() error {
 			return ignore(s.Increment(ctx, &rpcpb.IncrementRequest{Family: []byte("c"), Qualifier: []byte("n"), Delta: 1}))
 		}},

@@ -101,7 +101,7 @@ func newMetrics(s *Server) *metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	m.casKinds = make(map[string]prometheus.Counter)
-	for _, k := range []string{txn.CASPrewrite, txn.CASConflict, txn.CASCommit, txn.CASRollback, txn.CASLost} {
+	for _, k := range []string{txn.CASPrewrite, txn.CASConflict, txn.CASCommit, txn.CASRollback, txn.CASLost, txn.CASOnePhase} {
 		m.casKinds[k] = m.cas.WithLabelValues(k)
 	}
 	return m
@@ -109,10 +109,13 @@ func newMetrics(s *Server) *metrics {
 
 // countBranch counts a CheckAndMutate as the protocol step it is.
 func (s *Server) countBranch(ifTrue, ifFalse []storage.Mutation, matched bool) {
-	k := txn.ClassifyCAS(ifTrue, ifFalse, matched)
-	if k == "" {
-		return
+	if k := txn.ClassifyCAS(ifTrue, ifFalse, matched); k != "" {
+		s.countKind(k)
 	}
+}
+
+// countKind counts one protocol step of kind (txn.ClassifyCAS's names).
+func (s *Server) countKind(k string) {
 	c, ok := s.metrics.casKinds[k]
 	if !ok {
 		c = s.metrics.cas.WithLabelValues(k)

@@ -102,6 +102,10 @@ func TestReservedRowsRefused(t *testing.T) {
 					{Row: row, Predicate: oracleSel, IfTrue: []*rpcpb.Mutation{{Kind: rpcpb.MutationKind_DELETE_ROW}}, IfFalse: []*rpcpb.Mutation{put}}}})
 				return err
 			},
+			"CommitOnePhase": func() error {
+				_, err := conn.Storage.CommitOnePhase(ctx, &rpcpb.CommitOnePhaseRequest{Row: row, Stamped: []*rpcpb.Mutation{put}})
+				return err
+			},
 			"CheckAndMutateInEpoch check": func() error {
 				_, err := conn.Storage.CheckAndMutateInEpoch(ctx, &rpcpb.CheckAndMutateInEpochRequest{Epoch: epoch(t, conn),
 					Check: &rpcpb.RowCheck{Row: row, Predicate: oracleSel, IfTrue: []*rpcpb.Mutation{{Kind: rpcpb.MutationKind_DELETE_ROW}}, IfFalse: []*rpcpb.Mutation{put}}})

@@ -181,13 +181,17 @@ type Server struct {
 	format uint64 // the store's on-disk format (txn.EnsureFormat)
 	// epoch is this run's number (epoch.go): the reply of every write
 	// acknowledged before its log sync carries it.
-	epoch   uint64
-	alloc   *oracle.Allocator
-	nonces  *nonceTable
-	locks   *presence // the lock family's index (presence.go)
-	coord   *coordService
-	metrics *metrics
-	auth    tokenAuth
+	epoch uint64
+	alloc *oracle.Allocator
+	// registryVersion reads the observer registry's stored version
+	// (Options.RegistryVersion over the store), or is nil: one-phase
+	// commits built under a registry version check it.
+	registryVersion func(ctx context.Context) (uint64, error)
+	nonces          *nonceTable
+	locks           *presence // the lock family's index (presence.go)
+	coord           *coordService
+	metrics         *metrics
+	auth            tokenAuth
 	// gc is the garbage collector's client of the store (gc.go); nil
 	// when it is disabled.
 	gc     *txn.Client
@@ -254,6 +258,9 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 		_ = st.Close()
 		return nil, fmt.Errorf("server: oracle: %w", err)
 	}
+	// One-row transactions commit in one call, their timestamps from
+	// this oracle (txn/doc.go, "One-phase commit").
+	st.SetStamper(s.alloc)
 	s.nonces = newNonceTable(st, opts.NonceGrace, time.Now)
 	s.nonces.limits = nonceLimits{groups: opts.MaxNonceGroups, calls: opts.MaxNonceCalls, perGroup: opts.MaxNonceCallsPerGroup}
 	if err := s.nonces.load(ctx); err != nil {
@@ -277,10 +284,11 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
 	s.serving.init(sopts)
+	s.registryVersion = versionOf(opts.RegistryVersion, s.store)
 	rpcpb.RegisterStorageServer(s.grpc, &storageService{srv: s})
 	rpcpb.RegisterOracleServer(s.grpc, &oracleService{
 		alloc: s.alloc, status: s.status, draining: s.draining, served: s.metrics.oracleBatch,
-		version: versionOf(opts.RegistryVersion, s.store),
+		version: s.registryVersion,
 	})
 	rpcpb.RegisterCoordServer(s.grpc, s.coord)
 	if err := s.startCollector(ctx); err != nil {

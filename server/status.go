@@ -41,6 +41,10 @@ func grpcStatus(err error) error {
 		return status.Error(codes.FailedPrecondition, rpc.MsgUnknownGroup+": "+err.Error())
 	case errors.Is(err, errEpochChanged):
 		return status.Error(codes.FailedPrecondition, rpc.MsgEpochChanged+": "+err.Error())
+	case errors.Is(err, storage.ErrObserversMoved):
+		return status.Error(codes.FailedPrecondition, rpc.MsgObserversMoved+": "+err.Error())
+	case errors.Is(err, storage.ErrNoOnePhase):
+		return status.Error(codes.FailedPrecondition, rpc.MsgNoOnePhase+": "+err.Error())
 	case errors.Is(err, errBelowMark):
 		return status.Error(codes.FailedPrecondition, rpc.MsgBelowMark+": "+err.Error())
 	case errors.Is(err, storage.ErrClosed), errors.Is(err, storage.ErrFailed),

@@ -460,6 +460,42 @@ type Epoched interface {
 	CheckAndMutateInEpoch(ctx context.Context, epoch uint64, check RowCheck, then []RowMutation) (matched bool, err error)
 }
 
+// ErrNoOnePhase is returned by OnePhaser.CommitOnePhase when the store
+// cannot take a commit timestamp itself (no oracle of its process was
+// attached to it): nothing was applied, and the caller commits in two
+// phases.
+var ErrNoOnePhase = errors.New("storage: this store takes no one-phase commits")
+
+// Stamper is the oracle of the process that owns a store, as the store
+// sees it for one-phase commits: Stamp hands out a commit timestamp held
+// in flight until release is called; no later timestamp is handed to
+// anyone before that (oracle.Allocator.AllocateCommit).
+type Stamper interface {
+	AllocateCommit(ctx context.Context) (ts uint64, release func(), err error)
+}
+
+// ErrObserversMoved is returned by OnePhaser.CommitOnePhase when the
+// observer registry's version is no longer the one the commit was built
+// under: nothing was applied, and the caller commits in two phases.
+var ErrObserversMoved = errors.New("storage: the observer registry changed since the commit was built")
+
+// OnePhaser is an optional capability of a store owned by one process
+// that also runs the timestamp oracle (an embedded Pebble store, a
+// percolator server): a one-row transaction commits in one call
+// (txn/doc.go, "One-phase commit"). Under row's latch, if predicate
+// selects no cell, the store takes a commit timestamp from its process's
+// oracle (a Stamper); then, if observers is not nil, it reads the
+// observer registry's stored version and fails with ErrObserversMoved
+// unless it is *observers; then it applies mutations, and stamped with
+// every mutation's Time replaced by the timestamp, in one durable write,
+// and releases the timestamp once the write is visible. conflict reports
+// that predicate selected a cell: nothing was applied, no timestamp
+// taken. ErrNoOnePhase: the store has no oracle attached, or cannot read
+// the registry's version.
+type OnePhaser interface {
+	CommitOnePhase(ctx context.Context, row []byte, predicate Filter, mutations, stamped []Mutation, observers *uint64) (commitTS uint64, conflict bool, err error)
+}
+
 // RowRead is one row's read within MultiReader.ReadRows.
 type RowRead struct {
 	Row    []byte

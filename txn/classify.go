@@ -4,11 +4,12 @@ import "github.com/seed-992972ee/percolator/storage"
 
 // CAS kinds, as ClassifyCAS names them.
 const (
-	CASPrewrite = "prewrite" // a prewrite that wrote its locks
-	CASConflict = "conflict" // a prewrite refused by a lock or a newer write
-	CASCommit   = "commit"   // a commit record written (a primary's commit point, or a roll-forward)
-	CASRollback = "rollback" // a rollback record written (a resolution, or a fence)
-	CASLost     = "lost"     // a commit or rollback whose lock was already gone
+	CASPrewrite = "prewrite"  // a prewrite that wrote its locks
+	CASConflict = "conflict"  // a prewrite refused by a lock or a newer write
+	CASCommit   = "commit"    // a commit record written (a primary's commit point, or a roll-forward)
+	CASRollback = "rollback"  // a rollback record written (a resolution, or a fence)
+	CASLost     = "lost"      // a commit or rollback whose lock was already gone
+	CASOnePhase = "one-phase" // a one-phase commit (storage.OnePhaser) that applied
 )
 
 // ClassifyCAS names the protocol step a CheckAndMutate is, from its

@@ -48,9 +48,15 @@ type Client struct {
 	// filter: the commit point then honours pushes (push.go), which
 	// readers make only where it is set (or epoched is).
 	unlessed storage.Unlessed
-	oracle   Oracle
-	live     coord.Liveness
-	opts     Options
+	// onePhase is set on a store that takes one-phase commits, unless
+	// Options.TwoPhaseOnly (onephase.go).
+	onePhase storage.OnePhaser
+	// noOnePhase is set once the store answered ErrNoOnePhase (no oracle
+	// attached to it): later commits do not ask again.
+	noOnePhase atomic.Bool
+	oracle     Oracle
+	live       coord.Liveness
+	opts       Options
 	// index is nil unless this process owns the store exclusively;
 	// unhook removes the store's ApplyHook that keeps it.
 	index  *cellIndex
@@ -97,6 +103,9 @@ func NewClient(ctx context.Context, store storage.Store, oracle Oracle, live coo
 	c.idem, _ = store.(storage.Idempotent)
 	c.epoched, _ = store.(storage.Epoched)
 	c.unlessed, _ = store.(storage.Unlessed)
+	if !opts.TwoPhaseOnly {
+		c.onePhase, _ = store.(storage.OnePhaser)
+	}
 	c.notify = NotifySpace{store: store, apart: separateNotify(store), now: c.opts.Now}
 	if err := c.buildIndex(ctx); err != nil {
 		return nil, err
@@ -172,6 +181,8 @@ type Stats struct {
 	// timestamp and read past its lock; Repushed the commit points that
 	// a push refused, sent again at a newer commit timestamp.
 	Pushes, Repushed uint64
+	// OnePhase counts the commits made in one call (among Commits).
+	OnePhase uint64
 }
 
 type stats struct {
@@ -179,6 +190,7 @@ type stats struct {
 	rolledForward, rolledBack  atomic.Uint64
 	lockWaits, prewriteResolve atomic.Uint64
 	pushes, repushed           atomic.Uint64
+	onePhase                   atomic.Uint64
 }
 
 // Stats returns a snapshot of the client's counters.
@@ -189,6 +201,7 @@ func (c *Client) Stats() Stats {
 		RolledForward: s.rolledForward.Load(), RolledBack: s.rolledBack.Load(),
 		LockWaits: s.lockWaits.Load(), PrewriteResolved: s.prewriteResolve.Load(),
 		Pushes: s.pushes.Load(), Repushed: s.repushed.Load(),
+		OnePhase: s.onePhase.Load(),
 	}
 }
 

@@ -43,6 +43,12 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	rows := groupByRow(t.writes)
 	primary := &t.writes[0]
 	obs, obsVer := c.observedSnapshot()
+	if c.mayCommitOnePhase(rows, obs) {
+		if err := c.commitOnePhase(ctx, t, rows[0], obsVer); !errors.Is(err, errTwoPhase) {
+			return err
+		}
+		obs, obsVer = c.observedSnapshot()
+	}
 	if err := c.notifyAhead(ctx, t, rows, obs); err != nil {
 		return c.abort(ctx, t, nil, err)
 	}

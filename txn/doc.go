@@ -424,6 +424,62 @@
 // packages clean their own tombstones, and a lock's fencing-token counter
 // is never deleted.
 //
+// # One-phase commit
+//
+// A transaction whose writes fall in one row commits in one conditional
+// write, with no lock (onephase.go), where the store is owned by one
+// process that also runs the timestamp oracle and takes the commit
+// timestamp itself under the row's latch (storage.OnePhaser: the
+// embedded store a DB opened with its own oracle, and a percolator
+// server; on Bigtable the oracle is another process, which cannot hand
+// out a timestamp under a row's latch, so one-phase commit is off there).
+// A client with an observer registry commits in two phases: a column that
+// becomes observed during the commit is noticed only through its locks
+// (notifyMissed), and a one-phase commit has none.
+//
+//  1. The call: under the row latch, the predicate is a prewrite's (no
+//     lock of another transaction, no write record at or after start_ts,
+//     no GC fence at or above it, in any written cell). If it selects
+//     nothing, the store takes a timestamp c from its oracle
+//     (oracle.Allocator.AllocateCommit), writes the data at start_ts and
+//     the commit records at c in one durable batch, and releases c once
+//     the batch is visible (and, for the owner's index, applied to it).
+//  2. c is held in flight from its allocation to its release: every
+//     timestamp the oracle hands out after c, to anyone, is returned only
+//     after c's release (Allocate waits). Commits in flight do not wait
+//     for each other, so one-phase commits of different rows share their
+//     syncs.
+//
+// Snapshot isolation holds. A reader whose start_ts T > c got T after c
+// was allocated (the oracle's mutex orders them), so after c's release,
+// so after the commit records were visible: it reads them (invariant 2).
+// A reader with T < c must not see the write, and does not: its reads
+// stop below T. Write conflicts (invariant 3): the predicate and the
+// write are under the row latch, which every prewrite and every other
+// one-phase commit of the row also takes; a concurrent writer of a cell
+// either prewrote first (its lock is selected), committed first (its
+// record at or after start_ts is), or comes after and finds this record,
+// at c, at or after its own start_ts; unless its start_ts is above c, and
+// then the two are not concurrent. c is above start_ts: start_ts was
+// handed out before the transaction began, c during its commit.
+//
+// Retries (invariant 6): a copy of the call after the first applied finds
+// the first's commit records (at c >= start_ts) and applies nothing; the
+// client then reads the first cell's status, which finds its own commit
+// record (a write record whose start_ts is its own) and reports the
+// commit. A call whose outcome stays unknown is settled by writing a
+// rollback record at start_ts in the first cell, conditional on no write
+// record there at or after start_ts: every copy still to come finds it
+// and applies nothing (invariant 5), and if a copy had applied, the
+// condition finds its record and the status says committed. A crash
+// after the write leaves a committed transaction with nothing to roll
+// forward; a crash before it leaves nothing.
+//
+// The mutant one-phase-early-ts takes c from the oracle as any other
+// timestamp, not held in flight, before the conditional write: a reader
+// with T > c may then read the row before the write lands and miss a
+// commit below its snapshot. verify catches it (TestVerifyMutants).
+//
 // # Reads through locks
 //
 // A read at start_ts T that meets the lock of a live transaction X whose

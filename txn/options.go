@@ -69,6 +69,12 @@ type Options struct {
 	// (storage.Unlessed, or storage.Epoched): without one, reads wait.
 	// Writers never push. Default off.
 	ReadThroughLocks bool
+	// TwoPhaseOnly commits every transaction in two phases. Without it,
+	// a transaction whose writes fall in one row commits in one call
+	// where the store takes one-phase commits (storage.OnePhaser: an
+	// embedded store or a server, whose process runs the oracle) and
+	// this client has no observer registry (doc.go, "One-phase commit").
+	TwoPhaseOnly bool
 
 	// indexCap bounds each index shard's latest-commit and write-record
 	// maps (test knob: small, so tests drop full maps often). 0: default.

@@ -310,7 +310,7 @@ func runRestart(t *testing.T, rc restartCase, mutant bool) restartResult {
 // that transaction's prewrite of row is blocked until it resolves it.
 func staleLock(ctx context.Context, t *testing.T, st storage.Store, orc *oracle.Client, row string) {
 	t.Helper()
-	dead := newClient(t, st, orc, txn.Options{LockTTL: time.Millisecond, Logger: quiet})
+	dead := newClient(t, st, orc, txn.Options{LockTTL: time.Millisecond, Logger: quiet, TwoPhaseOnly: true})
 	txn.SetCrashHook(dead, func(point string) bool { return point == txn.CrashAfterPrimaryPrewrite })
 	tx, err := dead.Begin(ctx)
 	if err != nil {

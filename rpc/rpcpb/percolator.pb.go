@@ -2104,6 +2104,147 @@ func (x *CheckAndMutateInEpochResponse) GetMatched() bool {
 	return false
 }
 
+// CommitOnePhaseRequest is a one-row transaction's commit in one call
+// (storage.OnePhaser): under the row's latch, when predicate selects no
+// cell, the server's oracle hands out the commit timestamp, and
+// mutations, with stamped at that timestamp (puts only), are applied in
+// one durable write. No nonce: a copy finds the first one's commit
+// records (a cell predicate selects) and applies nothing.
+type CommitOnePhaseRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Row       []byte                 `protobuf:"bytes,1,opt,name=row,proto3" json:"row,omitempty"`
+	Predicate []*Selector            `protobuf:"bytes,2,rep,name=predicate,proto3" json:"predicate,omitempty"`
+	Mutations []*Mutation            `protobuf:"bytes,3,rep,name=mutations,proto3" json:"mutations,omitempty"`
+	Stamped   []*Mutation            `protobuf:"bytes,4,rep,name=stamped,proto3" json:"stamped,omitempty"`
+	// observers_version, when set, is the observer registry version the
+	// commit was built under: the server reads the stored version once the
+	// timestamp is taken and refuses (FailedPrecondition, "observers
+	// moved") unless they are equal; a server that reads no registry
+	// version refuses every such commit ("no one-phase commit").
+	ObserversVersion *uint64 `protobuf:"varint,5,opt,name=observers_version,json=observersVersion,proto3,oneof" json:"observers_version,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CommitOnePhaseRequest) Reset() {
+	*x = CommitOnePhaseRequest{}
+	mi := &file_percolator_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitOnePhaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitOnePhaseRequest) ProtoMessage() {}
+
+func (x *CommitOnePhaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitOnePhaseRequest.ProtoReflect.Descriptor instead.
+func (*CommitOnePhaseRequest) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *CommitOnePhaseRequest) GetRow() []byte {
+	if x != nil {
+		return x.Row
+	}
+	return nil
+}
+
+func (x *CommitOnePhaseRequest) GetPredicate() []*Selector {
+	if x != nil {
+		return x.Predicate
+	}
+	return nil
+}
+
+func (x *CommitOnePhaseRequest) GetMutations() []*Mutation {
+	if x != nil {
+		return x.Mutations
+	}
+	return nil
+}
+
+func (x *CommitOnePhaseRequest) GetStamped() []*Mutation {
+	if x != nil {
+		return x.Stamped
+	}
+	return nil
+}
+
+func (x *CommitOnePhaseRequest) GetObserversVersion() uint64 {
+	if x != nil && x.ObserversVersion != nil {
+		return *x.ObserversVersion
+	}
+	return 0
+}
+
+// CommitOnePhaseResponse: conflict, nothing applied; or the commit
+// timestamp the write was stamped with.
+type CommitOnePhaseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Conflict      bool                   `protobuf:"varint,1,opt,name=conflict,proto3" json:"conflict,omitempty"`
+	CommitTs      uint64                 `protobuf:"varint,2,opt,name=commit_ts,json=commitTs,proto3" json:"commit_ts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitOnePhaseResponse) Reset() {
+	*x = CommitOnePhaseResponse{}
+	mi := &file_percolator_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitOnePhaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitOnePhaseResponse) ProtoMessage() {}
+
+func (x *CommitOnePhaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitOnePhaseResponse.ProtoReflect.Descriptor instead.
+func (*CommitOnePhaseResponse) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *CommitOnePhaseResponse) GetConflict() bool {
+	if x != nil {
+		return x.Conflict
+	}
+	return false
+}
+
+func (x *CommitOnePhaseResponse) GetCommitTs() uint64 {
+	if x != nil {
+		return x.CommitTs
+	}
+	return 0
+}
+
 type NowRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2112,7 +2253,7 @@ type NowRequest struct {
 
 func (x *NowRequest) Reset() {
 	*x = NowRequest{}
-	mi := &file_percolator_proto_msgTypes[35]
+	mi := &file_percolator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2265,7 @@ func (x *NowRequest) String() string {
 func (*NowRequest) ProtoMessage() {}
 
 func (x *NowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[35]
+	mi := &file_percolator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2278,7 @@ func (x *NowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NowRequest.ProtoReflect.Descriptor instead.
 func (*NowRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{35}
+	return file_percolator_proto_rawDescGZIP(), []int{37}
 }
 
 // NowResponse is the time by the store server's clock.
@@ -2150,7 +2291,7 @@ type NowResponse struct {
 
 func (x *NowResponse) Reset() {
 	*x = NowResponse{}
-	mi := &file_percolator_proto_msgTypes[36]
+	mi := &file_percolator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2303,7 @@ func (x *NowResponse) String() string {
 func (*NowResponse) ProtoMessage() {}
 
 func (x *NowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[36]
+	mi := &file_percolator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2316,7 @@ func (x *NowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NowResponse.ProtoReflect.Descriptor instead.
 func (*NowResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{36}
+	return file_percolator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *NowResponse) GetUnixNanos() int64 {
@@ -2194,7 +2335,7 @@ type AllocateRequest struct {
 
 func (x *AllocateRequest) Reset() {
 	*x = AllocateRequest{}
-	mi := &file_percolator_proto_msgTypes[37]
+	mi := &file_percolator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2347,7 @@ func (x *AllocateRequest) String() string {
 func (*AllocateRequest) ProtoMessage() {}
 
 func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[37]
+	mi := &file_percolator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2360,7 @@ func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRequest.ProtoReflect.Descriptor instead.
 func (*AllocateRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{37}
+	return file_percolator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AllocateRequest) GetCount() uint32 {
@@ -2250,7 +2391,7 @@ type AllocateResponse struct {
 
 func (x *AllocateResponse) Reset() {
 	*x = AllocateResponse{}
-	mi := &file_percolator_proto_msgTypes[38]
+	mi := &file_percolator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2403,7 @@ func (x *AllocateResponse) String() string {
 func (*AllocateResponse) ProtoMessage() {}
 
 func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[38]
+	mi := &file_percolator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2416,7 @@ func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateResponse.ProtoReflect.Descriptor instead.
 func (*AllocateResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{38}
+	return file_percolator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AllocateResponse) GetFirst() uint64 {
@@ -2307,7 +2448,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_percolator_proto_msgTypes[39]
+	mi := &file_percolator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2460,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[39]
+	mi := &file_percolator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2473,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{39}
+	return file_percolator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *OpenSessionRequest) GetOwner() string {
@@ -2366,7 +2507,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_percolator_proto_msgTypes[40]
+	mi := &file_percolator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +2519,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[40]
+	mi := &file_percolator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +2532,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{40}
+	return file_percolator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *OpenSessionResponse) GetSession() string {
@@ -2419,7 +2560,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_percolator_proto_msgTypes[41]
+	mi := &file_percolator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +2572,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[41]
+	mi := &file_percolator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +2585,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{41}
+	return file_percolator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *KeepAliveRequest) GetSession() string {
@@ -2470,7 +2611,7 @@ type KeepAliveResponse struct {
 
 func (x *KeepAliveResponse) Reset() {
 	*x = KeepAliveResponse{}
-	mi := &file_percolator_proto_msgTypes[42]
+	mi := &file_percolator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2482,7 +2623,7 @@ func (x *KeepAliveResponse) String() string {
 func (*KeepAliveResponse) ProtoMessage() {}
 
 func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[42]
+	mi := &file_percolator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2495,7 +2636,7 @@ func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{42}
+	return file_percolator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *KeepAliveResponse) GetTtlMs() int64 {
@@ -2514,7 +2655,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_percolator_proto_msgTypes[43]
+	mi := &file_percolator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2667,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[43]
+	mi := &file_percolator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2680,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{43}
+	return file_percolator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CloseSessionRequest) GetSession() string {
@@ -2557,7 +2698,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_percolator_proto_msgTypes[44]
+	mi := &file_percolator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +2710,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[44]
+	mi := &file_percolator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,7 +2723,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{44}
+	return file_percolator_proto_rawDescGZIP(), []int{46}
 }
 
 type AliveRequest struct {
@@ -2594,7 +2735,7 @@ type AliveRequest struct {
 
 func (x *AliveRequest) Reset() {
 	*x = AliveRequest{}
-	mi := &file_percolator_proto_msgTypes[45]
+	mi := &file_percolator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2606,7 +2747,7 @@ func (x *AliveRequest) String() string {
 func (*AliveRequest) ProtoMessage() {}
 
 func (x *AliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[45]
+	mi := &file_percolator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2619,7 +2760,7 @@ func (x *AliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliveRequest.ProtoReflect.Descriptor instead.
 func (*AliveRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{45}
+	return file_percolator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AliveRequest) GetOwner() string {
@@ -2638,7 +2779,7 @@ type AliveResponse struct {
 
 func (x *AliveResponse) Reset() {
 	*x = AliveResponse{}
-	mi := &file_percolator_proto_msgTypes[46]
+	mi := &file_percolator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +2791,7 @@ func (x *AliveResponse) String() string {
 func (*AliveResponse) ProtoMessage() {}
 
 func (x *AliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[46]
+	mi := &file_percolator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +2804,7 @@ func (x *AliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliveResponse.ProtoReflect.Descriptor instead.
 func (*AliveResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{46}
+	return file_percolator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AliveResponse) GetAlive() bool {
@@ -2681,7 +2822,7 @@ type OldestRequest struct {
 
 func (x *OldestRequest) Reset() {
 	*x = OldestRequest{}
-	mi := &file_percolator_proto_msgTypes[47]
+	mi := &file_percolator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2693,7 +2834,7 @@ func (x *OldestRequest) String() string {
 func (*OldestRequest) ProtoMessage() {}
 
 func (x *OldestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[47]
+	mi := &file_percolator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2706,7 +2847,7 @@ func (x *OldestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OldestRequest.ProtoReflect.Descriptor instead.
 func (*OldestRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{47}
+	return file_percolator_proto_rawDescGZIP(), []int{49}
 }
 
 // OldestResponse is the oldest start_ts any live session published, 0
@@ -2722,7 +2863,7 @@ type OldestResponse struct {
 
 func (x *OldestResponse) Reset() {
 	*x = OldestResponse{}
-	mi := &file_percolator_proto_msgTypes[48]
+	mi := &file_percolator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2734,7 +2875,7 @@ func (x *OldestResponse) String() string {
 func (*OldestResponse) ProtoMessage() {}
 
 func (x *OldestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[48]
+	mi := &file_percolator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2747,7 +2888,7 @@ func (x *OldestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OldestResponse.ProtoReflect.Descriptor instead.
 func (*OldestResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{48}
+	return file_percolator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *OldestResponse) GetOldestStartTs() uint64 {
@@ -2774,7 +2915,7 @@ type TryLockRequest struct {
 
 func (x *TryLockRequest) Reset() {
 	*x = TryLockRequest{}
-	mi := &file_percolator_proto_msgTypes[49]
+	mi := &file_percolator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2786,7 +2927,7 @@ func (x *TryLockRequest) String() string {
 func (*TryLockRequest) ProtoMessage() {}
 
 func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[49]
+	mi := &file_percolator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2799,7 +2940,7 @@ func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockRequest.ProtoReflect.Descriptor instead.
 func (*TryLockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{49}
+	return file_percolator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *TryLockRequest) GetSession() string {
@@ -2825,7 +2966,7 @@ type TryLockResponse struct {
 
 func (x *TryLockResponse) Reset() {
 	*x = TryLockResponse{}
-	mi := &file_percolator_proto_msgTypes[50]
+	mi := &file_percolator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +2978,7 @@ func (x *TryLockResponse) String() string {
 func (*TryLockResponse) ProtoMessage() {}
 
 func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[50]
+	mi := &file_percolator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +2991,7 @@ func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockResponse.ProtoReflect.Descriptor instead.
 func (*TryLockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{50}
+	return file_percolator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *TryLockResponse) GetHeld() bool {
@@ -2870,7 +3011,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_percolator_proto_msgTypes[51]
+	mi := &file_percolator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2882,7 +3023,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[51]
+	mi := &file_percolator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2895,7 +3036,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{51}
+	return file_percolator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *UnlockRequest) GetSession() string {
@@ -2920,7 +3061,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_percolator_proto_msgTypes[52]
+	mi := &file_percolator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2932,7 +3073,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[52]
+	mi := &file_percolator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +3086,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{52}
+	return file_percolator_proto_rawDescGZIP(), []int{54}
 }
 
 var File_percolator_proto protoreflect.FileDescriptor
@@ -3079,7 +3220,17 @@ const file_percolator_proto_rawDesc = "" +
 	"\x05check\x18\x02 \x01(\v2\x17.percolator.v1.RowCheckR\x05check\x12.\n" +
 	"\x04then\x18\x03 \x03(\v2\x1a.percolator.v1.RowMutationR\x04then\"9\n" +
 	"\x1dCheckAndMutateInEpochResponse\x12\x18\n" +
-	"\amatched\x18\x01 \x01(\bR\amatched\"\f\n" +
+	"\amatched\x18\x01 \x01(\bR\amatched\"\x92\x02\n" +
+	"\x15CommitOnePhaseRequest\x12\x10\n" +
+	"\x03row\x18\x01 \x01(\fR\x03row\x125\n" +
+	"\tpredicate\x18\x02 \x03(\v2\x17.percolator.v1.SelectorR\tpredicate\x125\n" +
+	"\tmutations\x18\x03 \x03(\v2\x17.percolator.v1.MutationR\tmutations\x121\n" +
+	"\astamped\x18\x04 \x03(\v2\x17.percolator.v1.MutationR\astamped\x120\n" +
+	"\x11observers_version\x18\x05 \x01(\x04H\x00R\x10observersVersion\x88\x01\x01B\x14\n" +
+	"\x12_observers_version\"Q\n" +
+	"\x16CommitOnePhaseResponse\x12\x1a\n" +
+	"\bconflict\x18\x01 \x01(\bR\bconflict\x12\x1b\n" +
+	"\tcommit_ts\x18\x02 \x01(\x04R\bcommitTs\"\f\n" +
 	"\n" +
 	"NowRequest\",\n" +
 	"\vNowResponse\x12\x1d\n" +
@@ -3128,7 +3279,8 @@ const file_percolator_proto_rawDesc = "" +
 	"\x03PUT\x10\x01\x12\x10\n" +
 	"\fDELETE_CELLS\x10\x02\x12\x0e\n" +
 	"\n" +
-	"DELETE_ROW\x10\x032\xa4\t\n" +
+	"DELETE_ROW\x10\x032\x83\n" +
+	"\n" +
 	"\aStorage\x12H\n" +
 	"\aReadRow\x12\x1d.percolator.v1.ReadRowRequest\x1a\x1e.percolator.v1.ReadRowResponse\x12A\n" +
 	"\x04Scan\x12\x1a.percolator.v1.ScanRequest\x1a\x1b.percolator.v1.ScanResponse0\x01\x12E\n" +
@@ -3144,7 +3296,8 @@ const file_percolator_proto_rawDesc = "" +
 	"\x0eCollectGarbage\x12$.percolator.v1.CollectGarbageRequest\x1a%.percolator.v1.CollectGarbageResponse\x12K\n" +
 	"\bReadRows\x12\x1e.percolator.v1.ReadRowsRequest\x1a\x1f.percolator.v1.ReadRowsResponse\x12i\n" +
 	"\x12CheckAndMutateRows\x12(.percolator.v1.CheckAndMutateRowsRequest\x1a).percolator.v1.CheckAndMutateRowsResponse\x12r\n" +
-	"\x15CheckAndMutateInEpoch\x12+.percolator.v1.CheckAndMutateInEpochRequest\x1a,.percolator.v1.CheckAndMutateInEpochResponse2\xac\x01\n" +
+	"\x15CheckAndMutateInEpoch\x12+.percolator.v1.CheckAndMutateInEpochRequest\x1a,.percolator.v1.CheckAndMutateInEpochResponse\x12]\n" +
+	"\x0eCommitOnePhase\x12$.percolator.v1.CommitOnePhaseRequest\x1a%.percolator.v1.CommitOnePhaseResponse2\xac\x01\n" +
 	"\x06Oracle\x12K\n" +
 	"\bAllocate\x12\x1e.percolator.v1.AllocateRequest\x1a\x1f.percolator.v1.AllocateResponse\x12U\n" +
 	"\x0eAllocateStream\x12\x1e.percolator.v1.AllocateRequest\x1a\x1f.percolator.v1.AllocateResponse(\x010\x012\xa2\x04\n" +
@@ -3170,7 +3323,7 @@ func file_percolator_proto_rawDescGZIP() []byte {
 }
 
 var file_percolator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_percolator_proto_goTypes = []any{
 	(MutationKind)(0),                     // 0: percolator.v1.MutationKind
 	(*TimeRange)(nil),                     // 1: percolator.v1.TimeRange
@@ -3208,24 +3361,26 @@ var file_percolator_proto_goTypes = []any{
 	(*CheckAndMutateRowsResponse)(nil),    // 33: percolator.v1.CheckAndMutateRowsResponse
 	(*CheckAndMutateInEpochRequest)(nil),  // 34: percolator.v1.CheckAndMutateInEpochRequest
 	(*CheckAndMutateInEpochResponse)(nil), // 35: percolator.v1.CheckAndMutateInEpochResponse
-	(*NowRequest)(nil),                    // 36: percolator.v1.NowRequest
-	(*NowResponse)(nil),                   // 37: percolator.v1.NowResponse
-	(*AllocateRequest)(nil),               // 38: percolator.v1.AllocateRequest
-	(*AllocateResponse)(nil),              // 39: percolator.v1.AllocateResponse
-	(*OpenSessionRequest)(nil),            // 40: percolator.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),           // 41: percolator.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),              // 42: percolator.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),             // 43: percolator.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),           // 44: percolator.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),          // 45: percolator.v1.CloseSessionResponse
-	(*AliveRequest)(nil),                  // 46: percolator.v1.AliveRequest
-	(*AliveResponse)(nil),                 // 47: percolator.v1.AliveResponse
-	(*OldestRequest)(nil),                 // 48: percolator.v1.OldestRequest
-	(*OldestResponse)(nil),                // 49: percolator.v1.OldestResponse
-	(*TryLockRequest)(nil),                // 50: percolator.v1.TryLockRequest
-	(*TryLockResponse)(nil),               // 51: percolator.v1.TryLockResponse
-	(*UnlockRequest)(nil),                 // 52: percolator.v1.UnlockRequest
-	(*UnlockResponse)(nil),                // 53: percolator.v1.UnlockResponse
+	(*CommitOnePhaseRequest)(nil),         // 36: percolator.v1.CommitOnePhaseRequest
+	(*CommitOnePhaseResponse)(nil),        // 37: percolator.v1.CommitOnePhaseResponse
+	(*NowRequest)(nil),                    // 38: percolator.v1.NowRequest
+	(*NowResponse)(nil),                   // 39: percolator.v1.NowResponse
+	(*AllocateRequest)(nil),               // 40: percolator.v1.AllocateRequest
+	(*AllocateResponse)(nil),              // 41: percolator.v1.AllocateResponse
+	(*OpenSessionRequest)(nil),            // 42: percolator.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),           // 43: percolator.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),              // 44: percolator.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),             // 45: percolator.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),           // 46: percolator.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),          // 47: percolator.v1.CloseSessionResponse
+	(*AliveRequest)(nil),                  // 48: percolator.v1.AliveRequest
+	(*AliveResponse)(nil),                 // 49: percolator.v1.AliveResponse
+	(*OldestRequest)(nil),                 // 50: percolator.v1.OldestRequest
+	(*OldestResponse)(nil),                // 51: percolator.v1.OldestResponse
+	(*TryLockRequest)(nil),                // 52: percolator.v1.TryLockRequest
+	(*TryLockResponse)(nil),               // 53: percolator.v1.TryLockResponse
+	(*UnlockRequest)(nil),                 // 54: percolator.v1.UnlockRequest
+	(*UnlockResponse)(nil),                // 55: percolator.v1.UnlockResponse
 }
 var file_percolator_proto_depIdxs = []int32{
 	1,  // 0: percolator.v1.Selector.time:type_name -> percolator.v1.TimeRange
@@ -3257,57 +3412,62 @@ var file_percolator_proto_depIdxs = []int32{
 	31, // 26: percolator.v1.CheckAndMutateRowsRequest.checks:type_name -> percolator.v1.RowCheck
 	31, // 27: percolator.v1.CheckAndMutateInEpochRequest.check:type_name -> percolator.v1.RowCheck
 	5,  // 28: percolator.v1.CheckAndMutateInEpochRequest.then:type_name -> percolator.v1.RowMutation
-	7,  // 29: percolator.v1.Storage.ReadRow:input_type -> percolator.v1.ReadRowRequest
-	9,  // 30: percolator.v1.Storage.Scan:input_type -> percolator.v1.ScanRequest
-	12, // 31: percolator.v1.Storage.Mutate:input_type -> percolator.v1.MutateRequest
-	14, // 32: percolator.v1.Storage.CheckAndMutate:input_type -> percolator.v1.CheckAndMutateRequest
-	16, // 33: percolator.v1.Storage.MutateRows:input_type -> percolator.v1.MutateRowsRequest
-	19, // 34: percolator.v1.Storage.Increment:input_type -> percolator.v1.IncrementRequest
-	23, // 35: percolator.v1.Storage.CompactFamily:input_type -> percolator.v1.CompactFamilyRequest
-	21, // 36: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
-	25, // 37: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
-	36, // 38: percolator.v1.Storage.Now:input_type -> percolator.v1.NowRequest
-	27, // 39: percolator.v1.Storage.CollectGarbage:input_type -> percolator.v1.CollectGarbageRequest
-	29, // 40: percolator.v1.Storage.ReadRows:input_type -> percolator.v1.ReadRowsRequest
-	32, // 41: percolator.v1.Storage.CheckAndMutateRows:input_type -> percolator.v1.CheckAndMutateRowsRequest
-	34, // 42: percolator.v1.Storage.CheckAndMutateInEpoch:input_type -> percolator.v1.CheckAndMutateInEpochRequest
-	38, // 43: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
-	38, // 44: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
-	40, // 45: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
-	42, // 46: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
-	44, // 47: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
-	46, // 48: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
-	50, // 49: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
-	52, // 50: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
-	48, // 51: percolator.v1.Coord.Oldest:input_type -> percolator.v1.OldestRequest
-	8,  // 52: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
-	11, // 53: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
-	13, // 54: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
-	15, // 55: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
-	18, // 56: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
-	20, // 57: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
-	24, // 58: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
-	22, // 59: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
-	26, // 60: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
-	37, // 61: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
-	28, // 62: percolator.v1.Storage.CollectGarbage:output_type -> percolator.v1.CollectGarbageResponse
-	30, // 63: percolator.v1.Storage.ReadRows:output_type -> percolator.v1.ReadRowsResponse
-	33, // 64: percolator.v1.Storage.CheckAndMutateRows:output_type -> percolator.v1.CheckAndMutateRowsResponse
-	35, // 65: percolator.v1.Storage.CheckAndMutateInEpoch:output_type -> percolator.v1.CheckAndMutateInEpochResponse
-	39, // 66: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
-	39, // 67: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
-	41, // 68: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
-	43, // 69: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
-	45, // 70: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
-	47, // 71: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
-	51, // 72: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
-	53, // 73: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
-	49, // 74: percolator.v1.Coord.Oldest:output_type -> percolator.v1.OldestResponse
-	52, // [52:75] is the sub-list for method output_type
-	29, // [29:52] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	2,  // 29: percolator.v1.CommitOnePhaseRequest.predicate:type_name -> percolator.v1.Selector
+	4,  // 30: percolator.v1.CommitOnePhaseRequest.mutations:type_name -> percolator.v1.Mutation
+	4,  // 31: percolator.v1.CommitOnePhaseRequest.stamped:type_name -> percolator.v1.Mutation
+	7,  // 32: percolator.v1.Storage.ReadRow:input_type -> percolator.v1.ReadRowRequest
+	9,  // 33: percolator.v1.Storage.Scan:input_type -> percolator.v1.ScanRequest
+	12, // 34: percolator.v1.Storage.Mutate:input_type -> percolator.v1.MutateRequest
+	14, // 35: percolator.v1.Storage.CheckAndMutate:input_type -> percolator.v1.CheckAndMutateRequest
+	16, // 36: percolator.v1.Storage.MutateRows:input_type -> percolator.v1.MutateRowsRequest
+	19, // 37: percolator.v1.Storage.Increment:input_type -> percolator.v1.IncrementRequest
+	23, // 38: percolator.v1.Storage.CompactFamily:input_type -> percolator.v1.CompactFamilyRequest
+	21, // 39: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
+	25, // 40: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
+	38, // 41: percolator.v1.Storage.Now:input_type -> percolator.v1.NowRequest
+	27, // 42: percolator.v1.Storage.CollectGarbage:input_type -> percolator.v1.CollectGarbageRequest
+	29, // 43: percolator.v1.Storage.ReadRows:input_type -> percolator.v1.ReadRowsRequest
+	32, // 44: percolator.v1.Storage.CheckAndMutateRows:input_type -> percolator.v1.CheckAndMutateRowsRequest
+	34, // 45: percolator.v1.Storage.CheckAndMutateInEpoch:input_type -> percolator.v1.CheckAndMutateInEpochRequest
+	36, // 46: percolator.v1.Storage.CommitOnePhase:input_type -> percolator.v1.CommitOnePhaseRequest
+	40, // 47: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
+	40, // 48: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
+	42, // 49: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
+	44, // 50: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
+	46, // 51: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
+	48, // 52: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
+	52, // 53: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
+	54, // 54: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
+	50, // 55: percolator.v1.Coord.Oldest:input_type -> percolator.v1.OldestRequest
+	8,  // 56: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
+	11, // 57: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
+	13, // 58: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
+	15, // 59: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
+	18, // 60: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
+	20, // 61: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
+	24, // 62: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
+	22, // 63: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
+	26, // 64: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
+	39, // 65: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
+	28, // 66: percolator.v1.Storage.CollectGarbage:output_type -> percolator.v1.CollectGarbageResponse
+	30, // 67: percolator.v1.Storage.ReadRows:output_type -> percolator.v1.ReadRowsResponse
+	33, // 68: percolator.v1.Storage.CheckAndMutateRows:output_type -> percolator.v1.CheckAndMutateRowsResponse
+	35, // 69: percolator.v1.Storage.CheckAndMutateInEpoch:output_type -> percolator.v1.CheckAndMutateInEpochResponse
+	37, // 70: percolator.v1.Storage.CommitOnePhase:output_type -> percolator.v1.CommitOnePhaseResponse
+	41, // 71: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
+	41, // 72: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
+	43, // 73: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
+	45, // 74: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
+	47, // 75: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
+	49, // 76: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
+	53, // 77: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
+	55, // 78: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
+	51, // 79: percolator.v1.Coord.Oldest:output_type -> percolator.v1.OldestResponse
+	56, // [56:80] is the sub-list for method output_type
+	32, // [32:56] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_percolator_proto_init() }
@@ -3315,14 +3475,15 @@ func file_percolator_proto_init() {
 	if File_percolator_proto != nil {
 		return
 	}
-	file_percolator_proto_msgTypes[38].OneofWrappers = []any{}
+	file_percolator_proto_msgTypes[35].OneofWrappers = []any{}
+	file_percolator_proto_msgTypes[40].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_percolator_proto_rawDesc), len(file_percolator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   53,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

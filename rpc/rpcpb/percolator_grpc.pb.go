@@ -40,6 +40,7 @@ const (
 	Storage_ReadRows_FullMethodName              = "/percolator.v1.Storage/ReadRows"
 	Storage_CheckAndMutateRows_FullMethodName    = "/percolator.v1.Storage/CheckAndMutateRows"
 	Storage_CheckAndMutateInEpoch_FullMethodName = "/percolator.v1.Storage/CheckAndMutateInEpoch"
+	Storage_CommitOnePhase_FullMethodName        = "/percolator.v1.Storage/CommitOnePhase"
 )
 
 // StorageClient is the client API for Storage service.
@@ -69,6 +70,9 @@ type StorageClient interface {
 	// CheckAndMutateInEpoch: a commit point and its secondaries in one
 	// durable write, refused after a restart (storage.Epoched).
 	CheckAndMutateInEpoch(ctx context.Context, in *CheckAndMutateInEpochRequest, opts ...grpc.CallOption) (*CheckAndMutateInEpochResponse, error)
+	// CommitOnePhase: a one-row transaction's commit, its timestamp taken
+	// by the server's oracle under the row latch (storage.OnePhaser).
+	CommitOnePhase(ctx context.Context, in *CommitOnePhaseRequest, opts ...grpc.CallOption) (*CommitOnePhaseResponse, error)
 }
 
 type storageClient struct {
@@ -228,6 +232,16 @@ func (c *storageClient) CheckAndMutateInEpoch(ctx context.Context, in *CheckAndM
 	return out, nil
 }
 
+func (c *storageClient) CommitOnePhase(ctx context.Context, in *CommitOnePhaseRequest, opts ...grpc.CallOption) (*CommitOnePhaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommitOnePhaseResponse)
+	err := c.cc.Invoke(ctx, Storage_CommitOnePhase_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // StorageServer is the server API for Storage service.
 // All implementations must embed UnimplementedStorageServer
 // for forward compatibility.
@@ -255,6 +269,9 @@ type StorageServer interface {
 	// CheckAndMutateInEpoch: a commit point and its secondaries in one
 	// durable write, refused after a restart (storage.Epoched).
 	CheckAndMutateInEpoch(context.Context, *CheckAndMutateInEpochRequest) (*CheckAndMutateInEpochResponse, error)
+	// CommitOnePhase: a one-row transaction's commit, its timestamp taken
+	// by the server's oracle under the row latch (storage.OnePhaser).
+	CommitOnePhase(context.Context, *CommitOnePhaseRequest) (*CommitOnePhaseResponse, error)
 	mustEmbedUnimplementedStorageServer()
 }
 
@@ -306,6 +323,9 @@ func (UnimplementedStorageServer) CheckAndMutateRows(context.Context, *CheckAndM
 }
 func (UnimplementedStorageServer) CheckAndMutateInEpoch(context.Context, *CheckAndMutateInEpochRequest) (*CheckAndMutateInEpochResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckAndMutateInEpoch not implemented")
+}
+func (UnimplementedStorageServer) CommitOnePhase(context.Context, *CommitOnePhaseRequest) (*CommitOnePhaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CommitOnePhase not implemented")
 }
 func (UnimplementedStorageServer) mustEmbedUnimplementedStorageServer() {}
 func (UnimplementedStorageServer) testEmbeddedByValue()                 {}
@@ -573,6 +593,24 @@ func _Storage_CheckAndMutateInEpoch_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Storage_CommitOnePhase_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitOnePhaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageServer).CommitOnePhase(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Storage_CommitOnePhase_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageServer).CommitOnePhase(ctx, req.(*CommitOnePhaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Storage_ServiceDesc is the grpc.ServiceDesc for Storage service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -631,6 +669,10 @@ var Storage_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckAndMutateInEpoch",
 			Handler:    _Storage_CheckAndMutateInEpoch_Handler,
+		},
+		{
+			MethodName: "CommitOnePhase",
+			Handler:    _Storage_CommitOnePhase_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

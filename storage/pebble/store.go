@@ -70,6 +70,9 @@ type Store struct {
 	// pruner, if set, drops predicate selectors under the row latch
 	// (SetPruner).
 	pruner atomic.Pointer[Pruner]
+	// stamper, if set, is the oracle of the process that owns the store:
+	// one-phase commits take their timestamps from it (onephase.go).
+	stamper atomic.Pointer[storage.Stamper]
 }
 
 // Pruner returns predicate without selectors that select nothing in row,

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/seed-992972ee/percolator/rpc"
@@ -127,3 +128,35 @@ func (s *Store) SyncedWrites(ctx context.Context) (uint64, error) {
 	}
 	return resp.GetSyncedWrites(), nil
 }
+
+// CommitOnePhase implements storage.OnePhaser: one call, without a
+// nonce (a copy finds the first one's commit records and applies
+// nothing; the caller tells its own commit from another's by what it
+// wrote).
+func (s *Store) CommitOnePhase(ctx context.Context, row []byte, predicate storage.Filter, mutations, stamped []storage.Mutation, observers *uint64) (uint64, bool, error) {
+	if err := s.check(); err != nil {
+		return 0, false, err
+	}
+	if err := storage.CheckRead(ctx, row, predicate); err != nil {
+		return 0, false, err
+	}
+	if err := errors.Join(storage.ValidateMutations(mutations), storage.ValidateMutations(stamped)); err != nil {
+		return 0, false, err
+	}
+	req := &rpcpb.CommitOnePhaseRequest{Row: row, Predicate: rpc.FilterToPB(predicate),
+		Mutations: rpc.MutationsToPB(mutations), Stamped: rpc.MutationsToPB(stamped), ObserversVersion: observers}
+	var resp *rpcpb.CommitOnePhaseResponse
+	err := s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
+		resp, err = s.conn.Storage.CommitOnePhase(ctx, req)
+		return err
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	if !resp.Conflict && resp.CommitTs == 0 {
+		return 0, false, fmt.Errorf("remote: CommitOnePhase applied at timestamp 0")
+	}
+	return resp.CommitTs, resp.Conflict, nil
+}
+
+var _ storage.OnePhaser = (*Store)(nil)

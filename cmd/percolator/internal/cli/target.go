@@ -39,6 +39,9 @@ type Target struct {
 	// transaction's commit timestamp past their snapshot rather than wait
 	// for its lock (percolator.Options.ReadThroughLocks).
 	ReadThroughLocks bool
+	// TwoPhaseOnly commits every transaction of this process in two
+	// phases (percolator.Options.TwoPhaseOnly).
+	TwoPhaseOnly bool
 	// GCLifetime is the garbage collector's lifetime (--gc-lifetime); 0
 	// turns the background collector off.
 	GCLifetime time.Duration
@@ -71,6 +74,7 @@ func (t *Target) Register(fs *pflag.FlagSet, dirUsage string) {
 	RegisterGCLifetime(fs, &t.GCLifetime)
 	RegisterDiskReserve(fs, &t.DiskReserve)
 	fs.DurationVar(&t.LockTTL, "lock-ttl", 0, "how long this process's transaction locks stay valid without its heartbeat: another process may resolve a lock once its owner is seen dead (--session-ttl) or once this has passed, whichever comes first; at least 1ms (default 10s)")
+	fs.BoolVar(&t.TwoPhaseOnly, "two-phase-only", false, "commit every transaction in two phases (by default a transaction that writes one row commits in one call, embedded and over a server)")
 	fs.BoolVar(&t.ReadThroughLocks, "read-through-locks", false, "a read that meets the lock of a live transaction older than its snapshot pushes that transaction's commit timestamp past the snapshot and reads past the lock, instead of waiting for it (writers still wait)")
 	t.registerCluster(fs)
 }
@@ -219,7 +223,7 @@ func (t *Target) Open(ctx context.Context, create bool) (*percolator.DB, error) 
 		return t.openServer(ctx)
 	}
 	life, off := t.GCOptions()
-	db, err := percolator.Open(ctx, percolator.Options{Dir: t.Dir, MustExist: !create, LockTTL: t.LockTTL, ReadThroughLocks: t.ReadThroughLocks, Now: t.Now,
+	db, err := percolator.Open(ctx, percolator.Options{Dir: t.Dir, MustExist: !create, LockTTL: t.LockTTL, ReadThroughLocks: t.ReadThroughLocks, TwoPhaseOnly: t.TwoPhaseOnly, Now: t.Now,
 		GCLifetime: life, DisableGC: off, DiskReserve: t.DiskReserve})
 	if errors.Is(err, pebble.ErrLocked) {
 		return nil, inUse(err, t.Dir, create)
@@ -234,7 +238,7 @@ func (t *Target) openServer(ctx context.Context) (*percolator.DB, error) {
 		return nil, err
 	}
 	db, err := percolator.Open(ctx, percolator.Options{Server: t.Server, Token: tok, TLSCAFile: t.TLSCA, SessionTTL: t.SessionTTL,
-		RetryBudget: t.RetryBudget, LockTTL: t.LockTTL, ReadThroughLocks: t.ReadThroughLocks, Now: t.Now})
+		RetryBudget: t.RetryBudget, LockTTL: t.LockTTL, ReadThroughLocks: t.ReadThroughLocks, TwoPhaseOnly: t.TwoPhaseOnly, Now: t.Now})
 	return db, t.tokenRefused(err, tok)
 }
 
@@ -287,7 +291,7 @@ func (t *Target) OpenCluster(ctx context.Context) (*cluster.DB, error) {
 	}
 	life, off := t.GCOptions()
 	opts := cluster.Options{RunGC: t.RunGC && !off, Etcd: cluster.ParseEndpoints(t.Etcd), Prefix: t.EtcdPrefix, SessionTTL: t.SessionTTL, OracleToken: tok, OracleCAFile: t.TLSCA,
-		DB: percolator.Options{RetryBudget: t.RetryBudget, LockTTL: t.LockTTL, ReadThroughLocks: t.ReadThroughLocks, Now: t.Now, GCLifetime: life}}
+		DB: percolator.Options{RetryBudget: t.RetryBudget, LockTTL: t.LockTTL, ReadThroughLocks: t.ReadThroughLocks, TwoPhaseOnly: t.TwoPhaseOnly, Now: t.Now, GCLifetime: life}}
 	if err := opts.Bigtable.ParseTable(t.Bigtable); err != nil {
 		return nil, Usagef("--bigtable: %v", err)
 	}

@@ -217,6 +217,9 @@ func clientFlags(tg *cli.Target) []string {
 	if tg.ReadThroughLocks {
 		f = append(f, "--read-through-locks")
 	}
+	if tg.TwoPhaseOnly {
+		f = append(f, "--two-phase-only")
+	}
 	add("--gc-lifetime", tg.GCLifetime.String(), tg.GCLifetime != txn.DefaultGCLifetime)
 	return f
 }

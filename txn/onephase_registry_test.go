@@ -1,0 +1,107 @@
+package txn_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/seed-992972ee/percolator/oracle"
+	oracleremote "github.com/seed-992972ee/percolator/oracle/remote"
+	"github.com/seed-992972ee/percolator/rpc"
+	"github.com/seed-992972ee/percolator/server"
+	"github.com/seed-992972ee/percolator/server/servertest"
+	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/pebble"
+	"github.com/seed-992972ee/percolator/storage/remote"
+	"github.com/seed-992972ee/percolator/txn"
+)
+
+// movingRegistry observes nothing in its first snapshot and column "v"
+// from then on, under version 2: a registration made while a commit was
+// being built.
+type movingRegistry struct{ calls atomic.Int64 }
+
+func (m *movingRegistry) Snapshot() (txn.Observed, uint64) {
+	if m.calls.Add(1) == 1 {
+		return nil, 1
+	}
+	return func(col string) bool { return col == "v" }, 2
+}
+
+func (m *movingRegistry) Refresh(context.Context) (txn.Observed, uint64, error) {
+	o, v := m.Snapshot()
+	return o, v, nil
+}
+
+// staticRegistry observes nothing, at version.
+type staticRegistry struct{ version uint64 }
+
+func (s staticRegistry) Snapshot() (txn.Observed, uint64) { return nil, s.version }
+func (s staticRegistry) Refresh(context.Context) (txn.Observed, uint64, error) {
+	return nil, s.version, nil
+}
+
+// TestOnePhaseRegistryMoved: a one-phase commit built under a registry
+// that observed none of its columns, where a registration of one lands
+// before its timestamp is checked, applies nothing and commits in two
+// phases, with the notification its prewrite carries; embedded (the
+// owner's registry, checked in process) and over a server (the stored
+// version, which the server reads once the timestamp is taken and
+// compares). Under an unchanged registry the commit is one-phase.
+func TestOnePhaseRegistryMoved(t *testing.T) {
+	ctx := context.Background()
+	t.Run("embedded", func(t *testing.T) {
+		st, err := pebble.Open(t.TempDir(), pebble.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		alloc, err := oracle.OpenAllocator("", oracle.AllocatorOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer alloc.Close()
+		st.SetStamper(alloc)
+		c := newClient(t, st, oracle.NewClient(alloc), txn.Options{Logger: quiet})
+		checkMoved(ctx, t, c)
+	})
+	t.Run("server", func(t *testing.T) {
+		var stored atomic.Uint64
+		stored.Store(2)
+		srv := servertest.Start(t, server.Options{Logger: quiet,
+			RegistryVersion: func(context.Context, storage.Store) (uint64, error) { return stored.Load(), nil }}, "")
+		conn := servertest.Dial(t, srv.Addr, rpc.DialOptions{})
+		rs := servertest.Store(t, conn, remote.Options{})
+		c := newClient(t, rs, oracleremote.NewClient(conn), txn.Options{Logger: quiet})
+		checkMoved(ctx, t, c)
+	})
+}
+
+func checkMoved(ctx context.Context, t *testing.T, c *txn.Client) {
+	t.Helper()
+	commit := func(row string) {
+		tx, err := c.Begin(ctx)
+		if err == nil {
+			if err = tx.Set(row, "v", []byte("1")); err == nil {
+				err = tx.Commit(ctx)
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.SetObservers(&movingRegistry{})
+	commit("r")
+	if s := c.Stats(); s.OnePhase != 0 || s.Commits != 1 {
+		t.Fatalf("stats: %+v; want one commit, in two phases", s)
+	}
+	ns, err := c.Notifications().Read(ctx, []byte("r"))
+	if err != nil || len(ns) == 0 {
+		t.Fatalf("the notification of the newly observed column: %v, %v; want one", ns, err)
+	}
+	c.SetObservers(staticRegistry{version: 2}) // the server's stored version
+	commit("r2")
+	if s := c.Stats(); s.OnePhase != 1 {
+		t.Fatalf("stats: %+v; want the commit under an unchanged registry one-phase", s)
+	}
+}

@@ -80,12 +80,21 @@ func rate(ctx context.Context, n int, d time.Duration, op func(*rand.Rand) error
 // drift on a noisy machine hits both sides alike) and returns their mean
 // rates.
 func alternate(ctx context.Context, n int, d time.Duration, rawOp, txnOp func(*rand.Rand) error) (raw, txn float64) {
+	r := alternateAll(ctx, n, d, rawOp, txnOp)
+	return r[0], r[1]
+}
+
+// alternateAll is alternate over any number of sides, each measured for
+// d in two turns, in order, twice: rates[i] is ops[i]'s.
+func alternateAll(ctx context.Context, n int, d time.Duration, ops ...func(*rand.Rand) error) (rates []float64) {
+	rates = make([]float64, len(ops))
 	half := d / 2
 	for range 2 {
-		raw += rate(ctx, n, half, rawOp) / 2
-		txn += rate(ctx, n, half, txnOp) / 2
+		for i, op := range ops {
+			rates[i] += rate(ctx, n, half, op) / 2
+		}
 	}
-	return raw, txn
+	return rates
 }
 
 func benchKey(i int) []byte {

@@ -34,12 +34,6 @@ type Allocator struct {
 		// ext is the mark extension in flight, or nil.
 		ext    *extension
 		closed bool
-		// commits holds the one-phase commits in flight
-		// (AllocateCommit): each one's channel is closed when it is
-		// released. Invariant: every timestamp in it is below next, so
-		// every Allocate that hands out a timestamp after one was added
-		// waits for its release.
-		commits map[uint64]chan struct{}
 	}
 }
 
@@ -120,80 +114,14 @@ func (a *Allocator) Allocate(ctx context.Context, n int) (uint64, error) {
 	for {
 		a.mu.Lock()
 		first, wait, err := a.allocateLocked(uint64(n))
-		var commits []chan struct{}
-		if wait == nil && err == nil && len(a.mu.commits) > 0 {
-			commits = make([]chan struct{}, 0, len(a.mu.commits))
-			for _, ch := range a.mu.commits {
-				commits = append(commits, ch)
-			}
-		}
 		a.mu.Unlock()
 		if wait == nil {
-			if err == nil {
-				err = awaitCommits(ctx, commits)
-			}
-			if err != nil {
-				return 0, err
-			}
-			return first, nil
+			return first, err
 		}
 		if err := await(ctx, wait); err != nil {
 			return 0, err
 		}
 	}
-}
-
-// AllocateCommit hands out one timestamp for a one-phase commit
-// (txn/doc.go, "One-phase commit") and holds it in flight until release
-// is called: every Allocate that hands out a later timestamp waits for
-// the release before it returns. The caller writes its commit at ts and
-// releases once the write is visible to readers, or failed: so no reader
-// whose snapshot is above ts can read the row before the commit is
-// there. AllocateCommit itself never waits for other commits in flight
-// (one-phase commits of different rows overlap their syncs).
-//
-// release must be called exactly once; later calls do nothing.
-func (a *Allocator) AllocateCommit(ctx context.Context) (ts uint64, release func(), err error) {
-	for {
-		a.mu.Lock()
-		first, wait, err := a.allocateLocked(1)
-		if wait == nil && err == nil {
-			ch := make(chan struct{})
-			if a.mu.commits == nil {
-				a.mu.commits = make(map[uint64]chan struct{})
-			}
-			a.mu.commits[first] = ch
-			a.mu.Unlock()
-			var once sync.Once
-			return first, func() {
-				once.Do(func() {
-					a.mu.Lock()
-					delete(a.mu.commits, first)
-					a.mu.Unlock()
-					close(ch)
-				})
-			}, nil
-		}
-		a.mu.Unlock()
-		if wait == nil {
-			return 0, nil, err
-		}
-		if err := await(ctx, wait); err != nil {
-			return 0, nil, err
-		}
-	}
-}
-
-// awaitCommits waits until every channel is closed, or ctx ends.
-func awaitCommits(ctx context.Context, commits []chan struct{}) error {
-	for _, ch := range commits {
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
 }
 
 // allocateLocked hands out n timestamps, or returns the extension to wait

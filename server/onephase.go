@@ -15,7 +15,7 @@ import (
 
 // CommitOnePhase implements rpcpb.StorageServer: a one-row transaction's
 // commit (storage.OnePhaser), its timestamp handed out by this server's
-// oracle under the row latch and held in flight until the write is
+// oracle under the row latch, its row marked as committing until the write is
 // visible (txn/doc.go, "One-phase commit"). The server attaches its
 // allocator to its store at Open, so the store always takes it.
 func (s *storageService) CommitOnePhase(ctx context.Context, req *rpcpb.CommitOnePhaseRequest) (*rpcpb.CommitOnePhaseResponse, error) {
@@ -29,7 +29,7 @@ func (s *storageService) CommitOnePhase(ctx context.Context, req *rpcpb.CommitOn
 	muts, stamped := rpc.MutationsFromPB(req.Mutations), rpc.MutationsFromPB(req.Stamped)
 	var guard func() error
 	if req.ObserversVersion != nil {
-		version := s.srv.registryVersion
+		version := s.srv.latchedVersion
 		if version == nil {
 			return nil, s.srv.status(storage.ErrNoOnePhase)
 		}

@@ -183,15 +183,15 @@ type Server struct {
 	// acknowledged before its log sync carries it.
 	epoch uint64
 	alloc *oracle.Allocator
-	// registryVersion reads the observer registry's stored version
-	// (Options.RegistryVersion over the store), or is nil: one-phase
+	// latchedVersion reads the observer registry's stored version
+	// (Options.RegistryVersion) under a row latch, or is nil: one-phase
 	// commits built under a registry version check it.
-	registryVersion func(ctx context.Context) (uint64, error)
-	nonces          *nonceTable
-	locks           *presence // the lock family's index (presence.go)
-	coord           *coordService
-	metrics         *metrics
-	auth            tokenAuth
+	latchedVersion func(ctx context.Context) (uint64, error)
+	nonces         *nonceTable
+	locks          *presence // the lock family's index (presence.go)
+	coord          *coordService
+	metrics        *metrics
+	auth           tokenAuth
 	// gc is the garbage collector's client of the store (gc.go); nil
 	// when it is disabled.
 	gc     *txn.Client
@@ -284,11 +284,11 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
 	s.serving.init(sopts)
-	s.registryVersion = versionOf(opts.RegistryVersion, s.store)
+	s.latchedVersion = versionOf(opts.RegistryVersion, s.store.UnderLatch())
 	rpcpb.RegisterStorageServer(s.grpc, &storageService{srv: s})
 	rpcpb.RegisterOracleServer(s.grpc, &oracleService{
 		alloc: s.alloc, status: s.status, draining: s.draining, served: s.metrics.oracleBatch,
-		version: s.registryVersion,
+		version: versionOf(opts.RegistryVersion, s.store),
 	})
 	rpcpb.RegisterCoordServer(s.grpc, s.coord)
 	if err := s.startCollector(ctx); err != nil {

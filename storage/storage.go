@@ -467,11 +467,10 @@ type Epoched interface {
 var ErrNoOnePhase = errors.New("storage: this store takes no one-phase commits")
 
 // Stamper is the oracle of the process that owns a store, as the store
-// sees it for one-phase commits: Stamp hands out a commit timestamp held
-// in flight until release is called; no later timestamp is handed to
-// anyone before that (oracle.Allocator.AllocateCommit).
+// sees it for one-phase commits (oracle.Allocator): Allocate(ctx, 1)
+// hands out a timestamp above every one handed out before.
 type Stamper interface {
-	AllocateCommit(ctx context.Context) (ts uint64, release func(), err error)
+	Allocate(ctx context.Context, n int) (uint64, error)
 }
 
 // ErrObserversMoved is returned by OnePhaser.CommitOnePhase when the
@@ -487,8 +486,9 @@ var ErrObserversMoved = errors.New("storage: the observer registry changed since
 // oracle (a Stamper); then, if observers is not nil, it reads the
 // observer registry's stored version and fails with ErrObserversMoved
 // unless it is *observers; then it applies mutations, and stamped with
-// every mutation's Time replaced by the timestamp, in one durable write,
-// and releases the timestamp once the write is visible. conflict reports
+// every mutation's Time replaced by the timestamp, in one durable write.
+// Every read of the store that begins after the timestamp was handed out
+// returns the write (it waits while the commit is in flight). conflict reports
 // that predicate selected a cell: nothing was applied, no timestamp
 // taken. ErrNoOnePhase: the store has no oracle attached, or cannot read
 // the registry's version.

@@ -51,6 +51,10 @@ type Client struct {
 	// onePhase is set on a store that takes one-phase commits, unless
 	// Options.TwoPhaseOnly (onephase.go).
 	onePhase storage.OnePhaser
+	// awaitOnePhase, with index, is the store's wait for a one-phase
+	// commit of a row in flight, which a read the index answers makes
+	// first (as the store's own reads do).
+	awaitOnePhase onePhaseAwaiter
 	// noOnePhase is set once the store answered ErrNoOnePhase (no oracle
 	// attached to it): later commits do not ask again.
 	noOnePhase atomic.Bool
@@ -109,6 +113,9 @@ func NewClient(ctx context.Context, store storage.Store, oracle Oracle, live coo
 	c.notify = NotifySpace{store: store, apart: separateNotify(store), now: c.opts.Now}
 	if err := c.buildIndex(ctx); err != nil {
 		return nil, err
+	}
+	if c.index != nil {
+		c.awaitOnePhase, _ = store.(onePhaseAwaiter)
 	}
 	return c, nil
 }

@@ -433,35 +433,50 @@
 // embedded store a DB opened with its own oracle, and a percolator
 // server; on Bigtable the oracle is another process, which cannot hand
 // out a timestamp under a row's latch, so one-phase commit is off there).
-// A client with an observer registry commits in two phases: a column that
-// becomes observed during the commit is noticed only through its locks
-// (notifyMissed), and a one-phase commit has none.
+// Options.TwoPhaseOnly turns it off.
 //
-//  1. The call: under the row latch, the predicate is a prewrite's (no
-//     lock of another transaction, no write record at or after start_ts,
-//     no GC fence at or above it, in any written cell). If it selects
-//     nothing, the store takes a timestamp c from its oracle
-//     (oracle.Allocator.AllocateCommit), writes the data at start_ts and
-//     the commit records at c in one durable batch, and releases c once
-//     the batch is visible (and, for the owner's index, applied to it).
-//  2. c is held in flight from its allocation to its release: every
-//     timestamp the oracle hands out after c, to anyone, is returned only
-//     after c's release (Allocate waits). Commits in flight do not wait
-//     for each other, so one-phase commits of different rows share their
-//     syncs.
+//  1. The call: under the row latch, the store marks the row's latch
+//     stripe as committing; then the predicate, a prewrite's (no lock of
+//     another transaction, no write record at or after start_ts, no GC
+//     fence at or above it, in any written cell); if it selects nothing,
+//     the store takes a timestamp c from its process's oracle, checks the
+//     observer registry (below), writes the data at start_ts and the
+//     commit records at c in one durable batch, lowers the mark once the
+//     write returned (visible, durable, and applied to the owner's
+//     index), and releases the latch.
+//  2. Every read of the store that returns data (ReadRow, Scan, and the
+//     owner's index before it answers from memory) first waits while a
+//     mark is up on its row's stripe (a scan: on any stripe), by taking
+//     and dropping the latch.
 //
 // Snapshot isolation holds. A reader whose start_ts T > c got T after c
-// was allocated (the oracle's mutex orders them), so after c's release,
-// so after the commit records were visible: it reads them (invariant 2).
-// A reader with T < c must not see the write, and does not: its reads
-// stop below T. Write conflicts (invariant 3): the predicate and the
-// write are under the row latch, which every prewrite and every other
+// was handed out (the oracle's mutex orders them), so after the mark was
+// raised; its read began after that, found the mark up (and waited for
+// the write) or already lowered (the write returned): either way it reads
+// the commit records (invariant 2). A reader with T < c must not see the
+// write, and does not: its reads stop below T. Readers of other rows
+// never wait. Write conflicts (invariant 3): the predicate and the write
+// are under the row latch, which every prewrite and every other
 // one-phase commit of the row also takes; a concurrent writer of a cell
 // either prewrote first (its lock is selected), committed first (its
 // record at or after start_ts is), or comes after and finds this record,
 // at c, at or after its own start_ts; unless its start_ts is above c, and
 // then the two are not concurrent. c is above start_ts: start_ts was
 // handed out before the transaction began, c during its commit.
+//
+// Registrations. A client with an observer registry commits a row with an
+// observed column in two phases (its lock's notification announces the
+// change). A registration that lands during a one-phase commit built
+// under the registry before it is caught at the latch: the commit, once
+// its timestamp c is taken, compares the registry's version with the one
+// it was built under (the owner's in memory; over a server the stored
+// version, read by the server) and applies nothing if it moved; the
+// client then commits in two phases under the new registry. A
+// registration raises the version, then its backfill takes a timestamp
+// b and scans the column's cells. If c < b, the backfill's scan began
+// after c was handed out, so it waits for the commit's mark and finds its
+// records; if c > b, c was handed out after the version moved, and the
+// check refuses the commit.
 //
 // Retries (invariant 6): a copy of the call after the first applied finds
 // the first's commit records (at c >= start_ts) and applies nothing; the
@@ -475,10 +490,12 @@
 // after the write leaves a committed transaction with nothing to roll
 // forward; a crash before it leaves nothing.
 //
-// The mutant one-phase-early-ts takes c from the oracle as any other
-// timestamp, not held in flight, before the conditional write: a reader
-// with T > c may then read the row before the write lands and miss a
-// commit below its snapshot. verify catches it (TestVerifyMutants).
+// The mutant one-phase-early-ts takes c from the oracle before its
+// conditional write, with no mark: a transaction whose start_ts is above
+// c may read the row before the write lands, miss it, and write the cell
+// too (the predicate finds c below its start_ts); two compare-and-sets
+// then both succeed from one value. verify's register workload catches it
+// (TestVerifyMutants).
 //
 // # Reads through locks
 //

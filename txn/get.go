@@ -144,6 +144,13 @@ func (c *Client) visibleIn(ctx context.Context, ts uint64, row []byte, col strin
 // the in-memory index: a lock check costs a map lookup, and a cell whose
 // latest commit is known costs one exact-key read.
 func (c *Client) getIndexed(ctx context.Context, ts uint64, row []byte, col string) ([]byte, error) {
+	if c.awaitOnePhase != nil {
+		// A one-phase commit of the row in flight may be below ts: the
+		// index learns of it only once its write returns.
+		if err := c.awaitOnePhase.AwaitOnePhase(ctx, row); err != nil {
+			return nil, err
+		}
+	}
 	v := c.index.view(row, col, ts)
 	// The mutant skip-lock-check breaks invariant 2: it reads past the lock.
 	for _, lockTS := range v.lockTS {

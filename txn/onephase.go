@@ -21,6 +21,12 @@ type onePhaseGuarded interface {
 	CommitOnePhaseGuarded(ctx context.Context, row []byte, cond storage.Cond, predicate storage.Filter, mutations, stamped []storage.Mutation, guard func() error) (uint64, bool, error)
 }
 
+// onePhaseAwaiter is the embedded store's wait for a one-phase commit of
+// a row in flight (pebble.Store.AwaitOnePhase).
+type onePhaseAwaiter interface {
+	AwaitOnePhase(ctx context.Context, row []byte) error
+}
+
 // errTwoPhase: the one-phase commit applied nothing, and the commit goes
 // on in two phases.
 var errTwoPhase = errors.New("txn: commit in two phases")
@@ -154,7 +160,7 @@ func (c *Client) sendOnePhase(ctx context.Context, rw *rowWrites, cond storage.C
 }
 
 // onePhaseEarly is the mutant's commit: a commit timestamp taken from the
-// oracle as any other, not held in flight, before the conflict-checking
+// oracle as any other, with no mark on the row, before the conflict-checking
 // write. The pause widens the window in which a reader above it reads
 // the row before the write lands.
 func (c *Client) onePhaseEarly(ctx context.Context, rw *rowWrites, pred storage.Filter, muts, stamped []storage.Mutation) (uint64, bool, error) {

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/seed-992972ee/percolator/coord"
 	"github.com/seed-992972ee/percolator/oracle"
@@ -293,53 +291,5 @@ func TestOnePhaseCrash(t *testing.T) {
 	rd, _ := c.BeginReadOnly(ctx)
 	if v, err := rd.Get(ctx, "r", "v"); err != nil || string(v) != "1" {
 		t.Fatalf("r/v after the crash = %q, %v; want 1", v, err)
-	}
-}
-
-// TestOnePhaseReadersWait: a timestamp handed out while a one-phase
-// commit below it is in flight is returned only once that commit is
-// released (its write visible), and its caller's context bounds the
-// wait; later commits never wait for earlier ones.
-func TestOnePhaseReadersWait(t *testing.T) {
-	ctx := context.Background()
-	alloc, err := oracle.OpenAllocator("", oracle.AllocatorOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer alloc.Close()
-	ts, release, err := alloc.AllocateCommit(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts2, release2, err := alloc.AllocateCommit(ctx) // does not wait
-	if err != nil || ts2 <= ts {
-		t.Fatalf("a second commit timestamp: %d, %v", ts2, err)
-	}
-	release2()
-	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	defer cancel()
-	if _, err := alloc.Allocate(short, 1); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Allocate while a commit is in flight: %v; want it to wait until its context ends", err)
-	}
-	var got atomic.Uint64
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		n, err := alloc.Allocate(ctx, 1)
-		if err != nil {
-			t.Error(err)
-		}
-		got.Store(n)
-	}()
-	time.Sleep(10 * time.Millisecond)
-	if got.Load() != 0 {
-		t.Fatal("Allocate returned before the commit below it was released")
-	}
-	release()
-	release() // a second release does nothing
-	wg.Wait()
-	if got.Load() <= ts2 {
-		t.Fatalf("the reader's timestamp %d is not above the commits' %d, %d", got.Load(), ts, ts2)
 	}
 }

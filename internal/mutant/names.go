@@ -41,7 +41,7 @@ func Names() []Mutant {
 		{RepeatTimestamp, 1, "the oracle client hands out the timestamp before again, about one call in 50"},
 		{StaleRange, 1, "the oracle client fetches timestamps ahead of its callers and serves later callers from them"},
 		{PushSecondary, 2, "a read through locks pushes the lock it met instead of its primary, so the commit point never sees a secondary's push"},
-		{OnePhaseEarlyTS, 2, "a one-phase commit takes its commit timestamp from the oracle before its conflict-checking write, not held in flight, so a reader above it may read the row before the write"},
+		{OnePhaseEarlyTS, 2, "a one-phase commit takes its commit timestamp from the oracle before its conflict-checking write, with no mark on its row, so a transaction above it may read the row before the write"},
 	}
 }
 

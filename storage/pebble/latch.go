@@ -44,6 +44,13 @@ type latches struct {
 	// stripes' counts: a read of a store with no durable write in flight
 	// skips hashing its row.
 	anySyncing atomic.Int32
+	// committing counts the one-phase commits in flight per stripe
+	// (onephase.go). Invariant: raised under the stripe's latch before
+	// the commit's timestamp is taken, lowered after its write returned
+	// (visible and durable), still under the latch.
+	committing [latchStripes]atomic.Int32
+	// anyCommitting counts them all, raised first and lowered last.
+	anyCommitting atomic.Int32
 }
 
 func newLatches() *latches {
@@ -116,6 +123,55 @@ func (l *latches) wait(ctx context.Context, row []byte) error {
 	}
 	i := l.stripe(row)
 	if l.syncing[i].Load() == 0 {
+		return nil
+	}
+	if err := l.acquire(ctx, i); err != nil {
+		return err
+	}
+	l.unlock(i)
+	return nil
+}
+
+// markCommitting raises (delta 1) or lowers (delta -1) stripe i's count
+// of one-phase commits in flight.
+func (l *latches) markCommitting(i int, delta int32) {
+	if delta > 0 {
+		l.anyCommitting.Add(1)
+	}
+	l.committing[i].Add(delta)
+	if delta < 0 {
+		l.anyCommitting.Add(-1)
+	}
+}
+
+// awaitCommit returns once no one-phase commit that was in flight on
+// row's stripe when it was called is still in flight (it takes and drops
+// the latch, which the commit holds until its write returned), or ctx's
+// error. A read calls it before reading: a commit whose timestamp was
+// handed out before the reader's was marked before, so the reader finds
+// its write (txn/doc.go, "One-phase commit").
+func (l *latches) awaitCommit(ctx context.Context, row []byte) error {
+	if l.anyCommitting.Load() == 0 {
+		return nil
+	}
+	return l.awaitStripeCommit(ctx, l.stripe(row))
+}
+
+// awaitAllCommits is awaitCommit for every row: a scan's.
+func (l *latches) awaitAllCommits(ctx context.Context) error {
+	if l.anyCommitting.Load() == 0 {
+		return nil
+	}
+	for i := range l.committing {
+		if err := l.awaitStripeCommit(ctx, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *latches) awaitStripeCommit(ctx context.Context, i int) error {
+	if l.committing[i].Load() == 0 {
 		return nil
 	}
 	if err := l.acquire(ctx, i); err != nil {

@@ -37,9 +37,10 @@ func (s *Store) CommitOnePhase(ctx context.Context, row []byte, predicate storag
 // version check).
 //
 // The order is what txn/doc.go, "One-phase commit", argues: the latch,
-// then the predicate, then the timestamp, then the guard, then the write,
-// then the release; a reader's timestamp above the commit's is handed out
-// only after the release, so after the write is visible.
+// the stripe marked as committing, the predicate, the timestamp, the
+// guard, the write, the mark lowered, the latch released. A read whose
+// timestamp is above the commit's got it after the mark was raised; it
+// finds the mark and waits for the latch before it reads.
 func (s *Store) CommitOnePhaseGuarded(ctx context.Context, row []byte, cond storage.Cond, predicate storage.Filter, mutations, stamped []storage.Mutation, guard func() error) (uint64, bool, error) {
 	if err := s.guard.enter(); err != nil {
 		return 0, false, err
@@ -60,6 +61,11 @@ func (s *Store) CommitOnePhaseGuarded(ctx context.Context, row []byte, cond stor
 		return 0, false, err
 	}
 	defer s.latches.unlock(stripe)
+	// Marked before the timestamp is taken, unmarked once the write
+	// returned: a reader whose timestamp is later finds the mark and
+	// waits for the latch (latches.awaitCommit).
+	s.latches.markCommitting(stripe, 1)
+	defer s.latches.markCommitting(stripe, -1)
 	if err := s.latched(ctx); err != nil {
 		return 0, false, err
 	}
@@ -77,11 +83,10 @@ func (s *Store) CommitOnePhaseGuarded(ctx context.Context, row []byte, cond stor
 	if matched {
 		return 0, true, nil
 	}
-	ts, release, err := (*st).AllocateCommit(ctx)
+	ts, err := (*st).Allocate(ctx, 1)
 	if err != nil {
 		return 0, false, err
 	}
-	defer release()
 	if guard != nil {
 		if err := guard(); err != nil {
 			return 0, false, err

@@ -22,6 +22,9 @@ func (s *Store) ReadRow(ctx context.Context, row []byte, filter storage.Filter) 
 	if err := storage.CheckRead(ctx, row, filter); err != nil {
 		return storage.Row{}, err
 	}
+	if err := s.latches.awaitCommit(ctx, row); err != nil {
+		return storage.Row{}, err
+	}
 	cells, err := s.readRow(row, filter, false)
 	if err == nil {
 		err = s.settle(ctx, row)
@@ -30,6 +33,39 @@ func (s *Store) ReadRow(ctx context.Context, row []byte, filter storage.Filter) 
 		return storage.Row{}, err
 	}
 	return storage.Row{Key: slices.Clone(row), Cells: cells}, nil
+}
+
+// UnderLatch returns a view of the store for reads made while the caller
+// holds a row's latch (a one-phase commit's guard, which reads the
+// observer registry's version): its ReadRow neither waits for one-phase
+// commits in flight nor settles, either of which could wait for the very
+// latch the caller holds. It may return a write whose sync is still in
+// flight. Its other methods are the store's.
+func (s *Store) UnderLatch() storage.Store { return underLatch{s} }
+
+type underLatch struct{ *Store }
+
+func (u underLatch) ReadRow(ctx context.Context, row []byte, filter storage.Filter) (storage.Row, error) {
+	if err := u.guard.enter(); err != nil {
+		return storage.Row{}, err
+	}
+	defer u.guard.exit()
+	if err := storage.CheckRead(ctx, row, filter); err != nil {
+		return storage.Row{}, err
+	}
+	cells, err := u.readRow(row, filter, false)
+	if err != nil {
+		return storage.Row{}, err
+	}
+	return storage.Row{Key: slices.Clone(row), Cells: cells}, nil
+}
+
+// AwaitOnePhase returns once no one-phase commit of row that was in
+// flight when it was called still is (CommitOnePhaseGuarded), or ctx's
+// error: the owner's index calls it before it answers a read of row from
+// memory, as ReadRow does before it reads the store.
+func (s *Store) AwaitOnePhase(ctx context.Context, row []byte) error {
+	return s.latches.awaitCommit(ctx, row)
 }
 
 // settle is the last step of every read that returns row to a caller

@@ -33,6 +33,9 @@ func (s *Store) ScanCounted(ctx context.Context, start, end []byte, filter stora
 	if err := storage.CheckScan(start, end, filter, limit); err != nil {
 		return 0, err
 	}
+	if err := s.latches.awaitAllCommits(ctx); err != nil {
+		return 0, err
+	}
 	groups := groupByFamily(filter)
 	cursor := start
 	for {

@@ -14,4 +14,5 @@ const (
 	CrashAfterSessionCheck    = crashAfterSessionCheck
 	CrashAfterPrimaryCommit   = crashAfterPrimaryCommit
 	CrashAfterPush            = crashAfterPush
+	CrashAfterOnePhase        = crashAfterOnePhase
 )

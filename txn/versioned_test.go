@@ -25,6 +25,7 @@ type holdPrewrite struct {
 	col              string
 	once             sync.Once
 	reached, release chan struct{}
+	heldOnePhase     atomic.Bool // the held call was a one-phase commit
 }
 
 func (h *holdPrewrite) CheckAndMutateIdempotent(ctx context.Context, row []byte, p storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
@@ -45,6 +46,15 @@ func (h *holdPrewrite) CheckAndMutateRowsDeferred(ctx context.Context, checks []
 	return h.Store.CheckAndMutateRowsDeferred(ctx, checks)
 }
 
+// CommitOnePhase implements storage.OnePhaser: a server's client sends a
+// one-row transaction's commit through it.
+func (h *holdPrewrite) CommitOnePhase(ctx context.Context, row []byte, p storage.Filter, muts, stamped []storage.Mutation, observers *uint64) (uint64, bool, error) {
+	if len(stamped) > 0 && stamped[0].Qualifier == h.col {
+		h.once.Do(func() { h.heldOnePhase.Store(true); close(h.reached); <-h.release })
+	}
+	return h.Store.CommitOnePhase(ctx, row, p, muts, stamped, observers)
+}
+
 // serverProc is a client process of a server: its store, its oracle (the
 // server's, versioned: each timestamp carries the observer registry
 // version) and its observer framework.
@@ -53,7 +63,7 @@ type serverProc struct {
 	f      *observer.Framework
 }
 
-func newServerProc(t *testing.T, addr string, wrap func(*remote.Store) storage.Store) *serverProc {
+func newServerProc(t *testing.T, addr string, opts txn.Options, wrap func(*remote.Store) storage.Store) *serverProc {
 	t.Helper()
 	ctx := context.Background()
 	conn := servertest.Dial(t, addr, rpc.DialOptions{})
@@ -63,7 +73,8 @@ func newServerProc(t *testing.T, addr string, wrap func(*remote.Store) storage.S
 		st = wrap(rs)
 	}
 	orc := oracleremote.NewClient(servertest.Dial(t, addr, rpc.DialOptions{}))
-	c, err := txn.NewClient(ctx, st, orc, coord.TTLOnly{}, txn.Options{Logger: quiet})
+	opts.Logger = quiet
+	c, err := txn.NewClient(ctx, st, orc, coord.TTLOnly{}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,13 +91,24 @@ func newServerProc(t *testing.T, addr string, wrap func(*remote.Store) storage.S
 // (the oracle returns the registry version it read after allocating). A
 // registration that lands between the writer's prewrite being built and
 // sent (so its backfill finds no lock) is seen by that re-read, and the
-// committer notifies the write itself.
+// committer notifies the write itself. The same registration landing
+// while a one-phase commit of the row is in flight makes the server refuse
+// it (the registry version moved), and the committer commits in two
+// phases, notifying.
 func TestRegistryVersionWithCommitTimestamp(t *testing.T) {
+	for _, twoPhase := range []bool{true, false} {
+		t.Run(map[bool]string{true: "two-phase", false: "one-phase"}[twoPhase], func(t *testing.T) {
+			registrationRacesCommit(t, twoPhase)
+		})
+	}
+}
+
+func registrationRacesCommit(t *testing.T, twoPhase bool) {
 	ctx := context.Background()
 	srv := servertest.Start(t, server.Options{Logger: quiet}, "")
 	h := &holdPrewrite{col: "in", reached: make(chan struct{}), release: make(chan struct{})}
-	writer := newServerProc(t, srv.Addr, func(rs *remote.Store) storage.Store { h.Store = rs; return h })
-	registrar := newServerProc(t, srv.Addr, nil)
+	writer := newServerProc(t, srv.Addr, txn.Options{TwoPhaseOnly: twoPhase}, func(rs *remote.Store) storage.Store { h.Store = rs; return h })
+	registrar := newServerProc(t, srv.Addr, txn.Options{}, nil)
 	done := make(chan error, 1)
 	go func() {
 		tx, err := writer.client.Begin(ctx)
@@ -122,5 +144,11 @@ func TestRegistryVersionWithCommitTimestamp(t *testing.T) {
 	got, err := tx.Get(ctx, "r", "out")
 	if err != nil || string(got) != "v" || runs.Load() != 1 {
 		t.Fatalf("out = %q (%v) after %d runs: the write that raced the registration was never notified", got, err, runs.Load())
+	}
+	if h.heldOnePhase.Load() == twoPhase {
+		t.Fatalf("the held call was a one-phase commit: %v; want %v", h.heldOnePhase.Load(), !twoPhase)
+	}
+	if s := writer.client.Stats(); s.OnePhase != 0 {
+		t.Fatalf("the writer's stats: %+v; want its commit, refused in one phase, made in two", s)
 	}
 }

@@ -50,6 +50,14 @@
 //     on the committing goroutine) fails the store before its marks are
 //     lifted: every later call, and every read that waited, returns
 //     storage.ErrFailed, and a reopen recovers exactly what was synced.
+//     Likewise a one-phase commit (CommitOnePhaseGuarded, with a Stamper
+//     attached: the owner's oracle) marks its row's stripe as committing
+//     under the latch before it takes its timestamp, and lowers the mark
+//     once its write returned. Every ReadRow, and the owner's index
+//     (AwaitOnePhase), first waits while its row's stripe is marked; a
+//     Scan, while any is: a read whose timestamp came after the commit's
+//     finds the write (txn/doc.go, "One-phase commit"). Reads made under a
+//     latch go through UnderLatch, which waits for nothing.
 //  5. The apply hook runs after the commit returned — for a durable call,
 //     after it is durable — and before the row latch is released, once per
 //     row with mutations, in the order writes were applied to that row

@@ -69,15 +69,7 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 	// for CleanupTimeout, as a two-phase commit point does.
 	cctx, cancel := c.commitPointContext(ctx)
 	defer cancel()
-	cond := func() (bool, bool) {
-		if c.index.lockedExcept(rw, t.startTS) {
-			return true, true
-		}
-		if c.index.fencedSince(t.startTS) {
-			return false, false // the store reads the fence
-		}
-		return c.index.writtenSince(rw, t.startTS)
-	}
+	cond := c.prewriteCond(rw, t.startTS)
 	for try := 0; ; try++ {
 		var (
 			conflict bool

@@ -45,17 +45,7 @@ const prewriteRetries = 2
 // (invariant 5).
 func (c *Client) prewrite(ctx context.Context, t *Txn, rw *rowWrites, primary *mutation, obs Observed) error {
 	pred, writes, ifFalse := c.prewriteCall(t, rw, primary, obs)
-	// The index knows every lock, and every write record above its floor:
-	// a prewrite of a fresh transaction usually reads nothing.
-	cond := func() (bool, bool) {
-		if c.index.lockedExcept(rw, t.startTS) {
-			return true, true
-		}
-		if c.index.fencedSince(t.startTS) {
-			return false, false // the store reads the fence
-		}
-		return c.index.writtenSince(rw, t.startTS)
-	}
+	cond := c.prewriteCond(rw, t.startTS)
 	for try := 0; ; try++ {
 		// Safe in any order: a copy before the commit point finds only its
 		// own lock and rewrites the same cells (the lock's wall time moves
@@ -70,6 +60,22 @@ func (c *Client) prewrite(ctx context.Context, t *Txn, rw *rowWrites, primary *m
 		if !resolved || try == prewriteRetries {
 			return err
 		}
+	}
+}
+
+// prewriteCond decides a prewrite's predicate (and a one-phase commit's)
+// from the owner's index under the row latch where it can: the index
+// knows every lock, and every write record above its floor, so a
+// prewrite of a fresh transaction usually reads nothing.
+func (c *Client) prewriteCond(rw *rowWrites, startTS uint64) storage.Cond {
+	return func() (bool, bool) {
+		if c.index.lockedExcept(rw, startTS) {
+			return true, true
+		}
+		if c.index.fencedSince(startTS) {
+			return false, false // the store reads the fence
+		}
+		return c.index.writtenSince(rw, startTS)
 	}
 }
 

@@ -460,7 +460,7 @@ func TestBenchServer(t *testing.T) {
 	for _, re := range []string{
 		`oracle: +[0-9]+ timestamps/s from 4 processes x 64 goroutines .* mean batch [0-9.]+, [0-9]+ requests/s;\n +empty unary calls: [0-9]+/s one in flight per process .*: [0-9.]+x of calls x batch \(target >= 0.8x: (met|MISSED)\); [0-9]+/s from all 4 x 64 goroutines: [0-9.]+x`,
 		`reads: +[0-9]+ reads/s in read-only txns .* vs [0-9]+ raw ReadRow RPCs/s at 8 readers: ratio [0-9.]+x`,
-		`writes: +[0-9]+ txn/s vs [0-9]+ raw durable Mutate RPCs/s at 8 writers, 100-byte values: ratio [0-9.]+x`,
+		`writes: +[0-9]+ txn/s one-phase, [0-9]+ two-phase vs [0-9]+ raw durable Mutate RPCs/s at 8 writers, 100-byte values: ratio [0-9.]+x one-phase \(target >= 0.6x: [a-zA-Z]+\), [0-9.]+x two-phase`,
 		`nonces: +[0-9]+ Increments/s with nonces vs [0-9]+ without at 8 callers: ratio [0-9.]+x`,
 		`targets: [0-9] met, [0-9] missed`,
 	} {

@@ -31,6 +31,13 @@ type onePhaseAwaiter interface {
 // on in two phases.
 var errTwoPhase = errors.New("txn: commit in two phases")
 
+// refusedOnePhase reports a refusal of a one-phase commit that applied
+// nothing (the store takes none, or the registry moved): final, not sent
+// again.
+func refusedOnePhase(err error) bool {
+	return errors.Is(err, storage.ErrNoOnePhase) || errors.Is(err, storage.ErrObserversMoved)
+}
+
 // mayCommitOnePhase reports whether t commits in one call: its writes
 // fall in one row, the store takes one-phase commits, and obs observes
 // none of its columns (an observed column's change is announced by its
@@ -74,6 +81,7 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 		var (
 			conflict bool
 			err      error
+			resent   bool // an earlier copy failed, and may have applied
 		)
 		for i := 0; i <= c.opts.StoreRetries; i++ {
 			// Safe to send twice, late, or out of order: a copy after the
@@ -81,18 +89,22 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 			// a copy after a rollback record at start_ts finds that; both
 			// apply nothing, and the status read below tells them apart.
 			_, conflict, err = c.sendOnePhase(cctx, rw, cond, pred, writes, muts, stamped, obsVer)
-			if err == nil || !retryable(err) {
+			if err == nil || !retryable(err) || refusedOnePhase(err) {
 				break
 			}
+			resent = true
 		}
-		switch {
-		case errors.Is(err, storage.ErrNoOnePhase) && try == 0:
-			c.noOnePhase.Store(true)
-			return errTwoPhase
-		case errors.Is(err, storage.ErrObserversMoved):
+		if refusedOnePhase(err) && try == 0 && !resent {
+			// Nothing of this commit was applied: two phases may follow
+			// at the same start_ts.
+			if errors.Is(err, storage.ErrNoOnePhase) {
+				c.noOnePhase.Store(true)
+			}
 			return errTwoPhase
 		}
 		if err != nil {
+			// Unknown, or refused after a copy that may have applied:
+			// settled from what the row holds.
 			return c.settleOnePhase(cctx, t, rw, err)
 		}
 		if c.crashed(crashAfterOnePhase) {

@@ -207,6 +207,58 @@ type dropReply struct {
 
 func (*dropReply) Exclusive() bool { return false }
 
+// movedAfterDrop applies the first one-phase commit and loses its reply,
+// then refuses every copy as a server whose observer registry moved
+// meanwhile would.
+type movedAfterDrop struct {
+	*pebble.Store
+	calls atomic.Int64
+}
+
+func (*movedAfterDrop) Exclusive() bool { return false }
+
+func (m *movedAfterDrop) CommitOnePhase(ctx context.Context, row []byte, pred storage.Filter, muts, stamped []storage.Mutation, _ *uint64) (uint64, bool, error) {
+	if m.calls.Add(1) > 1 {
+		return 0, false, storage.ErrObserversMoved
+	}
+	if _, _, err := m.Store.CommitOnePhase(ctx, row, pred, muts, stamped, nil); err != nil {
+		return 0, false, err
+	}
+	return 0, false, fmt.Errorf("%w: reply lost", storage.ErrUnavailable)
+}
+
+// TestOnePhaseRefusedAfterLostReply: a one-phase commit whose first copy
+// applied (reply lost) and whose next copy is refused (the registry
+// moved) is not redone in two phases (its prewrite would find its own
+// commit and report a conflict, and the caller would run the
+// transaction again): the row says it committed.
+func TestOnePhaseRefusedAfterLostReply(t *testing.T) {
+	ctx := context.Background()
+	e := newOnePhaseEnv(t)
+	m := &movedAfterDrop{Store: e.store}
+	c := e.client(t, m, Options{})
+	c.SetObservers(staticObserved{})
+	if _, err := setAndCommit(ctx, c, "r", "v", "1"); err != nil {
+		t.Fatalf("commit: %v; want the first copy's commit reported", err)
+	}
+	if s := c.Stats(); s.Commits != 1 || s.OnePhase != 1 || s.Conflicts != 0 {
+		t.Fatalf("stats: %+v", s)
+	}
+	// A refusal with nothing applied before it: two phases.
+	m.calls.Store(1)
+	if _, err := setAndCommit(ctx, c, "r", "v", "2"); err != nil || c.Stats().OnePhase != 1 || c.Stats().Commits != 2 {
+		t.Fatalf("after a plain refusal: %v, %+v; want a two-phase commit", err, c.Stats())
+	}
+}
+
+// staticObserved observes nothing, at version 1.
+type staticObserved struct{}
+
+func (staticObserved) Snapshot() (Observed, uint64) { return nil, 1 }
+func (staticObserved) Refresh(context.Context) (Observed, uint64, error) {
+	return nil, 1, nil
+}
+
 // notOwned is the store seen by a second client of its process: no
 // index of its own (the owner's hook keeps the one index).
 type notOwned struct{ *pebble.Store }

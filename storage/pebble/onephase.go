@@ -69,16 +69,9 @@ func (s *Store) CommitOnePhaseGuarded(ctx context.Context, row []byte, cond stor
 	if err := s.latched(ctx); err != nil {
 		return 0, false, err
 	}
-	var matched, decided bool
-	if cond != nil {
-		matched, decided = cond()
-	}
-	if !decided {
-		cells, err := s.readRow(row, s.prune(row, predicate), true)
-		if err != nil {
-			return 0, false, err
-		}
-		matched = len(cells) > 0
+	matched, err := s.decide(row, cond, predicate)
+	if err != nil {
+		return 0, false, err
 	}
 	if matched {
 		return 0, true, nil

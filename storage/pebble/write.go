@@ -96,16 +96,9 @@ func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Con
 	if err := s.latched(ctx); err != nil {
 		return false, err
 	}
-	var matched, decided bool
-	if cond != nil {
-		matched, decided = cond()
-	}
-	if !decided {
-		cells, err := s.readRow(row, s.prune(row, predicate), true)
-		if err != nil {
-			return false, err
-		}
-		matched = len(cells) > 0
+	matched, err := s.decide(row, cond, predicate)
+	if err != nil {
+		return false, err
 	}
 	if matched && len(unless) > 0 {
 		if matched, err = s.selectsNone(row, unless); err != nil {
@@ -124,6 +117,18 @@ func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Con
 		return matched, nil
 	}
 	return matched, s.commitLocked([]storage.RowMutation{{Row: row, Mutations: branch}}, sync, recs)
+}
+
+// decide reports whether predicate selects a cell of row: as cond says,
+// where it decides, or as read. The caller holds the row's latch.
+func (s *Store) decide(row []byte, cond storage.Cond, predicate storage.Filter) (bool, error) {
+	if cond != nil {
+		if matched, decided := cond(); decided {
+			return matched, nil
+		}
+	}
+	cells, err := s.readRow(row, s.prune(row, predicate), true)
+	return len(cells) > 0, err
 }
 
 // selectsNone reports whether filter selects no cell of row. The caller

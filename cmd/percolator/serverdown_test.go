@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"strconv"
@@ -49,7 +50,9 @@ func TestDeadClientLocksResolvedAtSessionExpiry(t *testing.T) {
 		return err
 	})
 	waited := time.Since(killed)
-	if err != nil {
+	// Not found is a resolution too: a transfer's record row is new, and
+	// the killed transaction, rolled back, leaves it empty.
+	if err != nil && !errors.Is(err, percolator.ErrNotFound) {
 		t.Fatalf("reading %s/%s of the killed process: %v", l.Row, l.Column, err)
 	}
 	t.Logf("the read of %s/%s, locked by the killed process, returned %v after the kill (lock TTL %v)",

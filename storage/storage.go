@@ -478,6 +478,16 @@ type Stamper interface {
 // under: nothing was applied, and the caller commits in two phases.
 var ErrObserversMoved = errors.New("storage: the observer registry changed since the commit was built")
 
+// AppendStamped appends to dst every mutation of stamped with its
+// timestamp replaced by ts: a one-phase commit's commit records.
+func AppendStamped(dst, stamped []Mutation, ts uint64) []Mutation {
+	for _, m := range stamped {
+		m.TS = ts
+		dst = append(dst, m)
+	}
+	return dst
+}
+
 // OnePhaser is an optional capability of a store owned by one process
 // that also runs the timestamp oracle (an embedded Pebble store, a
 // percolator server): a one-row transaction commits in one call

@@ -173,11 +173,7 @@ func (c *Client) onePhaseEarly(ctx context.Context, rw *rowWrites, pred storage.
 		return 0, false, err
 	}
 	time.Sleep(20 * time.Millisecond)
-	all := append([]storage.Mutation(nil), muts...)
-	for _, m := range stamped {
-		m.TS = ts
-		all = append(all, m)
-	}
+	all := storage.AppendStamped(append([]storage.Mutation(nil), muts...), stamped, ts)
 	matched, err := c.store.CheckAndMutate(ctx, rw.row, pred, nil, all)
 	return ts, matched, err
 }

@@ -125,6 +125,12 @@ func (l *latches) wait(ctx context.Context, row []byte) error {
 	if l.syncing[i].Load() == 0 {
 		return nil
 	}
+	return l.pass(ctx, i)
+}
+
+// pass takes and drops stripe i's latch: it returns once the write that
+// held it when called is done, or ctx's error.
+func (l *latches) pass(ctx context.Context, i int) error {
 	if err := l.acquire(ctx, i); err != nil {
 		return err
 	}
@@ -174,11 +180,7 @@ func (l *latches) awaitStripeCommit(ctx context.Context, i int) error {
 	if l.committing[i].Load() == 0 {
 		return nil
 	}
-	if err := l.acquire(ctx, i); err != nil {
-		return err
-	}
-	l.unlock(i)
-	return nil
+	return l.pass(ctx, i)
 }
 
 // markSyncing raises (delta 1) or lowers (delta -1) the in-flight marks of

@@ -85,12 +85,7 @@ func (s *Store) CommitOnePhaseGuarded(ctx context.Context, row []byte, cond stor
 			return 0, false, err
 		}
 	}
-	all := make([]storage.Mutation, 0, len(mutations)+len(stamped))
-	all = append(all, mutations...)
-	for _, m := range stamped {
-		m.TS = ts
-		all = append(all, m)
-	}
+	all := storage.AppendStamped(append(make([]storage.Mutation, 0, len(mutations)+len(stamped)), mutations...), stamped, ts)
 	if err := s.commitLocked([]storage.RowMutation{{Row: row, Mutations: all}}, pebble.Sync, nil); err != nil {
 		return 0, false, err
 	}

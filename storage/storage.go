@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"math"
 	"time"
@@ -504,6 +505,56 @@ func AppendStamped(dst, stamped []Mutation, ts uint64) []Mutation {
 // the registry's version.
 type OnePhaser interface {
 	CommitOnePhase(ctx context.Context, row []byte, predicate Filter, mutations, stamped []Mutation, observers *uint64) (commitTS uint64, conflict bool, err error)
+}
+
+// StampSize is the size of the timestamp an AsyncPrewriter writes into
+// the end of each stamped value: big-endian.
+const StampSize = 8
+
+// AsyncCheck is one row of an async-commit transaction's prewrites
+// (AsyncPrewriter): applied only where Predicate selects no cell of Row.
+type AsyncCheck struct {
+	Row       []byte
+	Predicate Filter
+	// Mutations apply as they are. Stamped are puts whose value ends in
+	// StampSize bytes that the store overwrites with the timestamp it
+	// took (a lock's min_commit_ts: the record is the caller's, the
+	// store writes only those bytes).
+	Mutations, Stamped []Mutation
+}
+
+// AsyncPrewriter is an optional capability of a store owned by one
+// process that also runs the timestamp oracle (an embedded Pebble store,
+// a percolator server): the prewrites of an async-commit transaction
+// (txn/doc.go, "Async commit"). PrewriteAsync latches every row of
+// checks (distinct rows), marks them as committing, and reads each
+// predicate; if some select no cell, the store takes a timestamp ts from
+// its process's oracle (a Stamper); then, if observers is not nil, it
+// fails with ErrObserversMoved unless the observer registry's stored
+// version is *observers; then it applies, in one durable write, the
+// Mutations and the Stamped puts (their values' last StampSize bytes set
+// to ts) of every check whose predicate selected nothing. Every read of
+// the store that begins after ts was handed out returns the write (it
+// waits while the call is in flight). conflict[i] reports that checks[i]'s
+// predicate selected a cell: nothing was applied to its row. When every
+// predicate did, nothing is applied and ts is 0. ErrNoOnePhase: the
+// store has no oracle attached, or cannot read the registry's version.
+type AsyncPrewriter interface {
+	PrewriteAsync(ctx context.Context, checks []AsyncCheck, observers *uint64) (ts uint64, conflict []bool, err error)
+}
+
+// StampValues appends to dst every mutation of stamped with a copy of its
+// value whose last StampSize bytes are ts, big-endian: an async
+// prewrite's stamped puts as the store writes them. Each value must be
+// at least StampSize long (CheckAsyncChecks).
+func StampValues(dst, stamped []Mutation, ts uint64) []Mutation {
+	for _, m := range stamped {
+		v := append([]byte(nil), m.Value...)
+		binary.BigEndian.PutUint64(v[len(v)-StampSize:], ts)
+		m.Value = v
+		dst = append(dst, m)
+	}
+	return dst
 }
 
 // RowRead is one row's read within MultiReader.ReadRows.

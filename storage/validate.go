@@ -170,3 +170,33 @@ func CheckRowChecks(ctx context.Context, checks []RowCheck, then []RowMutation) 
 	}
 	return nil
 }
+
+// CheckAsyncChecks validates an async prewrite's checks
+// (AsyncPrewriter): at least one, each a valid read and valid
+// mutations, every stamped one a put whose value holds a stamp, and no
+// row named twice.
+func CheckAsyncChecks(ctx context.Context, checks []AsyncCheck) error {
+	if len(checks) == 0 {
+		return fmt.Errorf("%w: an async prewrite of no row", ErrInvalidArgument)
+	}
+	seen := make(map[string]struct{}, len(checks))
+	for i := range checks {
+		ch := &checks[i]
+		if err := CheckRead(ctx, ch.Row, ch.Predicate); err != nil {
+			return fmt.Errorf("check %d: %w", i, err)
+		}
+		if err := errors.Join(ValidateMutations(ch.Mutations), ValidateMutations(ch.Stamped)); err != nil {
+			return fmt.Errorf("check %d: %w", i, err)
+		}
+		for _, m := range ch.Stamped {
+			if m.Kind != Put || len(m.Value) < StampSize {
+				return fmt.Errorf("%w: check %d: a stamped mutation must be a put whose value holds a %d-byte stamp", ErrInvalidArgument, i, StampSize)
+			}
+		}
+		if _, dup := seen[string(ch.Row)]; dup {
+			return fmt.Errorf("%w: row %s named twice in one batch (check %d)", ErrInvalidArgument, QuoteRow(ch.Row), i)
+		}
+		seen[string(ch.Row)] = struct{}{}
+	}
+	return nil
+}

@@ -58,6 +58,13 @@ type Client struct {
 	// noOnePhase is set once the store answered ErrNoOnePhase (no oracle
 	// attached to it): later commits do not ask again.
 	noOnePhase atomic.Bool
+	// async is set on a store that takes async prewrites when
+	// Options.AsyncCommit is on (async.go); noAsync once it answered
+	// ErrNoOnePhase. background counts the async commits' record writes
+	// still running (Close waits for them).
+	async      storage.AsyncPrewriter
+	noAsync    atomic.Bool
+	background sync.WaitGroup
 	oracle     Oracle
 	live       coord.Liveness
 	opts       Options
@@ -109,6 +116,9 @@ func NewClient(ctx context.Context, store storage.Store, oracle Oracle, live coo
 	c.unlessed, _ = store.(storage.Unlessed)
 	if !opts.TwoPhaseOnly {
 		c.onePhase, _ = store.(storage.OnePhaser)
+	}
+	if !opts.TwoPhaseOnly && opts.AsyncCommit {
+		c.async, _ = store.(storage.AsyncPrewriter)
 	}
 	c.notify = NotifySpace{store: store, apart: separateNotify(store), now: c.opts.Now}
 	if err := c.buildIndex(ctx); err != nil {
@@ -171,9 +181,11 @@ func (c *Client) Indexed() bool { return c.index != nil }
 // Owner returns the identity this client writes into its locks.
 func (c *Client) Owner() string { return c.opts.Owner }
 
-// Close detaches the client from the store (removes the ApplyHook). It
-// does not close the store.
+// Close detaches the client from the store (removes the ApplyHook),
+// once the commit records of its async commits still being written are
+// (each bounded by asyncRecordsTimeout). It does not close the store.
 func (c *Client) Close() {
+	c.background.Wait()
 	if c.unhook != nil {
 		c.unhook()
 	}
@@ -190,6 +202,13 @@ type Stats struct {
 	Pushes, Repushed uint64
 	// OnePhase counts the commits made in one call (among Commits).
 	OnePhase uint64
+	// Async counts the async commits (among Commits), AsyncResolved the
+	// async locks whose transaction this client decided from all its
+	// rows (committed, or rolled back after it left a rollback record
+	// where a row held nothing), and AsyncReadPast the reads that read
+	// past an async lock whose transaction commits above them, if at
+	// all, without waiting.
+	Async, AsyncResolved, AsyncReadPast uint64
 }
 
 type stats struct {
@@ -198,6 +217,8 @@ type stats struct {
 	lockWaits, prewriteResolve atomic.Uint64
 	pushes, repushed           atomic.Uint64
 	onePhase                   atomic.Uint64
+	async, asyncResolved       atomic.Uint64
+	asyncReadPast              atomic.Uint64
 }
 
 // Stats returns a snapshot of the client's counters.
@@ -209,6 +230,7 @@ func (c *Client) Stats() Stats {
 		LockWaits: s.lockWaits.Load(), PrewriteResolved: s.prewriteResolve.Load(),
 		Pushes: s.pushes.Load(), Repushed: s.repushed.Load(),
 		OnePhase: s.onePhase.Load(),
+		Async: s.async.Load(), AsyncResolved: s.asyncResolved.Load(), AsyncReadPast: s.asyncReadPast.Load(),
 	}
 }
 

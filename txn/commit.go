@@ -49,6 +49,12 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 		}
 		obs, obsVer = c.observedSnapshot()
 	}
+	if c.mayCommitAsync(t, rows) {
+		if err := c.commitAsync(ctx, t, rows, obs, obsVer); !errors.Is(err, errTwoPhase) {
+			return err
+		}
+		obs, obsVer = c.observedSnapshot()
+	}
 	if err := c.notifyAhead(ctx, t, rows, obs); err != nil {
 		return c.abort(ctx, t, nil, err)
 	}

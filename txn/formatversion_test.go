@@ -88,7 +88,7 @@ func TestEnsureFormat(t *testing.T) {
 // read the same way.
 func TestUnknownRecordFormat(t *testing.T) {
 	locks := map[string][]byte{
-		"newer version": {recordVersion + 1, byte(OpPut), 0},
+		"newer version": {asyncLockVersion + 1, byte(OpPut), 0},
 		"unknown op":    encodeLock(&Lock{Op: OpRollback + 5, PrimaryRow: []byte("r"), PrimaryCol: "v", Owner: "future"}),
 		"next op":       encodeLock(&Lock{Op: OpLock + 1, PrimaryRow: []byte("r"), PrimaryCol: "v", Owner: "future"}),
 	}

@@ -75,6 +75,18 @@ type Options struct {
 	// embedded store or a server, whose process runs the oracle) and
 	// this client has no observer registry (doc.go, "One-phase commit").
 	TwoPhaseOnly bool
+	// AsyncCommit commits a small transaction that writes several rows
+	// as soon as all of its prewrites are in, in one call to a store
+	// that takes the timestamps itself (storage.AsyncPrewriter: an
+	// embedded store or a server), without a commit point of its own:
+	// each lock records the timestamp the store took, the primary's names
+	// the other rows, and the transaction commits at the greatest of
+	// them; its commit records follow in the background (doc.go, "Async
+	// commit"). Small: at most AsyncMaxWrites cells, whose rows and
+	// columns weigh at most AsyncMaxKeyBytes; a larger transaction, or
+	// one on another store, commits in two phases. TwoPhaseOnly turns it
+	// off. Default off.
+	AsyncCommit bool
 
 	// indexCap bounds each index shard's latest-commit and write-record
 	// maps (test knob: small, so tests drop full maps often). 0: default.

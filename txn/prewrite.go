@@ -85,10 +85,17 @@ func (c *Client) prewriteCond(rw *rowWrites, startTS uint64) storage.Cond {
 // lock-only mark (OpLock) is locked and checked as any write, and writes
 // no data.
 func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation, obs Observed) (pred, writes storage.Filter, muts []storage.Mutation) {
-	pred = make(storage.Filter, 0, 3*len(rw.muts))
-	writes = make(storage.Filter, 0, len(rw.muts))
-	muts = make([]storage.Mutation, 0, 2*len(rw.muts))
-	ttl := t.lockTTL()
+	pred, writes = prewritePredicate(t, rw)
+	muts, _ = c.prewriteMutations(t, rw, primary, obs, nil)
+	return pred, writes, muts
+}
+
+// prewritePredicate is a prewrite's predicate (a lock of another
+// transaction, a write record at or after start_ts, or the row's GC
+// fence at or above it, in any cell of rw) and its write-record half.
+func prewritePredicate(t *Txn, rw *rowWrites) (pred, writes storage.Filter) {
+	pred = make(storage.Filter, 0, 3*len(rw.muts)+1)
+	writes = make(storage.Filter, 0, len(rw.muts)+1)
 	for _, m := range rw.muts {
 		w := storage.Selector{Family: FamilyWrite, Qualifier: m.col, Time: storage.From(t.startTS)}
 		pred = append(pred,
@@ -96,8 +103,36 @@ func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation, obs Obse
 			storage.Selector{Family: FamilyLock, Qualifier: m.col, Time: storage.From(t.startTS + 1)},
 			w)
 		writes = append(writes, w)
+	}
+	// The row's GC fence at or above start_ts: collected history below
+	// it that this prewrite must not land on (doc.go, "Garbage
+	// collection").
+	return append(pred, fenceSince(t.startTS)), append(writes, fenceSince(t.startTS))
+}
+
+// prewriteMutations returns what a prewrite of rw writes: each cell's
+// lock, its data where the value is not inline, and a notification of
+// each put or delete of a column obs observes. With async set, the locks
+// are an async-commit transaction's (doc.go, "Async commit"), returned in
+// stamped for the store to stamp, the primary's naming async's cells.
+func (c *Client) prewriteMutations(t *Txn, rw *rowWrites, primary *mutation, obs Observed, async []Cell) (muts, stamped []storage.Mutation) {
+	muts = make([]storage.Mutation, 0, 2*len(rw.muts))
+	ttl := t.lockTTL()
+	for _, m := range rw.muts {
 		l := c.lockFor(m, primary, ttl)
-		muts = append(muts, storage.SetCell(FamilyLock, m.col, t.startTS, encodeLock(&l)))
+		lock := storage.SetCell(FamilyLock, m.col, t.startTS, nil)
+		if async != nil {
+			l.Async = true
+			if m == primary {
+				l.Secondaries = async
+			}
+		}
+		lock.Value = encodeLock(&l)
+		if async != nil {
+			stamped = append(stamped, lock)
+		} else {
+			muts = append(muts, lock)
+		}
 		if m.op == OpPut && !l.Inline {
 			muts = append(muts, storage.SetCell(FamilyData, m.col, t.startTS, m.value))
 		}
@@ -105,11 +140,7 @@ func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation, obs Obse
 			muts = append(muts, n)
 		}
 	}
-	// The row's GC fence at or above start_ts: collected history below
-	// it that this prewrite must not land on (doc.go, "Garbage
-	// collection").
-	pred, writes = append(pred, fenceSince(t.startTS)), append(writes, fenceSince(t.startTS))
-	return pred, writes, muts
+	return muts, stamped
 }
 
 // lockFor builds the lock record of m, stamped with the current wall time

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/seed-992972ee/percolator/storage"
 )
 
 // Families of the protocol's metadata columns. A user column c lives as
@@ -63,6 +65,22 @@ type Lock struct {
 	// in c:data at start_ts.
 	Inline bool
 	Value  []byte
+	// Async marks a lock of an async-commit transaction (doc.go, "Async
+	// commit"), committed once every row it writes holds its lock, at
+	// the greatest MinCommitTS among them. Secondaries, on the primary's
+	// lock only, name one cell of each other row the transaction
+	// writes. MinCommitTS is the timestamp the store took under the
+	// row's latch when it wrote the lock (storage.AsyncPrewriter), in the
+	// record's last storage.StampSize bytes.
+	Async       bool
+	Secondaries []Cell
+	MinCommitTS uint64
+}
+
+// Cell names one cell (row, column) of a transaction.
+type Cell struct {
+	Row []byte
+	Col string
 }
 
 // IsPrimary reports whether the lock at (row, col) is its transaction's
@@ -85,14 +103,28 @@ var errCorrupt = errors.New("txn: corrupt record")
 
 const recordVersion = 1
 
+// asyncLockVersion is the version of an async-commit lock record: a
+// version-1 record's fields, then the secondaries and the stamp. Only
+// async locks are written at it, so a store whose clients never turn
+// async commit on holds nothing a build of version-1 records cannot
+// read; such a build meets an async lock as a *FormatError, never as a
+// lock to roll back (doc.go, "Async commit").
+const asyncLockVersion = 2
+
 const (
 	flagInline = 1 << iota
+	flagAsync
 )
 
-// encodeLock serializes l.
+// encodeLock serializes l. An async lock ends in its stamp, MinCommitTS
+// (zero until the store writes it).
 func encodeLock(l *Lock) []byte {
-	b := make([]byte, 0, 32+len(l.PrimaryRow)+len(l.PrimaryCol)+len(l.Owner)+len(l.Value))
-	b = append(b, recordVersion, byte(l.Op), inlineFlag(l.Inline))
+	b := make([]byte, 0, 32+len(l.PrimaryRow)+len(l.PrimaryCol)+len(l.Owner)+len(l.Value)+secondariesSize(l.Secondaries))
+	version, flags := byte(recordVersion), inlineFlag(l.Inline)
+	if l.Async {
+		version, flags = asyncLockVersion, flags|flagAsync
+	}
+	b = append(b, version, byte(l.Op), flags)
 	b = appendBytes(b, l.PrimaryRow)
 	b = appendBytes(b, []byte(l.PrimaryCol))
 	b = appendBytes(b, []byte(l.Owner))
@@ -101,7 +133,25 @@ func encodeLock(l *Lock) []byte {
 	if l.Inline {
 		b = appendBytes(b, l.Value)
 	}
-	return b
+	if !l.Async {
+		return b
+	}
+	b = binary.AppendUvarint(b, uint64(len(l.Secondaries)))
+	for _, s := range l.Secondaries {
+		b = appendBytes(b, s.Row)
+		b = appendBytes(b, []byte(s.Col))
+	}
+	return binary.BigEndian.AppendUint64(b, l.MinCommitTS)
+}
+
+// secondariesSize is about what a list of secondaries weighs in a lock
+// record.
+func secondariesSize(cells []Cell) int {
+	n := 0
+	for _, c := range cells {
+		n += len(c.Row) + len(c.Col) + 4
+	}
+	return n
 }
 
 // decodeLock parses a lock record. One of a newer version, or with an
@@ -110,11 +160,14 @@ func encodeLock(l *Lock) []byte {
 func decodeLock(b []byte) (Lock, error) {
 	var l Lock
 	d := decoder{b: b}
-	if err := d.version("lock record"); err != nil {
+	version, err := d.versionUpTo("lock record", asyncLockVersion)
+	if err != nil {
 		return l, err
 	}
 	l.Op = Op(d.byte())
-	l.Inline = d.byte()&flagInline != 0
+	flags := d.byte()
+	l.Inline = flags&flagInline != 0
+	l.Async = flags&flagAsync != 0
 	l.PrimaryRow = d.bytes()
 	l.PrimaryCol = string(d.bytes())
 	l.Owner = string(d.bytes())
@@ -122,6 +175,13 @@ func decodeLock(b []byte) (Lock, error) {
 	l.TTLMS = d.uvarint()
 	if l.Inline {
 		l.Value = d.bytes()
+	}
+	if l.Async != (version == asyncLockVersion) {
+		return l, errCorrupt
+	}
+	if l.Async {
+		l.Secondaries = d.cells()
+		l.MinCommitTS = d.stamp()
 	}
 	if !d.err && l.Op > OpLock {
 		return l, &FormatError{What: "lock record", Found: recordVersion, Build: recordVersion, Detail: "operation " + strconv.Itoa(int(l.Op))}
@@ -231,13 +291,48 @@ func (d *decoder) bytes() []byte {
 // version reads a record's version byte: recordVersion, or a newer one
 // (a *FormatError naming the record kind what), or a corrupt record.
 func (d *decoder) version(what string) error {
+	_, err := d.versionUpTo(what, recordVersion)
+	return err
+}
+
+// versionUpTo reads a record's version byte, one of recordVersion to
+// newest, and returns it; a newer one is a *FormatError naming the record
+// kind what.
+func (d *decoder) versionUpTo(what string, newest byte) (byte, error) {
 	switch v := d.byte(); {
 	case d.err || v == 0:
-		return errCorrupt
-	case v > recordVersion:
-		return &FormatError{What: what, Found: uint64(v), Build: recordVersion}
-	case v != recordVersion:
-		return errCorrupt
+		return 0, errCorrupt
+	case v > newest:
+		return 0, &FormatError{What: what, Found: uint64(v), Build: uint64(newest)}
+	case v < recordVersion:
+		return 0, errCorrupt
+	default:
+		return v, nil
 	}
-	return nil
+}
+
+// cells reads a count and that many (row, column) pairs.
+func (d *decoder) cells() []Cell {
+	n := d.uvarint()
+	if d.err || n > uint64(len(d.b)) {
+		d.err = true
+		return nil
+	}
+	cells := make([]Cell, n)
+	for i := range cells {
+		cells[i] = Cell{Row: d.bytes(), Col: string(d.bytes())}
+	}
+	return cells
+}
+
+// stamp reads the record's last storage.StampSize bytes, which must be
+// all that is left.
+func (d *decoder) stamp() uint64 {
+	if len(d.b) != storage.StampSize {
+		d.err = true
+		return 0
+	}
+	v := binary.BigEndian.Uint64(d.b)
+	d.b = nil
+	return v
 }

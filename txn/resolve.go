@@ -22,6 +22,9 @@ import (
 //	                              else leave a rollback record at the primary
 //	                              so the primary can never be locked, then
 //	                              roll this lock back
+//
+// An async-commit lock has no single commit point: its transaction is
+// decided from all its rows (resolveAsync, async.go).
 
 // statusKind is the state of a transaction as read at its primary.
 type statusKind uint8
@@ -55,15 +58,14 @@ func (c *Client) resolveCell(ctx context.Context, row []byte, col string, lockTS
 // (read past the lock) instead of errLocked. Writers never push (doc.go,
 // "Reads through locks").
 func (c *Client) resolveForRead(ctx context.Context, readTS uint64, row []byte, col string, lockTS uint64, raw []byte) error {
-	if !c.pushing() {
-		readTS = 0
-	}
 	return c.resolveLock(ctx, row, col, lockTS, raw, readTS)
 }
 
-// resolveLock is resolveCell, pushing a live transaction above pushTS
-// when pushTS is above the lock's start_ts.
-func (c *Client) resolveLock(ctx context.Context, row []byte, col string, lockTS uint64, raw []byte, pushTS uint64) error {
+// resolveLock is resolveCell for a read at readTS (0: a writer's). An
+// async-commit lock is never pushed: resolveAsync decides it from its
+// rows. Another lock's live transaction is pushed above readTS when this
+// client reads through locks.
+func (c *Client) resolveLock(ctx context.Context, row []byte, col string, lockTS uint64, raw []byte, readTS uint64) error {
 	lock, err := decodeLock(raw)
 	if err != nil {
 		return err
@@ -71,6 +73,13 @@ func (c *Client) resolveLock(ctx context.Context, row []byte, col string, lockTS
 	// Its writes settle a lock already written, and free it: they may use
 	// a nearly full store's reserve (doc.go, "A nearly full disk").
 	ctx = storage.WithReserve(ctx)
+	if lock.Async {
+		return c.resolveAsync(ctx, row, col, lockTS, &lock, readTS)
+	}
+	pushTS := readTS
+	if !c.pushing() {
+		pushTS = 0
+	}
 	for range maxResolveSteps {
 		st, err := c.status(ctx, lock.PrimaryRow, lock.PrimaryCol, lockTS)
 		if err != nil {
@@ -110,7 +119,7 @@ func (c *Client) resolveLock(ctx context.Context, row []byte, col string, lockTS
 				// Breaks invariant 5: no fence at the primary either.
 				return c.rollBack(ctx, row, col, lockTS)
 			}
-			if err := c.fencePrimary(ctx, lock.PrimaryRow, lock.PrimaryCol, lockTS); err != nil {
+			if err := c.fenceCell(ctx, lock.PrimaryRow, lock.PrimaryCol, lockTS); err != nil {
 				return err
 			}
 		}
@@ -121,15 +130,22 @@ func (c *Client) resolveLock(ctx context.Context, row []byte, col string, lockTS
 // status reads the state of the transaction that started at startTS from
 // its primary cell.
 func (c *Client) status(ctx context.Context, prow []byte, pcol string, startTS uint64) (txnStatus, error) {
-	r, err := c.read(ctx, prow, storage.Filter{
-		beatSelector(pcol, startTS),
-		{Family: FamilyLock, Qualifier: pcol, Time: storage.At(startTS)},
-		{Family: FamilyWrite, Qualifier: pcol, Time: storage.From(startTS)},
-	})
+	r, err := c.read(ctx, prow, statusFilter(pcol, startTS))
 	if err != nil {
 		return txnStatus{}, err
 	}
 	return statusOf(r.Cells, startTS)
+}
+
+// statusFilter is what status reads of the cell (row, col) for the
+// transaction at startTS: its lock with its heartbeats, and the write
+// records at or after startTS.
+func statusFilter(col string, startTS uint64) storage.Filter {
+	return storage.Filter{
+		beatSelector(col, startTS),
+		{Family: FamilyLock, Qualifier: col, Time: storage.At(startTS)},
+		{Family: FamilyWrite, Qualifier: col, Time: storage.From(startTS)},
+	}
 }
 
 // statusOf decides a status from the cells status reads: the lock's wall
@@ -245,11 +261,12 @@ func rollbackMutations(col string, startTS uint64) []storage.Mutation {
 	return muts
 }
 
-// fencePrimary leaves a rollback record at a primary cell that holds
-// nothing of the transaction, so that a delayed prewrite of it can never
-// succeed. It writes only while the primary still holds no lock at startTS
-// and no write at or after it; otherwise the caller reads the status again.
-func (c *Client) fencePrimary(ctx context.Context, prow []byte, pcol string, startTS uint64) error {
+// fenceCell leaves a rollback record at a cell that holds nothing of the
+// transaction (its primary, or an async commit's row), so that a delayed
+// prewrite of it can never succeed. It writes only while the cell still
+// holds no lock at startTS and no write at or after it; otherwise the
+// caller reads the status again.
+func (c *Client) fenceCell(ctx context.Context, prow []byte, pcol string, startTS uint64) error {
 	rec := encodeWrite(&Write{Op: OpRollback, StartTS: startTS})
 	// Safe in any order: a late copy applies nothing once the prewrite
 	// landed (its lock) or anything was decided (a write at or after

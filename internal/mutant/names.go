@@ -14,13 +14,14 @@ const EnvVar = "PERCOLATOR_MUTANT"
 // The mutants' names. The hooks use these constants, so a misspelt name
 // does not compile.
 const (
-	SkipLockCheck    = "skip-lock-check"
-	SkipRollback     = "skip-rollback"
-	SecondariesFirst = "secondaries-first"
-	RepeatTimestamp  = "repeat-timestamp"
-	StaleRange       = "stale-range"
-	PushSecondary    = "push-secondary"
-	OnePhaseEarlyTS  = "one-phase-early-ts"
+	SkipLockCheck      = "skip-lock-check"
+	SkipRollback       = "skip-rollback"
+	SecondariesFirst   = "secondaries-first"
+	RepeatTimestamp    = "repeat-timestamp"
+	StaleRange         = "stale-range"
+	PushSecondary      = "push-secondary"
+	OnePhaseEarlyTS    = "one-phase-early-ts"
+	AsyncSkipSecondary = "async-skip-secondary"
 )
 
 // Mutant describes one mutant.
@@ -42,6 +43,7 @@ func Names() []Mutant {
 		{StaleRange, 1, "the oracle client fetches timestamps ahead of its callers and serves later callers from them"},
 		{PushSecondary, 2, "a read through locks pushes the lock it met instead of its primary, so the commit point never sees a secondary's push"},
 		{OnePhaseEarlyTS, 2, "a one-phase commit takes its commit timestamp from the oracle before its conflict-checking write, with no mark on its row, so a transaction above it may read the row before the write"},
+		{AsyncSkipSecondary, 4, "a resolver deciding an async-commit transaction does not check its last secondary, so it takes the transaction for committed while that row's prewrite may still fail"},
 	}
 }
 

@@ -230,7 +230,7 @@ func (c *Client) Stats() Stats {
 		LockWaits: s.lockWaits.Load(), PrewriteResolved: s.prewriteResolve.Load(),
 		Pushes: s.pushes.Load(), Repushed: s.repushed.Load(),
 		OnePhase: s.onePhase.Load(),
-		Async: s.async.Load(), AsyncResolved: s.asyncResolved.Load(), AsyncReadPast: s.asyncReadPast.Load(),
+		Async:    s.async.Load(), AsyncResolved: s.asyncResolved.Load(), AsyncReadPast: s.asyncReadPast.Load(),
 	}
 }
 

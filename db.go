@@ -89,7 +89,7 @@ func (db *DB) open(ctx context.Context) error {
 	// dead" (coord.Local) true of this store.
 	late, orc := db.newLateOracle()
 	client, err := txn.NewClient(ctx, db.store, orc, live, txn.Options{
-		Owner: owner, LockTTL: o.LockTTL, ReadThroughLocks: o.ReadThroughLocks, TwoPhaseOnly: o.TwoPhaseOnly, MaxValueSize: o.MaxValueSize, MaxTxnWrites: o.MaxTxnWrites, MaxTxnBytes: o.MaxTxnBytes,
+		Owner: owner, LockTTL: o.LockTTL, ReadThroughLocks: o.ReadThroughLocks, TwoPhaseOnly: o.TwoPhaseOnly, AsyncCommit: o.AsyncCommit, MaxValueSize: o.MaxValueSize, MaxTxnWrites: o.MaxTxnWrites, MaxTxnBytes: o.MaxTxnBytes,
 		Logger: o.Logger, Session: check, Now: o.Now,
 	})
 	if errors.Is(err, storage.ErrInUse) {
@@ -157,7 +157,7 @@ func (db *DB) openRemote(ctx context.Context) error {
 	db.closer = append(db.closer, oconn.Close)
 	orc := oracleremote.NewClient(oconn)
 	db.client, err = txn.NewClient(ctx, db.store, orc, sess, txn.Options{
-		Owner: owner, LockTTL: o.LockTTL, ReadThroughLocks: o.ReadThroughLocks, TwoPhaseOnly: o.TwoPhaseOnly, MaxValueSize: o.MaxValueSize, MaxTxnWrites: o.MaxTxnWrites, MaxTxnBytes: o.MaxTxnBytes,
+		Owner: owner, LockTTL: o.LockTTL, ReadThroughLocks: o.ReadThroughLocks, TwoPhaseOnly: o.TwoPhaseOnly, AsyncCommit: o.AsyncCommit, MaxValueSize: o.MaxValueSize, MaxTxnWrites: o.MaxTxnWrites, MaxTxnBytes: o.MaxTxnBytes,
 		Logger: o.Logger, Session: sess.Check, Now: o.Now,
 		Operation: rpc.WithOperation,
 	})

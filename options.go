@@ -93,6 +93,18 @@ type Options struct {
 	// commit"); on Bigtable, and in a DB that runs observers, always in
 	// two.
 	TwoPhaseOnly bool
+	// AsyncCommit commits a small transaction that writes several rows
+	// once all its prewrites are in, without a commit point of its own:
+	// one call to the store, which stamps each lock with a timestamp its
+	// oracle hands out under the rows' latches; the transaction commits
+	// at the greatest, and its commit records follow in the background
+	// (txn/doc.go, "Async commit"). Embedded (a DB on Dir with its own
+	// oracle) and over a server; small is at most 256 cells whose rows
+	// and columns weigh 4 KiB. Elsewhere, and with TwoPhaseOnly, commits
+	// are two-phase. Every process on a store must be of a build that
+	// knows async locks (one that does not fails its reads at one,
+	// never rolls it back). Default off.
+	AsyncCommit bool
 	// Now is the wall clock this DB stamps its locks with and judges
 	// other processes' locks' TTLs by. Default time.Now. The clocks of
 	// processes sharing a store may disagree: correctness never depends on

@@ -62,9 +62,11 @@ func authRequests(sid string) map[string]proto.Message {
 		"/percolator.v1.Storage/CheckAndMutateInEpoch": &rpcpb.CheckAndMutateInEpochRequest{Epoch: 1,
 			Check: &rpcpb.RowCheck{Row: []byte("r"), Predicate: all, IfTrue: put, IfFalse: put}},
 		"/percolator.v1.Storage/CommitOnePhase": &rpcpb.CommitOnePhaseRequest{Row: []byte("r1p"), Predicate: all, Stamped: put},
-		"/grpc.health.v1.Health/Check":          &healthpb.HealthCheckRequest{},
-		"/grpc.health.v1.Health/List":           &healthpb.HealthListRequest{},
-		"/grpc.health.v1.Health/Watch":          &healthpb.HealthCheckRequest{},
+		"/percolator.v1.Storage/PrewriteAsync": &rpcpb.PrewriteAsyncRequest{Checks: []*rpcpb.AsyncCheck{
+			{Row: []byte("ra"), Predicate: all, Stamped: put}}},
+		"/grpc.health.v1.Health/Check": &healthpb.HealthCheckRequest{},
+		"/grpc.health.v1.Health/List":  &healthpb.HealthListRequest{},
+		"/grpc.health.v1.Health/Watch": &healthpb.HealthCheckRequest{},
 	}
 }
 

@@ -42,7 +42,9 @@ func TestBadInput(t *testing.T) {
 		row  = []byte("r")
 		put  = &rpcpb.Mutation{Kind: rpcpb.MutationKind_PUT, Family: []byte("c"), Qualifier: []byte("x"), Ts: 1, Value: []byte("v")}
 		puts = []*rpcpb.Mutation{put}
-		sel  = []*rpcpb.Selector{{Family: []byte("c"), AllQualifiers: true}}
+		// stampable is a put with room for an async prewrite's stamp.
+		stampable = []*rpcpb.Mutation{{Kind: rpcpb.MutationKind_PUT, Family: []byte("c"), Qualifier: []byte("x"), Ts: 1, Value: make([]byte, 8)}}
+		sel       = []*rpcpb.Selector{{Family: []byte("c"), AllQualifiers: true}}
 		// An empty selector is what a nil element of a repeated field
 		// decodes to on the server.
 		emptySel = []*rpcpb.Selector{{}}
@@ -198,6 +200,25 @@ func TestBadInput(t *testing.T) {
 		}},
 		{"CommitOnePhase nil selector", codes.InvalidArgument, "family", func() error {
 			return ignore(s.CommitOnePhase(ctx, &rpcpb.CommitOnePhaseRequest{Row: row, Predicate: emptySel, Stamped: puts}))
+		}},
+		{"PrewriteAsync no check", codes.InvalidArgument, "at least 1", func() error {
+			return ignore(s.PrewriteAsync(ctx, &rpcpb.PrewriteAsyncRequest{}))
+		}},
+		{"PrewriteAsync empty row", codes.InvalidArgument, "empty row", func() error {
+			return ignore(s.PrewriteAsync(ctx, &rpcpb.PrewriteAsyncRequest{Checks: []*rpcpb.AsyncCheck{{Predicate: sel, Stamped: stampable}}}))
+		}},
+		{"PrewriteAsync a value too short to stamp", codes.InvalidArgument, "stamp", func() error {
+			return ignore(s.PrewriteAsync(ctx, &rpcpb.PrewriteAsyncRequest{Checks: []*rpcpb.AsyncCheck{{Row: row, Predicate: sel, Stamped: puts}}}))
+		}},
+		{"PrewriteAsync a delete stamped", codes.InvalidArgument, "stamp", func() error {
+			return ignore(s.PrewriteAsync(ctx, &rpcpb.PrewriteAsyncRequest{Checks: []*rpcpb.AsyncCheck{{Row: row, Stamped: []*rpcpb.Mutation{{Kind: rpcpb.MutationKind_DELETE_ROW}}}}}))
+		}},
+		{"PrewriteAsync a row twice", codes.InvalidArgument, "twice", func() error {
+			return ignore(s.PrewriteAsync(ctx, &rpcpb.PrewriteAsyncRequest{Checks: []*rpcpb.AsyncCheck{
+				{Row: row, Predicate: sel, Stamped: stampable}, {Row: row, Predicate: sel, Stamped: stampable}}}))
+		}},
+		{"PrewriteAsync nil selector", codes.InvalidArgument, "family", func() error {
+			return ignore(s.PrewriteAsync(ctx, &rpcpb.PrewriteAsyncRequest{Checks: []*rpcpb.AsyncCheck{{Row: row, Predicate: emptySel, Stamped: stampable}}}))
 		}},
 		{"Increment empty row", codes.InvalidArgument, "empty row", func() error {
 			return ignore(s.Increment(ctx, &rpcpb.IncrementRequest{Family: []byte("c"), Qualifier: []byte("n"), Delta: 1}))

@@ -101,7 +101,7 @@ func newMetrics(s *Server) *metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	m.casKinds = make(map[string]prometheus.Counter)
-	for _, k := range []string{txn.CASPrewrite, txn.CASConflict, txn.CASCommit, txn.CASRollback, txn.CASLost, txn.CASOnePhase} {
+	for _, k := range []string{txn.CASPrewrite, txn.CASConflict, txn.CASCommit, txn.CASRollback, txn.CASLost, txn.CASOnePhase, txn.CASAsyncPrewrite} {
 		m.casKinds[k] = m.cas.WithLabelValues(k)
 	}
 	return m

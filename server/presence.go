@@ -39,7 +39,11 @@ import (
 //     CheckAndMutate has not returned), whose transaction cannot have a
 //     commit timestamp yet, so none below T: the read may order itself
 //     before that prewrite, as a read that reached the store a moment
-//     earlier would have.
+//     earlier would have. An async prewrite in flight has taken its
+//     timestamp, which may be below T, under the rows' latches with
+//     their stripes marked; so a read first waits for the marks of its
+//     row (a scan: of every row) and only then asks the index
+//     (storage.go, readRow and Scan), as the store's own reads do.
 //  3. A read the store would refuse is passed to it whole: bad input gets
 //     InvalidArgument from the store, whatever family it names, and never
 //     an empty answer from the index.

@@ -106,6 +106,12 @@ func TestReservedRowsRefused(t *testing.T) {
 				_, err := conn.Storage.CommitOnePhase(ctx, &rpcpb.CommitOnePhaseRequest{Row: row, Stamped: []*rpcpb.Mutation{put}})
 				return err
 			},
+			"PrewriteAsync": func() error {
+				stamped := &rpcpb.Mutation{Kind: rpcpb.MutationKind_PUT, Family: put.Family, Qualifier: put.Qualifier, Ts: 9, Value: make([]byte, 8)}
+				_, err := conn.Storage.PrewriteAsync(ctx, &rpcpb.PrewriteAsyncRequest{Checks: []*rpcpb.AsyncCheck{
+					{Row: []byte("ok"), Stamped: []*rpcpb.Mutation{stamped}}, {Row: row, Stamped: []*rpcpb.Mutation{stamped}}}})
+				return err
+			},
 			"CheckAndMutateInEpoch check": func() error {
 				_, err := conn.Storage.CheckAndMutateInEpoch(ctx, &rpcpb.CheckAndMutateInEpochRequest{Epoch: epoch(t, conn),
 					Check: &rpcpb.RowCheck{Row: row, Predicate: oracleSel, IfTrue: []*rpcpb.Mutation{{Kind: rpcpb.MutationKind_DELETE_ROW}}, IfFalse: []*rpcpb.Mutation{put}}})

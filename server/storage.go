@@ -96,6 +96,11 @@ func (s *storageService) ReadRow(ctx context.Context, req *rpcpb.ReadRowRequest)
 
 // readRow is ReadRow of a request already checked.
 func (s *storageService) readRow(ctx context.Context, req *rpcpb.ReadRowRequest) (*rpcpb.ReadRowResponse, error) {
+	// The index learns of a commit of the row in flight only once its
+	// write returns: wait for it before asking (presence.go, invariant 2).
+	if err := s.st().AwaitOnePhase(ctx, req.Row); err != nil {
+		return nil, s.srv.status(err)
+	}
 	filter := s.srv.locks.prune(req.Row, rpc.FilterFromPB(req.Filter))
 	if len(filter) == 0 && len(req.Filter) > 0 {
 		return &rpcpb.ReadRowResponse{}, nil // only locks asked for, and none held
@@ -147,6 +152,9 @@ func (s *storageService) Scan(req *rpcpb.ScanRequest, stream grpc.ServerStreamin
 		visited uint64
 		err     error
 	)
+	if err := s.st().AwaitAllOnePhase(ctx); err != nil {
+		return s.srv.status(err) // the index must have seen the commits in flight
+	}
 	if rows, ok := s.srv.locks.rowsIn(req.Start, end, filter); ok {
 		// Locks only: the rows the lock index names (presence.go).
 		visited, err = s.scanRows(ctx, rows, filter, int(req.Limit), emit)

@@ -10,6 +10,9 @@ const (
 	CASRollback = "rollback"  // a rollback record written (a resolution, or a fence)
 	CASLost     = "lost"      // a commit or rollback whose lock was already gone
 	CASOnePhase = "one-phase" // a one-phase commit (storage.OnePhaser) that applied
+	// CASAsyncPrewrite is a row of an async prewrite call
+	// (storage.AsyncPrewriter) that wrote its locks.
+	CASAsyncPrewrite = "async-prewrite"
 )
 
 // ClassifyCAS names the protocol step a CheckAndMutate is, from its

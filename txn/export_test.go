@@ -15,4 +15,10 @@ const (
 	CrashAfterPrimaryCommit   = crashAfterPrimaryCommit
 	CrashAfterPush            = crashAfterPush
 	CrashAfterOnePhase        = crashAfterOnePhase
+	CrashAfterAsyncPrewrite   = crashAfterAsyncPrewrite
+	CrashBetweenAsync         = crashBetweenAsyncPrewrites
 )
+
+// AwaitBackground waits for c's async commits' records (Client.Close
+// waits too, and detaches the client).
+func AwaitBackground(c *Client) { c.background.Wait() }

@@ -2245,6 +2245,194 @@ func (x *CommitOnePhaseResponse) GetCommitTs() uint64 {
 	return 0
 }
 
+// AsyncCheck is one row of an async-commit transaction's prewrites:
+// applied only where predicate selects no cell of row.
+type AsyncCheck struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Row       []byte                 `protobuf:"bytes,1,opt,name=row,proto3" json:"row,omitempty"`
+	Predicate []*Selector            `protobuf:"bytes,2,rep,name=predicate,proto3" json:"predicate,omitempty"`
+	Mutations []*Mutation            `protobuf:"bytes,3,rep,name=mutations,proto3" json:"mutations,omitempty"`
+	// stamped are puts whose value ends in 8 bytes the server overwrites
+	// with the timestamp it took, big-endian (storage.AsyncCheck).
+	Stamped       []*Mutation `protobuf:"bytes,4,rep,name=stamped,proto3" json:"stamped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AsyncCheck) Reset() {
+	*x = AsyncCheck{}
+	mi := &file_percolator_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AsyncCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AsyncCheck) ProtoMessage() {}
+
+func (x *AsyncCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AsyncCheck.ProtoReflect.Descriptor instead.
+func (*AsyncCheck) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *AsyncCheck) GetRow() []byte {
+	if x != nil {
+		return x.Row
+	}
+	return nil
+}
+
+func (x *AsyncCheck) GetPredicate() []*Selector {
+	if x != nil {
+		return x.Predicate
+	}
+	return nil
+}
+
+func (x *AsyncCheck) GetMutations() []*Mutation {
+	if x != nil {
+		return x.Mutations
+	}
+	return nil
+}
+
+func (x *AsyncCheck) GetStamped() []*Mutation {
+	if x != nil {
+		return x.Stamped
+	}
+	return nil
+}
+
+// PrewriteAsyncRequest is an async-commit transaction's prewrites in one
+// call (storage.AsyncPrewriter): under every row's latch, where some
+// predicate selects no cell, the server's oracle hands out a timestamp,
+// and the rows whose predicate selected nothing are written, their
+// stamped values ending in it, in one durable write. The rows must be
+// distinct. No nonce: a copy finds the first one's locks (cells every
+// predicate selects) and applies nothing.
+type PrewriteAsyncRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Checks []*AsyncCheck          `protobuf:"bytes,1,rep,name=checks,proto3" json:"checks,omitempty"`
+	// observers_version, as CommitOnePhaseRequest's: the whole call is
+	// refused, nothing applied, when the registry moved.
+	ObserversVersion *uint64 `protobuf:"varint,2,opt,name=observers_version,json=observersVersion,proto3,oneof" json:"observers_version,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PrewriteAsyncRequest) Reset() {
+	*x = PrewriteAsyncRequest{}
+	mi := &file_percolator_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrewriteAsyncRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrewriteAsyncRequest) ProtoMessage() {}
+
+func (x *PrewriteAsyncRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrewriteAsyncRequest.ProtoReflect.Descriptor instead.
+func (*PrewriteAsyncRequest) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *PrewriteAsyncRequest) GetChecks() []*AsyncCheck {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+func (x *PrewriteAsyncRequest) GetObserversVersion() uint64 {
+	if x != nil && x.ObserversVersion != nil {
+		return *x.ObserversVersion
+	}
+	return 0
+}
+
+// PrewriteAsyncResponse: conflict[i], nothing applied to checks[i]'s
+// row; ts, the timestamp the others were stamped with (0 when every
+// check conflicted).
+type PrewriteAsyncResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ts            uint64                 `protobuf:"varint,1,opt,name=ts,proto3" json:"ts,omitempty"`
+	Conflict      []bool                 `protobuf:"varint,2,rep,packed,name=conflict,proto3" json:"conflict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrewriteAsyncResponse) Reset() {
+	*x = PrewriteAsyncResponse{}
+	mi := &file_percolator_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrewriteAsyncResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrewriteAsyncResponse) ProtoMessage() {}
+
+func (x *PrewriteAsyncResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrewriteAsyncResponse.ProtoReflect.Descriptor instead.
+func (*PrewriteAsyncResponse) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *PrewriteAsyncResponse) GetTs() uint64 {
+	if x != nil {
+		return x.Ts
+	}
+	return 0
+}
+
+func (x *PrewriteAsyncResponse) GetConflict() []bool {
+	if x != nil {
+		return x.Conflict
+	}
+	return nil
+}
+
 type NowRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2253,7 +2441,7 @@ type NowRequest struct {
 
 func (x *NowRequest) Reset() {
 	*x = NowRequest{}
-	mi := &file_percolator_proto_msgTypes[37]
+	mi := &file_percolator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2265,7 +2453,7 @@ func (x *NowRequest) String() string {
 func (*NowRequest) ProtoMessage() {}
 
 func (x *NowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[37]
+	mi := &file_percolator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2278,7 +2466,7 @@ func (x *NowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NowRequest.ProtoReflect.Descriptor instead.
 func (*NowRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{37}
+	return file_percolator_proto_rawDescGZIP(), []int{40}
 }
 
 // NowResponse is the time by the store server's clock.
@@ -2291,7 +2479,7 @@ type NowResponse struct {
 
 func (x *NowResponse) Reset() {
 	*x = NowResponse{}
-	mi := &file_percolator_proto_msgTypes[38]
+	mi := &file_percolator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2303,7 +2491,7 @@ func (x *NowResponse) String() string {
 func (*NowResponse) ProtoMessage() {}
 
 func (x *NowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[38]
+	mi := &file_percolator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2316,7 +2504,7 @@ func (x *NowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NowResponse.ProtoReflect.Descriptor instead.
 func (*NowResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{38}
+	return file_percolator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NowResponse) GetUnixNanos() int64 {
@@ -2335,7 +2523,7 @@ type AllocateRequest struct {
 
 func (x *AllocateRequest) Reset() {
 	*x = AllocateRequest{}
-	mi := &file_percolator_proto_msgTypes[39]
+	mi := &file_percolator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2347,7 +2535,7 @@ func (x *AllocateRequest) String() string {
 func (*AllocateRequest) ProtoMessage() {}
 
 func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[39]
+	mi := &file_percolator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2360,7 +2548,7 @@ func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRequest.ProtoReflect.Descriptor instead.
 func (*AllocateRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{39}
+	return file_percolator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AllocateRequest) GetCount() uint32 {
@@ -2391,7 +2579,7 @@ type AllocateResponse struct {
 
 func (x *AllocateResponse) Reset() {
 	*x = AllocateResponse{}
-	mi := &file_percolator_proto_msgTypes[40]
+	mi := &file_percolator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2403,7 +2591,7 @@ func (x *AllocateResponse) String() string {
 func (*AllocateResponse) ProtoMessage() {}
 
 func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[40]
+	mi := &file_percolator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2604,7 @@ func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateResponse.ProtoReflect.Descriptor instead.
 func (*AllocateResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{40}
+	return file_percolator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AllocateResponse) GetFirst() uint64 {
@@ -2448,7 +2636,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_percolator_proto_msgTypes[41]
+	mi := &file_percolator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2460,7 +2648,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[41]
+	mi := &file_percolator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2473,7 +2661,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{41}
+	return file_percolator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *OpenSessionRequest) GetOwner() string {
@@ -2507,7 +2695,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_percolator_proto_msgTypes[42]
+	mi := &file_percolator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2519,7 +2707,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[42]
+	mi := &file_percolator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2532,7 +2720,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{42}
+	return file_percolator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *OpenSessionResponse) GetSession() string {
@@ -2560,7 +2748,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_percolator_proto_msgTypes[43]
+	mi := &file_percolator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2572,7 +2760,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[43]
+	mi := &file_percolator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2585,7 +2773,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{43}
+	return file_percolator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *KeepAliveRequest) GetSession() string {
@@ -2611,7 +2799,7 @@ type KeepAliveResponse struct {
 
 func (x *KeepAliveResponse) Reset() {
 	*x = KeepAliveResponse{}
-	mi := &file_percolator_proto_msgTypes[44]
+	mi := &file_percolator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2623,7 +2811,7 @@ func (x *KeepAliveResponse) String() string {
 func (*KeepAliveResponse) ProtoMessage() {}
 
 func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[44]
+	mi := &file_percolator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2636,7 +2824,7 @@ func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{44}
+	return file_percolator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *KeepAliveResponse) GetTtlMs() int64 {
@@ -2655,7 +2843,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_percolator_proto_msgTypes[45]
+	mi := &file_percolator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2667,7 +2855,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[45]
+	mi := &file_percolator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2680,7 +2868,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{45}
+	return file_percolator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CloseSessionRequest) GetSession() string {
@@ -2698,7 +2886,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_percolator_proto_msgTypes[46]
+	mi := &file_percolator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2710,7 +2898,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[46]
+	mi := &file_percolator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2723,7 +2911,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{46}
+	return file_percolator_proto_rawDescGZIP(), []int{49}
 }
 
 type AliveRequest struct {
@@ -2735,7 +2923,7 @@ type AliveRequest struct {
 
 func (x *AliveRequest) Reset() {
 	*x = AliveRequest{}
-	mi := &file_percolator_proto_msgTypes[47]
+	mi := &file_percolator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +2935,7 @@ func (x *AliveRequest) String() string {
 func (*AliveRequest) ProtoMessage() {}
 
 func (x *AliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[47]
+	mi := &file_percolator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +2948,7 @@ func (x *AliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliveRequest.ProtoReflect.Descriptor instead.
 func (*AliveRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{47}
+	return file_percolator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AliveRequest) GetOwner() string {
@@ -2779,7 +2967,7 @@ type AliveResponse struct {
 
 func (x *AliveResponse) Reset() {
 	*x = AliveResponse{}
-	mi := &file_percolator_proto_msgTypes[48]
+	mi := &file_percolator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +2979,7 @@ func (x *AliveResponse) String() string {
 func (*AliveResponse) ProtoMessage() {}
 
 func (x *AliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[48]
+	mi := &file_percolator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +2992,7 @@ func (x *AliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliveResponse.ProtoReflect.Descriptor instead.
 func (*AliveResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{48}
+	return file_percolator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AliveResponse) GetAlive() bool {
@@ -2822,7 +3010,7 @@ type OldestRequest struct {
 
 func (x *OldestRequest) Reset() {
 	*x = OldestRequest{}
-	mi := &file_percolator_proto_msgTypes[49]
+	mi := &file_percolator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2834,7 +3022,7 @@ func (x *OldestRequest) String() string {
 func (*OldestRequest) ProtoMessage() {}
 
 func (x *OldestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[49]
+	mi := &file_percolator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2847,7 +3035,7 @@ func (x *OldestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OldestRequest.ProtoReflect.Descriptor instead.
 func (*OldestRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{49}
+	return file_percolator_proto_rawDescGZIP(), []int{52}
 }
 
 // OldestResponse is the oldest start_ts any live session published, 0
@@ -2863,7 +3051,7 @@ type OldestResponse struct {
 
 func (x *OldestResponse) Reset() {
 	*x = OldestResponse{}
-	mi := &file_percolator_proto_msgTypes[50]
+	mi := &file_percolator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +3063,7 @@ func (x *OldestResponse) String() string {
 func (*OldestResponse) ProtoMessage() {}
 
 func (x *OldestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[50]
+	mi := &file_percolator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +3076,7 @@ func (x *OldestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OldestResponse.ProtoReflect.Descriptor instead.
 func (*OldestResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{50}
+	return file_percolator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *OldestResponse) GetOldestStartTs() uint64 {
@@ -2915,7 +3103,7 @@ type TryLockRequest struct {
 
 func (x *TryLockRequest) Reset() {
 	*x = TryLockRequest{}
-	mi := &file_percolator_proto_msgTypes[51]
+	mi := &file_percolator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2927,7 +3115,7 @@ func (x *TryLockRequest) String() string {
 func (*TryLockRequest) ProtoMessage() {}
 
 func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[51]
+	mi := &file_percolator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2940,7 +3128,7 @@ func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockRequest.ProtoReflect.Descriptor instead.
 func (*TryLockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{51}
+	return file_percolator_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *TryLockRequest) GetSession() string {
@@ -2966,7 +3154,7 @@ type TryLockResponse struct {
 
 func (x *TryLockResponse) Reset() {
 	*x = TryLockResponse{}
-	mi := &file_percolator_proto_msgTypes[52]
+	mi := &file_percolator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2978,7 +3166,7 @@ func (x *TryLockResponse) String() string {
 func (*TryLockResponse) ProtoMessage() {}
 
 func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[52]
+	mi := &file_percolator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2991,7 +3179,7 @@ func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockResponse.ProtoReflect.Descriptor instead.
 func (*TryLockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{52}
+	return file_percolator_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *TryLockResponse) GetHeld() bool {
@@ -3011,7 +3199,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_percolator_proto_msgTypes[53]
+	mi := &file_percolator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3023,7 +3211,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[53]
+	mi := &file_percolator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3036,7 +3224,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{53}
+	return file_percolator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *UnlockRequest) GetSession() string {
@@ -3061,7 +3249,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_percolator_proto_msgTypes[54]
+	mi := &file_percolator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3073,7 +3261,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[54]
+	mi := &file_percolator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3086,7 +3274,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{54}
+	return file_percolator_proto_rawDescGZIP(), []int{57}
 }
 
 var File_percolator_proto protoreflect.FileDescriptor
@@ -3230,7 +3418,20 @@ const file_percolator_proto_rawDesc = "" +
 	"\x12_observers_version\"Q\n" +
 	"\x16CommitOnePhaseResponse\x12\x1a\n" +
 	"\bconflict\x18\x01 \x01(\bR\bconflict\x12\x1b\n" +
-	"\tcommit_ts\x18\x02 \x01(\x04R\bcommitTs\"\f\n" +
+	"\tcommit_ts\x18\x02 \x01(\x04R\bcommitTs\"\xbf\x01\n" +
+	"\n" +
+	"AsyncCheck\x12\x10\n" +
+	"\x03row\x18\x01 \x01(\fR\x03row\x125\n" +
+	"\tpredicate\x18\x02 \x03(\v2\x17.percolator.v1.SelectorR\tpredicate\x125\n" +
+	"\tmutations\x18\x03 \x03(\v2\x17.percolator.v1.MutationR\tmutations\x121\n" +
+	"\astamped\x18\x04 \x03(\v2\x17.percolator.v1.MutationR\astamped\"\x91\x01\n" +
+	"\x14PrewriteAsyncRequest\x121\n" +
+	"\x06checks\x18\x01 \x03(\v2\x19.percolator.v1.AsyncCheckR\x06checks\x120\n" +
+	"\x11observers_version\x18\x02 \x01(\x04H\x00R\x10observersVersion\x88\x01\x01B\x14\n" +
+	"\x12_observers_version\"C\n" +
+	"\x15PrewriteAsyncResponse\x12\x0e\n" +
+	"\x02ts\x18\x01 \x01(\x04R\x02ts\x12\x1a\n" +
+	"\bconflict\x18\x02 \x03(\bR\bconflict\"\f\n" +
 	"\n" +
 	"NowRequest\",\n" +
 	"\vNowResponse\x12\x1d\n" +
@@ -3279,7 +3480,7 @@ const file_percolator_proto_rawDesc = "" +
 	"\x03PUT\x10\x01\x12\x10\n" +
 	"\fDELETE_CELLS\x10\x02\x12\x0e\n" +
 	"\n" +
-	"DELETE_ROW\x10\x032\x83\n" +
+	"DELETE_ROW\x10\x032\xdf\n" +
 	"\n" +
 	"\aStorage\x12H\n" +
 	"\aReadRow\x12\x1d.percolator.v1.ReadRowRequest\x1a\x1e.percolator.v1.ReadRowResponse\x12A\n" +
@@ -3297,7 +3498,8 @@ const file_percolator_proto_rawDesc = "" +
 	"\bReadRows\x12\x1e.percolator.v1.ReadRowsRequest\x1a\x1f.percolator.v1.ReadRowsResponse\x12i\n" +
 	"\x12CheckAndMutateRows\x12(.percolator.v1.CheckAndMutateRowsRequest\x1a).percolator.v1.CheckAndMutateRowsResponse\x12r\n" +
 	"\x15CheckAndMutateInEpoch\x12+.percolator.v1.CheckAndMutateInEpochRequest\x1a,.percolator.v1.CheckAndMutateInEpochResponse\x12]\n" +
-	"\x0eCommitOnePhase\x12$.percolator.v1.CommitOnePhaseRequest\x1a%.percolator.v1.CommitOnePhaseResponse2\xac\x01\n" +
+	"\x0eCommitOnePhase\x12$.percolator.v1.CommitOnePhaseRequest\x1a%.percolator.v1.CommitOnePhaseResponse\x12Z\n" +
+	"\rPrewriteAsync\x12#.percolator.v1.PrewriteAsyncRequest\x1a$.percolator.v1.PrewriteAsyncResponse2\xac\x01\n" +
 	"\x06Oracle\x12K\n" +
 	"\bAllocate\x12\x1e.percolator.v1.AllocateRequest\x1a\x1f.percolator.v1.AllocateResponse\x12U\n" +
 	"\x0eAllocateStream\x12\x1e.percolator.v1.AllocateRequest\x1a\x1f.percolator.v1.AllocateResponse(\x010\x012\xa2\x04\n" +
@@ -3323,7 +3525,7 @@ func file_percolator_proto_rawDescGZIP() []byte {
 }
 
 var file_percolator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_percolator_proto_goTypes = []any{
 	(MutationKind)(0),                     // 0: percolator.v1.MutationKind
 	(*TimeRange)(nil),                     // 1: percolator.v1.TimeRange
@@ -3363,24 +3565,27 @@ var file_percolator_proto_goTypes = []any{
 	(*CheckAndMutateInEpochResponse)(nil), // 35: percolator.v1.CheckAndMutateInEpochResponse
 	(*CommitOnePhaseRequest)(nil),         // 36: percolator.v1.CommitOnePhaseRequest
 	(*CommitOnePhaseResponse)(nil),        // 37: percolator.v1.CommitOnePhaseResponse
-	(*NowRequest)(nil),                    // 38: percolator.v1.NowRequest
-	(*NowResponse)(nil),                   // 39: percolator.v1.NowResponse
-	(*AllocateRequest)(nil),               // 40: percolator.v1.AllocateRequest
-	(*AllocateResponse)(nil),              // 41: percolator.v1.AllocateResponse
-	(*OpenSessionRequest)(nil),            // 42: percolator.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),           // 43: percolator.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),              // 44: percolator.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),             // 45: percolator.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),           // 46: percolator.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),          // 47: percolator.v1.CloseSessionResponse
-	(*AliveRequest)(nil),                  // 48: percolator.v1.AliveRequest
-	(*AliveResponse)(nil),                 // 49: percolator.v1.AliveResponse
-	(*OldestRequest)(nil),                 // 50: percolator.v1.OldestRequest
-	(*OldestResponse)(nil),                // 51: percolator.v1.OldestResponse
-	(*TryLockRequest)(nil),                // 52: percolator.v1.TryLockRequest
-	(*TryLockResponse)(nil),               // 53: percolator.v1.TryLockResponse
-	(*UnlockRequest)(nil),                 // 54: percolator.v1.UnlockRequest
-	(*UnlockResponse)(nil),                // 55: percolator.v1.UnlockResponse
+	(*AsyncCheck)(nil),                    // 38: percolator.v1.AsyncCheck
+	(*PrewriteAsyncRequest)(nil),          // 39: percolator.v1.PrewriteAsyncRequest
+	(*PrewriteAsyncResponse)(nil),         // 40: percolator.v1.PrewriteAsyncResponse
+	(*NowRequest)(nil),                    // 41: percolator.v1.NowRequest
+	(*NowResponse)(nil),                   // 42: percolator.v1.NowResponse
+	(*AllocateRequest)(nil),               // 43: percolator.v1.AllocateRequest
+	(*AllocateResponse)(nil),              // 44: percolator.v1.AllocateResponse
+	(*OpenSessionRequest)(nil),            // 45: percolator.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),           // 46: percolator.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),              // 47: percolator.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),             // 48: percolator.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),           // 49: percolator.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),          // 50: percolator.v1.CloseSessionResponse
+	(*AliveRequest)(nil),                  // 51: percolator.v1.AliveRequest
+	(*AliveResponse)(nil),                 // 52: percolator.v1.AliveResponse
+	(*OldestRequest)(nil),                 // 53: percolator.v1.OldestRequest
+	(*OldestResponse)(nil),                // 54: percolator.v1.OldestResponse
+	(*TryLockRequest)(nil),                // 55: percolator.v1.TryLockRequest
+	(*TryLockResponse)(nil),               // 56: percolator.v1.TryLockResponse
+	(*UnlockRequest)(nil),                 // 57: percolator.v1.UnlockRequest
+	(*UnlockResponse)(nil),                // 58: percolator.v1.UnlockResponse
 }
 var file_percolator_proto_depIdxs = []int32{
 	1,  // 0: percolator.v1.Selector.time:type_name -> percolator.v1.TimeRange
@@ -3415,59 +3620,65 @@ var file_percolator_proto_depIdxs = []int32{
 	2,  // 29: percolator.v1.CommitOnePhaseRequest.predicate:type_name -> percolator.v1.Selector
 	4,  // 30: percolator.v1.CommitOnePhaseRequest.mutations:type_name -> percolator.v1.Mutation
 	4,  // 31: percolator.v1.CommitOnePhaseRequest.stamped:type_name -> percolator.v1.Mutation
-	7,  // 32: percolator.v1.Storage.ReadRow:input_type -> percolator.v1.ReadRowRequest
-	9,  // 33: percolator.v1.Storage.Scan:input_type -> percolator.v1.ScanRequest
-	12, // 34: percolator.v1.Storage.Mutate:input_type -> percolator.v1.MutateRequest
-	14, // 35: percolator.v1.Storage.CheckAndMutate:input_type -> percolator.v1.CheckAndMutateRequest
-	16, // 36: percolator.v1.Storage.MutateRows:input_type -> percolator.v1.MutateRowsRequest
-	19, // 37: percolator.v1.Storage.Increment:input_type -> percolator.v1.IncrementRequest
-	23, // 38: percolator.v1.Storage.CompactFamily:input_type -> percolator.v1.CompactFamilyRequest
-	21, // 39: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
-	25, // 40: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
-	38, // 41: percolator.v1.Storage.Now:input_type -> percolator.v1.NowRequest
-	27, // 42: percolator.v1.Storage.CollectGarbage:input_type -> percolator.v1.CollectGarbageRequest
-	29, // 43: percolator.v1.Storage.ReadRows:input_type -> percolator.v1.ReadRowsRequest
-	32, // 44: percolator.v1.Storage.CheckAndMutateRows:input_type -> percolator.v1.CheckAndMutateRowsRequest
-	34, // 45: percolator.v1.Storage.CheckAndMutateInEpoch:input_type -> percolator.v1.CheckAndMutateInEpochRequest
-	36, // 46: percolator.v1.Storage.CommitOnePhase:input_type -> percolator.v1.CommitOnePhaseRequest
-	40, // 47: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
-	40, // 48: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
-	42, // 49: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
-	44, // 50: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
-	46, // 51: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
-	48, // 52: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
-	52, // 53: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
-	54, // 54: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
-	50, // 55: percolator.v1.Coord.Oldest:input_type -> percolator.v1.OldestRequest
-	8,  // 56: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
-	11, // 57: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
-	13, // 58: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
-	15, // 59: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
-	18, // 60: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
-	20, // 61: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
-	24, // 62: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
-	22, // 63: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
-	26, // 64: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
-	39, // 65: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
-	28, // 66: percolator.v1.Storage.CollectGarbage:output_type -> percolator.v1.CollectGarbageResponse
-	30, // 67: percolator.v1.Storage.ReadRows:output_type -> percolator.v1.ReadRowsResponse
-	33, // 68: percolator.v1.Storage.CheckAndMutateRows:output_type -> percolator.v1.CheckAndMutateRowsResponse
-	35, // 69: percolator.v1.Storage.CheckAndMutateInEpoch:output_type -> percolator.v1.CheckAndMutateInEpochResponse
-	37, // 70: percolator.v1.Storage.CommitOnePhase:output_type -> percolator.v1.CommitOnePhaseResponse
-	41, // 71: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
-	41, // 72: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
-	43, // 73: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
-	45, // 74: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
-	47, // 75: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
-	49, // 76: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
-	53, // 77: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
-	55, // 78: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
-	51, // 79: percolator.v1.Coord.Oldest:output_type -> percolator.v1.OldestResponse
-	56, // [56:80] is the sub-list for method output_type
-	32, // [32:56] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	2,  // 32: percolator.v1.AsyncCheck.predicate:type_name -> percolator.v1.Selector
+	4,  // 33: percolator.v1.AsyncCheck.mutations:type_name -> percolator.v1.Mutation
+	4,  // 34: percolator.v1.AsyncCheck.stamped:type_name -> percolator.v1.Mutation
+	38, // 35: percolator.v1.PrewriteAsyncRequest.checks:type_name -> percolator.v1.AsyncCheck
+	7,  // 36: percolator.v1.Storage.ReadRow:input_type -> percolator.v1.ReadRowRequest
+	9,  // 37: percolator.v1.Storage.Scan:input_type -> percolator.v1.ScanRequest
+	12, // 38: percolator.v1.Storage.Mutate:input_type -> percolator.v1.MutateRequest
+	14, // 39: percolator.v1.Storage.CheckAndMutate:input_type -> percolator.v1.CheckAndMutateRequest
+	16, // 40: percolator.v1.Storage.MutateRows:input_type -> percolator.v1.MutateRowsRequest
+	19, // 41: percolator.v1.Storage.Increment:input_type -> percolator.v1.IncrementRequest
+	23, // 42: percolator.v1.Storage.CompactFamily:input_type -> percolator.v1.CompactFamilyRequest
+	21, // 43: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
+	25, // 44: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
+	41, // 45: percolator.v1.Storage.Now:input_type -> percolator.v1.NowRequest
+	27, // 46: percolator.v1.Storage.CollectGarbage:input_type -> percolator.v1.CollectGarbageRequest
+	29, // 47: percolator.v1.Storage.ReadRows:input_type -> percolator.v1.ReadRowsRequest
+	32, // 48: percolator.v1.Storage.CheckAndMutateRows:input_type -> percolator.v1.CheckAndMutateRowsRequest
+	34, // 49: percolator.v1.Storage.CheckAndMutateInEpoch:input_type -> percolator.v1.CheckAndMutateInEpochRequest
+	36, // 50: percolator.v1.Storage.CommitOnePhase:input_type -> percolator.v1.CommitOnePhaseRequest
+	39, // 51: percolator.v1.Storage.PrewriteAsync:input_type -> percolator.v1.PrewriteAsyncRequest
+	43, // 52: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
+	43, // 53: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
+	45, // 54: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
+	47, // 55: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
+	49, // 56: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
+	51, // 57: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
+	55, // 58: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
+	57, // 59: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
+	53, // 60: percolator.v1.Coord.Oldest:input_type -> percolator.v1.OldestRequest
+	8,  // 61: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
+	11, // 62: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
+	13, // 63: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
+	15, // 64: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
+	18, // 65: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
+	20, // 66: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
+	24, // 67: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
+	22, // 68: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
+	26, // 69: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
+	42, // 70: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
+	28, // 71: percolator.v1.Storage.CollectGarbage:output_type -> percolator.v1.CollectGarbageResponse
+	30, // 72: percolator.v1.Storage.ReadRows:output_type -> percolator.v1.ReadRowsResponse
+	33, // 73: percolator.v1.Storage.CheckAndMutateRows:output_type -> percolator.v1.CheckAndMutateRowsResponse
+	35, // 74: percolator.v1.Storage.CheckAndMutateInEpoch:output_type -> percolator.v1.CheckAndMutateInEpochResponse
+	37, // 75: percolator.v1.Storage.CommitOnePhase:output_type -> percolator.v1.CommitOnePhaseResponse
+	40, // 76: percolator.v1.Storage.PrewriteAsync:output_type -> percolator.v1.PrewriteAsyncResponse
+	44, // 77: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
+	44, // 78: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
+	46, // 79: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
+	48, // 80: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
+	50, // 81: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
+	52, // 82: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
+	56, // 83: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
+	58, // 84: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
+	54, // 85: percolator.v1.Coord.Oldest:output_type -> percolator.v1.OldestResponse
+	61, // [61:86] is the sub-list for method output_type
+	36, // [36:61] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_percolator_proto_init() }
@@ -3476,14 +3687,15 @@ func file_percolator_proto_init() {
 		return
 	}
 	file_percolator_proto_msgTypes[35].OneofWrappers = []any{}
-	file_percolator_proto_msgTypes[40].OneofWrappers = []any{}
+	file_percolator_proto_msgTypes[38].OneofWrappers = []any{}
+	file_percolator_proto_msgTypes[43].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_percolator_proto_rawDesc), len(file_percolator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   55,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

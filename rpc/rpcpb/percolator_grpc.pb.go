@@ -41,6 +41,7 @@ const (
 	Storage_CheckAndMutateRows_FullMethodName    = "/percolator.v1.Storage/CheckAndMutateRows"
 	Storage_CheckAndMutateInEpoch_FullMethodName = "/percolator.v1.Storage/CheckAndMutateInEpoch"
 	Storage_CommitOnePhase_FullMethodName        = "/percolator.v1.Storage/CommitOnePhase"
+	Storage_PrewriteAsync_FullMethodName         = "/percolator.v1.Storage/PrewriteAsync"
 )
 
 // StorageClient is the client API for Storage service.
@@ -73,6 +74,10 @@ type StorageClient interface {
 	// CommitOnePhase: a one-row transaction's commit, its timestamp taken
 	// by the server's oracle under the row latch (storage.OnePhaser).
 	CommitOnePhase(ctx context.Context, in *CommitOnePhaseRequest, opts ...grpc.CallOption) (*CommitOnePhaseResponse, error)
+	// PrewriteAsync: an async-commit transaction's prewrites, each lock
+	// stamped with a timestamp the server's oracle hands out under the
+	// rows' latches (storage.AsyncPrewriter).
+	PrewriteAsync(ctx context.Context, in *PrewriteAsyncRequest, opts ...grpc.CallOption) (*PrewriteAsyncResponse, error)
 }
 
 type storageClient struct {
@@ -242,6 +247,16 @@ func (c *storageClient) CommitOnePhase(ctx context.Context, in *CommitOnePhaseRe
 	return out, nil
 }
 
+func (c *storageClient) PrewriteAsync(ctx context.Context, in *PrewriteAsyncRequest, opts ...grpc.CallOption) (*PrewriteAsyncResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PrewriteAsyncResponse)
+	err := c.cc.Invoke(ctx, Storage_PrewriteAsync_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // StorageServer is the server API for Storage service.
 // All implementations must embed UnimplementedStorageServer
 // for forward compatibility.
@@ -272,6 +287,10 @@ type StorageServer interface {
 	// CommitOnePhase: a one-row transaction's commit, its timestamp taken
 	// by the server's oracle under the row latch (storage.OnePhaser).
 	CommitOnePhase(context.Context, *CommitOnePhaseRequest) (*CommitOnePhaseResponse, error)
+	// PrewriteAsync: an async-commit transaction's prewrites, each lock
+	// stamped with a timestamp the server's oracle hands out under the
+	// rows' latches (storage.AsyncPrewriter).
+	PrewriteAsync(context.Context, *PrewriteAsyncRequest) (*PrewriteAsyncResponse, error)
 	mustEmbedUnimplementedStorageServer()
 }
 
@@ -326,6 +345,9 @@ func (UnimplementedStorageServer) CheckAndMutateInEpoch(context.Context, *CheckA
 }
 func (UnimplementedStorageServer) CommitOnePhase(context.Context, *CommitOnePhaseRequest) (*CommitOnePhaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommitOnePhase not implemented")
+}
+func (UnimplementedStorageServer) PrewriteAsync(context.Context, *PrewriteAsyncRequest) (*PrewriteAsyncResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PrewriteAsync not implemented")
 }
 func (UnimplementedStorageServer) mustEmbedUnimplementedStorageServer() {}
 func (UnimplementedStorageServer) testEmbeddedByValue()                 {}
@@ -611,6 +633,24 @@ func _Storage_CommitOnePhase_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Storage_PrewriteAsync_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PrewriteAsyncRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageServer).PrewriteAsync(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Storage_PrewriteAsync_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageServer).PrewriteAsync(ctx, req.(*PrewriteAsyncRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Storage_ServiceDesc is the grpc.ServiceDesc for Storage service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -673,6 +713,10 @@ var Storage_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CommitOnePhase",
 			Handler:    _Storage_CommitOnePhase_Handler,
+		},
+		{
+			MethodName: "PrewriteAsync",
+			Handler:    _Storage_PrewriteAsync_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -60,12 +60,21 @@ func (u underLatch) ReadRow(ctx context.Context, row []byte, filter storage.Filt
 	return storage.Row{Key: slices.Clone(row), Cells: cells}, nil
 }
 
-// AwaitOnePhase returns once no one-phase commit of row that was in
-// flight when it was called still is (CommitOnePhaseGuarded), or ctx's
-// error: the owner's index calls it before it answers a read of row from
-// memory, as ReadRow does before it reads the store.
+// AwaitOnePhase returns once no one-phase commit or async prewrite of
+// row that was in flight when it was called still is
+// (CommitOnePhaseGuarded, PrewriteAsyncGuarded: calls that take their
+// timestamp under the latch), or ctx's error: the owner's index calls it
+// before it answers a read of row from memory, as ReadRow does before it
+// reads the store.
 func (s *Store) AwaitOnePhase(ctx context.Context, row []byte) error {
 	return s.latches.awaitCommit(ctx, row)
+}
+
+// AwaitAllOnePhase is AwaitOnePhase for every row, as a scan waits: an
+// index the apply hook keeps (the server's locks) is then up to date
+// with every commit whose timestamp was handed out before the call.
+func (s *Store) AwaitAllOnePhase(ctx context.Context) error {
+	return s.latches.awaitAllCommits(ctx)
 }
 
 // settle is the last step of every read that returns row to a caller

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
@@ -160,3 +161,37 @@ func (s *Store) CommitOnePhase(ctx context.Context, row []byte, predicate storag
 }
 
 var _ storage.OnePhaser = (*Store)(nil)
+
+// PrewriteAsync implements storage.AsyncPrewriter: one call, without a
+// nonce (a copy finds the first one's locks, which every predicate
+// selects, and applies nothing; the caller learns from its rows what an
+// earlier copy wrote).
+func (s *Store) PrewriteAsync(ctx context.Context, checks []storage.AsyncCheck, observers *uint64) (uint64, []bool, error) {
+	if err := s.check(); err != nil {
+		return 0, nil, err
+	}
+	if err := storage.CheckAsyncChecks(ctx, checks); err != nil {
+		return 0, nil, err
+	}
+	req := &rpcpb.PrewriteAsyncRequest{Checks: make([]*rpcpb.AsyncCheck, len(checks)), ObserversVersion: observers}
+	for i := range checks {
+		ch := &checks[i]
+		req.Checks[i] = &rpcpb.AsyncCheck{Row: ch.Row, Predicate: rpc.FilterToPB(ch.Predicate),
+			Mutations: rpc.MutationsToPB(ch.Mutations), Stamped: rpc.MutationsToPB(ch.Stamped)}
+	}
+	var resp *rpcpb.PrewriteAsyncResponse
+	err := s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
+		resp, err = s.conn.Storage.PrewriteAsync(ctx, req)
+		return err
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	applied := slices.Contains(resp.Conflict, false)
+	if len(resp.Conflict) != len(checks) || applied != (resp.Ts != 0) {
+		return 0, nil, fmt.Errorf("remote: PrewriteAsync answered %d branches for %d checks at timestamp %d", len(resp.Conflict), len(checks), resp.Ts)
+	}
+	return resp.Ts, resp.Conflict, nil
+}
+
+var _ storage.AsyncPrewriter = (*Store)(nil)

@@ -42,6 +42,9 @@ type Target struct {
 	// TwoPhaseOnly commits every transaction of this process in two
 	// phases (percolator.Options.TwoPhaseOnly).
 	TwoPhaseOnly bool
+	// AsyncCommit commits this process's small multi-row transactions
+	// asynchronously (percolator.Options.AsyncCommit).
+	AsyncCommit bool
 	// GCLifetime is the garbage collector's lifetime (--gc-lifetime); 0
 	// turns the background collector off.
 	GCLifetime time.Duration
@@ -75,6 +78,7 @@ func (t *Target) Register(fs *pflag.FlagSet, dirUsage string) {
 	RegisterDiskReserve(fs, &t.DiskReserve)
 	fs.DurationVar(&t.LockTTL, "lock-ttl", 0, "how long this process's transaction locks stay valid without its heartbeat: another process may resolve a lock once its owner is seen dead (--session-ttl) or once this has passed, whichever comes first; at least 1ms (default 10s)")
 	fs.BoolVar(&t.TwoPhaseOnly, "two-phase-only", false, "commit every transaction in two phases (by default a transaction that writes one row commits in one call, embedded and over a server)")
+	fs.BoolVar(&t.AsyncCommit, "async-commit", false, "commit a small transaction that writes several rows (at most 256 cells) as soon as its prewrites are in, in one call, embedded and over a server: its commit records follow in the background; every process on the store must be of a build that knows async commit")
 	fs.BoolVar(&t.ReadThroughLocks, "read-through-locks", false, "a read that meets the lock of a live transaction older than its snapshot pushes that transaction's commit timestamp past the snapshot and reads past the lock, instead of waiting for it (writers still wait)")
 	t.registerCluster(fs)
 }
@@ -223,7 +227,7 @@ func (t *Target) Open(ctx context.Context, create bool) (*percolator.DB, error) 
 		return t.openServer(ctx)
 	}
 	life, off := t.GCOptions()
-	db, err := percolator.Open(ctx, percolator.Options{Dir: t.Dir, MustExist: !create, LockTTL: t.LockTTL, ReadThroughLocks: t.ReadThroughLocks, TwoPhaseOnly: t.TwoPhaseOnly, Now: t.Now,
+	db, err := percolator.Open(ctx, percolator.Options{Dir: t.Dir, MustExist: !create, LockTTL: t.LockTTL, ReadThroughLocks: t.ReadThroughLocks, TwoPhaseOnly: t.TwoPhaseOnly, AsyncCommit: t.AsyncCommit, Now: t.Now,
 		GCLifetime: life, DisableGC: off, DiskReserve: t.DiskReserve})
 	if errors.Is(err, pebble.ErrLocked) {
 		return nil, inUse(err, t.Dir, create)
@@ -238,7 +242,7 @@ func (t *Target) openServer(ctx context.Context) (*percolator.DB, error) {
 		return nil, err
 	}
 	db, err := percolator.Open(ctx, percolator.Options{Server: t.Server, Token: tok, TLSCAFile: t.TLSCA, SessionTTL: t.SessionTTL,
-		RetryBudget: t.RetryBudget, LockTTL: t.LockTTL, ReadThroughLocks: t.ReadThroughLocks, TwoPhaseOnly: t.TwoPhaseOnly, Now: t.Now})
+		RetryBudget: t.RetryBudget, LockTTL: t.LockTTL, ReadThroughLocks: t.ReadThroughLocks, TwoPhaseOnly: t.TwoPhaseOnly, AsyncCommit: t.AsyncCommit, Now: t.Now})
 	return db, t.tokenRefused(err, tok)
 }
 
@@ -291,7 +295,7 @@ func (t *Target) OpenCluster(ctx context.Context) (*cluster.DB, error) {
 	}
 	life, off := t.GCOptions()
 	opts := cluster.Options{RunGC: t.RunGC && !off, Etcd: cluster.ParseEndpoints(t.Etcd), Prefix: t.EtcdPrefix, SessionTTL: t.SessionTTL, OracleToken: tok, OracleCAFile: t.TLSCA,
-		DB: percolator.Options{RetryBudget: t.RetryBudget, LockTTL: t.LockTTL, ReadThroughLocks: t.ReadThroughLocks, TwoPhaseOnly: t.TwoPhaseOnly, Now: t.Now, GCLifetime: life}}
+		DB: percolator.Options{RetryBudget: t.RetryBudget, LockTTL: t.LockTTL, ReadThroughLocks: t.ReadThroughLocks, TwoPhaseOnly: t.TwoPhaseOnly, AsyncCommit: t.AsyncCommit, Now: t.Now, GCLifetime: life}}
 	if err := opts.Bigtable.ParseTable(t.Bigtable); err != nil {
 		return nil, Usagef("--bigtable: %v", err)
 	}

@@ -220,6 +220,9 @@ func clientFlags(tg *cli.Target) []string {
 	if tg.TwoPhaseOnly {
 		f = append(f, "--two-phase-only")
 	}
+	if tg.AsyncCommit {
+		f = append(f, "--async-commit")
+	}
 	add("--gc-lifetime", tg.GCLifetime.String(), tg.GCLifetime != txn.DefaultGCLifetime)
 	return f
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seed-992972ee/percolator/coord"
 	"github.com/seed-992972ee/percolator/storage"
@@ -373,5 +376,104 @@ func TestAsyncLockRecord(t *testing.T) {
 	newer[0] = asyncLockVersion + 1
 	if _, err := decodeLock(newer); !errors.Is(err, ErrFormat) {
 		t.Errorf("a newer version: %v; want ErrFormat", err)
+	}
+}
+
+// lossyAsync is the embedded store as a network would deliver its async
+// prewrites: a call fails before it applies, or applies and loses its
+// reply, or is delivered once more later, after calls that followed it
+// (a retry whose first copy was delayed). Every other call goes to the
+// store as it is. shared makes it a store the client does not own (no
+// index: every call as over a server).
+type lossyAsync struct {
+	*pebble.Store
+	shared bool
+	mu     sync.Mutex
+	rng    *rand.Rand
+	late   []func()
+	faults map[string]int
+}
+
+func (l *lossyAsync) Exclusive() bool { return !l.shared && l.Store.Exclusive() }
+
+// roll, under l.mu, reports whether a fault of probability p strikes.
+func (l *lossyAsync) roll(p float64) bool { return l.rng.Float64() < p }
+
+func (l *lossyAsync) call(apply func() (uint64, []bool, error), again func()) (uint64, []bool, error) {
+	l.mu.Lock()
+	var deliver func()
+	if n := len(l.late); n > 0 && l.rng.IntN(4) == 0 {
+		deliver, l.late = l.late[0], l.late[1:]
+	}
+	fail, lose, dup := l.roll(0.05), l.roll(0.05), l.roll(0.1)
+	if dup {
+		l.late = append(l.late, again)
+		l.faults["duplicated"]++
+	}
+	if fail {
+		l.faults["failed"]++
+	} else if lose {
+		l.faults["lost"]++
+	}
+	l.mu.Unlock()
+	if deliver != nil {
+		deliver()
+	}
+	if fail {
+		return 0, nil, fmt.Errorf("%w: injected before the call", storage.ErrUnavailable)
+	}
+	ts, conflict, err := apply()
+	if err == nil && lose {
+		return 0, nil, fmt.Errorf("%w: injected, the reply lost", storage.ErrUnavailable)
+	}
+	return ts, conflict, err
+}
+
+func (l *lossyAsync) PrewriteAsync(ctx context.Context, checks []storage.AsyncCheck, observers *uint64) (uint64, []bool, error) {
+	late := context.WithoutCancel(ctx)
+	return l.call(func() (uint64, []bool, error) { return l.Store.PrewriteAsync(ctx, checks, observers) },
+		func() { _, _, _ = l.Store.PrewriteAsync(late, checks, observers) })
+}
+
+func (l *lossyAsync) PrewriteAsyncGuarded(ctx context.Context, checks []storage.AsyncCheck, conds []storage.Cond, guard func() error) (uint64, []bool, error) {
+	late := context.WithoutCancel(ctx)
+	return l.call(func() (uint64, []bool, error) { return l.Store.PrewriteAsyncGuarded(ctx, checks, conds, guard) },
+		// A late copy is decided by the store: the index's conds may have
+		// moved on since.
+		func() { _, _, _ = l.Store.PrewriteAsyncGuarded(late, checks, nil, nil) })
+}
+
+// flush delivers every late copy still held.
+func (l *lossyAsync) flush() {
+	l.mu.Lock()
+	late := l.late
+	l.late = nil
+	l.mu.Unlock()
+	for _, f := range late {
+		f()
+	}
+}
+
+// TestHistoryAsync runs the append history with async commit on, owned
+// (the index decides the predicates) and shared, over a store whose
+// async prewrites fail, lose their replies and arrive again late: every
+// committed transaction is whole in the final state and in every
+// snapshot, an aborted one nowhere.
+func TestHistoryAsync(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			seed := historySeed(t)
+			e := newOnePhaseEnv(t)
+			l := &lossyAsync{Store: e.store, shared: shared, rng: rand.New(rand.NewPCG(seed, 7)), faults: map[string]int{}}
+			c := e.client(t, l, Options{AsyncCommit: true, LockTTL: 200 * time.Millisecond, InlineSize: 4})
+			h := runHistory(t, c, seed, 8, 150)
+			c.background.Wait()
+			l.flush()
+			h.check(t, finalState(t, c))
+			if s := c.Stats(); s.Async == 0 {
+				t.Errorf("stats %+v: no async commit", s)
+			}
+			t.Logf("faults %v, stats %+v", l.faults, c.Stats())
+		})
 	}
 }

@@ -247,3 +247,33 @@ func TestSecondariesFirstMutant(t *testing.T) {
 		})
 	}
 }
+
+// TestAsyncSkipSecondaryMutant: an async transaction that wrote its
+// primary's row but not yet its secondary's (blocked, then its owner
+// died) is undecided, and a reader reads past it; with the mutant on, the
+// reader takes it for committed and reads its value, which the
+// transaction's rollback then takes back.
+func TestAsyncSkipSecondaryMutant(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		var names []string
+		if on {
+			names = []string{mutant.AsyncSkipSecondary}
+		}
+		withMutant(func() {
+			e := newOnePhaseEnv(t)
+			_, live := crashedAsync(t, e, crashBetweenAsyncPrewrites, true)
+			r, err := NewClient(context.Background(), notOwned{e.store}, e.orc, live, Options{Owner: "reader"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			v, err := readValue(context.Background(), r, "a", "v")
+			switch {
+			case !on && !errors.Is(err, ErrNotFound):
+				t.Fatalf("mutant off: a/v = %q, %v; want not found (read past the undecided lock)", v, err)
+			case on && v != "new":
+				t.Fatalf("mutant on: a/v = %q, %v; want the undecided transaction's value read", v, err)
+			}
+		}, names...)
+	}
+}

@@ -172,11 +172,13 @@ func statusOf(cells []storage.Cell, startTS uint64) (txnStatus, error) {
 		case w.Op != OpRollback && w.StartTS == startTS:
 			return txnStatus{kind: stCommitted, commitTS: cell.TS}, nil
 		}
-		others = others || w.Op != OpRollback
+		others = true
 	}
 	if others {
-		// A commit at or after startTS by another transaction: a prewrite
-		// of the primary at startTS can never succeed now.
+		// A write record at or after startTS of another transaction (a
+		// commit, or a rollback record, which a prewrite's predicate
+		// counts as well): a prewrite of the cell at startTS can never
+		// succeed now.
 		return txnStatus{kind: stRolledBack}, nil
 	}
 	return txnStatus{kind: stAbsent}, nil

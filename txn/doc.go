@@ -14,9 +14,12 @@
 // primary lock's heartbeats are versions of a fourth family (FamilyBeat,
 // heartbeat.go), kept apart from the lock so that a late beat cannot move
 // its time back; the pushes of readers through locks are versions of a
-// fifth (FamilyPush, push.go; "Reads through locks" below).
+// fifth (FamilyPush, push.go; "Reads through locks" below). A lock of an
+// async-commit transaction is a record of version 2 that also names its
+// secondaries and ends in its stamp ("Async commit"); every other record
+// is of version 1.
 // record.go has the encodings; the files are the phases: prewrite.go,
-// commit.go, get.go, scan.go (one column of a range of rows), scanrows.go
+// commit.go, onephase.go, async.go, get.go, scan.go (one column of a range of rows), scanrows.go
 // (every user column of whole rows: what a backup reads), resolve.go,
 // heartbeat.go, push.go.
 //
@@ -77,7 +80,10 @@
 //     forward whenever the primary committed, by anyone; it is rolled back
 //     only after the primary was, which needs its owner dead (coord
 //     liveness) or its lock expired, and is done with a CheckAndMutate on
-//     the primary lock (resolve.go).
+//     the primary lock (resolve.go). An async-commit transaction departs
+//     from this on purpose: it has no single commit point, and is
+//     committed once every row holds its lock ("Async commit" argues
+//     it, as DESIGN.md's invariant 8 asks).
 //  5. A rollback leaves a rollback record at start_ts in the write column.
 //     A delayed prewrite then finds a write at or after its start_ts and
 //     applies nothing; a commit needs the lock the rollback erased.
@@ -93,10 +99,12 @@
 //     time back: readers take the newest.
 //  8. No one-phase commit, async commit or store-computed commit_ts
 //     without a written argument here, `percolator verify` passing it,
-//     and a mutant of it that verify catches. Reads through locks, which
-//     TiKV's history shows is as easy to get wrong, ships on the same
-//     terms: the argument is "Reads through locks", the mutant
-//     push-secondary.
+//     and a mutant of it that verify catches: "One-phase commit" (the
+//     mutant one-phase-early-ts), "Async commit" (async-skip-secondary;
+//     its commit_ts is the oracle's, stamped by the store under the
+//     latch, never computed by it). Reads through locks, which TiKV's
+//     history shows is as easy to get wrong, ships on the same terms: the
+//     argument is "Reads through locks", the mutant push-secondary.
 //  9. Garbage collection works below a safe point that only moves
 //     forward: no snapshot at or above it loses a version it reads, a
 //     read whose start_ts is below it fails with ErrSnapshotTooOld and
@@ -496,6 +504,135 @@
 // too (the predicate finds c below its start_ts); two compare-and-sets
 // then both succeed from one value. verify's register workload catches it
 // (TestVerifyMutants).
+//
+// # Async commit
+//
+// With Options.AsyncCommit, a transaction that writes two or more rows,
+// at most AsyncMaxWrites cells whose rows and columns weigh at most
+// AsyncMaxKeyBytes, commits without a commit point of its own (TiKV's
+// async commit), where the store is owned by one process that runs the
+// oracle (storage.AsyncPrewriter: the embedded store of a DB with its own
+// oracle, a percolator server; as one-phase commit, and off on Bigtable
+// for the same reason). async.go.
+//
+//  1. The prewrites of all its rows go in one call. Under every row's
+//     latch, the store marks the rows' latch stripes as committing, reads
+//     each row's predicate (a prewrite's, counting the transaction's own
+//     lock too: no lock at all, no write record at or after start_ts, no
+//     fence at or above it); if some row passes, it takes a timestamp m
+//     from its process's oracle, checks the observer registry as a
+//     one-phase commit does, and writes, in one durable batch, the locks
+//     and data of every row that passed, each lock ending in m (its
+//     min_commit_ts, stamped by the store into bytes the record keeps
+//     for it); then it lowers the marks. Every lock says it is async; the
+//     primary's names one cell of each other row (its secondaries).
+//  2. Rows refused by a lock it resolves are sent again in a later call,
+//     which stamps its own m. A row refused by a newer write fails the
+//     transaction.
+//  3. Once every row holds its lock the transaction is committed, at
+//     commit_ts = the greatest m of its locks. Commit returns; the commit
+//     records (all rows, the primary's too) are written in the
+//     background, blind: anyone may roll a committed transaction forward.
+//
+// Deciding. The transaction is committed iff every row holds its lock or
+// its commit record; rolled back iff some row holds its rollback record.
+// No row ever moves back: a row's lock is written once (the predicate
+// counts the transaction's own lock, so a copy of a call applies nothing
+// once a lock, a commit record or a rollback record is there); a lock is
+// removed only by rolling it forward or back, which happens only once the
+// transaction is decided; and a rollback record is written at a row only
+// while it holds nothing of the transaction (fenceCell's condition: no
+// lock at start_ts, no write record at or after it). So the two states
+// exclude each other, and a row seen holding its lock stays in. A
+// resolver that meets an async lock (resolveAsync) reads the primary's
+// status and, while the primary's lock stands, each secondary's: a
+// commit record anywhere, committed at its timestamp; a rollback record
+// anywhere (or another transaction's write record at or after start_ts,
+// which keeps the row's prewrite out for good), rolled back; every row
+// locked, committed at the greatest stamp, the same commit_ts its owner
+// computed; a row holding nothing, undecided. Undecided, a writer (or
+// the collector) waits while the owner may still write that row (coord
+// liveness, the lock's TTL), and otherwise leaves a rollback record
+// there (fenceCell), which decides the transaction rolled back: the row
+// can never be locked now. The owner itself, giving up (a conflict, a
+// call whose outcome it cannot learn), does the same at a row it does
+// not know to be in, before it removes its locks; where that finds its
+// own lock (a copy of a call landed), the row is in, and where every row
+// is, the transaction committed and Commit says so.
+//
+// Snapshot isolation holds (invariant 2). A reader at start_ts T that
+// reads a row of the transaction either finds its lock or not. Not: the
+// read began after T was handed out; it waited for the row's mark, so any
+// call that had taken its m had written its lock by then (the mark is
+// raised before m is taken and lowered after the write returns), and a
+// call that writes the row later takes its m after T was handed out:
+// m > T, and so commit_ts > T, and the write is in no snapshot at T. The
+// reader is right to read the row's older value. Found: the reader
+// decides the transaction as above. Committed below T: the reader rolls
+// the lock forward and reads the value. Committed at or above T: it reads
+// past the lock. Undecided: some row held nothing when the reader read
+// it, after T was handed out, so by the same argument the transaction
+// commits above T if it ever commits; the reader reads past the lock
+// without waiting, whether or not the owner lives, and writes nothing. So
+// readers never wait on an async lock, and never push one (a push is a
+// commit point's business; here every lock's m already is what a push
+// would ask). Write conflicts (invariant 3) are a prewrite's: the
+// predicate and the write are under the row's latch. commit_ts is above
+// start_ts (each m was handed out after start_ts), and the oracle hands
+// each m out once (invariant 1): no commit_ts is computed by the store,
+// only taken from the oracle under the latch (the rows are not marked
+// from a store-side max_ts, which can equal a timestamp the oracle hands
+// out later: tikv/tikv#8349).
+//
+// Where an index answers a read without reading the store (the owner's
+// index, and the server's lock index, presence), the read first waits
+// for its row's mark (a scan: every mark), as the store's own reads do:
+// the index learns of a lock only once its write returns, and a lock in
+// flight may already carry an m below T.
+//
+// Registrations. Each call's registry check (after m is taken, under the
+// latch) refuses a call built under a registry that moved: nothing is
+// applied, and a commit whose first call was refused goes on in two
+// phases under the new registry. A refusal of a later call fails the
+// transaction (rolled back, a ConflictError), which Update retries. A
+// registration's backfill, whose timestamp b is taken after the version
+// moved, waits for the marks and notifies every cell with a lock, so a
+// call with m < b is backfilled and one with m > b is refused.
+//
+// Durability. Each call is one synced write, so a returned Commit
+// survives a power cut of the store, over a server too: the calls are not
+// answered before their log sync, and need no epoch. The background
+// commit records are deferred on the embedded store and nonce-free over
+// a server; a lost one leaves its lock, which readers roll forward from
+// the rows. A commit therefore waits for one round trip and one log sync
+// (over a server: no commit-timestamp call, no commit point), against
+// a two-phase commit's three round trips.
+//
+// Retries (invariant 6): a copy of a call after the first applied finds
+// the locks and applies nothing; the owner reads a refused row, and a row
+// holding its own async lock is in at the stamp it holds. A copy arriving
+// after the locks were rolled forward finds the commit records (at or
+// after start_ts), after a rollback the rollback records.
+//
+// Garbage collection: an async lock below the safe point is resolved in
+// the locks-first phase as any other. A transaction whose commit_ts is at
+// or below the safe point S had all its m handed out before S was
+// sampled, so its locks were written before the phase's scan, which
+// waits for the marks: the phase finds every lock still standing and
+// rolls it forward before any commit record of the transaction is
+// removed, as it does for a two-phase commit's secondaries.
+//
+// The mutant async-skip-secondary decides without reading the last
+// secondary: a transaction whose last row's prewrite is still to come, or
+// was refused, is taken for committed at the stamps of the others, and
+// readers see half of a bank transfer. verify's bank workload with
+// --async-commit catches it (TestVerifyMutants).
+//
+// The price: a resolver reads every row of the transaction (in one round
+// trip where the store reads several rows at once), and a reader that
+// meets a committed transaction's lock rolls it forward; hence the
+// bounds, TiKV's. The heartbeat is not run: the locks stand only for the
+// call and, past it, until the background records land.
 //
 // # Reads through locks
 //

@@ -76,6 +76,15 @@
 //     snapshot. Expected: bank (a read snapshot that sums wrong), with
 //     reads through locks on.
 //
+//   - async-skip-secondary (invariant 4, with txn.Options.AsyncCommit):
+//     a resolver deciding an async-commit transaction from its rows does
+//     not read its last secondary (txn: async.go, asyncChecked). A
+//     transaction whose last row's prewrite is still to come, or was
+//     refused, is taken for committed at the others' stamps and rolled
+//     forward there, while its owner rolls it back or commits it later.
+//     Expected: bank (wrong totals, lost transfers), with async commit
+//     on.
+//
 // The package imports only the standard library, so every package may
 // hook into it.
 package mutant

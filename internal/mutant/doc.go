@@ -75,7 +75,6 @@
 //     transaction commits below the reader's start_ts, missing from its
 //     snapshot. Expected: bank (a read snapshot that sums wrong), with
 //     reads through locks on.
-//
 //   - async-skip-secondary (invariant 4, with txn.Options.AsyncCommit):
 //     a resolver deciding an async-commit transaction from its rows does
 //     not read its last secondary (txn: async.go, asyncChecked). A

@@ -245,13 +245,13 @@ type figure struct {
 func suiteFigures(s Suite) []figure {
 	switch s {
 	case Server:
-		return []figure{{"oracle", serverOracle, false}, {"reads", serverReads, false}, {"writes", serverWrites, false}, {"nonces", serverNonces, false},
+		return []figure{{"oracle", serverOracle, false}, {"reads", serverReads, false}, {"writes", serverWrites, false}, {"async", serverAsync, false}, {"nonces", serverNonces, false},
 			{"postgres", postgresFigure, false}, {"readlocks", serverReadLocks, false}, {"gc", gcFigure, false}}
 	case Bigtable:
 		return []figure{{"rpcs", bigtableRPCs, false}, {"reads", bigtableReads, false}, {"writes", bigtableWrites, false}, {"notify", bigtableNotify, false}, {"gc", gcFigure, false}}
 	}
 	return []figure{
-		{"oracle", embeddedOracle, false}, {"writes", embeddedWrites, false}, {"reads", embeddedReads, false}, {"bank", embeddedBank, false},
+		{"oracle", embeddedOracle, false}, {"writes", embeddedWrites, false}, {"async", embeddedAsync, false}, {"reads", embeddedReads, false}, {"bank", embeddedBank, false},
 		{"readlocks", embeddedReadLocks, false}, {"rivals", rivalsFigure, false},
 		{"notify", notify, false}, {"observers", observers, true}, {"rerun", rerun, true},
 		{"graph", graphFigure, false}, {"lock", lockFigure, false}, {"queue", queueFigure, false},

@@ -72,6 +72,9 @@ type Options struct {
 	// suite's postgres figure measures the server against; "" skips that
 	// figure. It needs Server.
 	Postgres string
+	// AsyncCommit makes the postgres figure's percolator side commit its
+	// transfers asynchronously (percolator.Options.AsyncCommit).
+	AsyncCommit bool
 	// Bigtable is the table (PROJECT/INSTANCE/TABLE) of the Bigtable
 	// suite; BigtableEmulator measures it on an emulator in this process.
 	Bigtable         string

@@ -117,7 +117,7 @@ func (s postgresSides) pair() [2]bankSide { return [2]bankSide{s.server, s.pg} }
 func (b *runner) openPostgresSides(ctx context.Context, counter *rpcCounter, r *Report) (postgresSides, func(), error) {
 	var cl closers
 	s := b.opts.Server
-	db, err := percolator.Open(ctx, percolator.Options{Server: s.Addr, Token: s.Token, TLSCAFile: s.CAFile,
+	db, err := percolator.Open(ctx, percolator.Options{Server: s.Addr, Token: s.Token, TLSCAFile: s.CAFile, AsyncCommit: b.opts.AsyncCommit,
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(counter.unary), grpc.WithChainStreamInterceptor(counter.streamMessages)}})
 	if err != nil {
 		return postgresSides{}, nil, err
@@ -144,8 +144,12 @@ func (b *runner) openBanks(ctx context.Context, sides postgresSides, cl *closers
 	if err != nil {
 		return err
 	}
-	r.printf("postgres: percolator server %s vs PostgreSQL %s at %s (synchronous_commit %s, fsync %s); bank of %s accounts, %d readers auditing; %d turns of %s each side, alternating",
-		b.opts.Server.Addr, version, postgresWhere(b.opts.Postgres), syncCommit, fsync, group(pgAccounts), pgReaders, pgTurns, b.opts.BankDuration)
+	commits := "two-phase commits"
+	if b.opts.AsyncCommit {
+		commits = "async commits"
+	}
+	r.printf("postgres: percolator server %s (%s) vs PostgreSQL %s at %s (synchronous_commit %s, fsync %s); bank of %s accounts, %d readers auditing; %d turns of %s each side, alternating",
+		b.opts.Server.Addr, commits, version, postgresWhere(b.opts.Postgres), syncCommit, fsync, group(pgAccounts), pgReaders, pgTurns, b.opts.BankDuration)
 	if (syncCommit != "on" && syncCommit != "remote_apply") || fsync != "on" {
 		return fmt.Errorf("%w: PostgreSQL commits without waiting for its disk (synchronous_commit %s, fsync %s), percolator's server with: the figure compares durable commits (set synchronous_commit on and fsync on in the server's configuration)",
 			ErrInvalidArgument, syncCommit, fsync)

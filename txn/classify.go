@@ -29,22 +29,30 @@ func ClassifyCAS(ifTrue, ifFalse []storage.Mutation, matched bool) string {
 		if !matched {
 			return CASLost
 		}
-		for i := range ifTrue {
-			if m := &ifTrue[i]; m.Kind == storage.Put && m.Family == FamilyWrite {
-				if w, err := DecodeWrite(m.Value); err == nil && w.Op == OpRollback {
-					return CASRollback
-				}
-			}
-		}
-		return CASCommit
+		return recordKind(ifTrue)
 	case len(ifFalse) > 0 && writesFamily(ifFalse, FamilyWrite):
-		// A fence: a rollback record written where nothing was found.
+		// A fence (a rollback record written where nothing was found), or
+		// commit records sent where no predicate can select anything (an
+		// async commit's, deferred).
 		if matched {
 			return CASLost
 		}
-		return CASRollback
+		return recordKind(ifFalse)
 	}
 	return ""
+}
+
+// recordKind is CASRollback when ms write a rollback record, CASCommit
+// otherwise.
+func recordKind(ms []storage.Mutation) string {
+	for i := range ms {
+		if m := &ms[i]; m.Kind == storage.Put && m.Family == FamilyWrite {
+			if w, err := DecodeWrite(m.Value); err == nil && w.Op == OpRollback {
+				return CASRollback
+			}
+		}
+	}
+	return CASCommit
 }
 
 func writesFamily(ms []storage.Mutation, family string) bool {

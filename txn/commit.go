@@ -314,6 +314,11 @@ func (c *Client) commitBatch(ctx context.Context, t *Txn, rows []*rowWrites, com
 	switch {
 	case c.deferred != nil:
 		send = c.deferred.MutateRowsDeferred
+	case c.epoched != nil:
+		// Over a server, answered before their log sync too: a commit
+		// record lost in a restart leaves its lock, durable, which
+		// readers roll forward to the same commit (doc.go, "Durability").
+		send = c.commitDeferred
 	case c.batch != nil && (len(rows) > 1 || c.batchIdem):
 		// A late copy re-puts the same commit records at commit_ts and
 		// erases each lock only at its exact start_ts: safe in any order,
@@ -343,6 +348,20 @@ func (c *Client) commitBatch(ctx context.Context, t *Txn, rows []*rowWrites, com
 		}
 	}
 	return err
+}
+
+// commitDeferred sends rows' commit mutations as one deferred call of a
+// server (storage.Epoched): checks whose predicate selects nothing, so
+// each row's mutations apply. Safe in any order, as every commit batch
+// is: it re-puts the same commit records and erases each lock only at
+// its exact start_ts.
+func (c *Client) commitDeferred(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	checks := make([]storage.RowCheck, len(rows))
+	for i := range rows {
+		checks[i] = storage.RowCheck{Row: rows[i].Row, IfFalse: rows[i].Mutations}
+	}
+	_, _, err := c.epoched.CheckAndMutateRowsDeferred(ctx, checks)
+	return nil, err
 }
 
 // abort rolls back what the owner prewrote and returns cause. The owner

@@ -272,6 +272,12 @@
 //     under the latch, so no secondary was rolled back (invariant 4), and
 //     by step 2 every secondary lock is durable with them.
 //
+// Commit records sent after the commit point (a large transaction's
+// secondaries past the first chunk, an async commit's records) go in
+// calls answered before their log sync as well: a restart that loses one
+// leaves its lock, made durable by the commit point (or the async
+// prewrite), which readers roll forward to the same commit.
+//
 // A re-sent prewrite call is safe in any order (invariant 6: the
 // predicate ignores the transaction's own lock), and a re-sent commit
 // point finds the lock gone once a copy applied; a copy refused for its

@@ -90,6 +90,7 @@ func (cfg *benchConfig) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Bigtable, "bigtable", "", "measure the Bigtable figures on this table, PROJECT/INSTANCE/TABLE (created if needed; BIGTABLE_EMULATOR_HOST is honoured)")
 	fs.StringVar(&cfg.tg.Server, "server", "", "measure the server figures against the percolator server at this address (its oracle, reads, writes and nonces, each beside raw RPCs; with --postgres, the server beside PostgreSQL; the gc figure starts servers of its own)")
 	fs.StringVar(&o.Postgres, "postgres", "", "with --server: also measure the server against the PostgreSQL server at this libpq URL (postgres://USER@HOST:PORT/DATABASE?sslmode=disable) on the same bank, alternating turns of --bank-duration: transfers/s at 64 and 16 workers, latency, audits, point reads and the server's RPCs per transfer (the postgres figure; it creates and drops the table percolator_bench_accounts, and needs synchronous_commit and fsync on; without this flag that figure is skipped)")
+	fs.BoolVar(&o.AsyncCommit, "async-commit", false, "with --postgres: the server's side commits its transfers asynchronously (one call each, its records in the background; see percolator help serve)")
 	fs.StringVar(&cfg.tg.TokenFile, "token-file", "", "with --server: file holding the server's token (default: $PERCOLATOR_TOKEN)")
 	fs.StringVar(&cfg.tg.TLSCA, "tls-ca", "", "with --server: CA certificate of the server's TLS")
 }

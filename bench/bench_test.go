@@ -219,3 +219,23 @@ func TestBigtableReadCells(t *testing.T) {
 		}
 	}
 }
+
+// TestAsyncFigure: the async figure commits on both sides, the async
+// side asynchronously (it fails otherwise), and prints each side's
+// latencies and their comparison; embedded it has no target.
+func TestAsyncFigure(t *testing.T) {
+	var reports []Report
+	opts := Options{Dir: t.TempDir(), Duration: 200 * time.Millisecond}
+	if err := Run(context.Background(), opts, []string{"async"}, func(r Report) { reports = append(reports, r) }); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(reports[0].Lines, "\n")
+	for _, want := range []string{"two-phase commits of 2 rows", "async     commits of 2 rows", "% lower async (the target is the server's)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+	if len(reports[0].Targets) != 0 {
+		t.Errorf("targets %+v embedded, want none", reports[0].Targets)
+	}
+}

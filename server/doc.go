@@ -199,5 +199,7 @@
 // percolator_advisory_locks, and percolator_txn_cas_total{kind}: the
 // protocol's steps as the server sees them in CheckAndMutates (prewrite,
 // conflict, commit — a commit point or a roll-forward —, rollback, and
-// lost: a commit or rollback whose lock was already gone).
+// lost: a commit or rollback whose lock was already gone; one-phase, a
+// one-phase commit; async-prewrite, a row of an async prewrite that
+// wrote its locks).
 package server

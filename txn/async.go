@@ -147,7 +147,7 @@ func (c *Client) commitAsync(ctx context.Context, t *Txn, rows []*rowWrites, obs
 	for try := 0; ; try++ {
 		pending := a.pending()
 		ts, conflict, resent, err := c.sendAsync(ctx, t, a, checks, pending, obsVer)
-		if refusedOnePhase(err) && try == 0 && !resent {
+		if refusedOnePhase(err) && try == 0 && !resent && !c.anyLocked(ctx, t, rows) {
 			// Nothing of this commit was applied: two phases may follow
 			// at the same start_ts.
 			if errors.Is(err, storage.ErrNoOnePhase) {
@@ -177,6 +177,28 @@ func (c *Client) commitAsync(ctx context.Context, t *Txn, rows []*rowWrites, obs
 		}
 	}
 	return c.committedAsync(ctx, t, a)
+}
+
+// anyLocked reports whether a row of t holds its lock, or may (the read
+// failed): a refused call may follow a copy that applied, which a store
+// that re-sends on its own (over a server) does not report. Then the
+// commit cannot go on in two phases, whose prewrites would take an async
+// lock a reader may already have rolled forward for one of their own.
+func (c *Client) anyLocked(ctx context.Context, t *Txn, rows []*rowWrites) bool {
+	cells := make([]Cell, len(rows))
+	for i, rw := range rows {
+		cells[i] = Cell{Row: rw.row, Col: rw.muts[0].col}
+	}
+	sts, err := c.statuses(ctx, cells, t.startTS)
+	if err != nil {
+		return true
+	}
+	for _, st := range sts {
+		if st.kind != stAbsent {
+			return true
+		}
+	}
+	return false
 }
 
 // sendAsync sends the async prewrites of rows idx once, re-sent on a

@@ -56,7 +56,12 @@
 //     once its write returned. Every ReadRow, and the owner's index
 //     (AwaitOnePhase), first waits while its row's stripe is marked; a
 //     Scan, while any is: a read whose timestamp came after the commit's
-//     finds the write (txn/doc.go, "One-phase commit"). Reads made under a
+//     finds the write (txn/doc.go, "One-phase commit"). An async prewrite
+//     (PrewriteAsyncGuarded) does the same on every stripe of its rows,
+//     and so its locks, stamped with its timestamp, are found by every
+//     read whose timestamp came after it (txn/doc.go, "Async commit").
+//     AwaitAllOnePhase is a scan's wait, for an index kept by the hook
+//     (the server's locks) before it is asked. Reads made under a
 //     latch go through UnderLatch, which waits for nothing.
 //  5. The apply hook runs after the commit returned — for a durable call,
 //     after it is durable — and before the row latch is released, once per

@@ -322,12 +322,12 @@ func (c *Client) settleAsync(ctx context.Context, t *Txn, a *asyncRows, cause er
 		rw := a.rows[i]
 		col := rw.muts[0].col
 		if err := c.fenceCell(ctx, rw.row, col, t.startTS); err != nil {
-			return fmt.Errorf("%w: %v (rollback: %v)", ErrCommitUnknown, cause, err)
+			return asyncUnknown(cause, fmt.Sprintf("rollback: %v", err))
 		}
 		st, err := c.status(ctx, rw.row, col, t.startTS)
 		switch {
 		case err != nil:
-			return fmt.Errorf("%w: %v (status: %v)", ErrCommitUnknown, cause, err)
+			return asyncUnknown(cause, fmt.Sprintf("status: %v", err))
 		case st.kind == stCommitted:
 			// Every row was in (a copy of a call landed), and a reader
 			// rolled the transaction forward.
@@ -338,12 +338,22 @@ func (c *Client) settleAsync(ctx context.Context, t *Txn, a *asyncRows, cause er
 			a.stamp[i] = st.lock.MinCommitTS
 			continue
 		case st.kind == stLocked || st.kind == stAbsent:
-			return fmt.Errorf("%w: %v (row %s neither locked nor fenced)", ErrCommitUnknown, cause, storage.QuoteRow(rw.row))
+			return asyncUnknown(cause, fmt.Sprintf("row %s neither locked nor fenced", storage.QuoteRow(rw.row)))
 		}
 		return c.abort(ctx, t, a.rows, asyncConflict(t, rw, cause))
 	}
 	// Every row holds its lock: committed.
 	return c.committedAsync(ctx, t, a)
+}
+
+// asyncUnknown is the error of an async commit whose outcome could not be
+// learned after cause: ErrCommitUnknown, wrapping cause unless it is a
+// conflict (a caller retries a conflict, and must not retry this).
+func asyncUnknown(cause error, detail string) error {
+	if errors.Is(cause, ErrConflict) {
+		return fmt.Errorf("%w: %v (%s)", ErrCommitUnknown, cause, detail)
+	}
+	return fmt.Errorf("%w: %w (%s)", ErrCommitUnknown, cause, detail)
 }
 
 // asyncConflict is the error of an async commit rolled back for cause.

@@ -33,6 +33,12 @@ type downRig struct {
 // as a DB's over a server are.
 func newDownRig(t *testing.T, dial rpc.DialOptions, ops bool) *downRig {
 	t.Helper()
+	return newDownRigWith(t, dial, ops, txn.Options{})
+}
+
+// newDownRigWith is newDownRig whose client also has with's AsyncCommit.
+func newDownRigWith(t *testing.T, dial rpc.DialOptions, ops bool, with txn.Options) *downRig {
+	t.Helper()
 	srv := servertest.Start(t, server.Options{Logger: quiet}, "")
 	p, err := faultproxy.New(srv.Addr)
 	if err != nil {
@@ -41,7 +47,7 @@ func newDownRig(t *testing.T, dial rpc.DialOptions, ops bool) *downRig {
 	t.Cleanup(func() { p.SetBlackhole(false); p.Close() })
 	st := servertest.Store(t, servertest.Dial(t, p.Addr(), dial), remote.Options{})
 	orc := oracleremote.NewClient(servertest.Dial(t, srv.Addr, rpc.DialOptions{}))
-	opts := txn.Options{Logger: quiet, LockTTL: time.Second}
+	opts := txn.Options{Logger: quiet, LockTTL: time.Second, AsyncCommit: with.AsyncCommit}
 	if ops {
 		opts.Operation = rpc.WithOperation
 	}
@@ -204,4 +210,19 @@ func TestCommitServerStaysDown(t *testing.T) {
 		}
 		r.checkAtomic(t)
 	})
+}
+
+// An async commit whose server is gone for good (a blackhole) fails
+// within its retry budget with ErrCommitUnknown: its prewrite call is its
+// commit, which may have reached the server, and the rollback record
+// that would settle it cannot be written either. Once the server is back
+// the transaction is whole or absent.
+func TestAsyncCommitServerStaysDown(t *testing.T) {
+	r := newDownRigWith(t, rpc.DialOptions{CallTimeout: time.Hour, RetryBudget: time.Second}, true, txn.Options{AsyncCommit: true})
+	r.proxy.SetBlackhole(true)
+	err := r.commitTwoRows(t, context.Background(), func(string) bool { return false })
+	if !errors.Is(err, txn.ErrCommitUnknown) || !errors.Is(err, rpc.ErrUnavailable) {
+		t.Fatalf("an async commit with the server gone: %v, want ErrCommitUnknown and ErrUnavailable", err)
+	}
+	r.checkAtomic(t)
 }

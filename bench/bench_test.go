@@ -230,7 +230,7 @@ func TestAsyncFigure(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Join(reports[0].Lines, "\n")
-	for _, want := range []string{"two-phase commits of 2 rows", "async     commits of 2 rows", "% lower async (the target is the server's)"} {
+	for _, want := range []string{"two-phase commits of 2 rows", "async     commits of 2 rows", "commit p50 async / two-phase = "} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)
 		}

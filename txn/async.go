@@ -53,8 +53,8 @@ func (c *Client) mayCommitAsync(t *Txn, rows []*rowWrites) bool {
 	}
 	keys, size := 0, 0
 	for _, rw := range rows {
-		keys += len(rw.row) + len(rw.muts[0].col)
 		for _, m := range rw.muts {
+			keys += len(m.row) + len(m.col)
 			size += len(m.row) + len(m.col) + len(m.value) + 16
 		}
 	}

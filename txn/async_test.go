@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -98,6 +99,10 @@ func TestAsyncCommit(t *testing.T) {
 	}
 	if err := big.Commit(ctx); err != nil || c.Stats().Async != 1 {
 		t.Fatalf("a commit past the bounds: %v, %+v; want it in two phases", err, c.Stats())
+	}
+	long := strings.Repeat("k", AsyncMaxKeyBytes/2)
+	if _, err := setAndCommit(ctx, c, long+"1", "v", "x", long+"2", "v", "y"); err != nil || c.Stats().Async != 1 {
+		t.Fatalf("two rows whose keys weigh more than %d bytes: %v, %+v; want it in two phases", AsyncMaxKeyBytes, err, c.Stats())
 	}
 	for _, opts := range []Options{{Owner: "off"}, {Owner: "two", AsyncCommit: true, TwoPhaseOnly: true}} {
 		o := e.client(t, notOwned{e.store}, opts)

@@ -19,6 +19,7 @@ type lockJSON struct {
 	PrimaryCol UserBytes `json:"primary_column"`
 	Owner      string    `json:"owner"`
 	Expires    string    `json:"expires"`
+	Async      bool      `json:"async"`
 }
 
 func (l lockJSON) MarshalJSON() ([]byte, error) { return marshalFlat(l) }
@@ -29,7 +30,7 @@ func Locks(w io.Writer, locks []percolator.LockInfo, jsonOut bool) error {
 		list := []lockJSON{}
 		for _, l := range locks {
 			list = append(list, lockJSON{UserBytes(l.Row), UserBytes(l.Column), l.StartTS, l.Lock.Op.String(),
-				UserBytes(l.Lock.PrimaryRow), UserBytes(l.Lock.PrimaryCol), l.Lock.Owner, Time(l.Expires)})
+				UserBytes(l.Lock.PrimaryRow), UserBytes(l.Lock.PrimaryCol), l.Lock.Owner, Time(l.Expires), l.Lock.Async})
 		}
 		return JSON(w, list)
 	}

@@ -46,6 +46,9 @@ var (
 	// locks, nonce groups or calls); the message names the limit and the
 	// serve flag that raises it. Closing what is held makes room.
 	ErrLimit = errors.New("rpc: server limit reached")
+	// ErrUnimplemented: the server does not serve the method called (a
+	// server of an older build): it applied nothing.
+	ErrUnimplemented = errors.New("rpc: the server does not serve this call")
 )
 
 // MsgLimit begins the message of a ResourceExhausted status that a server
@@ -449,6 +452,8 @@ func (c *Conn) Error(err error) error {
 		return fmt.Errorf("%w: server %s: %s", ErrUnauthenticated, c.Addr, st.Message())
 	case codes.Canceled:
 		return fmt.Errorf("%w: %s", context.Canceled, st.Message())
+	case codes.Unimplemented:
+		return fmt.Errorf("%w (server %s, of an older build?): %s", ErrUnimplemented, c.Addr, st.Message())
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted:
 		return fmt.Errorf("%w: server %s: %s", ErrUnavailable, c.Addr, st.Message())
 	case codes.FailedPrecondition:

@@ -204,6 +204,9 @@ func TestBadInput(t *testing.T) {
 		{"PrewriteAsync no check", codes.InvalidArgument, "at least 1", func() error {
 			return ignore(s.PrewriteAsync(ctx, &rpcpb.PrewriteAsyncRequest{}))
 		}},
+		{"PrewriteAsync a nil check (an empty one on the server)", codes.InvalidArgument, "empty row", func() error {
+			return ignore(s.PrewriteAsync(ctx, &rpcpb.PrewriteAsyncRequest{Checks: []*rpcpb.AsyncCheck{nil}}))
+		}},
 		{"PrewriteAsync empty row", codes.InvalidArgument, "empty row", func() error {
 			return ignore(s.PrewriteAsync(ctx, &rpcpb.PrewriteAsyncRequest{Checks: []*rpcpb.AsyncCheck{{Predicate: sel, Stamped: stampable}}}))
 		}},

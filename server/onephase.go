@@ -82,6 +82,9 @@ func (s *storageService) PrewriteAsync(ctx context.Context, req *rpcpb.PrewriteA
 	}
 	checks := make([]storage.AsyncCheck, len(req.Checks))
 	for i, ch := range req.Checks {
+		if ch == nil {
+			return nil, status.Errorf(codes.InvalidArgument, "check %d is empty", i)
+		}
 		if err := firstError(checkRow(ch.Row), checkFilter(ch.Predicate, "predicate"),
 			checkMutations(ch.Mutations, "mutations"), checkMutations(ch.Stamped, "stamped")); err != nil {
 			return nil, err

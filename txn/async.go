@@ -146,6 +146,9 @@ func (c *Client) commitAsync(ctx context.Context, t *Txn, rows []*rowWrites, obs
 	a := &asyncRows{rows: rows, stamp: make([]uint64, len(rows))}
 	for try := 0; ; try++ {
 		pending := a.pending()
+		if len(pending) == 0 {
+			break // the rows blocked last were in after all (asyncBlocked)
+		}
 		ts, conflict, resent, err := c.sendAsync(ctx, t, a, checks, pending, obsVer)
 		if refusedOnePhase(err) && try == 0 && !resent && !c.anyLocked(ctx, t, rows) {
 			// Nothing of this commit was applied: two phases may follow

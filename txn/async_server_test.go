@@ -3,9 +3,14 @@ package txn_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	oracleremote "github.com/seed-992972ee/percolator/oracle/remote"
 	"github.com/seed-992972ee/percolator/rpc"
@@ -235,5 +240,40 @@ func TestAsyncReadDuringPrewrite(t *testing.T) {
 	}
 	if v := <-got; v != "new" {
 		t.Fatalf("b/v read during the prewrite at a snapshot above its stamp = %q; want new", v)
+	}
+}
+
+// TestAsyncAgainstOlderServer: a server of an older build answers
+// PrewriteAsync and CommitOnePhase with Unimplemented (here an
+// interceptor answers for it): the client commits in two phases, and
+// stops asking.
+func TestAsyncAgainstOlderServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := servertest.Start(t, server.Options{Logger: quiet}, "")
+	older := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if strings.HasSuffix(method, "/PrewriteAsync") || strings.HasSuffix(method, "/CommitOnePhase") {
+			return status.Errorf(codes.Unimplemented, "unknown method %s", method)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	conn := servertest.Dial(t, srv.Addr, rpc.DialOptions{GRPC: []grpc.DialOption{older}})
+	rs := servertest.Store(t, conn, remote.Options{})
+	c := newClient(t, rs, oracleremote.NewClient(conn), txn.Options{Logger: quiet, AsyncCommit: true})
+	for range 2 {
+		tx, _ := c.Begin(ctx)
+		_ = tx.Set("a", "v", []byte("1"))
+		_ = tx.Set("b", "v", []byte("1"))
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("a commit against an older server: %v; want it in two phases", err)
+		}
+		tx, _ = c.Begin(ctx)
+		_ = tx.Set("a", "v", []byte("2"))
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("a one-row commit against an older server: %v; want it in two phases", err)
+		}
+	}
+	if s := c.Stats(); s.Commits != 4 || s.Async != 0 || s.OnePhase != 0 || s.Conflicts != 0 {
+		t.Fatalf("stats %+v: want four two-phase commits", s)
 	}
 }

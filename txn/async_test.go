@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator/coord"
+	"github.com/seed-992972ee/percolator/oracle"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/pebble"
 )
@@ -480,5 +481,55 @@ func TestHistoryAsync(t *testing.T) {
 			}
 			t.Logf("faults %v, stats %+v", l.faults, c.Stats())
 		})
+	}
+}
+
+// TestNewestTimestampCountsAsyncStamps: an async commit whose locks are
+// in (the transaction committed at their stamp m) but whose commit
+// records are not yet written holds m only inside its lock values.
+// NewestTimestamp, the oracle's Recover for a store without a mark, must
+// count it: an oracle that resumed at the locks' start_ts would hand m
+// out again (invariant 1), and a transaction begun after the Commit
+// returned would not see it.
+func TestNewestTimestampCountsAsyncStamps(t *testing.T) {
+	ctx := context.Background()
+	e := newOnePhaseEnv(t)
+	tx, _ := crashedAsync(t, e, crashAfterAsyncPrewrite, false)
+	locks, _ := asyncCells(t, e.store, "a", "b")
+	if len(locks) != 2 {
+		t.Fatalf("locks %+v; want the two async locks", locks)
+	}
+	stamp := max(locks[0].MinCommitTS, locks[1].MinCommitTS)
+	if stamp <= tx.StartTS() {
+		t.Fatalf("stamp %d not above start_ts %d", stamp, tx.StartTS())
+	}
+	newest, err := NewestTimestamp(ctx, e.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The consequence: the store's oracle, opened on this store without a
+	// mark, resumes above newest and hands the committed transaction's
+	// commit timestamp out again; a read-only transaction begun after
+	// the commit returned misses it.
+	alloc, err := oracle.OpenStoreAllocator(ctx, e.store, oracle.StoreOptions{Owner: "recovered", Exclusive: true,
+		Recover: func(ctx context.Context) (uint64, error) { return NewestTimestamp(ctx, e.store) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alloc.Close()
+	r, err := NewClient(ctx, notOwned{e.store}, oracle.NewClient(alloc), coord.NewLocal(), Options{Owner: "reader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rd, err := r.BeginReadOnly(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, rerr := rd.Get(ctx, "a", "v")
+	if newest < stamp || rd.StartTS() <= stamp || string(v) != "new" {
+		t.Fatalf("NewestTimestamp = %d, below the committed async transaction's stamp (its commit_ts) %d; "+
+			"an oracle recovered from it began a transaction at %d <= %d, which read a/v = %q, %v (want \"new\": the commit returned before it began)",
+			newest, stamp, rd.StartTS(), stamp, v, errors.Unwrap(rerr))
 	}
 }

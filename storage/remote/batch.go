@@ -151,6 +151,9 @@ func (s *Store) CommitOnePhase(ctx context.Context, row []byte, predicate storag
 		resp, err = s.conn.Storage.CommitOnePhase(ctx, req)
 		return err
 	})
+	if errors.Is(err, rpc.ErrUnimplemented) {
+		return 0, false, fmt.Errorf("%w: %w", storage.ErrNoOnePhase, err) // an older server: as PrewriteAsync
+	}
 	if err != nil {
 		return 0, false, err
 	}
@@ -184,6 +187,11 @@ func (s *Store) PrewriteAsync(ctx context.Context, checks []storage.AsyncCheck, 
 		resp, err = s.conn.Storage.PrewriteAsync(ctx, req)
 		return err
 	})
+	if errors.Is(err, rpc.ErrUnimplemented) {
+		// A server of an older build: it applied nothing, and its
+		// clients commit in two phases.
+		return 0, nil, fmt.Errorf("%w: %w", storage.ErrNoOnePhase, err)
+	}
 	if err != nil {
 		return 0, nil, err
 	}

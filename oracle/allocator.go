@@ -99,6 +99,10 @@ func (a *Allocator) openMark(path string) error {
 	return nil
 }
 
+// concurrent makes an Allocator a Concurrent backend: a Client calls it
+// from every caller's goroutine, unbatched.
+func (a *Allocator) concurrent() {}
+
 // Allocate reserves n >= 1 consecutive fresh timestamps and returns the
 // first; the caller owns first..first+n-1. Every timestamp it returns is
 // greater than every timestamp any earlier Allocate returned, on this

@@ -36,6 +36,17 @@ type VersionedBackend interface {
 	AllocateVersioned(ctx context.Context, n int) (first, version uint64, ok bool, err error)
 }
 
+// Concurrent is a Backend in this process that any number of callers may
+// call at once, each with its own context, and that answers without a
+// round trip: an Allocator (a mutex, and a wait only for a used-up
+// window, which honours the caller's context). A Client calls it from
+// each caller's goroutine, one timestamp per call, unbatched (doc.go,
+// "Batching").
+type Concurrent interface {
+	Backend
+	concurrent()
+}
+
 // Client batches concurrent Timestamp calls into single Backend requests,
 // as the paper's oracle clients do, under invariant 1 of DESIGN.md: a
 // request serves only the callers that were already waiting when it was
@@ -48,6 +59,9 @@ type VersionedBackend interface {
 // an idle Client owns no goroutine and needs no Close.
 type Client struct {
 	backend Backend
+	// direct is backend when it is Concurrent: every call goes straight
+	// to it, on the caller's goroutine.
+	direct Concurrent
 
 	// last is the highest timestamp the backend has returned. Owned by the
 	// running pump; ownership passes between pumps through mu.
@@ -90,7 +104,9 @@ func NewClient(b Backend) *Client {
 	if mutant.On(mutant.StaleRange) {
 		b = &aheadBackend{backend: b} // breaks DESIGN.md invariant 1's batching rule (mutants.go)
 	}
-	return &Client{backend: b}
+	c := &Client{backend: b}
+	c.direct, _ = b.(Concurrent)
+	return c
 }
 
 // Timestamp returns a fresh timestamp, greater than every timestamp this
@@ -108,6 +124,9 @@ func (c *Client) Timestamp(ctx context.Context) (uint64, error) {
 func (c *Client) TimestampVersion(ctx context.Context) (ts, version uint64, ok bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, 0, false, err
+	}
+	if c.direct != nil {
+		return c.timestampDirect(ctx)
 	}
 	b, i := c.join()
 	if done := ctx.Done(); done != nil {
@@ -128,6 +147,22 @@ func (c *Client) TimestampVersion(ctx context.Context) (ts, version uint64, ok b
 		ts = c.repeat.next(ts) // breaks DESIGN.md invariant 1 (mutants.go)
 	}
 	return ts, b.version, b.versioned, nil
+}
+
+// timestampDirect is TimestampVersion from a Concurrent backend: one
+// request, sent after the call started, serving this caller alone.
+func (c *Client) timestampDirect(ctx context.Context) (ts, version uint64, ok bool, err error) {
+	ts, err = c.direct.Allocate(ctx, 1)
+	switch {
+	case err != nil:
+		return 0, 0, false, err
+	case ts == 0 || ts > MaxTimestamp:
+		return 0, 0, false, fmt.Errorf("%w: %d", ErrBadReply, ts)
+	}
+	if mutant.On(mutant.RepeatTimestamp) {
+		ts = c.repeat.next(ts) // breaks DESIGN.md invariant 1 (mutants.go)
+	}
+	return ts, 0, false, nil
 }
 
 // join adds the caller to the waiting batch and, if no request is in

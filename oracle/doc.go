@@ -58,9 +58,12 @@
 //     waits for the next one. So every timestamp a caller gets was
 //     allocated after it asked, and is greater than every timestamp any
 //     call that returned before it asked got.
-//  7. A Client has at most one request in flight, and rejects a reply that
-//     is not above the previous one (ErrBadReply) rather than hand out a
-//     timestamp twice.
+//  7. A Client of a remote backend has at most one request in flight,
+//     and rejects a reply that is not above the previous one
+//     (ErrBadReply) rather than hand out a timestamp twice. A Client of a
+//     Concurrent backend (an Allocator in this process) sends each
+//     caller's request on the caller's goroutine, and relies on the
+//     Allocator's invariant 2 instead.
 //
 // # The caller's contract
 //
@@ -110,6 +113,15 @@
 // so an idle Client owns no goroutine. The request runs on the pump, not
 // on a caller, so a caller's cancellation returns at once and fails no one
 // else.
+//
+// A Concurrent backend (an Allocator in this process: the embedded DB's,
+// the server's own) is not batched: each caller calls Allocate(ctx, 1)
+// itself, under the Allocator's mutex, which serves it alone and honours
+// its context, so invariant 6 holds trivially and neither of the
+// rejected designs below arises. Batching it bought nothing but a
+// goroutine hop: on a busy machine a caller waited for the pump to be
+// scheduled again (behind every runnable goroutine once it had yielded),
+// and a read-only transaction's start timestamp cost more than its reads.
 //
 // Rejected design: pre-allocating timestamps before callers ask (fetching a
 // range ahead and serving callers from it, or letting a caller that

@@ -185,11 +185,12 @@ type RowMutation struct {
 //
 // Visibility and durability. A write made by a durable call (Mutate,
 // CheckAndMutate, Increment, MutateRows, and CheckAndMutateCond with
-// deferred false) is returned by no read — ReadRow, Scan, ScanCounted — and
-// passed to no ApplyHook before it is durable. A store whose engine
-// publishes a write before its log sync returns (Pebble) makes a read that
-// saw such a write wait for that sync before returning; if the sync fails,
-// the store fails (ErrFailed) instead of returning the write. A write made
+// deferred false) is returned by no read — ReadRow, Scan, ScanCounted —
+// before it is durable, and the call returns only once it is. A store
+// whose engine publishes a write before its log sync returns (Pebble)
+// makes a read that saw such a write wait for that sync before returning;
+// if the sync fails, the store fails (ErrFailed) instead of returning the
+// write. Its ApplyHook sees the write once it is applied, durable or not. A write made
 // by a Deferred variant may be read (and hooked) before it is durable: its
 // caller chose it for writes whose loss is harmless until a later durable
 // write covers them. Under a row's latch (a CheckAndMutate predicate, a
@@ -255,9 +256,13 @@ type Exclusive interface {
 }
 
 // ApplyHook is called with the mutations a write applied to a row, while
-// the row's latch is still held, after the write is visible and — for a
-// durable call — durable (a Deferred write is hooked once applied, before
-// its sync, as it is visible to reads then). It must be fast and must not
+// the row's latch is still held, once the write is visible to writes of
+// the row (under their latches) — for a durable call too, before its log
+// sync returns: a hook that ran after the sync, with the latch released
+// meanwhile, could see two writes of a row out of order. An in-memory
+// index the hook keeps is lost with the process in a crash, and a failed
+// sync fails the store (ErrFailed), so nothing is served from an entry a
+// crash took back. It must be fast and must not
 // call back into the store. The mutations belong to the store: the hook
 // must not retain or modify them.
 type ApplyHook func(row []byte, mutations []Mutation)

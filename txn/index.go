@@ -13,8 +13,8 @@ import (
 // cellIndex is the single owner's in-memory view of the lock keyspace and
 // of each cell's latest commit_ts (DESIGN.md, "one process owns the
 // store"). It is changed only by the store's ApplyHook, which runs under the
-// row latch after each write (after its sync, for a durable write), so per
-// row it changes in the same order as the store. Readers consult it
+// row latch after each write is applied (before its sync), so per row it
+// changes in the same order as the store. Readers consult it
 // without the latch.
 //
 // Why it is safe to read without the latch (the argument the read path

@@ -198,12 +198,17 @@ func (c *Client) alive(ctx context.Context, l *Lock) bool {
 }
 
 // rollForward commits the secondary lock at (row, col, lockTS) at
-// commitTS, the primary having committed there. Idempotent.
+// commitTS, the primary having committed there. Idempotent. Deferred
+// where the store has one ordered log: it copies an outcome already
+// durable at the primary (the status read settles) onto a lock already
+// durable, so a crash that loses it leaves the lock, which the next
+// reader rolls forward to the same commit; a reader's read through a
+// secondary waits for no sync.
 func (c *Client) rollForward(ctx context.Context, row []byte, col string, lockTS, commitTS uint64, l *Lock) error {
 	// Safe in any order: conditional on the lock at lockTS, so a late copy
 	// applies nothing once it is gone, and re-puts the same commit record
 	// while it is there.
-	matched, err := c.cas(ctx, row, storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.At(lockTS)}},
+	matched, err := c.casDeferred(ctx, row, storage.Filter{{Family: FamilyLock, Qualifier: col, Time: storage.At(lockTS)}},
 		rollForwardMutations(col, lockTS, commitTS, l), nil)
 	if matched {
 		c.stats.rolledForward.Add(1)

@@ -50,19 +50,21 @@ func (s *Store) PrewriteAsyncGuarded(ctx context.Context, checks []storage.Async
 	for i := range checks {
 		rows[i].Row = checks[i].Row
 	}
-	stripes, err := s.latches.lockRows(ctx, rows)
+	h, err := s.latches.lockRows(ctx, rows, true)
 	if err != nil {
 		return 0, nil, err
 	}
-	defer s.latches.unlock(stripes...)
-	for _, i := range stripes {
+	defer h.release()
+	for _, i := range h.stripes {
 		s.latches.markCommitting(i, 1)
 	}
-	defer func() {
-		for _, i := range stripes {
+	// Lowered once the write is applied (visible), still under the
+	// latches, before the sync is waited for (hold.release).
+	h.before = func() {
+		for _, i := range h.stripes {
 			s.latches.markCommitting(i, -1)
 		}
-	}()
+	}
 	if err := s.latched(ctx); err != nil {
 		return 0, nil, err
 	}
@@ -100,7 +102,7 @@ func (s *Store) PrewriteAsyncGuarded(ctx context.Context, checks []storage.Async
 		muts = storage.StampValues(append(muts, ch.Mutations...), ch.Stamped, ts)
 		write = append(write, storage.RowMutation{Row: ch.Row, Mutations: muts})
 	}
-	if err := s.commitLocked(write, pebble.Sync, nil); err != nil {
+	if err := s.commitLocked(ctx, h, write, pebble.Sync, nil); err != nil {
 		return 0, nil, err
 	}
 	return ts, conflict, nil

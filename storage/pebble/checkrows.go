@@ -54,11 +54,11 @@ func (s *Store) checkRows(ctx context.Context, checks []storage.RowCheck, then [
 	for i := range checks {
 		rows[i].Row = checks[i].Row
 	}
-	stripes, err := s.latches.lockRows(ctx, append(rows, then...))
+	h, err := s.latches.lockRows(ctx, append(rows, then...), sync == pebble.Sync)
 	if err != nil {
 		return nil, err
 	}
-	defer s.latches.unlock(stripes...)
+	defer h.release()
 	if err := s.latched(ctx); err != nil {
 		return nil, err
 	}
@@ -92,5 +92,5 @@ func (s *Store) checkRows(ctx context.Context, checks []storage.RowCheck, then [
 	if !write {
 		return matched, nil
 	}
-	return matched, s.commitLocked(rows, sync, nil)
+	return matched, s.commitLocked(ctx, h, rows, sync, nil)
 }

@@ -20,15 +20,22 @@
 //  1. Every write (Mutate, CheckAndMutate, Increment, MutateRows and their
 //     Deferred variants) holds the latch of each row it writes from before
 //     its first read to after its apply hook returns: read predicate,
-//     build one batch, commit it, call the hook, unlatch. Latches are
+//     build one batch, apply it (published), call the hook, unlatch; a
+//     durable write then waits for its log sync, latch released, so a
+//     deferred write of the row need not wait for that sync (invariant 4
+//     keeps readers from returning it before it is durable); a durable
+//     one takes the latch only once the row's earlier durable writes are
+//     synced, so a failed sync stops every one queued behind it. Latches are
 //     striped one-slot channels keyed by a hash of the row; MutateRows
 //     takes its stripes in ascending order, so latching cannot deadlock.
-//     Every wait for a latch (a write queued behind another of its row, a
+//     Every wait (a write queued for a latch behind another of its row, a
 //     read settling behind a durable write in flight, invariant 4) honours
 //     the caller's context: when it ends, the call returns its error,
-//     holding no latch and having written nothing. Only a commit already
-//     handed to pebble runs to its end (its batch is published; its
-//     outcome must not be guessed).
+//     holding no latch and having written nothing. A durable write already
+//     handed to pebble returns its context's error if the context ends
+//     while it waits for its sync, its outcome unknown (its batch is
+//     published, and durable once the sync returns unless the store
+//     fails).
 //  2. A durable call that returns nil is in the synced WAL (pebble.Sync;
 //     concurrent syncs are grouped by pebble's commit pipeline). A Deferred
 //     call (CheckAndMutateDeferred, MutateRowsDeferred, CheckAndMutateCond
@@ -41,19 +48,28 @@
 //     iterator (re-bounded per family), and a Scan chunk through iterators
 //     cloned from one, so each row is read from one point-in-time view.
 //  4. No read returns a durable call's write before it is durable.
-//     Pebble publishes a batch to readers before its log sync returns, so
-//     a durable commit marks its rows' latch stripes as syncing while it
-//     runs, and every read settles each row it returns: if a durable write
-//     is in flight on the row's stripe, it takes and drops the latch, which
-//     that writer holds until its commit returned. A commit that fails (a
-//     failed WAL write or sync, which pebble reports through Logger.Fatalf
-//     on the committing goroutine) fails the store before its marks are
-//     lifted: every later call, and every read that waited, returns
+//     Pebble publishes a batch to readers before its log sync returns,
+//     and a durable write releases its latches then (invariant 1), so it
+//     records itself, under the latches and before it applies its batch,
+//     as the newest sync in flight of each of its rows' latch stripes,
+//     and every read settles each row it returns: it waits for the newest
+//     sync in flight on the row's stripe, whose return means every
+//     earlier write of that stripe is durable too (one ordered log,
+//     synced in order), and never for the writers queued on the latch. A
+//     commit that fails (a failed WAL write, which pebble reports through
+//     Logger.Fatalf on the committing goroutine, or a failed sync, which
+//     Batch.SyncWait returns) fails the store before its sync is marked
+//     done: every later call, and every read that waited, returns
 //     storage.ErrFailed, and a reopen recovers exactly what was synced.
+//     A write of the row that took the latch meanwhile has read, and may
+//     have built on, the failed write: a durable one fails too (its sync
+//     cannot succeed after the failed one), and a deferred one is lost
+//     with it, as a crash would lose it.
 //     Likewise a one-phase commit (CommitOnePhaseGuarded, with a Stamper
 //     attached: the owner's oracle) marks its row's stripe as committing
 //     under the latch before it takes its timestamp, and lowers the mark
-//     once its write returned. Every ReadRow, and the owner's index
+//     once its write is applied, still under the latch (and then waits
+//     for its sync, which readers settle on). Every ReadRow, and the owner's index
 //     (AwaitOnePhase), first waits while its row's stripe is marked; a
 //     Scan, while any is: a read whose timestamp came after the commit's
 //     finds the write (txn/doc.go, "One-phase commit"). An async prewrite
@@ -63,8 +79,8 @@
 //     AwaitAllOnePhase is a scan's wait, for an index kept by the hook
 //     (the server's locks) before it is asked. Reads made under a
 //     latch go through UnderLatch, which waits for nothing.
-//  5. The apply hook runs after the commit returned — for a durable call,
-//     after it is durable — and before the row latch is released, once per
+//  5. The apply hook runs once the batch is applied (published), before
+//     it is durable and before the row latch is released, once per
 //     row with mutations, in the order writes were applied to that row
 //     (for CheckAndMutate: the branch that ran, if not empty; for
 //     Increment: DeleteCells of every version, then the Put at timestamp

@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
 	"slices"
 	"sync/atomic"
@@ -18,31 +19,44 @@ const latchStripes = 4096
 // CockroachDB latches requests above Pebble. Reads take no latch: a pebble
 // batch commits atomically, so a reader sees all of a write or none.
 //
-// A durable write marks its stripes as syncing for the time of its
-// pebble commit: pebble publishes a batch to readers before its log sync
-// returns, so a reader that returns a row first waits out a durable write
-// in flight on the row's stripe (Store.settle).
+// A durable write holds its latches until its batch is applied and
+// published, not until its log sync returns: it records itself as its
+// stripes' sync in flight (syncs) before it applies the batch, releases
+// the latches, and only then waits for the sync. A deferred write of the
+// row (a push, a roll-forward, a prewrite) then reads the published
+// state under the latch and goes on without waiting for that sync: it
+// is durable with the next sync, which covers the earlier write too
+// (pebble's WAL is one ordered log). The next durable write of the row
+// waits for that sync before it takes the latches for good (lockRows).
+// A reader that returns a row first waits for the newest sync in flight
+// on the row's stripe (Store.settle): the log is synced in order, so
+// once that one returned every earlier write of the stripe is durable
+// too. It never waits for the writers queued on the latch.
 //
 // Every wait honours the caller's context: a latch is a one-slot channel,
 // not a mutex, so that a write queued behind a commit whose log sync
 // hangs (a stalled disk) and a read settling behind it return the
 // context's error when it ends, holding nothing and having changed
 // nothing. (A sync.Mutex cannot be given up on: a Get with a 200ms
-// deadline waited as long as the sync did.) The commit holding the latch
-// cannot be abandoned: its batch is already published; it returns when
-// pebble does.
+// deadline waited as long as the sync did.) A durable write whose batch
+// is applied waits for its own sync on a goroutine of its own and
+// returns its context's error if that ends first, its outcome unknown
+// (Store.commitBatch).
 type latches struct {
 	seed maphash.Seed
 	// mu are the stripes' latches: a stripe is held while its channel
 	// holds a token. Waiters queue in FIFO order on the send.
 	mu [latchStripes]chan struct{}
-	// syncing counts the durable commits in flight per stripe. Invariant:
-	// raised under the stripe's latch before the batch is committed, and
-	// lowered after the commit returned (and after a failure was recorded).
-	syncing [latchStripes]atomic.Int32
-	// anySyncing counts them all, raised before and lowered after the
-	// stripes' counts: a read of a store with no durable write in flight
-	// skips hashing its row.
+	// syncs is, per stripe, the newest durable write applied there whose
+	// log sync has not returned, or nil. Invariant: set under the
+	// stripe's latch before the batch is applied; cleared (if still that
+	// write's) once its sync returned and, if it failed, after the store
+	// was failed.
+	syncs [latchStripes]atomic.Pointer[inflightSync]
+	// anySyncing counts the durable writes whose sync is in flight,
+	// raised before their syncs entries are set and lowered after they
+	// are cleared: a read of a store with no sync in flight skips
+	// hashing its row.
 	anySyncing atomic.Int32
 	// committing counts the one-phase commits in flight per stripe
 	// (onephase.go). Invariant: raised under the stripe's latch before
@@ -51,6 +65,38 @@ type latches struct {
 	committing [latchStripes]atomic.Int32
 	// anyCommitting counts them all, raised first and lowered last.
 	anyCommitting atomic.Int32
+	// commitWake is, per stripe, the channel readers wait on for the
+	// one-phase commit in flight there: made by the first reader that
+	// waits, closed and cleared by the commit once it lowered its mark,
+	// before it releases the latch (wakeStripe).
+	commitWake [latchStripes]atomic.Pointer[chan struct{}]
+}
+
+// inflightSync is a durable write whose batch is applied and whose log
+// sync has not returned: done is closed once it has (and, if it failed,
+// after the store was failed).
+type inflightSync struct{ done chan struct{} }
+
+// hold is the latches one write holds. release unlatches them once, after
+// running before (a one-phase commit lowers its marks there): a durable
+// write calls it as soon as its batch is applied, before it waits for its
+// sync, and every write defers it for its other returns.
+type hold struct {
+	l       *latches
+	stripes []int
+	before  func()
+	done    bool
+}
+
+func (h *hold) release() {
+	if h.done {
+		return
+	}
+	h.done = true
+	if h.before != nil {
+		h.before()
+	}
+	h.l.unlock(h.stripes...)
 }
 
 func newLatches() *latches {
@@ -81,30 +127,87 @@ func (l *latches) acquire(ctx context.Context, i int) error {
 	}
 }
 
-// lockRow latches one row and returns the stripe to unlock; or ctx's
-// error, holding nothing.
-func (l *latches) lockRow(ctx context.Context, row []byte) (int, error) {
+// lockRow latches one row and returns the hold to release; or ctx's
+// error, holding nothing. A durable write's latch is taken only once no
+// earlier durable write of the row waits for its sync (lockRows).
+func (l *latches) lockRow(ctx context.Context, row []byte, durable bool) (*hold, error) {
 	i := l.stripe(row)
-	return i, l.acquire(ctx, i)
+	for {
+		if err := l.acquire(ctx, i); err != nil {
+			return nil, err
+		}
+		h := &hold{l: l, stripes: []int{i}}
+		if !durable {
+			return h, nil
+		}
+		if err := h.awaitSyncs(ctx); err != errRelatch {
+			return h, err
+		}
+	}
 }
 
 // lockRows latches every row in ascending stripe order (so two callers can
-// never wait on each other in a cycle) and returns the stripes to unlock;
+// never wait on each other in a cycle) and returns the hold to release;
 // or ctx's error, having released the stripes it took.
-func (l *latches) lockRows(ctx context.Context, rows []storage.RowMutation) ([]int, error) {
+//
+// A durable write (durable set) takes its latches only once no earlier
+// durable write of its stripes still waits for its log sync: finding one,
+// it releases them, waits for that sync, and starts again. So durable
+// writes of a row enter pebble one at a time, as when they queued on the
+// latch through each other's syncs, and one queued behind a sync that
+// fails returns the store's failure (Store.latched) instead of going on
+// into a pebble whose log is broken (whose next rotation would panic the
+// process); deferred writes, pushes and roll-forwards among them, and
+// readers, wait for no sync of the row's writes.
+func (l *latches) lockRows(ctx context.Context, rows []storage.RowMutation, durable bool) (*hold, error) {
 	stripes := make([]int, 0, len(rows))
 	for i := range rows {
 		stripes = append(stripes, l.stripe(rows[i].Row))
 	}
 	slices.Sort(stripes)
 	stripes = slices.Compact(stripes)
-	for n, i := range stripes {
-		if err := l.acquire(ctx, i); err != nil {
-			l.unlock(stripes[:n]...)
-			return nil, err
+	for {
+		for n, i := range stripes {
+			if err := l.acquire(ctx, i); err != nil {
+				l.unlock(stripes[:n]...)
+				return nil, err
+			}
+		}
+		h := &hold{l: l, stripes: stripes}
+		if !durable {
+			return h, nil
+		}
+		if err := h.awaitSyncs(ctx); err != errRelatch {
+			return h, err
 		}
 	}
-	return stripes, nil
+}
+
+// errRelatch is awaitSyncs's word to take the latches again.
+var errRelatch = errors.New("pebble: latch again")
+
+// awaitSyncs returns nil, holding h, when no durable write of h's
+// stripes waits for its sync; otherwise it releases h, waits for the
+// newest such sync and returns errRelatch (or, holding nothing, ctx's
+// error).
+func (h *hold) awaitSyncs(ctx context.Context) error {
+	if h.l.anySyncing.Load() == 0 {
+		return nil
+	}
+	for _, i := range h.stripes {
+		p := h.l.syncs[i].Load()
+		if p == nil {
+			continue
+		}
+		h.release()
+		select {
+		case <-p.done:
+			return errRelatch
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 func (l *latches) unlock(stripes ...int) {
@@ -113,29 +216,89 @@ func (l *latches) unlock(stripes ...int) {
 	}
 }
 
-// wait returns once no durable write that was in flight on row's stripe
-// when it was called is still in flight: it takes and drops the latch,
-// which the writer holds until its commit returned. It returns ctx's
-// error if ctx ends first.
+// wait returns once no durable write that was applied on row's stripe
+// before it was called is still waiting for its log sync, or ctx's error
+// if ctx ends first: it waits for the newest one (syncs), whose sync
+// covers every earlier write's.
 func (l *latches) wait(ctx context.Context, row []byte) error {
 	if l.anySyncing.Load() == 0 {
 		return nil
 	}
-	i := l.stripe(row)
-	if l.syncing[i].Load() == 0 {
+	p := l.syncs[l.stripe(row)].Load()
+	if p == nil {
 		return nil
 	}
-	return l.pass(ctx, i)
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
-// pass takes and drops stripe i's latch: it returns once the write that
-// held it when called is done, or ctx's error.
-func (l *latches) pass(ctx context.Context, i int) error {
-	if err := l.acquire(ctx, i); err != nil {
-		return err
+// beginSync records a durable write about to be applied to rows as
+// their stripes' newest sync in flight. The caller holds every row's
+// latch.
+func (l *latches) beginSync(rows []storage.RowMutation) *inflightSync {
+	p := &inflightSync{done: make(chan struct{})}
+	l.anySyncing.Add(1)
+	for i := range rows {
+		l.syncs[l.stripe(rows[i].Row)].Store(p)
 	}
-	l.unlock(i)
-	return nil
+	return p
+}
+
+// endSync marks p's sync as returned (after the store was failed, if it
+// failed): its waiters go on, and the stripes where it is still the
+// newest forget it.
+func (l *latches) endSync(p *inflightSync, rows []storage.RowMutation) {
+	close(p.done)
+	for i := range rows {
+		l.syncs[l.stripe(rows[i].Row)].CompareAndSwap(p, nil)
+	}
+	l.anySyncing.Add(-1)
+}
+
+// awaitMark returns once the write that held mark up when it was called
+// has lowered it (at once if the mark is down), or ctx's error. A stripe
+// has one marked write at a time, its latch's holder, which lowers its
+// mark and then wakes (closes the channel in wake) before it releases
+// the latch (hold.before). The reader's channel is in wake before it reads the mark up
+// for the last time, so either the write that raised that mark closes
+// it, or the reader read the mark after that write lowered it: then the
+// mark it read is a later write's (the latch's next holder), which
+// closes it in turn: the wait is at most one write longer.
+func awaitMark(ctx context.Context, mark *atomic.Int32, wake *atomic.Pointer[chan struct{}]) error {
+	if mark.Load() == 0 {
+		return nil
+	}
+	p := wake.Load()
+	for p == nil {
+		ch := make(chan struct{})
+		if wake.CompareAndSwap(nil, &ch) {
+			p = &ch
+		} else {
+			p = wake.Load()
+		}
+	}
+	if mark.Load() == 0 {
+		return nil
+	}
+	select {
+	case <-*p:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// wakeStripe closes and clears the channel readers of a stripe's mark
+// wait on, if any: the marked write calls it once it lowered its mark,
+// still holding the stripe's latch.
+func wakeStripe(wake *atomic.Pointer[chan struct{}]) {
+	if p := wake.Swap(nil); p != nil {
+		close(*p)
+	}
 }
 
 // markCommitting raises (delta 1) or lowers (delta -1) stripe i's count
@@ -146,14 +309,15 @@ func (l *latches) markCommitting(i int, delta int32) {
 	}
 	l.committing[i].Add(delta)
 	if delta < 0 {
+		wakeStripe(&l.commitWake[i])
 		l.anyCommitting.Add(-1)
 	}
 }
 
 // awaitCommit returns once no one-phase commit that was in flight on
-// row's stripe when it was called is still in flight (it takes and drops
-// the latch, which the commit holds until its write returned), or ctx's
-// error. A read calls it before reading: a commit whose timestamp was
+// row's stripe when it was called is still in flight (awaitMark: the
+// commit lowers its mark once its write returned, still under the
+// latch), or ctx's error. A read calls it before reading: a commit whose timestamp was
 // handed out before the reader's was marked before, so the reader finds
 // its write (txn/doc.go, "One-phase commit").
 func (l *latches) awaitCommit(ctx context.Context, row []byte) error {
@@ -177,23 +341,5 @@ func (l *latches) awaitAllCommits(ctx context.Context) error {
 }
 
 func (l *latches) awaitStripeCommit(ctx context.Context, i int) error {
-	if l.committing[i].Load() == 0 {
-		return nil
-	}
-	return l.pass(ctx, i)
-}
-
-// markSyncing raises (delta 1) or lowers (delta -1) the in-flight marks of
-// the rows' stripes: the total first when raising, last when lowering, so
-// anySyncing is never 0 while a stripe's mark is up.
-func (l *latches) markSyncing(rows []storage.RowMutation, delta int32) {
-	if delta > 0 {
-		l.anySyncing.Add(1)
-	}
-	for i := range rows {
-		l.syncing[l.stripe(rows[i].Row)].Add(delta)
-	}
-	if delta < 0 {
-		l.anySyncing.Add(-1)
-	}
+	return awaitMark(ctx, &l.committing[i], &l.commitWake[i])
 }

@@ -16,13 +16,15 @@ import (
 // sync, which lasts until the test releases it.
 const hangBound = 10 * time.Second
 
-// TestWaitsHonourContext: while a durable write of row r holds its latch
-// through a held log sync, every call that must wait for that write — a
-// read settling r, a write latching r — returns its context's error once
-// its deadline passes, not when the sync is released, and changes nothing.
-// The waiters that gave up leave the latches as they found them: the held
-// write completes when its sync is released, and later calls on r and on
-// the rows latched beside it go through.
+// TestWaitsHonourContext: while a durable write of row r waits for a held
+// log sync, every call that must wait for that write — a read settling r,
+// a durable write of r (which enters pebble only once the row's earlier
+// durable writes are synced) — returns its context's error once its
+// deadline passes, not when the sync is released, and changes nothing. A
+// deferred write of r waits for no sync: it applies at once. The waiters
+// that gave up leave the latches as they found them: the held write
+// completes when its sync is released, and later calls on r and on the
+// rows latched beside it go through.
 func TestWaitsHonourContext(t *testing.T) {
 	s, _, ffs, done := heldWrite(t)
 	defer s.Close()
@@ -96,6 +98,12 @@ func TestWaitsHonourContext(t *testing.T) {
 		select {
 		case res := <-results:
 			delete(pending, res.name)
+			if res.name == "CheckAndMutateDeferred" {
+				if res.err != nil {
+					t.Errorf("%s while the row's durable write is in flight: %v, want it decided at once (its predicate finds v2)", res.name, res.err)
+				}
+				continue
+			}
 			if !errors.Is(res.err, context.DeadlineExceeded) {
 				t.Errorf("%s while the row's durable write is in flight: %v, want its deadline's error", res.name, res.err)
 			}
@@ -109,7 +117,8 @@ func TestWaitsHonourContext(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the held write, once its sync was released: %v", err)
 	}
-	// Nothing the abandoned calls would have written is there.
+	// Nothing the abandoned calls would have written is there (the
+	// deferred write's predicate found v2: it wrote nothing).
 	got, err := s.ReadRow(ctx, r, storage.Filter{{Family: "f", AllQualifiers: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -135,5 +144,60 @@ func TestWaitsHonourContext(t *testing.T) {
 	}
 	if v := readValue(t, s); v != "after" {
 		t.Fatalf("row r: %q, want the write made after the waiters gave up", v)
+	}
+}
+
+// TestWritesPassAHeldSync: a durable write of row r waits for a held log
+// sync with its latch released. A deferred write of r goes through at
+// once; a read of what that deferred write put still waits for the held
+// sync (the log is synced in order: a power cut now loses both), and so
+// returns only once the sync is released. A durable write of another row
+// enters pebble, waits for its own sync (held as well) and, when its
+// context ends first, returns the context's error, its outcome unknown:
+// applied, it is durable once the sync returns.
+func TestWritesPassAHeldSync(t *testing.T) {
+	s, _, ffs, done := heldWrite(t)
+	defer s.Close()
+	released := false
+	defer func() {
+		if !released {
+			ffs.Release(nil)
+		}
+	}()
+	r, other := []byte("r"), []byte("other")
+	dctx, cancel := context.WithTimeout(ctx, hangBound)
+	defer cancel()
+	if _, err := s.MutateRowsDeferred(dctx, []storage.RowMutation{{Row: r, Mutations: []storage.Mutation{storage.SetCell("f", "d", 9, []byte("deferred"))}}}); err != nil {
+		t.Fatalf("a deferred write of the row while its durable write waits for its sync: %v", err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer rcancel()
+	if got, err := s.ReadRow(rctx, r, storage.Filter{{Family: "f", Qualifier: "d"}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a read of the deferred write while the sync before it is held: %v, %v; want its deadline's error", got.Cells, err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer wcancel()
+	start := time.Now()
+	err := s.Mutate(wctx, other, storage.SetCell("f", "q", 1, []byte("unknown")))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a durable write of another row whose sync is held: %v, want its deadline's error", err)
+	}
+	if d := time.Since(start); d > hangBound {
+		t.Fatalf("the durable write returned after %v", d)
+	}
+	released = true
+	ffs.Release(nil)
+	if err := <-done; err != nil {
+		t.Fatalf("the held write, once its sync was released: %v", err)
+	}
+	for row, want := range map[string]string{"r": "deferred", "other": "unknown"} {
+		q := "d"
+		if row == "other" {
+			q = "q"
+		}
+		got, err := s.ReadRow(dctx, []byte(row), storage.Filter{{Family: "f", Qualifier: q}})
+		if err != nil || len(got.Cells) != 1 || string(got.Cells[0].Value) != want {
+			t.Fatalf("row %s after the sync returned: %v, %v; want %q", row, got.Cells, err, want)
+		}
 	}
 }

@@ -56,16 +56,19 @@ func (s *Store) CommitOnePhaseGuarded(ctx context.Context, row []byte, cond stor
 	if err := checkOnePhase(ctx, row, predicate, mutations, stamped); err != nil {
 		return 0, false, err
 	}
-	stripe, err := s.latches.lockRow(ctx, row)
+	h, err := s.latches.lockRow(ctx, row, true)
 	if err != nil {
 		return 0, false, err
 	}
-	defer s.latches.unlock(stripe)
-	// Marked before the timestamp is taken, unmarked once the write
-	// returned: a reader whose timestamp is later finds the mark and
-	// waits for the latch (latches.awaitCommit).
+	defer h.release()
+	// Marked before the timestamp is taken, unmarked once the write is
+	// applied (visible), still under the latch, before its sync is waited
+	// for (hold.release): a reader whose timestamp is later finds the
+	// mark and waits for it to drop (latches.awaitCommit), then for the
+	// sync (settle).
+	stripe := h.stripes[0]
 	s.latches.markCommitting(stripe, 1)
-	defer s.latches.markCommitting(stripe, -1)
+	h.before = func() { s.latches.markCommitting(stripe, -1) }
 	if err := s.latched(ctx); err != nil {
 		return 0, false, err
 	}
@@ -86,7 +89,7 @@ func (s *Store) CommitOnePhaseGuarded(ctx context.Context, row []byte, cond stor
 		}
 	}
 	all := storage.AppendStamped(append(make([]storage.Mutation, 0, len(mutations)+len(stamped)), mutations...), stamped, ts)
-	if err := s.commitLocked([]storage.RowMutation{{Row: row, Mutations: all}}, pebble.Sync, nil); err != nil {
+	if err := s.commitLocked(ctx, h, []storage.RowMutation{{Row: row, Mutations: all}}, pebble.Sync, nil); err != nil {
 		return 0, false, err
 	}
 	return ts, false, nil

@@ -75,15 +75,15 @@ func (s *Store) MutateRecorded(ctx context.Context, row []byte, mutations []stor
 	if err := storage.CheckWrite(ctx, row, mutations); err != nil {
 		return err
 	}
-	stripe, err := s.latches.lockRow(ctx, row)
+	h, err := s.latches.lockRow(ctx, row, true)
 	if err != nil {
 		return err
 	}
-	defer s.latches.unlock(stripe)
+	defer h.release()
 	if err := s.latched(ctx); err != nil {
 		return err
 	}
-	return s.commitLocked([]storage.RowMutation{{Row: row, Mutations: mutations}}, pebble.Sync, recs)
+	return s.commitLocked(ctx, h, []storage.RowMutation{{Row: row, Mutations: mutations}}, pebble.Sync, recs)
 }
 
 // MutateRowsRecorded is MutateRows that also writes recs in the same

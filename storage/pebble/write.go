@@ -22,15 +22,15 @@ func (s *Store) Mutate(ctx context.Context, row []byte, mutations ...storage.Mut
 	if err := storage.CheckWrite(ctx, row, mutations); err != nil || len(mutations) == 0 {
 		return err
 	}
-	stripe, err := s.latches.lockRow(ctx, row)
+	h, err := s.latches.lockRow(ctx, row, true)
 	if err != nil {
 		return err
 	}
-	defer s.latches.unlock(stripe)
+	defer h.release()
 	if err := s.latched(ctx); err != nil {
 		return err
 	}
-	return s.commitLocked([]storage.RowMutation{{Row: row, Mutations: mutations}}, pebble.Sync, nil)
+	return s.commitLocked(ctx, h, []storage.RowMutation{{Row: row, Mutations: mutations}}, pebble.Sync, nil)
 }
 
 // CheckAndMutate implements storage.Store: under the row latch, read the
@@ -88,11 +88,11 @@ func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Con
 	if err := storage.ValidateFilter(unless); err != nil {
 		return false, err
 	}
-	stripe, err := s.latches.lockRow(ctx, row)
+	h, err := s.latches.lockRow(ctx, row, sync == pebble.Sync)
 	if err != nil {
 		return false, err
 	}
-	defer s.latches.unlock(stripe)
+	defer h.release()
 	if err := s.latched(ctx); err != nil {
 		return false, err
 	}
@@ -116,7 +116,7 @@ func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Con
 	if len(branch) == 0 && len(recs) == 0 {
 		return matched, nil
 	}
-	return matched, s.commitLocked([]storage.RowMutation{{Row: row, Mutations: branch}}, sync, recs)
+	return matched, s.commitLocked(ctx, h, []storage.RowMutation{{Row: row, Mutations: branch}}, sync, recs)
 }
 
 // decide reports whether predicate selects a cell of row: as cond says,
@@ -162,11 +162,11 @@ func (s *Store) increment(ctx context.Context, row []byte, family, qualifier str
 	if err := storage.CheckWrite(ctx, row, []storage.Mutation{storage.SetCell(family, qualifier, 0, nil)}); err != nil {
 		return 0, err
 	}
-	stripe, err := s.latches.lockRow(ctx, row)
+	h, err := s.latches.lockRow(ctx, row, true)
 	if err != nil {
 		return 0, err
 	}
-	defer s.latches.unlock(stripe)
+	defer h.release()
 	if err := s.latched(ctx); err != nil {
 		return 0, err
 	}
@@ -183,7 +183,7 @@ func (s *Store) increment(ctx context.Context, row []byte, family, qualifier str
 	if rec != nil {
 		recs = rec(sum)
 	}
-	return sum, s.commitLocked([]storage.RowMutation{{Row: row, Mutations: ms}}, pebble.Sync, recs)
+	return sum, s.commitLocked(ctx, h, []storage.RowMutation{{Row: row, Mutations: ms}}, pebble.Sync, recs)
 }
 
 // counter decodes the newest version of a counter column (absent = 0).
@@ -226,23 +226,29 @@ func (s *Store) mutateRows(ctx context.Context, rows []storage.RowMutation, sync
 	if len(rows) == 0 && len(recs) == 0 {
 		return nil, nil
 	}
-	stripes, err := s.latches.lockRows(ctx, rows)
+	h, err := s.latches.lockRows(ctx, rows, sync == pebble.Sync)
 	if err != nil {
 		return nil, err
 	}
-	defer s.latches.unlock(stripes...)
+	defer h.release()
 	if err := s.latched(ctx); err != nil {
 		return nil, err
 	}
-	return nil, s.commitLocked(rows, sync, recs)
+	return nil, s.commitLocked(ctx, h, rows, sync, recs)
 }
 
 // commitLocked applies rows and recs in one batch, commits it, registers
-// new families and calls the hook, row by row. The caller holds every
-// row's latch.
-func (s *Store) commitLocked(rows []storage.RowMutation, sync *pebble.WriteOptions, recs []Record) error {
+// new families and calls the hook, row by row, then releases h (every
+// row's latch, which the caller holds) and, for a durable commit, waits
+// for its log sync (commitBatch).
+func (s *Store) commitLocked(ctx context.Context, h *hold, rows []storage.RowMutation, sync *pebble.WriteOptions, recs []Record) error {
 	b := s.newBatch(rows)
-	defer b.Close()
+	committing := false
+	defer func() {
+		if !committing {
+			b.Close()
+		}
+	}()
 	var w batchWriter
 	w.init(s, b)
 	for i := range rows {
@@ -255,11 +261,17 @@ func (s *Store) commitLocked(rows []storage.RowMutation, sync *pebble.WriteOptio
 	}
 	// An empty batch (deletes of absent cells) has nothing to make durable,
 	// but the hook still sees what the caller applied.
-	if !b.Empty() {
-		if err := s.commitBatch(b, rows, sync); err != nil {
-			return err
-		}
+	if b.Empty() {
+		s.applied(rows, &w)
+		return nil
 	}
+	committing = true
+	return s.commitBatch(ctx, h, b, rows, sync, func() { s.applied(rows, &w) })
+}
+
+// applied registers the new families a committed batch wrote and calls
+// the hook with its rows' mutations. The caller holds every row's latch.
+func (s *Store) applied(rows []storage.RowMutation, w *batchWriter) {
 	for _, f := range w.newFamilies {
 		s.families.add(f)
 	}
@@ -268,7 +280,6 @@ func (s *Store) commitLocked(rows []storage.RowMutation, sync *pebble.WriteOptio
 			s.callHook(rows[i].Row, rows[i].Mutations)
 		}
 	}
-	return nil
 }
 
 // latched is the check a write makes once it holds its latches: the
@@ -284,26 +295,75 @@ func (s *Store) latched(ctx context.Context) error {
 	return s.guard.failure()
 }
 
-// commitBatch commits b, whose rows' latches the caller holds. A durable
-// commit marks the rows' stripes as syncing while it runs: pebble publishes
-// the batch before its log sync returns, and a reader that saw it waits
-// on the mark (settle). A failed commit fails the store before the marks
-// are lifted, so such a reader returns the failure, never the write.
-func (s *Store) commitBatch(b *pebble.Batch, rows []storage.RowMutation, sync *pebble.WriteOptions) error {
-	if sync == pebble.Sync {
-		s.latches.markSyncing(rows, 1)
-		defer s.latches.markSyncing(rows, -1)
+// commitBatch commits b, whose rows' latches h holds, runs applied once
+// b is applied (still under the latches), and closes b. A deferred
+// commit returns then, releasing nothing (the caller does). A durable one
+// records itself as its rows' sync in flight (latches.beginSync), so a
+// reader that sees it waits for the sync (settle); is applied without
+// waiting for its log sync (pebble's ApplyNoSyncWait); releases h; and
+// then waits for the sync, or for ctx: a write whose context ends first
+// returns an error wrapping the context's, its outcome unknown (applied,
+// and durable once the sync returns, unless that fails the store). A
+// failed commit or sync fails the store before the sync is marked done,
+// so such a reader returns the failure, never the write.
+func (s *Store) commitBatch(ctx context.Context, h *hold, b *pebble.Batch, rows []storage.RowMutation, sync *pebble.WriteOptions, applied func()) error {
+	if sync != pebble.Sync {
+		defer b.Close()
+		if err := s.guard.failure(); err != nil {
+			return err // failed since the latches were taken
+		}
+		if err := commitRecovering(b, sync); err != nil {
+			s.guard.fail(err)
+			return s.guard.failure()
+		}
+		applied()
+		return nil
 	}
 	if err := s.guard.failure(); err != nil {
-		return err // failed since the latches were taken
+		b.Close()
+		return err
 	}
-	if err := commitRecovering(b, sync); err != nil {
+	p := s.latches.beginSync(rows)
+	if err := applyNoSyncWait(s.db, b); err != nil {
 		s.guard.fail(err)
+		s.latches.endSync(p, rows)
+		b.Close()
 		return s.guard.failure()
 	}
-	if sync == pebble.Sync {
-		s.synced.Add(1)
+	applied()
+	h.release()
+	if ctx.Done() == nil {
+		return s.awaitSync(b, p, rows)
 	}
+	// The sync is waited for on a goroutine of its own, which holds a
+	// call's place in the guard (Close waits for it) and closes b.
+	s.guard.active.Add(1)
+	done := make(chan error, 1)
+	go func() {
+		defer s.guard.exit()
+		done <- s.awaitSync(b, p, rows)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("pebble: %w: the write is applied and its log sync still in flight: its outcome is unknown", ctx.Err())
+	}
+}
+
+// awaitSync waits for b's log sync, records its outcome (failing the store
+// if it failed), marks p done and closes b.
+func (s *Store) awaitSync(b *pebble.Batch, p *inflightSync, rows []storage.RowMutation) error {
+	err := b.SyncWait()
+	if err != nil {
+		s.guard.fail(err)
+	}
+	s.latches.endSync(p, rows)
+	b.Close()
+	if err != nil {
+		return s.guard.failure()
+	}
+	s.synced.Add(1)
 	return nil
 }
 
@@ -317,16 +377,29 @@ func (s *Store) SyncedWrites() uint64 { return s.synced.Load() }
 // failed WAL write or sync, reported through Logger.Fatalf on this
 // goroutine) into an error. Any other panic goes on.
 func commitRecovering(b *pebble.Batch, sync *pebble.WriteOptions) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			fp, ok := p.(fatalPanic)
-			if !ok {
-				panic(p)
-			}
-			err = errors.New(fp.msg)
-		}
-	}()
+	defer recoverFatal(&err)
 	return b.Commit(sync)
+}
+
+// applyNoSyncWait applies b durably without waiting for its log sync
+// (the caller calls b.SyncWait, which returns a failed sync's error),
+// turning pebble's fatal commit error (a failed WAL write) into an error
+// as commitRecovering does.
+func applyNoSyncWait(db *pebble.DB, b *pebble.Batch) (err error) {
+	defer recoverFatal(&err)
+	return db.ApplyNoSyncWait(b, pebble.Sync)
+}
+
+// recoverFatal turns a fatalPanic (options.go) into *err; any other panic
+// goes on.
+func recoverFatal(err *error) {
+	if p := recover(); p != nil {
+		fp, ok := p.(fatalPanic)
+		if !ok {
+			panic(p)
+		}
+		*err = errors.New(fp.msg)
+	}
 }
 
 // newBatch returns an indexed batch when a mutation must read the row

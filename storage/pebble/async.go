@@ -102,7 +102,7 @@ func (s *Store) PrewriteAsyncGuarded(ctx context.Context, checks []storage.Async
 		muts = storage.StampValues(append(muts, ch.Mutations...), ch.Stamped, ts)
 		write = append(write, storage.RowMutation{Row: ch.Row, Mutations: muts})
 	}
-	if err := s.commitLocked(ctx, h, write, pebble.Sync, nil); err != nil {
+	if err := s.commitLocked(h, write, pebble.Sync, nil); err != nil {
 		return 0, nil, err
 	}
 	return ts, conflict, nil

@@ -92,5 +92,5 @@ func (s *Store) checkRows(ctx context.Context, checks []storage.RowCheck, then [
 	if !write {
 		return matched, nil
 	}
-	return matched, s.commitLocked(ctx, h, rows, sync, nil)
+	return matched, s.commitLocked(h, rows, sync, nil)
 }

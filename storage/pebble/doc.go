@@ -31,11 +31,9 @@
 //     Every wait (a write queued for a latch behind another of its row, a
 //     read settling behind a durable write in flight, invariant 4) honours
 //     the caller's context: when it ends, the call returns its error,
-//     holding no latch and having written nothing. A durable write already
-//     handed to pebble returns its context's error if the context ends
-//     while it waits for its sync, its outcome unknown (its batch is
-//     published, and durable once the sync returns unless the store
-//     fails).
+//     holding no latch and having written nothing. Only a commit already
+//     handed to pebble runs to its end (its batch is published; its
+//     outcome must not be guessed).
 //  2. A durable call that returns nil is in the synced WAL (pebble.Sync;
 //     concurrent syncs are grouped by pebble's commit pipeline). A Deferred
 //     call (CheckAndMutateDeferred, MutateRowsDeferred, CheckAndMutateCond

@@ -39,9 +39,8 @@ const latchStripes = 4096
 // context's error when it ends, holding nothing and having changed
 // nothing. (A sync.Mutex cannot be given up on: a Get with a 200ms
 // deadline waited as long as the sync did.) A durable write whose batch
-// is applied waits for its own sync on a goroutine of its own and
-// returns its context's error if that ends first, its outcome unknown
-// (Store.commitBatch).
+// is applied cannot be abandoned: its batch is published; it returns
+// when its sync does (Store.commitBatch).
 type latches struct {
 	seed maphash.Seed
 	// mu are the stripes' latches: a stripe is held while its channel

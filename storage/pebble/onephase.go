@@ -89,7 +89,7 @@ func (s *Store) CommitOnePhaseGuarded(ctx context.Context, row []byte, cond stor
 		}
 	}
 	all := storage.AppendStamped(append(make([]storage.Mutation, 0, len(mutations)+len(stamped)), mutations...), stamped, ts)
-	if err := s.commitLocked(ctx, h, []storage.RowMutation{{Row: row, Mutations: all}}, pebble.Sync, nil); err != nil {
+	if err := s.commitLocked(h, []storage.RowMutation{{Row: row, Mutations: all}}, pebble.Sync, nil); err != nil {
 		return 0, false, err
 	}
 	return ts, false, nil

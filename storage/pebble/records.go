@@ -83,7 +83,7 @@ func (s *Store) MutateRecorded(ctx context.Context, row []byte, mutations []stor
 	if err := s.latched(ctx); err != nil {
 		return err
 	}
-	return s.commitLocked(ctx, h, []storage.RowMutation{{Row: row, Mutations: mutations}}, pebble.Sync, recs)
+	return s.commitLocked(h, []storage.RowMutation{{Row: row, Mutations: mutations}}, pebble.Sync, recs)
 }
 
 // MutateRowsRecorded is MutateRows that also writes recs in the same

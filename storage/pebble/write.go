@@ -30,7 +30,7 @@ func (s *Store) Mutate(ctx context.Context, row []byte, mutations ...storage.Mut
 	if err := s.latched(ctx); err != nil {
 		return err
 	}
-	return s.commitLocked(ctx, h, []storage.RowMutation{{Row: row, Mutations: mutations}}, pebble.Sync, nil)
+	return s.commitLocked(h, []storage.RowMutation{{Row: row, Mutations: mutations}}, pebble.Sync, nil)
 }
 
 // CheckAndMutate implements storage.Store: under the row latch, read the
@@ -116,7 +116,7 @@ func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Con
 	if len(branch) == 0 && len(recs) == 0 {
 		return matched, nil
 	}
-	return matched, s.commitLocked(ctx, h, []storage.RowMutation{{Row: row, Mutations: branch}}, sync, recs)
+	return matched, s.commitLocked(h, []storage.RowMutation{{Row: row, Mutations: branch}}, sync, recs)
 }
 
 // decide reports whether predicate selects a cell of row: as cond says,
@@ -183,7 +183,7 @@ func (s *Store) increment(ctx context.Context, row []byte, family, qualifier str
 	if rec != nil {
 		recs = rec(sum)
 	}
-	return sum, s.commitLocked(ctx, h, []storage.RowMutation{{Row: row, Mutations: ms}}, pebble.Sync, recs)
+	return sum, s.commitLocked(h, []storage.RowMutation{{Row: row, Mutations: ms}}, pebble.Sync, recs)
 }
 
 // counter decodes the newest version of a counter column (absent = 0).
@@ -234,14 +234,14 @@ func (s *Store) mutateRows(ctx context.Context, rows []storage.RowMutation, sync
 	if err := s.latched(ctx); err != nil {
 		return nil, err
 	}
-	return nil, s.commitLocked(ctx, h, rows, sync, recs)
+	return nil, s.commitLocked(h, rows, sync, recs)
 }
 
 // commitLocked applies rows and recs in one batch, commits it, registers
 // new families and calls the hook, row by row, then releases h (every
 // row's latch, which the caller holds) and, for a durable commit, waits
 // for its log sync (commitBatch).
-func (s *Store) commitLocked(ctx context.Context, h *hold, rows []storage.RowMutation, sync *pebble.WriteOptions, recs []Record) error {
+func (s *Store) commitLocked(h *hold, rows []storage.RowMutation, sync *pebble.WriteOptions, recs []Record) error {
 	b := s.newBatch(rows)
 	committing := false
 	defer func() {
@@ -266,7 +266,7 @@ func (s *Store) commitLocked(ctx context.Context, h *hold, rows []storage.RowMut
 		return nil
 	}
 	committing = true
-	return s.commitBatch(ctx, h, b, rows, sync, func() { s.applied(rows, &w) })
+	return s.commitBatch(h, b, rows, sync, func() { s.applied(rows, &w) })
 }
 
 // applied registers the new families a committed batch wrote and calls
@@ -301,12 +301,11 @@ func (s *Store) latched(ctx context.Context) error {
 // records itself as its rows' sync in flight (latches.beginSync), so a
 // reader that sees it waits for the sync (settle); is applied without
 // waiting for its log sync (pebble's ApplyNoSyncWait); releases h; and
-// then waits for the sync, or for ctx: a write whose context ends first
-// returns an error wrapping the context's, its outcome unknown (applied,
-// and durable once the sync returns, unless that fails the store). A
-// failed commit or sync fails the store before the sync is marked done,
-// so such a reader returns the failure, never the write.
-func (s *Store) commitBatch(ctx context.Context, h *hold, b *pebble.Batch, rows []storage.RowMutation, sync *pebble.WriteOptions, applied func()) error {
+// then waits for the sync, which it cannot abandon (its batch is
+// published; its outcome must not be guessed). A failed commit or sync
+// fails the store before the sync is marked done, so such a reader
+// returns the failure, never the write.
+func (s *Store) commitBatch(h *hold, b *pebble.Batch, rows []storage.RowMutation, sync *pebble.WriteOptions, applied func()) error {
 	if sync != pebble.Sync {
 		defer b.Close()
 		if err := s.guard.failure(); err != nil {
@@ -332,23 +331,7 @@ func (s *Store) commitBatch(ctx context.Context, h *hold, b *pebble.Batch, rows 
 	}
 	applied()
 	h.release()
-	if ctx.Done() == nil {
-		return s.awaitSync(b, p, rows)
-	}
-	// The sync is waited for on a goroutine of its own, which holds a
-	// call's place in the guard (Close waits for it) and closes b.
-	s.guard.active.Add(1)
-	done := make(chan error, 1)
-	go func() {
-		defer s.guard.exit()
-		done <- s.awaitSync(b, p, rows)
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("pebble: %w: the write is applied and its log sync still in flight: its outcome is unknown", ctx.Err())
-	}
+	return s.awaitSync(b, p, rows)
 }
 
 // awaitSync waits for b's log sync, records its outcome (failing the store

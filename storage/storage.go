@@ -132,6 +132,34 @@ func (f Filter) Matches(c *Cell) bool {
 	return false
 }
 
+// Touches reports whether m, a mutation of a row, may change what the
+// filter selects in that row: a put of a cell the filter selects, a
+// delete of versions of a selected column in a range that meets a
+// selector's, or a row delete. Limit is ignored: a put below a column's
+// newest selected versions, or a delete of them, may still change which
+// versions a read returns.
+func (f Filter) Touches(m *Mutation) bool {
+	switch m.Kind {
+	case Put:
+		c := Cell{Family: m.Family, Qualifier: m.Qualifier, TS: m.TS}
+		return f.Matches(&c)
+	case DeleteCells:
+		for i := range f {
+			s := &f[i]
+			if s.Family == m.Family && (s.AllQualifiers || s.Qualifier == m.Qualifier) && s.Time.meets(m.Time) {
+				return true
+			}
+		}
+		return false
+	}
+	return len(f) > 0 // DeleteRow, and any kind added later
+}
+
+// meets reports whether two ranges share a timestamp (End 0: unbounded).
+func (r TimeRange) meets(o TimeRange) bool {
+	return (o.End == 0 || r.Start < o.End) && (r.End == 0 || o.Start < r.End)
+}
+
 func (s *Selector) matches(c *Cell) bool {
 	return s.Family == c.Family &&
 		(s.AllQualifiers || s.Qualifier == c.Qualifier) &&

@@ -49,11 +49,13 @@
 //     Pebble publishes a batch to readers before its log sync returns,
 //     and a durable write releases its latches then (invariant 1), so it
 //     records itself, under the latches and before it applies its batch,
-//     as the newest sync in flight of each of its rows' latch stripes,
-//     and every read settles each row it returns: it waits for the newest
-//     sync in flight on the row's stripe, whose return means every
-//     earlier write of that stripe is durable too (one ordered log,
-//     synced in order), and never for the writers queued on the latch. A
+//     as the sync in flight of each of its rows' latch stripes (one per
+//     stripe: the next durable write of a stripe latches only once that
+//     sync returned, invariant 1), and every read settles each row it
+//     returns: it waits for the sync in flight on the row's stripe if
+//     that write may change what the read selects in the row
+//     (storage.Filter.Touches: a put of a selected cell, a delete of
+//     selected versions), and never for the writers queued on the latch. A
 //     commit that fails (a failed WAL write, which pebble reports through
 //     Logger.Fatalf on the committing goroutine, or a failed sync, which
 //     Batch.SyncWait returns) fails the store before its sync is marked

@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"hash/maphash"
@@ -28,10 +29,11 @@ const latchStripes = 4096
 // is durable with the next sync, which covers the earlier write too
 // (pebble's WAL is one ordered log). The next durable write of the row
 // waits for that sync before it takes the latches for good (lockRows).
-// A reader that returns a row first waits for the newest sync in flight
-// on the row's stripe (Store.settle): the log is synced in order, so
-// once that one returned every earlier write of the stripe is durable
-// too. It never waits for the writers queued on the latch.
+// A reader that returns a row first waits for the sync in flight on the
+// row's stripe (Store.settle), if that write put or deleted a cell the
+// read selects: a read of other columns, or of older versions, of a row
+// whose commit record is syncing returns at once. It never waits for
+// the writers queued on the latch.
 //
 // Every wait honours the caller's context: a latch is a one-slot channel,
 // not a mutex, so that a write queued behind a commit whose log sync
@@ -73,8 +75,48 @@ type latches struct {
 
 // inflightSync is a durable write whose batch is applied and whose log
 // sync has not returned: done is closed once it has (and, if it failed,
-// after the store was failed).
-type inflightSync struct{ done chan struct{} }
+// after the store was failed). rows are its rows and mutations, copied
+// without their values: a reader may look at them after the write's
+// caller got its slices back.
+type inflightSync struct {
+	done chan struct{}
+	rows []storage.RowMutation
+}
+
+// touches reports whether the write may change what filter selects in
+// row (storage.Filter.Touches).
+func (p *inflightSync) touches(row []byte, filter storage.Filter) bool {
+	for i := range p.rows {
+		if !bytes.Equal(p.rows[i].Row, row) {
+			continue
+		}
+		for j := range p.rows[i].Mutations {
+			if filter.Touches(&p.rows[i].Mutations[j]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// shapes copies rows, their mutations without values.
+func shapes(rows []storage.RowMutation) []storage.RowMutation {
+	n := 0
+	for i := range rows {
+		n += len(rows[i].Mutations)
+	}
+	muts := make([]storage.Mutation, 0, n)
+	out := make([]storage.RowMutation, len(rows))
+	for i := range rows {
+		start := len(muts)
+		for _, m := range rows[i].Mutations {
+			m.Value = nil
+			muts = append(muts, m)
+		}
+		out[i] = storage.RowMutation{Row: bytes.Clone(rows[i].Row), Mutations: muts[start:len(muts):len(muts)]}
+	}
+	return out
+}
 
 // hold is the latches one write holds. release unlatches them once, after
 // running before (a one-phase commit lowers its marks there): a durable
@@ -216,15 +258,17 @@ func (l *latches) unlock(stripes ...int) {
 }
 
 // wait returns once no durable write that was applied on row's stripe
-// before it was called is still waiting for its log sync, or ctx's error
-// if ctx ends first: it waits for the newest one (syncs), whose sync
-// covers every earlier write's.
-func (l *latches) wait(ctx context.Context, row []byte) error {
+// before it was called, and that may change what filter selects in row,
+// is still waiting for its log sync; or ctx's error if ctx ends first. A
+// stripe has at most one durable write waiting for its sync (lockRows),
+// its syncs entry: a read returns at once unless that one wrote a cell
+// the read selects.
+func (l *latches) wait(ctx context.Context, row []byte, filter storage.Filter) error {
 	if l.anySyncing.Load() == 0 {
 		return nil
 	}
 	p := l.syncs[l.stripe(row)].Load()
-	if p == nil {
+	if p == nil || !p.touches(row, filter) {
 		return nil
 	}
 	select {
@@ -239,7 +283,7 @@ func (l *latches) wait(ctx context.Context, row []byte) error {
 // their stripes' newest sync in flight. The caller holds every row's
 // latch.
 func (l *latches) beginSync(rows []storage.RowMutation) *inflightSync {
-	p := &inflightSync{done: make(chan struct{})}
+	p := &inflightSync{done: make(chan struct{}), rows: shapes(rows)}
 	l.anySyncing.Add(1)
 	for i := range rows {
 		l.syncs[l.stripe(rows[i].Row)].Store(p)

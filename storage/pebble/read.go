@@ -27,7 +27,7 @@ func (s *Store) ReadRow(ctx context.Context, row []byte, filter storage.Filter) 
 	}
 	cells, err := s.readRow(row, filter, false)
 	if err == nil {
-		err = s.settle(ctx, row)
+		err = s.settle(ctx, row, filter)
 	}
 	if err != nil {
 		return storage.Row{}, err
@@ -80,14 +80,17 @@ func (s *Store) AwaitAllOnePhase(ctx context.Context) error {
 // settle is the last step of every read that returns row to a caller
 // (storage.Store, "Visibility and durability"): pebble publishes a batch
 // before its log sync returns, so a read may have seen a durable write
-// whose sync is still in flight. settle waits for any such write on row's
-// stripe, and returns the store's failure if a sync failed, so a read
-// never returns a write a power loss could take back. Reads under a latch
+// whose sync is still in flight. settle waits for such a write on row's
+// stripe when it may change what filter selects in row (a put of a
+// selected cell, a delete of selected versions: storage.Filter.Touches),
+// and returns the store's failure if a sync failed, so a read never
+// returns a write a power loss could take back, nor misses a cell a
+// power loss could bring back. Reads under a latch
 // (predicates) do not settle: the latch already orders them after every
 // earlier write of the row. A read whose ctx ends while it waits returns
 // ctx's error.
-func (s *Store) settle(ctx context.Context, row []byte) error {
-	if err := s.latches.wait(ctx, row); err != nil {
+func (s *Store) settle(ctx context.Context, row []byte, filter storage.Filter) error {
+	if err := s.latches.wait(ctx, row, filter); err != nil {
 		return err
 	}
 	return s.guard.failure()

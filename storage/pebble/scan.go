@@ -52,7 +52,7 @@ func (s *Store) ScanCounted(ctx context.Context, start, end []byte, filter stora
 			return visited, err
 		}
 		for _, r := range rows {
-			if err := s.settle(ctx, r.Key); err != nil {
+			if err := s.settle(ctx, r.Key, filter); err != nil {
 				return visited, err
 			}
 			if !fn(r) {

@@ -55,7 +55,10 @@
 //     returns: it waits for the sync in flight on the row's stripe if
 //     that write may change what the read selects in the row
 //     (storage.Filter.Touches: a put of a selected cell, a delete of
-//     selected versions), and never for the writers queued on the latch. A
+//     selected versions), and never for the writers queued on the latch;
+//     a Scan settles each chunk's whole key range, so it does not miss a
+//     row that such a write emptied either (a power loss would bring it
+//     back). A
 //     commit that fails (a failed WAL write, which pebble reports through
 //     Logger.Fatalf on the committing goroutine, or a failed sync, which
 //     Batch.SyncWait returns) fails the store before its sync is marked

@@ -185,3 +185,73 @@ func readValue(t *testing.T, s *Store) string {
 	}
 	return string(cellValue(r))
 }
+
+// TestScanWaitsForAHeldDelete: a scan must not miss a row whose selected
+// cells a durable delete in flight removed: a power cut before that
+// delete's sync brings them back. So the scan waits for the sync (and
+// gives up with its context), while a scan selecting nothing the delete
+// touched returns at once.
+func TestScanWaitsForAHeldDelete(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	ffs := faultfs.New(mem)
+	s, err := Open("/db", Options{FS: ffs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	x := []byte("x")
+	if err := s.Mutate(ctx, x, storage.SetCell("f", "q", 1, []byte("v")), storage.SetCell("g", "q", 1, []byte("w"))); err != nil {
+		t.Fatal(err)
+	}
+	ffs.Hold()
+	released := false
+	defer func() {
+		if !released {
+			ffs.Release(nil)
+		}
+	}()
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Mutate(ctx, x, storage.Mutation{Kind: storage.DeleteCells, Family: "f", Qualifier: "q"})
+	}()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := ffs.AwaitHeld(wctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	for { // published: pebble's readers no longer see the cell
+		_, closer, err := s.db.Get(appendKey(nil, "f", x, "q", 1))
+		if err != nil {
+			break
+		}
+		closer.Close()
+		if wctx.Err() != nil {
+			t.Fatal("the held delete never became visible to pebble's readers")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var rows int
+	sctx, scancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer scancel()
+	err = s.Scan(sctx, nil, nil, storage.Filter{{Family: "f", Qualifier: "q"}}, 0, func(storage.Row) bool { rows++; return true })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a scan of the deleted column while its delete's sync is held: %d rows, %v; want its deadline's error", rows, err)
+	}
+	rows = 0
+	if err := s.Scan(wctx, nil, nil, storage.Filter{{Family: "g", Qualifier: "q"}}, 0, func(storage.Row) bool { rows++; return true }); err != nil || rows != 1 {
+		t.Fatalf("a scan of another family: %d rows, %v; want 1 at once", rows, err)
+	}
+	after := reopenClone(t, mem, vfs.CrashCloneCfg{})
+	if got, err := after.ReadRow(ctx, x, storage.Filter{{Family: "f", Qualifier: "q"}}); err != nil || len(got.Cells) != 1 {
+		t.Fatalf("after a power cut with the delete's sync held: %v, %v; want the cell back", got.Cells, err)
+	}
+	released = true
+	ffs.Release(nil)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rows = 0
+	if err := s.Scan(wctx, nil, nil, storage.Filter{{Family: "f", Qualifier: "q"}}, 0, func(storage.Row) bool { rows++; return true }); err != nil || rows != 0 {
+		t.Fatalf("a scan once the delete is durable: %d rows, %v; want none", rows, err)
+	}
+}

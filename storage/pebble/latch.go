@@ -99,6 +99,16 @@ func (p *inflightSync) touches(row []byte, filter storage.Filter) bool {
 	return false
 }
 
+// touchesRange is touches for every row in [lo, hi) (hi nil: no end).
+func (p *inflightSync) touchesRange(lo, hi []byte, filter storage.Filter) bool {
+	for i := range p.rows {
+		if row := p.rows[i].Row; bytes.Compare(row, lo) >= 0 && (hi == nil || bytes.Compare(row, hi) < 0) && p.touches(row, filter) {
+			return true
+		}
+	}
+	return false
+}
+
 // shapes copies rows, their mutations without values.
 func shapes(rows []storage.RowMutation) []storage.RowMutation {
 	n := 0
@@ -277,6 +287,28 @@ func (l *latches) wait(ctx context.Context, row []byte, filter storage.Filter) e
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// waitRange is wait for every row in [lo, hi) (hi nil: no end), a scan
+// chunk's: the rows it returns, and the rows it does not because a
+// write whose sync is in flight deleted their selected cells, which a
+// power loss would bring back.
+func (l *latches) waitRange(ctx context.Context, lo, hi []byte, filter storage.Filter) error {
+	if l.anySyncing.Load() == 0 {
+		return nil
+	}
+	for i := range l.syncs {
+		p := l.syncs[i].Load()
+		if p == nil || !p.touchesRange(lo, hi, filter) {
+			continue
+		}
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // beginSync records a durable write about to be applied to rows as

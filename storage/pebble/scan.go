@@ -51,10 +51,19 @@ func (s *Store) ScanCounted(ctx context.Context, start, end []byte, filter stora
 		if err != nil {
 			return visited, err
 		}
+		// Settled as a range: the rows returned, and those a sync in
+		// flight emptied, which a power loss would bring back.
+		chunkEnd := end
+		if next != nil {
+			chunkEnd = next
+		}
+		if err := s.latches.waitRange(ctx, cursor, chunkEnd, filter); err != nil {
+			return visited, err
+		}
+		if err := s.guard.failure(); err != nil {
+			return visited, err
+		}
 		for _, r := range rows {
-			if err := s.settle(ctx, r.Key, filter); err != nil {
-				return visited, err
-			}
 			if !fn(r) {
 				return visited, nil
 			}

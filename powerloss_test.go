@@ -48,6 +48,8 @@ type powerLoss struct {
 	unknown     atomic.Int64
 	expect      []expectation
 	lastChecked [plWorkers]int64
+	// push opens the DB with Options.ReadThroughLocks.
+	push bool
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -65,7 +67,22 @@ func getInt(ctx context.Context, tx *percolator.Txn, row string) (int64, error) 
 	return atoi(v), err
 }
 
+// TestPowerLoss runs the power-loss bank with readers that wait for the
+// locks they meet, and with readers that push them (ReadThroughLocks):
+// those read past a lock whose commit point is syncing, and roll
+// secondaries forward with deferred writes, and what they return must
+// survive the cut all the same.
 func TestPowerLoss(t *testing.T) {
+	for _, push := range []bool{false, true} {
+		name := "waiting"
+		if push {
+			name = "reads through locks"
+		}
+		t.Run(name, func(t *testing.T) { powerLossRun(t, push) })
+	}
+}
+
+func powerLossRun(t *testing.T, push bool) {
 	cycles := 12
 	if n, err := strconv.Atoi(os.Getenv("PERCOLATOR_POWERLOSS_CYCLES")); err == nil {
 		cycles = n
@@ -75,7 +92,7 @@ func TestPowerLoss(t *testing.T) {
 		seed = s
 	}
 	t.Logf("seed %d (replay with PERCOLATOR_SEED=%d)", seed, seed)
-	p := &powerLoss{t: t, rng: rand.New(rand.NewPCG(seed, 7))}
+	p := &powerLoss{t: t, rng: rand.New(rand.NewPCG(seed, 7)), push: push}
 	mem := vfs.NewCrashableMem()
 	for cycle := range cycles {
 		mem = p.cycle(cycle, mem)
@@ -99,7 +116,7 @@ func (p *powerLoss) open(fs vfs.FS) plDB {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	db, err := percolator.Open(context.Background(), percolator.Options{Store: st, Logger: quiet()})
+	db, err := percolator.Open(context.Background(), percolator.Options{Store: st, Logger: quiet(), ReadThroughLocks: p.push})
 	if err != nil {
 		p.t.Fatal(err)
 	}

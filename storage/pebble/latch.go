@@ -48,11 +48,11 @@ type latches struct {
 	// mu are the stripes' latches: a stripe is held while its channel
 	// holds a token. Waiters queue in FIFO order on the send.
 	mu [latchStripes]chan struct{}
-	// syncs is, per stripe, the newest durable write applied there whose
-	// log sync has not returned, or nil. Invariant: set under the
-	// stripe's latch before the batch is applied; cleared (if still that
-	// write's) once its sync returned and, if it failed, after the store
-	// was failed.
+	// syncs is, per stripe, the durable write applied there whose log
+	// sync has not returned, or nil: at most one (lockStripes). Invariant:
+	// set under the stripe's latch before the batch is applied; cleared
+	// once its sync returned and, if it failed, after the store was
+	// failed.
 	syncs [latchStripes]atomic.Pointer[inflightSync]
 	// anySyncing counts the durable writes whose sync is in flight,
 	// raised before their syncs entries are set and lowered after they
@@ -179,44 +179,34 @@ func (l *latches) acquire(ctx context.Context, i int) error {
 }
 
 // lockRow latches one row and returns the hold to release; or ctx's
-// error, holding nothing. A durable write's latch is taken only once no
-// earlier durable write of the row waits for its sync (lockRows).
+// error, holding nothing (lockStripes).
 func (l *latches) lockRow(ctx context.Context, row []byte, durable bool) (*hold, error) {
-	i := l.stripe(row)
-	for {
-		if err := l.acquire(ctx, i); err != nil {
-			return nil, err
-		}
-		h := &hold{l: l, stripes: []int{i}}
-		if !durable {
-			return h, nil
-		}
-		if err := h.awaitSyncs(ctx); err != errRelatch {
-			return h, err
-		}
-	}
+	return l.lockStripes(ctx, []int{l.stripe(row)}, durable)
 }
 
 // lockRows latches every row in ascending stripe order (so two callers can
 // never wait on each other in a cycle) and returns the hold to release;
-// or ctx's error, having released the stripes it took.
-//
-// A durable write (durable set) takes its latches only once no earlier
-// durable write of its stripes still waits for its log sync: finding one,
-// it releases them, waits for that sync, and starts again. So durable
-// writes of a row enter pebble one at a time, as when they queued on the
-// latch through each other's syncs, and one queued behind a sync that
-// fails returns the store's failure (Store.latched) instead of going on
-// into a pebble whose log is broken (whose next rotation would panic the
-// process); deferred writes, pushes and roll-forwards among them, and
-// readers, wait for no sync of the row's writes.
+// or ctx's error, having released the stripes it took (lockStripes).
 func (l *latches) lockRows(ctx context.Context, rows []storage.RowMutation, durable bool) (*hold, error) {
 	stripes := make([]int, 0, len(rows))
 	for i := range rows {
 		stripes = append(stripes, l.stripe(rows[i].Row))
 	}
 	slices.Sort(stripes)
-	stripes = slices.Compact(stripes)
+	return l.lockStripes(ctx, slices.Compact(stripes), durable)
+}
+
+// lockStripes latches stripes, sorted and distinct, in order. A durable
+// write (durable set) takes its latches only once no earlier durable
+// write of its stripes still waits for its log sync: finding one, it
+// releases them, waits for that sync, and starts again. So durable
+// writes of a stripe enter pebble one at a time, as when they queued on
+// the latch through each other's syncs, and one queued behind a sync
+// that fails returns the store's failure (Store.latched) instead of
+// going on into a pebble whose log is broken (whose next rotation would
+// panic the process); deferred writes, pushes and roll-forwards among
+// them, and readers, wait for no sync of the row's writes.
+func (l *latches) lockStripes(ctx context.Context, stripes []int, durable bool) (*hold, error) {
 	for {
 		for n, i := range stripes {
 			if err := l.acquire(ctx, i); err != nil {
@@ -239,7 +229,7 @@ var errRelatch = errors.New("pebble: latch again")
 
 // awaitSyncs returns nil, holding h, when no durable write of h's
 // stripes waits for its sync; otherwise it releases h, waits for the
-// newest such sync and returns errRelatch (or, holding nothing, ctx's
+// sync and returns errRelatch (or, holding nothing, ctx's
 // error).
 func (h *hold) awaitSyncs(ctx context.Context) error {
 	if h.l.anySyncing.Load() == 0 {
@@ -312,7 +302,7 @@ func (l *latches) waitRange(ctx context.Context, lo, hi []byte, filter storage.F
 }
 
 // beginSync records a durable write about to be applied to rows as
-// their stripes' newest sync in flight. The caller holds every row's
+// their stripes' sync in flight. The caller holds every row's
 // latch.
 func (l *latches) beginSync(rows []storage.RowMutation) *inflightSync {
 	p := &inflightSync{done: make(chan struct{}), rows: shapes(rows)}
@@ -324,8 +314,7 @@ func (l *latches) beginSync(rows []storage.RowMutation) *inflightSync {
 }
 
 // endSync marks p's sync as returned (after the store was failed, if it
-// failed): its waiters go on, and the stripes where it is still the
-// newest forget it.
+// failed): its waiters go on, and its stripes forget it.
 func (l *latches) endSync(p *inflightSync, rows []storage.RowMutation) {
 	close(p.done)
 	for i := range rows {
@@ -338,11 +327,11 @@ func (l *latches) endSync(p *inflightSync, rows []storage.RowMutation) {
 // has lowered it (at once if the mark is down), or ctx's error. A stripe
 // has one marked write at a time, its latch's holder, which lowers its
 // mark and then wakes (closes the channel in wake) before it releases
-// the latch (hold.before). The reader's channel is in wake before it reads the mark up
-// for the last time, so either the write that raised that mark closes
-// it, or the reader read the mark after that write lowered it: then the
-// mark it read is a later write's (the latch's next holder), which
-// closes it in turn: the wait is at most one write longer.
+// the latch (hold.before). The reader's channel is in wake before it
+// reads the mark up for the last time, so either the write that raised
+// that mark closes it, or the reader read the mark after that write
+// lowered it: then the mark it read is a later write's (the latch's next
+// holder), which closes it in turn: the wait is at most one write longer.
 func awaitMark(ctx context.Context, mark *atomic.Int32, wake *atomic.Pointer[chan struct{}]) error {
 	if mark.Load() == 0 {
 		return nil

@@ -243,12 +243,7 @@ func (s *Store) mutateRows(ctx context.Context, rows []storage.RowMutation, sync
 // for its log sync (commitBatch).
 func (s *Store) commitLocked(h *hold, rows []storage.RowMutation, sync *pebble.WriteOptions, recs []Record) error {
 	b := s.newBatch(rows)
-	committing := false
-	defer func() {
-		if !committing {
-			b.Close()
-		}
-	}()
+	defer b.Close()
 	var w batchWriter
 	w.init(s, b)
 	for i := range rows {
@@ -265,7 +260,6 @@ func (s *Store) commitLocked(h *hold, rows []storage.RowMutation, sync *pebble.W
 		s.applied(rows, &w)
 		return nil
 	}
-	committing = true
 	return s.commitBatch(h, b, rows, sync, func() { s.applied(rows, &w) })
 }
 
@@ -295,8 +289,8 @@ func (s *Store) latched(ctx context.Context) error {
 	return s.guard.failure()
 }
 
-// commitBatch commits b, whose rows' latches h holds, runs applied once
-// b is applied (still under the latches), and closes b. A deferred
+// commitBatch commits b, whose rows' latches h holds, and runs applied
+// once b is applied (still under the latches). A deferred
 // commit returns then, releasing nothing (the caller does). A durable one
 // records itself as its rows' sync in flight (latches.beginSync), so a
 // reader that sees it waits for the sync (settle); is applied without
@@ -306,11 +300,10 @@ func (s *Store) latched(ctx context.Context) error {
 // fails the store before the sync is marked done, so such a reader
 // returns the failure, never the write.
 func (s *Store) commitBatch(h *hold, b *pebble.Batch, rows []storage.RowMutation, sync *pebble.WriteOptions, applied func()) error {
+	if err := s.guard.failure(); err != nil {
+		return err // failed since the latches were taken
+	}
 	if sync != pebble.Sync {
-		defer b.Close()
-		if err := s.guard.failure(); err != nil {
-			return err // failed since the latches were taken
-		}
 		if err := commitRecovering(b, sync); err != nil {
 			s.guard.fail(err)
 			return s.guard.failure()
@@ -318,15 +311,10 @@ func (s *Store) commitBatch(h *hold, b *pebble.Batch, rows []storage.RowMutation
 		applied()
 		return nil
 	}
-	if err := s.guard.failure(); err != nil {
-		b.Close()
-		return err
-	}
 	p := s.latches.beginSync(rows)
 	if err := applyNoSyncWait(s.db, b); err != nil {
 		s.guard.fail(err)
 		s.latches.endSync(p, rows)
-		b.Close()
 		return s.guard.failure()
 	}
 	applied()
@@ -335,14 +323,13 @@ func (s *Store) commitBatch(h *hold, b *pebble.Batch, rows []storage.RowMutation
 }
 
 // awaitSync waits for b's log sync, records its outcome (failing the store
-// if it failed), marks p done and closes b.
+// if it failed) and marks p done. The caller closes b after it.
 func (s *Store) awaitSync(b *pebble.Batch, p *inflightSync, rows []storage.RowMutation) error {
 	err := b.SyncWait()
 	if err != nil {
 		s.guard.fail(err)
 	}
 	s.latches.endSync(p, rows)
-	b.Close()
 	if err != nil {
 		return s.guard.failure()
 	}

@@ -218,10 +218,10 @@ type RowMutation struct {
 // whose engine publishes a write before its log sync returns (Pebble)
 // makes a read that saw such a write wait for that sync before returning;
 // if the sync fails, the store fails (ErrFailed) instead of returning the
-// write. Its ApplyHook sees the write once it is applied, durable or not. A write made
-// by a Deferred variant may be read (and hooked) before it is durable: its
-// caller chose it for writes whose loss is harmless until a later durable
-// write covers them. Under a row's latch (a CheckAndMutate predicate, a
+// write. Its ApplyHook sees the write once it is applied, durable or
+// not. A write made by a Deferred variant may be read (and hooked) before
+// it is durable: its caller chose it for writes whose loss is harmless
+// until a later durable write covers them. Under a row's latch (a CheckAndMutate predicate, a
 // Cond) every earlier write of the row is seen, durable or not: a later
 // durable write of the same ordered log covers it.
 type Store interface {
@@ -290,9 +290,9 @@ type Exclusive interface {
 // meanwhile, could see two writes of a row out of order. An in-memory
 // index the hook keeps is lost with the process in a crash, and a failed
 // sync fails the store (ErrFailed), so nothing is served from an entry a
-// crash took back. It must be fast and must not
-// call back into the store. The mutations belong to the store: the hook
-// must not retain or modify them.
+// crash took back. It must be fast and must not call back into the
+// store. The mutations belong to the store: the hook must not retain or
+// modify them.
 type ApplyHook func(row []byte, mutations []Mutation)
 
 // ApplyHooker is an optional capability of exclusive stores: it lets the

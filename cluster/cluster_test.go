@@ -150,7 +150,7 @@ func TestPartitionedWorkers(t *testing.T) {
 				t.Fatal(err)
 			}
 			last = st.Partitions
-			if len(last) == want && tiles(last) {
+			if len(last) == want && spans(last) {
 				return last
 			}
 			select {
@@ -159,7 +159,7 @@ func TestPartitionedWorkers(t *testing.T) {
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
-		t.Fatalf("no %d published ranges tiling the keyspace within 30s: %+v", want, last)
+		t.Fatalf("no %d published ranges spanning the keyspace within 30s: %+v", want, last)
 		return nil
 	}
 	two := owners(2)
@@ -172,17 +172,26 @@ func TestPartitionedWorkers(t *testing.T) {
 	owners(1)
 }
 
-// tiles reports whether the published ranges cover the keyspace, in
-// order, without gaps or overlaps.
-func tiles(ps []percolator.PartitionStatus) bool {
-	var prev []byte
+// spans reports whether the published ranges run in order from the
+// keyspace's start to its end. Each member cuts the keyspace from its own
+// sample, and members sample at different moments: once the notify
+// keyspace is empty each keeps the bounds of its last sample, so two
+// members' bounds may stay a key apart (an overlap or a gap, which the
+// full passes cover). Exact tiling is a property of equal samples, which
+// the partition tests check.
+func spans(ps []percolator.PartitionStatus) bool {
+	if len(ps) == 0 || ps[0].Start != nil || ps[len(ps)-1].End != nil {
+		return false
+	}
 	for i, p := range ps {
-		if (i == 0) != (p.Start == nil) || (i > 0 && !bytes.Equal(p.Start, prev)) {
+		if p.End != nil && bytes.Compare(p.Start, p.End) >= 0 {
 			return false
 		}
-		prev = p.End
+		if i > 0 && (p.Start == nil || bytes.Compare(ps[i-1].Start, p.Start) >= 0) {
+			return false
+		}
 	}
-	return len(ps) > 0 && prev == nil
+	return true
 }
 
 func waitProcessed(t *testing.T, db *cluster.DB, n int) {

@@ -89,6 +89,13 @@ type registration struct {
 type regSet struct {
 	byCol   map[string][]*registration
 	version uint64
+	obs     txn.Observed // observed, made once: Snapshot runs per commit
+}
+
+func newRegSet(byCol map[string][]*registration, version uint64) *regSet {
+	s := &regSet{byCol: byCol, version: version}
+	s.obs = s.observed
+	return s
 }
 
 func (s *regSet) observed(col string) bool { return len(s.byCol[col]) > 0 }
@@ -122,15 +129,18 @@ func (r *registry) set() *regSet {
 	if s := r.cur.Load(); s != nil {
 		return s
 	}
-	return &regSet{}
+	return noRegistrations
 }
+
+// noRegistrations is the set of a registry not loaded yet; read only.
+var noRegistrations = newRegSet(nil, 0)
 
 func (r *registry) columns() map[string][]*registration { return r.set().byCol }
 
 // Snapshot implements txn.Observers.
 func (r *registry) Snapshot() (txn.Observed, uint64) {
 	s := r.set()
-	return s.observed, s.version
+	return s.obs, s.version
 }
 
 // ProcessedPast implements txn.AckReader: every strong observer of column
@@ -257,7 +267,7 @@ func (r *registry) loadLocked(ctx context.Context) (*regSet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("observer: loading registrations: %w", err)
 	}
-	s := &regSet{byCol: m, version: v}
+	s := newRegSet(m, v)
 	r.cur.Store(s)
 	return s, nil
 }

@@ -259,6 +259,11 @@ func (c *Client) operation(ctx context.Context) context.Context {
 // after it, so that a cancelled caller waits a bounded time whatever the
 // store does. It keeps ctx's values. Call the CancelFunc when done.
 func (c *Client) detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Done() == nil {
+		// ctx never ends (context.Background, or one without cancel):
+		// nothing to outlive, and no timer to arm.
+		return context.WithCancel(ctx)
+	}
 	dctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	var (
 		mu    sync.Mutex

@@ -73,7 +73,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		return errString(st().t.Delete(arg("row"), arg("col")))
 	case "get":
 		x := st()
-		if _, ok := x.t.pos[cellKey([]byte(arg("row")), arg("col"))]; ok {
+		if _, ok := x.t.find([]byte(arg("row")), arg("col")); ok {
 			v, err := x.t.Get(ctx, arg("row"), arg("col"))
 			if err != nil {
 				return errString(err) + " (own write)"

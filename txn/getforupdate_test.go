@@ -233,8 +233,8 @@ func TestGetForUpdateBuffer(t *testing.T) {
 		t.Fatalf("the primary is the lock-only mark of %s", tx.writes[0].row)
 	}
 	for i, m := range tx.writes {
-		if tx.pos[cellKey(m.row, m.col)] != i {
-			t.Fatalf("pos of %s is %d, want %d", m.row, tx.pos[cellKey(m.row, m.col)], i)
+		if j, ok := tx.find(m.row, m.col); !ok || j != i {
+			t.Fatalf("find of %s is %d (%v), want %d", m.row, j, ok, i)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {

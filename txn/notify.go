@@ -245,7 +245,7 @@ func GetReserved(ctx context.Context, t *Txn, row, column string) ([]byte, error
 	if err := validateReserved(row, column); err != nil {
 		return nil, err
 	}
-	if i, ok := t.pos[cellKey([]byte(row), column)]; ok {
+	if i, ok := t.find([]byte(row), column); ok {
 		return append([]byte(nil), t.writes[i].value...), nil
 	}
 	return t.c.get(ctx, t.startTS, []byte(row), column)

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -37,7 +38,7 @@ type Txn struct {
 	// primary's commit record is what its secondaries are rolled forward
 	// from.
 	writes []mutation
-	pos    map[string]int // cell key → index in writes
+	pos    map[string]int // cell key → index in writes, once there are more than posAfter
 	bytes  int            // the writes' size (writeSize), summed
 }
 
@@ -102,7 +103,7 @@ func (t *Txn) get(ctx context.Context, row, column string) ([]byte, error) {
 // own returns t's buffered put or delete of (row, column), or nil (a
 // lock-only mark changes no value).
 func (t *Txn) own(row, column string) *mutation {
-	i, ok := t.pos[cellKey([]byte(row), column)]
+	i, ok := t.find([]byte(row), column)
 	if !ok || t.writes[i].op == OpLock {
 		return nil
 	}
@@ -126,7 +127,7 @@ func (t *Txn) GetForUpdate(ctx context.Context, row, column string) ([]byte, err
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
-	if _, ok := t.pos[cellKey([]byte(row), column)]; !ok {
+	if _, ok := t.find([]byte(row), column); !ok {
 		if berr := t.buffer(mutation{row: []byte(row), col: column, op: OpLock}); berr != nil {
 			return nil, berr
 		}
@@ -156,11 +157,7 @@ func (t *Txn) Delete(row, column string) error {
 // buffer adds m, or replaces the write of its cell, within the limits:
 // past them it buffers nothing and fails with ErrTxnTooLarge.
 func (t *Txn) buffer(m mutation) error {
-	if t.pos == nil {
-		t.pos = make(map[string]int)
-	}
-	key := cellKey(m.row, m.col)
-	i, replace := t.pos[key]
+	i, replace := t.find(m.row, m.col)
 	size := t.bytes + writeSize(&m)
 	if replace {
 		size -= writeSize(&t.writes[i])
@@ -176,11 +173,43 @@ func (t *Txn) buffer(m mutation) error {
 		t.writes[i] = m
 	} else {
 		i = len(t.writes)
-		t.pos[key] = i
 		t.writes = append(t.writes, m)
+		t.indexWrite(i)
 	}
 	t.primaryFirst(i)
 	return nil
+}
+
+// posAfter is how many buffered writes find searches one by one before
+// it keeps an index of them (pos): most transactions write a cell or two.
+const posAfter = 8
+
+// find returns the index in t.writes of the write of (row, col).
+func (t *Txn) find(row []byte, col string) (int, bool) {
+	if t.pos != nil {
+		i, ok := t.pos[cellKey(row, col)]
+		return i, ok
+	}
+	for i := range t.writes {
+		if w := &t.writes[i]; w.col == col && bytes.Equal(w.row, row) {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// indexWrite notes writes[i], just appended, in pos: all of them once
+// there are more than posAfter.
+func (t *Txn) indexWrite(i int) {
+	switch {
+	case t.pos != nil:
+		t.pos[cellKey(t.writes[i].row, t.writes[i].col)] = i
+	case len(t.writes) > posAfter:
+		t.pos = make(map[string]int, 2*len(t.writes))
+		for j := range t.writes {
+			t.pos[cellKey(t.writes[j].row, t.writes[j].col)] = j
+		}
+	}
 }
 
 // primaryFirst moves writes[i] to the front when it is a put or a delete
@@ -191,8 +220,10 @@ func (t *Txn) primaryFirst(i int) {
 	}
 	w := t.writes
 	w[0], w[i] = w[i], w[0]
-	t.pos[cellKey(w[0].row, w[0].col)] = 0
-	t.pos[cellKey(w[i].row, w[i].col)] = i
+	if t.pos != nil {
+		t.pos[cellKey(w[0].row, w[0].col)] = 0
+		t.pos[cellKey(w[i].row, w[i].col)] = i
+	}
 }
 
 // writeSize is what a buffered write counts towards MaxTxnBytes: its

@@ -81,6 +81,10 @@ type latches struct {
 type inflightSync struct {
 	done chan struct{}
 	rows []storage.RowMutation
+	// The storage of rows for a write of one row and one mutation, the
+	// common one: one allocation instead of three.
+	oneRow [1]storage.RowMutation
+	oneMut [1]storage.Mutation
 }
 
 // touches reports whether the write may change what filter selects in
@@ -109,8 +113,15 @@ func (p *inflightSync) touchesRange(lo, hi []byte, filter storage.Filter) bool {
 	return false
 }
 
-// shapes copies rows, their mutations without values.
-func shapes(rows []storage.RowMutation) []storage.RowMutation {
+// shapes copies rows, their mutations without values, into p.rows.
+func (p *inflightSync) shapes(rows []storage.RowMutation) {
+	if len(rows) == 1 && len(rows[0].Mutations) == 1 {
+		p.oneMut[0] = rows[0].Mutations[0]
+		p.oneMut[0].Value = nil
+		p.oneRow[0] = storage.RowMutation{Row: bytes.Clone(rows[0].Row), Mutations: p.oneMut[:]}
+		p.rows = p.oneRow[:]
+		return
+	}
 	n := 0
 	for i := range rows {
 		n += len(rows[i].Mutations)
@@ -125,7 +136,7 @@ func shapes(rows []storage.RowMutation) []storage.RowMutation {
 		}
 		out[i] = storage.RowMutation{Row: bytes.Clone(rows[i].Row), Mutations: muts[start:len(muts):len(muts)]}
 	}
-	return out
+	p.rows = out
 }
 
 // hold is the latches one write holds. release unlatches them once, after
@@ -305,7 +316,8 @@ func (l *latches) waitRange(ctx context.Context, lo, hi []byte, filter storage.F
 // their stripes' sync in flight. The caller holds every row's
 // latch.
 func (l *latches) beginSync(rows []storage.RowMutation) *inflightSync {
-	p := &inflightSync{done: make(chan struct{}), rows: shapes(rows)}
+	p := &inflightSync{done: make(chan struct{})}
+	p.shapes(rows)
 	l.anySyncing.Add(1)
 	for i := range rows {
 		l.syncs[l.stripe(rows[i].Row)].Store(p)

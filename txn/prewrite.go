@@ -1,7 +1,6 @@
 package txn
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -18,23 +17,16 @@ type rowWrites struct {
 
 // groupByRow splits the writes into rows, the primary's row first.
 func groupByRow(writes []mutation) []*rowWrites {
-	if oneRow(writes) {
-		if len(writes) == 1 { // one allocation for the commonest transaction
-			one := &struct {
-				rw   rowWrites
-				mut  [1]*mutation
-				rows [1]*rowWrites
-			}{}
-			one.mut[0] = &writes[0]
-			one.rw = rowWrites{row: writes[0].row, muts: one.mut[:]}
-			one.rows[0] = &one.rw
-			return one.rows[:]
-		}
-		rw := &rowWrites{row: writes[0].row, muts: make([]*mutation, len(writes))}
-		for i := range writes {
-			rw.muts[i] = &writes[i]
-		}
-		return []*rowWrites{rw}
+	if len(writes) == 1 { // one allocation for the commonest transaction
+		one := &struct {
+			rw   rowWrites
+			mut  [1]*mutation
+			rows [1]*rowWrites
+		}{}
+		one.mut[0] = &writes[0]
+		one.rw = rowWrites{row: writes[0].row, muts: one.mut[:]}
+		one.rows[0] = &one.rw
+		return one.rows[:]
 	}
 	var rows []*rowWrites
 	at := make(map[string]*rowWrites)
@@ -49,16 +41,6 @@ func groupByRow(writes []mutation) []*rowWrites {
 		rw.muts = append(rw.muts, m)
 	}
 	return rows
-}
-
-// oneRow reports whether the writes, at least one, all fall in one row.
-func oneRow(writes []mutation) bool {
-	for i := 1; i < len(writes); i++ {
-		if !bytes.Equal(writes[i].row, writes[0].row) {
-			return false
-		}
-	}
-	return len(writes) > 0
 }
 
 // prewriteRetries bounds how often a prewrite blocked only by locks that

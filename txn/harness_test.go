@@ -16,14 +16,21 @@ import (
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/bigtable/bttesting"
 	"github.com/seed-992972ee/percolator/storage/memory"
+	"github.com/seed-992972ee/percolator/storage/pebble"
 	"github.com/seed-992972ee/percolator/storage/storagetest"
 )
 
 // counterOracle hands out 1, 2, 3, ... : deterministic timestamps for
-// scenarios. Safe for concurrent use.
+// scenarios. Safe for concurrent use. It is also a storage.Stamper, the
+// oracle of an owned env's store.
 type counterOracle struct{ n atomic.Uint64 }
 
 func (o *counterOracle) Timestamp(context.Context) (uint64, error) { return o.n.Add(1), nil }
+
+// Allocate implements storage.Stamper: n timestamps, the first returned.
+func (o *counterOracle) Allocate(_ context.Context, n int) (uint64, error) {
+	return o.n.Add(uint64(n)) - uint64(n) + 1, nil
+}
 
 // env is one shared store, oracle, liveness and clock, with any number of
 // clients ("processes") on it.
@@ -34,6 +41,9 @@ type env struct {
 	live    *coord.Local
 	clock   *manualclock.Clock
 	indexed bool
+	// owned: the store takes one-phase commits and async prewrites,
+	// stamped by oracle (newOwnedEnv).
+	owned   bool
 	base    *Client
 	clients map[string]*Client
 }
@@ -46,6 +56,21 @@ func newEnv(t testing.TB, indexed bool) *env {
 	}
 	t.Cleanup(func() { _ = mem.Close() })
 	return newEnvOn(t, st, indexed)
+}
+
+// newOwnedEnv is an env on an embedded Pebble store whose owner runs the
+// oracle: the env's counter stamps its one-phase commits and async
+// prewrites.
+func newOwnedEnv(t testing.TB) *env {
+	st, err := pebble.Open(t.TempDir(), pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	e := newEnvOn(t, st, true)
+	st.SetStamper(e.oracle)
+	e.owned = true
+	return e
 }
 
 // newEnvOn is newEnv on st (closed by its opener).
@@ -72,11 +97,27 @@ func newEnvBackend(t testing.TB, backend string) *env {
 
 // client returns the client of process name, creating it (alive) on first
 // use. All clients share the store's one index, as threads of one owner.
-func (e *env) client(name string) *Client {
+func (e *env) client(name string) *Client { return e.clientWith(name, clientFlags{}) }
+
+// clientFlags are the options of a scenario's client that differ from
+// one to another.
+type clientFlags struct {
+	// twoPhase: Options.TwoPhaseOnly; otherwise, on an owned env,
+	// Options.AsyncCommit.
+	twoPhase bool
+	// push: Options.ReadThroughLocks.
+	push bool
+}
+
+// clientWith is client, the client created with flags; a client's first
+// use decides.
+func (e *env) clientWith(name string, flags clientFlags) *Client {
 	if c, ok := e.clients[name]; ok {
 		return c
 	}
-	opts := Options{Owner: name, Now: e.clock.Now, LockTTL: 10 * time.Second, InlineSize: -1}
+	twoPhase := flags.twoPhase
+	opts := Options{Owner: name, Now: e.clock.Now, LockTTL: 10 * time.Second, InlineSize: -1,
+		TwoPhaseOnly: twoPhase, AsyncCommit: e.owned && !twoPhase, ReadThroughLocks: flags.push}
 	var c *Client
 	if e.base == nil {
 		var err error
@@ -86,8 +127,16 @@ func (e *env) client(name string) *Client {
 		e.base = c
 	} else {
 		opts.EnsureDefaults()
-		c = &Client{store: e.store, batch: e.base.batch, batchIdem: e.base.batchIdem, notify: NotifySpace{store: e.store, apart: e.base.notify.apart, now: opts.Now}, oracle: e.oracle, live: e.live, opts: opts,
-			unlessed: e.base.unlessed, index: e.base.index, sleep: ctxwait.Sleep, secondaryBatch: 256}
+		b := e.base
+		c = &Client{store: e.store, batch: b.batch, batchIdem: b.batchIdem, notify: NotifySpace{store: e.store, apart: b.notify.apart, now: opts.Now}, oracle: e.oracle, live: e.live, opts: opts,
+			deferred: b.deferred, epoched: b.epoched, idem: b.idem, unlessed: b.unlessed,
+			index: b.index, cond: b.cond, awaitOnePhase: b.awaitOnePhase, sleep: ctxwait.Sleep, secondaryBatch: 256}
+		if !twoPhase {
+			c.onePhase, _ = e.store.(storage.OnePhaser)
+		}
+		if opts.AsyncCommit {
+			c.async, _ = e.store.(storage.AsyncPrewriter)
+		}
 	}
 	e.live.Register(name)
 	e.clients[name] = c

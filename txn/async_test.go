@@ -386,10 +386,10 @@ func TestAsyncLockRecord(t *testing.T) {
 }
 
 // lossyAsync is the embedded store as a network would deliver its async
-// prewrites: a call fails before it applies, or applies and loses its
-// reply, or is delivered once more later, after calls that followed it
-// (a retry whose first copy was delayed). Every other call goes to the
-// store as it is. shared makes it a store the client does not own (no
+// prewrites and one-phase commits: a call fails before it applies, or
+// applies and loses its reply, or is delivered once more later, after
+// calls that followed it (a retry whose first copy was delayed). Every
+// other call goes to the store as it is. shared makes it a store the client does not own (no
 // index: every call as over a server).
 type lossyAsync struct {
 	*pebble.Store
@@ -449,6 +449,33 @@ func (l *lossyAsync) PrewriteAsyncGuarded(ctx context.Context, checks []storage.
 		func() { _, _, _ = l.Store.PrewriteAsyncGuarded(late, checks, nil, nil) })
 }
 
+func (l *lossyAsync) CommitOnePhase(ctx context.Context, row []byte, predicate storage.Filter, mutations, stamped []storage.Mutation, observers *uint64) (uint64, bool, error) {
+	late := context.WithoutCancel(ctx)
+	return onePhaseResult(l.call(func() (uint64, []bool, error) {
+		return onePhaseCall(l.Store.CommitOnePhase(ctx, row, predicate, mutations, stamped, observers))
+	}, func() { _, _, _ = l.Store.CommitOnePhase(late, row, predicate, mutations, stamped, observers) }))
+}
+
+func (l *lossyAsync) CommitOnePhaseGuarded(ctx context.Context, row []byte, cond storage.Cond, predicate storage.Filter, mutations, stamped []storage.Mutation, guard func() error) (uint64, bool, error) {
+	late := context.WithoutCancel(ctx)
+	return onePhaseResult(l.call(func() (uint64, []bool, error) {
+		return onePhaseCall(l.Store.CommitOnePhaseGuarded(ctx, row, cond, predicate, mutations, stamped, guard))
+		// A late copy is the same call: its predicate is only the write
+		// records' half, the lock half is cond's (the index's, read when
+		// the copy lands).
+	}, func() { _, _, _ = l.Store.CommitOnePhaseGuarded(late, row, cond, predicate, mutations, stamped, guard) }))
+}
+
+// onePhaseCall and onePhaseResult carry a one-phase commit's result
+// through lossyAsync.call.
+func onePhaseCall(ts uint64, conflict bool, err error) (uint64, []bool, error) {
+	return ts, []bool{conflict}, err
+}
+
+func onePhaseResult(ts uint64, conflict []bool, err error) (uint64, bool, error) {
+	return ts, len(conflict) == 1 && conflict[0], err
+}
+
 // flush delivers every late copy still held.
 func (l *lossyAsync) flush() {
 	l.mu.Lock()
@@ -462,9 +489,9 @@ func (l *lossyAsync) flush() {
 
 // TestHistoryAsync runs the append history with async commit on, owned
 // (the index decides the predicates) and shared, over a store whose
-// async prewrites fail, lose their replies and arrive again late: every
-// committed transaction is whole in the final state and in every
-// snapshot, an aborted one nowhere.
+// async prewrites and one-phase commits fail, lose their replies and
+// arrive again late: every committed transaction is whole in the final
+// state and in every snapshot, an aborted one nowhere.
 func TestHistoryAsync(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
@@ -476,8 +503,8 @@ func TestHistoryAsync(t *testing.T) {
 			c.background.Wait()
 			l.flush()
 			h.check(t, finalState(t, c))
-			if s := c.Stats(); s.Async == 0 {
-				t.Errorf("stats %+v: no async commit", s)
+			if s := c.Stats(); s.Async == 0 || s.OnePhase == 0 {
+				t.Errorf("stats %+v: no async commit, or no one-phase commit", s)
 			}
 			t.Logf("faults %v, stats %+v", l.faults, c.Stats())
 		})

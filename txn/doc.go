@@ -500,7 +500,11 @@
 // rollback record at start_ts in the first cell, conditional on no write
 // record there at or after start_ts: every copy still to come finds it
 // and applies nothing (invariant 5), and if a copy had applied, the
-// condition finds its record and the status says committed. A crash
+// condition finds its record and the status says committed. So is a
+// commit refused by a conflict after a copy of it failed: that copy may
+// be delayed, not lost, and land once what refused the later one is gone
+// (a lock rolled back, whose rollback record is below start_ts), which
+// would commit a transaction its caller was told had failed. A crash
 // after the write leaves a committed transaction with nothing to roll
 // forward; a crash before it leaves nothing.
 //

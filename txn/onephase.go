@@ -77,11 +77,14 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 	cctx, cancel := c.commitPointContext(ctx)
 	defer cancel()
 	cond := c.prewriteCond(rw, t.startTS)
+	// mayLand: a copy sent earlier failed, and may have applied or may
+	// still apply (a retry's first copy delayed in the network).
+	mayLand := false
 	for try := 0; ; try++ {
 		var (
 			conflict bool
 			err      error
-			resent   bool // an earlier copy failed, and may have applied
+			resent   bool // an earlier copy of this try failed
 		)
 		for i := 0; i <= c.opts.StoreRetries; i++ {
 			// Safe to send twice, late, or out of order: a copy after the
@@ -94,6 +97,7 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 			}
 			resent = true
 		}
+		mayLand = mayLand || resent
 		if refusedOnePhase(err) && try == 0 && !resent {
 			// Nothing of this commit was applied: two phases may follow
 			// at the same start_ts.
@@ -125,6 +129,13 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 		}
 		resolved, err := c.prewriteConflict(cctx, t.startTS, rw, pred)
 		if !resolved || try == prewriteRetries {
+			if mayLand {
+				// A copy that failed may still land once what refused
+				// this one is gone (a lock rolled back, a commit record
+				// below start_ts): the rollback record refuses it, or
+				// finds that it landed.
+				return c.settleOnePhase(cctx, t, rw, err)
+			}
 			c.stats.conflicts.Add(1)
 			return err
 		}

@@ -345,3 +345,88 @@ func TestOnePhaseCrash(t *testing.T) {
 		t.Fatalf("r/v after the crash = %q, %v; want 1", v, err)
 	}
 }
+
+// lateOnePhase holds the first one-phase commit sent through it, to
+// deliver later, and reports it failed; before each later call it runs
+// before, if set. It is not exclusive, as a remote store is not.
+type lateOnePhase struct {
+	*pebble.Store
+	calls  atomic.Int64
+	before func()
+	held   func() (bool, error)
+}
+
+func (*lateOnePhase) Exclusive() bool { return false }
+
+func (l *lateOnePhase) CommitOnePhase(ctx context.Context, row []byte, pred storage.Filter, muts, stamped []storage.Mutation, observers *uint64) (uint64, bool, error) {
+	if l.calls.Add(1) == 1 {
+		late := context.WithoutCancel(ctx)
+		l.held = func() (bool, error) {
+			_, conflict, err := l.Store.CommitOnePhase(late, row, pred, muts, stamped, observers)
+			return conflict, err
+		}
+		return 0, false, fmt.Errorf("%w: the copy is delayed in the network", storage.ErrUnavailable)
+	}
+	if l.before != nil {
+		l.before()
+	}
+	return l.Store.CommitOnePhase(ctx, row, pred, muts, stamped, observers)
+}
+
+// TestOnePhaseLateCopyAfterConflict: a one-phase commit whose first copy
+// failed (delayed, not lost) and whose next copy is refused by a live
+// transaction's lock reports a conflict; the delayed copy, landing once
+// that lock is rolled back, must find the rollback record the refusal
+// left and apply nothing. Without it the copy would commit a transaction
+// its caller was told had failed.
+func TestOnePhaseLateCopyAfterConflict(t *testing.T) {
+	ctx := context.Background()
+	e := newOnePhaseEnv(t)
+	live := coord.NewLocal()
+	live.Register("other")
+	open := func(st storage.Store, owner string) *Client {
+		c, err := NewClient(ctx, st, e.orc, live, Options{Owner: owner, TwoPhaseOnly: owner == "other"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	l := &lateOnePhase{Store: e.store}
+	c := open(l, "owner")
+	other := open(notOwned{e.store}, "other")
+	if _, err := setAndCommit(ctx, c, "r", "v", "old"); err != nil {
+		t.Fatal(err)
+	}
+	l.calls.Store(0)
+
+	// The blocker begins first: its rollback record, at its start_ts, is
+	// below the commit's start_ts and does not refuse the delayed copy.
+	blocker, _ := other.Begin(ctx)
+	_ = blocker.Set("r", "v", []byte("blocker"))
+	tx, _ := c.Begin(ctx)
+	_ = tx.Set("r", "v", []byte("told it failed"))
+	brows := groupByRow(blocker.writes)
+	l.before = func() {
+		l.before = nil
+		if err := other.prewrite(ctx, blocker, brows[0], &blocker.writes[0], nil); err != nil {
+			t.Errorf("the blocker's prewrite: %v", err)
+		}
+	}
+	err := tx.Commit(ctx)
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("commit beside a live lock after a failed copy: %v; want a conflict", err)
+	}
+	if err := other.abort(ctx, blocker, brows, nil); err != nil {
+		t.Fatal(err)
+	}
+	if l.held == nil {
+		t.Fatal("no copy was held")
+	}
+	if conflict, err := l.held(); err != nil || !conflict {
+		t.Fatalf("the delayed copy: conflict %v, %v; want it refused", conflict, err)
+	}
+	if v, err := readValue(ctx, c, "r", "v"); err != nil || v != "old" {
+		t.Fatalf("r/v = %q, %v; want old: the failed transaction must stay invisible", v, err)
+	}
+}

@@ -504,7 +504,10 @@
 // commit refused by a conflict after a copy of it failed: that copy may
 // be delayed, not lost, and land once what refused the later one is gone
 // (a lock rolled back, whose rollback record is below start_ts), which
-// would commit a transaction its caller was told had failed. A crash
+// would commit a transaction its caller was told had failed. A store
+// that sends a call again on its own (over a server) answers a refusal
+// of such a resend as storage.ErrUnavailable, an outcome unknown, never
+// as a plain conflict. A crash
 // after the write leaves a committed transaction with nothing to roll
 // forward; a crash before it leaves nothing.
 //

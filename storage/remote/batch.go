@@ -133,7 +133,8 @@ func (s *Store) SyncedWrites(ctx context.Context) (uint64, error) {
 // CommitOnePhase implements storage.OnePhaser: one call, without a
 // nonce (a copy finds the first one's commit records and applies
 // nothing; the caller tells its own commit from another's by what it
-// wrote).
+// wrote). A conflict answered to a resend is reported as
+// storage.ErrUnavailable: an earlier copy's outcome is unknown.
 func (s *Store) CommitOnePhase(ctx context.Context, row []byte, predicate storage.Filter, mutations, stamped []storage.Mutation, observers *uint64) (uint64, bool, error) {
 	if err := s.check(); err != nil {
 		return 0, false, err
@@ -146,8 +147,12 @@ func (s *Store) CommitOnePhase(ctx context.Context, row []byte, predicate storag
 	}
 	req := &rpcpb.CommitOnePhaseRequest{Row: row, Predicate: rpc.FilterToPB(predicate),
 		Mutations: rpc.MutationsToPB(mutations), Stamped: rpc.MutationsToPB(stamped), ObserversVersion: observers}
-	var resp *rpcpb.CommitOnePhaseResponse
-	err := s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
+	var (
+		resp    *rpcpb.CommitOnePhaseResponse
+		attempt int
+	)
+	err := s.conn.Do(ctx, func(ctx context.Context, a int) (err error) {
+		attempt = a
 		resp, err = s.conn.Storage.CommitOnePhase(ctx, req)
 		return err
 	})
@@ -156,6 +161,15 @@ func (s *Store) CommitOnePhase(ctx context.Context, row []byte, predicate storag
 	}
 	if err != nil {
 		return 0, false, err
+	}
+	if resp.Conflict && attempt > 0 {
+		// Refused after a resend: the first copy applied (its reply
+		// lost, and the refusal is its own commit), or is delayed and
+		// may still land once what refused this one is gone. The
+		// caller cannot tell a conflict from either: the outcome is
+		// unknown, and the caller settles it from the row (txn/doc.go,
+		// "One-phase commit", retries).
+		return 0, false, fmt.Errorf("%w: the one-phase commit was refused when sent again (attempt %d): an earlier copy may have applied, or may still", storage.ErrUnavailable, attempt+1)
 	}
 	if !resp.Conflict && resp.CommitTs == 0 {
 		return 0, false, fmt.Errorf("remote: CommitOnePhase applied at timestamp 0")

@@ -375,3 +375,41 @@ func TestConcurrentCallsAfterExpiryShareOneNewGroup(t *testing.T) {
 		t.Fatalf("%v groups after the concurrent calls, want 1", g)
 	}
 }
+
+// TestOnePhaseRefusedResendIsUnknown: a one-phase commit carries no
+// nonce; its reply is lost, and the resend finds the first copy's
+// commit records and is refused. A refusal answered to a resend must not
+// read as a conflict (the caller would report its own commit failed, or,
+// had the first copy been delayed rather than applied, miss that it may
+// still land): it is storage.ErrUnavailable, which the caller settles
+// from the row.
+func TestOnePhaseRefusedResendIsUnknown(t *testing.T) {
+	e := newEnv(t, server.Options{}, remote.Options{})
+	row := []byte("onephase")
+	// Any commit record of the cell refuses the call: the first copy's
+	// too, whatever timestamp the server's oracle stamped it with.
+	pred := storage.Filter{{Family: "c", Qualifier: "v", Time: storage.From(1)}}
+	stamped := []storage.Mutation{storage.SetCell("c", "v", 0, []byte("record"))}
+	e.proxy.DropNextResponseThenRefuse()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var conflict bool
+	wait := async(func() (err error) {
+		_, conflict, err = e.st.CommitOnePhase(ctx, row, pred, nil, stamped, nil)
+		return err
+	})
+	e.awaitDrop(t, 1)
+	e.proxy.SetRefuse(false)
+	err := wait()
+	if !errors.Is(err, storage.ErrUnavailable) || conflict {
+		t.Fatalf("the resend of an applied one-phase commit: conflict %v, %v; want storage.ErrUnavailable", conflict, err)
+	}
+	if got := cells(t, e.srv, row); strings.Count(got, "record") != 1 {
+		t.Fatalf("row %q; want the one commit record of the first copy", got)
+	}
+	// Sent afresh, the same call is a plain conflict: no copy of it
+	// failed.
+	if _, conflict, err := e.st.CommitOnePhase(ctx, row, pred, nil, stamped, nil); err != nil || !conflict {
+		t.Fatalf("a first send refused: conflict %v, %v; want a conflict", conflict, err)
+	}
+}

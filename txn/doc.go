@@ -507,7 +507,11 @@
 // would commit a transaction its caller was told had failed. A store
 // that sends a call again on its own (over a server) answers a refusal
 // of such a resend as storage.ErrUnavailable, an outcome unknown, never
-// as a plain conflict. A crash
+// as a plain conflict. A refusal because the registry moved needs no
+// such care: a copy that applied before it would have made it a
+// conflict (the predicate is read before the registry), and a copy still
+// to land is refused as it was (a version never moves back), so two
+// phases may follow at the same start_ts. A crash
 // after the write leaves a committed transaction with nothing to roll
 // forward; a crash before it leaves nothing.
 //

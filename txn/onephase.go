@@ -109,7 +109,7 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 		if err != nil {
 			// Unknown, or refused after a copy that may have applied:
 			// settled from what the row holds.
-			return c.settleOnePhase(cctx, t, rw, err)
+			return c.settleOnePhase(cctx, t, rw, fmt.Sprintf("the one-phase commit call failed (%v)", err))
 		}
 		if c.crashed(crashAfterOnePhase) {
 			return errCrashed
@@ -134,7 +134,7 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 				// this one is gone (a lock rolled back, a commit record
 				// below start_ts): the rollback record refuses it, or
 				// finds that it landed.
-				return c.settleOnePhase(cctx, t, rw, err)
+				return c.settleOnePhase(cctx, t, rw, refusedAfterFailure(err))
 			}
 			c.stats.conflicts.Add(1)
 			return err
@@ -207,12 +207,23 @@ func (c *Client) onePhaseCall(t *Txn, rw *rowWrites) (pred, writes storage.Filte
 	return pred, writes, muts, stamped
 }
 
-// settleOnePhase decides a one-phase commit whose call failed: a copy of
-// it may have applied, or may still. A rollback record at start_ts, where
-// no write record of the first cell is at or after it, makes every copy
+// refusedAfterFailure says what happened to a one-phase commit refused by
+// err (a conflict) after an earlier copy of its call failed.
+func refusedAfterFailure(err error) string {
+	reason := err.Error()
+	if ce := (*ConflictError)(nil); errors.As(err, &ce) {
+		reason = ce.Reason
+	}
+	return reason + ", after an earlier copy of the one-phase commit call failed"
+}
+
+// settleOnePhase decides a one-phase commit whose call failed, or was
+// refused after a copy that failed (what says which): a copy of it may
+// have applied, or may still. A rollback record at start_ts, where no
+// write record of the first cell is at or after it, makes every copy
 // still to come find it and apply nothing (invariant 5); where there is
 // one, the status read says whose.
-func (c *Client) settleOnePhase(ctx context.Context, t *Txn, rw *rowWrites, callErr error) error {
+func (c *Client) settleOnePhase(ctx context.Context, t *Txn, rw *rowWrites, what string) error {
 	col := rw.muts[0].col
 	pred := storage.Filter{{Family: FamilyWrite, Qualifier: col, Time: storage.From(t.startTS)}}
 	// Safe in any order: it writes the rollback record only where no
@@ -220,17 +231,17 @@ func (c *Client) settleOnePhase(ctx context.Context, t *Txn, rw *rowWrites, call
 	// its own record.
 	matched, err := c.cas(ctx, rw.row, pred, nil, rollbackMutations(col, t.startTS)[:1])
 	if err != nil {
-		return fmt.Errorf("%w: %v (rollback: %v)", ErrCommitUnknown, callErr, err)
+		return fmt.Errorf("%w: %s (rollback: %v)", ErrCommitUnknown, what, err)
 	}
 	if !matched {
 		c.stats.aborts.Add(1)
 		return &ConflictError{Row: rw.row, Column: col, StartTS: t.startTS,
-			Reason: fmt.Sprintf("the one-phase commit call failed (%v); rolled back", callErr)}
+			Reason: what + "; rolled back"}
 	}
 	st, err := c.status(ctx, rw.row, col, t.startTS)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: %v (status: %v)", ErrCommitUnknown, callErr, err)
+		return fmt.Errorf("%w: %s (status: %v)", ErrCommitUnknown, what, err)
 	case st.kind == stCommitted:
 		c.stats.commits.Add(1)
 		c.stats.onePhase.Add(1)
@@ -238,5 +249,5 @@ func (c *Client) settleOnePhase(ctx context.Context, t *Txn, rw *rowWrites, call
 	}
 	c.stats.conflicts.Add(1)
 	return &ConflictError{Row: rw.row, Column: col, StartTS: t.startTS,
-		Reason: fmt.Sprintf("the one-phase commit call failed (%v), and a newer write committed", callErr)}
+		Reason: what + ", and a newer write committed"}
 }

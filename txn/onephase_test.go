@@ -316,7 +316,7 @@ func TestOnePhaseLostReply(t *testing.T) {
 	tx, _ := c.Begin(ctx)
 	_ = tx.Set("r", "v", []byte("late"))
 	rw := groupByRow(tx.writes)[0]
-	if err := c.settleOnePhase(ctx, tx, rw, errors.New("lost")); err == nil {
+	if err := c.settleOnePhase(ctx, tx, rw, "the call was lost"); err == nil {
 		t.Fatal("a settlement with nothing applied reported a commit")
 	}
 	pred, _, muts, stamped := c.onePhaseCall(tx, rw)

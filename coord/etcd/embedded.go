@@ -2,9 +2,12 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -41,6 +44,32 @@ func StartEmbedded(ctx context.Context, opts EmbedOptions) (*Embedded, error) {
 	if opts.LogLevel == "" {
 		opts.LogLevel = "fatal"
 	}
+	// A port picked free is free only until another process binds it
+	// (parallel test packages do, all the time): where this function
+	// picked the ports, a member that cannot bind one starts again on
+	// new ones. Its listeners are bound before its data directory is
+	// touched, so the retry starts from nothing.
+	picked := opts.ClientAddr == "" && opts.PeerAddr == ""
+	for attempt := 1; ; attempt++ {
+		m, err := startEmbedded(ctx, opts)
+		if err == nil || !picked || attempt == bindAttempts || !addrInUse(err) {
+			return m, err
+		}
+	}
+}
+
+// bindAttempts bounds StartEmbedded's starts on ports it picked.
+const bindAttempts = 5
+
+// addrInUse reports whether err is a listener's failure to bind a port
+// another process holds.
+func addrInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+}
+
+// startEmbedded is one start of StartEmbedded's member, on free ports
+// where opts names none.
+func startEmbedded(ctx context.Context, opts EmbedOptions) (*Embedded, error) {
 	var err error
 	if opts.ClientAddr == "" {
 		if opts.ClientAddr, err = freeAddr(); err != nil {
@@ -92,8 +121,11 @@ func (m *Embedded) Err() <-chan error { return m.e.Err() }
 // Close stops the member.
 func (m *Embedded) Close() { m.e.Close() }
 
-// freeAddr returns a 127.0.0.1 port free a moment ago.
-func freeAddr() (string, error) {
+// freeAddr returns a 127.0.0.1 port free a moment ago. A variable: a
+// test hands out a taken port.
+var freeAddr = freeLoopbackAddr
+
+func freeLoopbackAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err

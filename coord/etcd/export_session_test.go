@@ -4,3 +4,14 @@ package etcd
 // process were stopped: its lease runs out while it still holds its
 // locks and memberships.
 func PauseRenewals(s *Session, on bool) { s.paused.Store(on) }
+
+// SetFreeAddr replaces the port picker of StartEmbedded until the test
+// ends.
+func SetFreeAddr(t interface{ Cleanup(func()) }, pick func() (string, error)) {
+	old := freeAddr
+	freeAddr = pick
+	t.Cleanup(func() { freeAddr = old })
+}
+
+// FreeLoopbackAddr is the real port picker.
+var FreeLoopbackAddr = freeLoopbackAddr

@@ -86,23 +86,40 @@ func StartProcess(t testing.TB, opts ProcessOptions) *Process {
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
-	p, err := newProcess(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			t.Logf("etcd member's log (last %d bytes):\n%s", tailSize, p.logs.String())
+	// Its first start picks its ports: one taken meanwhile by another
+	// process (ports free a moment ago are free only until someone binds
+	// them) makes it pick new ones, as no client knows the old ones yet.
+	// A restart keeps its ports and waits for them (startLocked).
+	for attempt := 1; ; attempt++ {
+		p, err := newProcess(opts)
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.startLocked(); err != nil {
-		t.Fatal(err)
+		p.mu.Lock()
+		c, err := p.spawnLocked(time.Now().Add(p.timeout))
+		if err == nil {
+			p.mu.child = c
+		}
+		p.mu.Unlock()
+		if errors.Is(err, errAddrInUse) && attempt < firstStartPicks {
+			continue
+		}
+		if err != nil {
+			t.Logf("etcd member's log (last %d bytes):\n%s", tailSize, p.logs.String())
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			p.Kill()
+			if t.Failed() {
+				t.Logf("etcd member's log (last %d bytes):\n%s", tailSize, p.logs.String())
+			}
+		})
+		return p
 	}
-	return p
 }
+
+// firstStartPicks bounds the port pairs a member's first start tries.
+const firstStartPicks = 5
 
 // newProcess picks the ports of a member in opts.Dir; it does not start
 // it.
@@ -386,8 +403,11 @@ func readStatus(r *os.File, ready chan<- []string) {
 // freeAddr returns a 127.0.0.1 address whose port was free a moment ago,
 // below the kernel's range of ephemeral ports where it can: a port in
 // that range may become the source port of an outgoing connection while
-// the member is down, and a restart would wait for it.
-func freeAddr() (string, error) {
+// the member is down, and a restart would wait for it. A variable: a
+// test hands out a taken port.
+var freeAddr = freeMemberAddr
+
+func freeMemberAddr() (string, error) {
 	if lo := ephemeralLow(); lo > 20000 {
 		for range 100 {
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(lo-10000)))

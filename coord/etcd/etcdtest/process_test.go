@@ -335,3 +335,34 @@ func TestMemberDiesWithTestProcess(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A first start whose picked client port another process bound meanwhile
+// picks new ports and serves there: no client knows the old ones yet.
+func TestFirstStartPicksNewPortsWhenTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	picks := 0
+	old := freeAddr
+	freeAddr = func() (string, error) {
+		if picks++; picks == 1 {
+			return taken.Addr().String(), nil
+		}
+		return old()
+	}
+	t.Cleanup(func() { freeAddr = old })
+	m := StartProcess(t, ProcessOptions{})
+	if m.ClientAddr() == taken.Addr().String() {
+		t.Fatalf("the member serves at %s, the taken port", m.ClientAddr())
+	}
+	if picks < 4 {
+		t.Fatalf("%d ports picked; want a second pair after the taken one", picks)
+	}
+	cli := m.Client(t)
+	eventually(t, "a put", func(ctx context.Context) error {
+		_, err := cli.Put(ctx, "k", "v")
+		return err
+	})
+}

@@ -115,9 +115,8 @@ func (e *env) clientWith(name string, flags clientFlags) *Client {
 	if c, ok := e.clients[name]; ok {
 		return c
 	}
-	twoPhase := flags.twoPhase
 	opts := Options{Owner: name, Now: e.clock.Now, LockTTL: 10 * time.Second, InlineSize: -1,
-		TwoPhaseOnly: twoPhase, AsyncCommit: e.owned && !twoPhase, ReadThroughLocks: flags.push}
+		TwoPhaseOnly: flags.twoPhase, AsyncCommit: e.owned && !flags.twoPhase, ReadThroughLocks: flags.push}
 	var c *Client
 	if e.base == nil {
 		var err error
@@ -131,7 +130,7 @@ func (e *env) clientWith(name string, flags clientFlags) *Client {
 		c = &Client{store: e.store, batch: b.batch, batchIdem: b.batchIdem, notify: NotifySpace{store: e.store, apart: b.notify.apart, now: opts.Now}, oracle: e.oracle, live: e.live, opts: opts,
 			deferred: b.deferred, epoched: b.epoched, idem: b.idem, unlessed: b.unlessed,
 			index: b.index, cond: b.cond, awaitOnePhase: b.awaitOnePhase, sleep: ctxwait.Sleep, secondaryBatch: 256}
-		if !twoPhase {
+		if !flags.twoPhase {
 			c.onePhase, _ = e.store.(storage.OnePhaser)
 		}
 		if opts.AsyncCommit {

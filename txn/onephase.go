@@ -84,7 +84,6 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 		var (
 			conflict bool
 			err      error
-			resent   bool // an earlier copy of this try failed
 		)
 		for i := 0; i <= c.opts.StoreRetries; i++ {
 			// Safe to send twice, late, or out of order: a copy after the
@@ -95,10 +94,9 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 			if err == nil || !retryable(err) || refusedOnePhase(err) {
 				break
 			}
-			resent = true
+			mayLand = true
 		}
-		mayLand = mayLand || resent
-		if refusedOnePhase(err) && try == 0 && !resent {
+		if refusedOnePhase(err) && try == 0 && !mayLand {
 			// Nothing of this commit was applied: two phases may follow
 			// at the same start_ts.
 			if errors.Is(err, storage.ErrNoOnePhase) {

@@ -92,7 +92,7 @@ func TestDistributedFailover(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	src := bigCorpus(t, 120)
+	src := bigCorpus(t, 60) // the index runs well past the kill at three to five seconds
 	idx := commandEnv(env, "index", "--bigtable", table, "--etcd", endpoints, "--quiet", "--scanners", "2", "--verify", src)
 	var idxOut lockedBuffer
 	idx.Stdout, idx.Stderr = &idxOut, &idxOut

@@ -11,9 +11,9 @@ import (
 )
 
 // TestVerifyMutants proves the checkers on the protocol broken in known
-// ways: a binary built with the mutants' tag runs verify with each mutant
-// on, and verify must find a forbidden anomaly (exit 1) in at most three
-// short runs (a fault lands at random: a run may miss the window a
+// ways: a binary built with the mutants' tag (and the race detector when
+// the tests run with it) runs verify with each mutant on, and verify must
+// find a forbidden anomaly (exit 1) in at most three short runs (a fault lands at random: a run may miss the window a
 // break needs); the same binary with no mutant on passes.
 //
 // skip-rollback shows only where notifications live in rows of their own
@@ -24,7 +24,7 @@ import (
 // invariant 5 in-process).
 func TestVerifyMutants(t *testing.T) {
 	t.Parallel() // it waits on processes of its own most of the time: another test may run meanwhile
-	bin := buildPercolator(t, "percolator_mutants")
+	bin := buildPercolator(t, "percolator_mutants", raceEnabled)
 	for _, c := range []struct {
 		mutant string
 		args   []string

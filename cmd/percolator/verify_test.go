@@ -244,7 +244,7 @@ func TestFaultSuiteVerifyMatrix(t *testing.T) {
 	if os.Getenv("PERCOLATOR_FAULT_SUITE") != "1" {
 		t.Skip("the matrix: set PERCOLATOR_FAULT_SUITE=1 to run it")
 	}
-	bin := buildPercolator(t, "")
+	bin := buildPercolator(t, "", false)
 	for _, faults := range []string{"kill", "powercut", "skew,expire", "kill,pause,cut,drop"} {
 		out := filepath.Join(t.TempDir(), "matrix")
 		cmd := exec.Command(bin, "verify", "--matrix", "--fault", faults, "--budget", "10s", "--out", out)
@@ -256,16 +256,21 @@ func TestFaultSuiteVerifyMatrix(t *testing.T) {
 	}
 }
 
-// buildPercolator builds the command with the build tags given into a
-// temporary directory, skipping the test where there is no go command.
-func buildPercolator(t *testing.T, tags string) string {
+// buildPercolator builds the command with the build tags given (and the
+// race detector, if race) into a temporary directory, skipping the test
+// where there is no go command.
+func buildPercolator(t *testing.T, tags string, race bool) string {
 	t.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("no go command to build the binary: %v", err)
 	}
 	bin := filepath.Join(t.TempDir(), "percolator")
-	build := exec.Command(goCmd, "build", "-tags", tags, "-o", bin, ".")
+	args := []string{"build", "-tags", tags, "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	build := exec.Command(goCmd, append(args, ".")...)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build -tags %q: %v\n%s", tags, err, out)
 	}

@@ -13,8 +13,9 @@ import (
 // TestVerifyMutants proves the checkers on the protocol broken in known
 // ways: a binary built with the mutants' tag (and the race detector when
 // the tests run with it) runs verify with each mutant on, and verify must
-// find a forbidden anomaly (exit 1) in at most three short runs (a fault lands at random: a run may miss the window a
-// break needs); the same binary with no mutant on passes.
+// find a forbidden anomaly (exit 1) in at most three short runs (a fault
+// lands at random: a run may miss the window a break needs); the same
+// binary with no mutant on passes.
 //
 // skip-rollback shows only where notifications live in rows of their own
 // (the distributed target): a clear without its fence lets a late

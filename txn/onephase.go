@@ -191,7 +191,7 @@ func (c *Client) onePhaseEarly(ctx context.Context, rw *rowWrites, pred storage.
 // (prewriteCall), its write-record half, the data it writes at start_ts
 // and the commit records to stamp with the commit timestamp.
 func (c *Client) onePhaseCall(t *Txn, rw *rowWrites) (pred, writes storage.Filter, muts, stamped []storage.Mutation) {
-	pred, writes, _ = c.prewriteCall(t, rw, rw.muts[0], nil)
+	pred, writes = prewritePredicate(t, rw)
 	stamped = make([]storage.Mutation, 0, len(rw.muts))
 	for _, m := range rw.muts {
 		w := Write{Op: m.op, StartTS: t.startTS}

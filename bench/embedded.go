@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"time"
 
 	cpebble "github.com/cockroachdb/pebble/v2"
 
@@ -67,13 +68,25 @@ func embeddedWrites(ctx context.Context, b *runner, r *Report) error {
 		return raw.Set(benchKey(rng.IntN(1<<30)), value, cpebble.Sync)
 	}
 	end := b.timed(ctx, "writes: seconds measured", 3*b.opts.Duration)
-	rates := alternateAll(ctx, b.opts.Writers, b.opts.Duration, rawOp, writeTxn(ctx, db, benchRow, value), writeTxn(ctx, two, benchRow, value))
+	rates, cpu := alternateAllCPU(ctx, b.opts.Writers, b.opts.Duration, rawOp, writeTxn(ctx, db, benchRow, value), writeTxn(ctx, two, benchRow, value))
 	end(nil)
 	rawN, txnN, twoN := rates[0], rates[1], rates[2]
 	ratio := show(txnN/rawN, 2)
 	r.printf("writes:  %.0f txn/s one-phase, %.0f two-phase vs %.0f raw synced Pebble writes/s at %d writers, %d-byte values: ratio %sx one-phase (target >= 0.8x: %s), %sx two-phase",
 		txnN, twoN, rawN, b.opts.Writers, b.opts.ValueSize, ratio, r.mark("writes >= 0.8x raw Pebble", ratio.atLeast(0.8)), show(twoN/rawN, 2))
+	// Many writers share each log sync, so a side's rate is bounded by
+	// the CPU each write takes more than by the syncs.
+	r.printf("         process CPU per write: %s raw, %s one-phase, %s two-phase", cpuPerOp(cpu[0]), cpuPerOp(cpu[1]), cpuPerOp(cpu[2]))
 	return nil
+}
+
+// cpuPerOp formats a CPU time per op in microseconds ("not measured"
+// where the platform does not say).
+func cpuPerOp(d time.Duration) string {
+	if d <= 0 {
+		return "not measured"
+	}
+	return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond))
 }
 
 // writeTxn is a transaction setting one cell of a random row of db.

@@ -51,6 +51,13 @@ func (b *runner) timed(ctx context.Context, label string, d time.Duration) (end 
 
 // rate runs op from n goroutines for d and returns completed ops per second.
 func rate(ctx context.Context, n int, d time.Duration, op func(*rand.Rand) error) float64 {
+	done, elapsed := count(ctx, n, d, op)
+	return float64(done) / elapsed.Seconds()
+}
+
+// count runs op from n goroutines for d and returns how many completed
+// and in how long.
+func count(ctx context.Context, n int, d time.Duration, op func(*rand.Rand) error) (int64, time.Duration) {
 	var done atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -73,7 +80,7 @@ func rate(ctx context.Context, n int, d time.Duration, op func(*rand.Rand) error
 	}
 	stop.Store(true)
 	wg.Wait()
-	return float64(done.Load()) / time.Since(start).Seconds()
+	return done.Load(), time.Since(start)
 }
 
 // alternate measures raw and txn ops in alternating rounds (two each, so
@@ -87,14 +94,37 @@ func alternate(ctx context.Context, n int, d time.Duration, rawOp, txnOp func(*r
 // alternateAll is alternate over any number of sides, each measured for
 // d in two turns, in order, twice: rates[i] is ops[i]'s.
 func alternateAll(ctx context.Context, n int, d time.Duration, ops ...func(*rand.Rand) error) (rates []float64) {
-	rates = make([]float64, len(ops))
+	rates, _ = alternateAllCPU(ctx, n, d, ops...)
+	return rates
+}
+
+// alternateAllCPU is alternateAll that also returns the process's CPU
+// time (user and system, every goroutine's: the store's background work
+// too) per completed op of each side, over that side's turns; 0 where the
+// platform does not say.
+func alternateAllCPU(ctx context.Context, n int, d time.Duration, ops ...func(*rand.Rand) error) (rates []float64, cpuPerOp []time.Duration) {
+	done := make([]int64, len(ops))
+	elapsed := make([]time.Duration, len(ops))
+	cpu := make([]time.Duration, len(ops))
 	half := d / 2
 	for range 2 {
 		for i, op := range ops {
-			rates[i] += rate(ctx, n, half, op) / 2
+			before := processCPU()
+			k, e := count(ctx, n, half, op)
+			cpu[i] += processCPU() - before
+			done[i] += k
+			elapsed[i] += e
 		}
 	}
-	return rates
+	rates = make([]float64, len(ops))
+	cpuPerOp = make([]time.Duration, len(ops))
+	for i := range ops {
+		rates[i] = float64(done[i]) / elapsed[i].Seconds()
+		if done[i] > 0 {
+			cpuPerOp[i] = cpu[i] / time.Duration(done[i])
+		}
+	}
+	return rates, cpuPerOp
 }
 
 func benchKey(i int) []byte {

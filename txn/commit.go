@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -61,15 +62,8 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	if c.epoched != nil {
 		return c.commitEpoched(ctx, t, rows, obs, obsVer)
 	}
-	if mutant.On(mutant.SkipRollback) && c.notify.apart && obs != nil {
-		// The pause, one commit in ten, widens the window in which a
-		// notification's clear skips the fence its prewrite needs, so
-		// that the workers of a few seconds' run find one even with a
-		// backlog to work through. It is this goroutine's alone: the
-		// process's liveness session lives on.
-		if rand.IntN(10) == 0 {
-			time.Sleep(2 * time.Second)
-		}
+	if mutant.On(mutant.SkipRollback) && c.notify.apart && obs != nil && rand.IntN(3) == 0 {
+		c.awaitAheadCleared(ctx, t, rows, obs)
 	}
 	if err := c.prewrite(ctx, t, rows[0], primary, obs); err != nil {
 		return c.abort(ctx, t, rows[:1], err)
@@ -457,4 +451,36 @@ func (c *Client) notifyAndTimestamp(ctx context.Context, t *Txn, rows []*rowWrit
 		return 0, fmt.Errorf("txn: commit timestamp: %w", st.err)
 	}
 	return st.ts, nil
+}
+
+// awaitAheadCleared holds a commit of the skip-rollback mutant between
+// its notifications and its prewrite until a worker cleared the first of
+// them (or for at most aheadHold): the window in which a clear skips the
+// fence its prewrite needs, opened whatever the speed of the machine,
+// where a pause of fixed length closed before a loaded machine's workers
+// got to the notification. It is this goroutine's alone: the process's
+// liveness session lives on.
+func (c *Client) awaitAheadCleared(ctx context.Context, t *Txn, rows []*rowWrites, obs Observed) {
+	const aheadHold, poll = 10 * time.Second, 20 * time.Millisecond
+	var row []byte
+	var col string
+	for _, rw := range rows {
+		for _, m := range rw.muts {
+			if row == nil && announced(obs, m) {
+				row, col = rw.row, m.col
+			}
+		}
+	}
+	if row == nil {
+		return
+	}
+	for end := time.Now().Add(aheadHold); time.Now().Before(end) && ctx.Err() == nil; time.Sleep(poll) {
+		ns, err := c.notify.Read(ctx, row)
+		if err != nil {
+			return
+		}
+		if !slices.ContainsFunc(ns, func(n Notification) bool { return n.Column == col && n.TS == t.startTS }) {
+			return
+		}
+	}
 }

@@ -38,8 +38,9 @@
 //     or retried prewrite of the transaction then succeeds: it may commit
 //     over writes made since, or, where notifications live in rows of
 //     their own (Bigtable), commit a change whose notification was
-//     cleared; a pause of 2s between the notifications and the prewrite,
-//     one commit in ten, widens that window. Expected: observer
+//     cleared; one commit in three holds its prewrite until a worker
+//     cleared its first notification (10s at most), which opens that
+//     window whatever the machine's speed. Expected: observer
 //     on --target distributed ("unprocessed": a worker cleared the
 //     notification before its prewrite landed). Elsewhere the protocol
 //     masks it: a resolver rolls back only a transaction whose session is

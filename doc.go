@@ -82,8 +82,10 @@
 //
 // Below every layer: internal/mutant (the deliberate protocol bugs of
 // builds tagged percolator_mutants, which verify's tests must catch; a
-// constant false otherwise) and internal/faultproxy (the fault proxy of
-// the tests and of verify's nemesis).
+// constant false otherwise), internal/faultproxy (the fault proxy of
+// the tests and of verify's nemesis) and internal/loopback (the ports
+// picked for processes handed an address to listen on: etcd members,
+// verify's services).
 //
 // Two departures from the design's list: bench and verify sit above
 // docindex and workload, whose jobs they measure and check; and rpc sits between the

@@ -37,7 +37,7 @@ var layers = map[string]int{
 	"internal/userstore": 2,
 	"rpc":                1,
 	"storage":            0, "rpc/rpcpb": 0, "internal/ctxwait": 0,
-	"history": 0, "internal/mutant": 0, "internal/faultproxy": 0, // histories are plain data: it imports nothing of the module
+	"history": 0, "internal/mutant": 0, "internal/faultproxy": 0, "internal/loopback": 0, // histories are plain data: it imports nothing of the module
 }
 
 // testSupport are the packages that exist for tests (doubles, fault

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-992972ee/percolator/internal/loopback"
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/server"
 	"github.com/seed-992972ee/percolator/server/servertest"
@@ -52,12 +53,10 @@ func TestOversizedMessageIsRefusedNotRetried(t *testing.T) {
 // freeAddr returns a loopback address nothing listens on.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := lis.Addr().String()
-	lis.Close()
 	return addr
 }
 

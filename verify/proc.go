@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/seed-992972ee/percolator/internal/loopback"
 )
 
 // proc is one process verify started: a client, a server, an oracle. The
@@ -175,15 +177,11 @@ func (p *proc) exitErr() error {
 	return errors.New(p.mu.cmd.ProcessState.String())
 }
 
-// freeAddr is a free loopback address.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+// freeAddr is a loopback address free a moment ago, below the kernel's
+// ephemeral ports where it can (loopback.FreeAddr), so that neither a
+// port-0 bind nor an outgoing connection of the busy machine's other
+// processes takes it before the process verify starts on it binds it.
+func freeAddr() (string, error) { return loopback.FreeAddr() }
 
 // lastLines is the tail of a log file, for an error message.
 func lastLines(path string, n int) string {

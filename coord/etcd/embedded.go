@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/seed-992972ee/percolator/internal/loopback"
 )
 
 // EmbedOptions configures StartEmbedded.
@@ -121,15 +122,7 @@ func (m *Embedded) Err() <-chan error { return m.e.Err() }
 // Close stops the member.
 func (m *Embedded) Close() { m.e.Close() }
 
-// freeAddr returns a 127.0.0.1 port free a moment ago. A variable: a
+// freeAddr returns a 127.0.0.1 port free a moment ago, below the
+// kernel's ephemeral ports where it can (loopback.FreeAddr). A variable: a
 // test hands out a taken port.
-var freeAddr = freeLoopbackAddr
-
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+var freeAddr = loopback.FreeAddr

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/seed-992972ee/percolator/coord/etcd"
+	"github.com/seed-992972ee/percolator/internal/loopback"
 
 	"github.com/seed-992972ee/percolator/coord/etcd/etcdtest"
 )
@@ -43,7 +44,7 @@ func TestEmbeddedPortTakenMeanwhile(t *testing.T) {
 		if picks.Add(1) == 1 {
 			return taken.Addr().String(), nil // the client port, bound meanwhile
 		}
-		return etcd.FreeLoopbackAddr()
+		return loopback.FreeAddr()
 	})
 	m, err := etcd.StartEmbedded(context.Background(), etcd.EmbedOptions{Dir: t.TempDir()})
 	if err != nil {

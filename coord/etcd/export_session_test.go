@@ -12,6 +12,3 @@ func SetFreeAddr(t interface{ Cleanup(func()) }, pick func() (string, error)) {
 	freeAddr = pick
 	t.Cleanup(func() { freeAddr = old })
 }
-
-// FreeLoopbackAddr is the real port picker.
-var FreeLoopbackAddr = freeLoopbackAddr

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -19,6 +17,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/seed-992972ee/percolator/internal/loopback"
 )
 
 var (
@@ -401,40 +401,11 @@ func readStatus(r *os.File, ready chan<- []string) {
 }
 
 // freeAddr returns a 127.0.0.1 address whose port was free a moment ago,
-// below the kernel's range of ephemeral ports where it can: a port in
-// that range may become the source port of an outgoing connection while
-// the member is down, and a restart would wait for it. A variable: a
-// test hands out a taken port.
-var freeAddr = freeMemberAddr
-
-func freeMemberAddr() (string, error) {
-	if lo := ephemeralLow(); lo > 20000 {
-		for range 100 {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(lo-10000)))
-			if err == nil {
-				defer l.Close()
-				return l.Addr().String(), nil
-			}
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("etcdtest: find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-// ephemeralLow returns the lowest ephemeral port, or 0 if unknown.
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0
-	}
-	var lo int
-	fmt.Sscan(string(b), &lo)
-	return lo
-}
+// below the kernel's range of ephemeral ports where it can (loopback.FreeAddr):
+// a port in that range may become the source port of an outgoing
+// connection while the member is down, and a restart would wait for it. A
+// variable: a test hands out a taken port.
+var freeAddr = loopback.FreeAddr
 
 // tailSize is how much of a member's log a Process keeps.
 const tailSize = 64 << 10

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,6 +58,29 @@ func readReport(t *testing.T, out string) verify.Report {
 	return r
 }
 
+// runVerifyEnough runs verify with args and a new --out directory until
+// its report shows enough work (enough): a run that exits 0 with too
+// little (a busy machine's clients did almost nothing in --duration) runs
+// again for twice as long, at most maxSlowRuns times, so that what the
+// test checks does not depend on the machine's speed. It returns the last
+// run's output, exit status, report (zero unless it exited 0) and --out.
+func runVerifyEnough(t *testing.T, enough func(verify.Report) bool, args ...string) (string, int, verify.Report, string) {
+	t.Helper()
+	for slow := 0; ; slow++ {
+		out := filepath.Join(t.TempDir(), "out")
+		text, code := runVerifyProc(t, nil, append(slices.Clone(args), "--out", out)...)
+		if code != 0 {
+			return text, code, verify.Report{}, out
+		}
+		r := readReport(t, out)
+		if enough(r) || slow == maxSlowRuns {
+			return text, code, r, out
+		}
+		args = doubleDuration(t, args)
+		t.Logf("%d operations, too little work to check; again for %s", r.Result.OK, durationArg(args))
+	}
+}
+
 // TestVerifyTargets runs a short checked history on each deployment verify
 // starts itself, under every kind of fault (processes killed and paused
 // past their leases, the network cut, delayed and replies dropped, a
@@ -75,22 +99,24 @@ func TestVerifyTargets(t *testing.T) {
 		{"distributed", "observer", "kill,partition,skew"},
 	} {
 		t.Run(c.target+"/"+c.workload+"/"+c.faults, func(t *testing.T) {
-			out := filepath.Join(t.TempDir(), "out")
+			faults := func(r verify.Report) (n int) {
+				for _, k := range r.Faults {
+					n += k
+				}
+				return n
+			}
 			// The garbage collector runs at a short lifetime: the history
 			// must hold no forbidden anomaly with it collecting.
-			text, code := runVerifyProc(t, nil, "--target", c.target, "--workload", c.workload, "--fault", c.faults, "--duration", "3s",
-				"--clients", "2", "--threads", "2", "--interval", "700ms", "--gc-lifetime", "300ms", "--out", out)
+			text, code, r, out := runVerifyEnough(t, func(r verify.Report) bool { return r.Result.OK > 0 && faults(r) > 0 && r.Events > 0 },
+				"--target", c.target, "--workload", c.workload, "--fault", c.faults, "--duration", "3s",
+				"--clients", "2", "--threads", "2", "--interval", "700ms", "--gc-lifetime", "300ms")
 			if code != 0 {
 				t.Fatalf("exit %d\n%s", code, text)
 			}
 			if !strings.Contains(text, "VALID: no forbidden anomaly") {
 				t.Fatalf("no verdict:\n%s", text)
 			}
-			r := readReport(t, out)
-			injected := 0
-			for _, n := range r.Faults {
-				injected += n
-			}
+			injected := faults(r)
 			if r.Result.OK == 0 || injected == 0 || r.Events == 0 || !r.Result.Valid {
 				t.Fatalf("report: %d ok, %d faults, %d events, valid %v\n%s", r.Result.OK, injected, r.Events, r.Result.Valid, text)
 			}
@@ -124,12 +150,11 @@ func TestVerifyExistingServer(t *testing.T) {
 		}
 	}
 	put("users/a", "v") // the operator's own row
-	out := filepath.Join(t.TempDir(), "out")
-	text, code := runVerifyProc(t, nil, "--server", addr, "--workload", "observer", "--duration", "2s", "--clients", "2", "--threads", "2", "--workers", "1", "--out", out)
+	text, code, r, _ := runVerifyEnough(t, func(r verify.Report) bool { return r.Removed > 0 && r.Result.OK > 0 && r.Result.Counts["runs"] > 0 },
+		"--server", addr, "--workload", "observer", "--duration", "2s", "--clients", "2", "--threads", "2", "--workers", "1")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, text)
 	}
-	r := readReport(t, out)
 	if r.Removed == 0 || r.Result.OK == 0 || r.Result.Counts["runs"] == 0 {
 		t.Fatalf("removed %d cells after %d ok operations, %d observer runs\n%s", r.Removed, r.Result.OK, r.Result.Counts["runs"], text)
 	}

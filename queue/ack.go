@@ -72,7 +72,9 @@ func (q *Queue) Ack(ctx context.Context, d *Delivery) error {
 // ErrNotHeld otherwise. The delivery counts towards MaxDeliveries.
 // Nacking twice under one lease, while no one took the item since, is not
 // an error and changes nothing (the first delay stands): a Nack sent
-// again after an unknown outcome succeeds so.
+// again after an unknown outcome succeeds so, and also when another
+// worker took the item meanwhile, as long as this lease is live (only
+// this lease could have given it back).
 func (q *Queue) Nack(ctx context.Context, d *Delivery, delay time.Duration) error {
 	if err := checkDelivery(d); err != nil {
 		return err
@@ -85,11 +87,21 @@ func (q *Queue) Nack(ctx context.Context, d *Delivery, delay time.Duration) erro
 	if err != nil {
 		return err
 	}
-	if !ok && !(cur.st.St == stReady && cur.st.Lease == d.lease) { // given back already under this lease
+	if !ok && !(cur.st.St == stReady && cur.st.Lease == d.lease) && !redelivered(d, cur) { // given back already under this lease
 		return q.notHeld(d)
 	}
 	d.until = time.Time{}
 	return nil
+}
+
+// redelivered reports that an item a Nack found under another lease was
+// given back by this one: an earlier copy of the Nack applied (its reply
+// lost) and the item was delivered again before the copy that asks now.
+// While d's lease is live no one else can claim the item, so a later
+// delivery of it can only follow this lease's own give-back; past the
+// lease, it may follow an expiry, and the Nack is not held.
+func redelivered(d *Delivery, cur item) bool {
+	return d.Valid() && cur.st.Lease != d.lease && cur.st.N > d.Deliveries
 }
 
 // Extend renews the delivery's lease for ttl from now (the store's clock),

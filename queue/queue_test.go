@@ -368,3 +368,35 @@ func TestPopCostFlat(t *testing.T) {
 		t.Fatalf("a Pop's cost grows with the items in flight: %.1f keys with 200, %.1f with 20,000", small, large)
 	}
 }
+
+// TestNackReplyLostThenRedelivered: a Nack whose first copy applied (its
+// reply lost) and whose item another worker then took is sent again: the
+// copy that asks now finds the item under the other lease, and reports the
+// give-back done while its own lease is live, since only it could have
+// given the item back; once its lease ran out, it is ErrNotHeld.
+func TestNackReplyLostThenRedelivered(t *testing.T) {
+	st := memory.New()
+	defer st.Close()
+	q := newQueue(t, st, Options{})
+	push(t, q, "jobs", "a")
+	d := pop(t, q, "jobs", time.Minute)
+	again := *d // the call as sent again: the state before the first copy
+	if err := q.Nack(ctx, d, 0); err != nil {
+		t.Fatal(err)
+	}
+	other := pop(t, q, "jobs", time.Minute)
+	if other == nil || other.Deliveries != 2 {
+		t.Fatalf("the item was not delivered again: %+v", other)
+	}
+	if err := q.Nack(ctx, &again, 0); err != nil {
+		t.Fatalf("the Nack sent again under a live lease: %v, want nil (its first copy gave the item back)", err)
+	}
+	expired := again
+	expired.until = time.Now().Add(-time.Second)
+	if err := q.Nack(ctx, &expired, 0); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("the Nack sent again past its lease: %v, want ErrNotHeld", err)
+	}
+	if err := q.Ack(ctx, other); err != nil {
+		t.Fatalf("the other worker's Ack: %v", err)
+	}
+}

@@ -534,8 +534,12 @@ func AppendStamped(dst, stamped []Mutation, ts uint64) []Mutation {
 // Every read of the store that begins after the timestamp was handed out
 // returns the write (it waits while the commit is in flight). conflict reports
 // that predicate selected a cell: nothing was applied, no timestamp
-// taken. ErrNoOnePhase: the store has no oracle attached, or cannot read
-// the registry's version.
+// taken. A conflict is final: it is reported only where no other copy
+// of the call may still apply; a store that sends a call again (over a
+// network) reports a refusal answered to a copy sent again as
+// ErrUnavailable, since the earlier copy may have applied or may land
+// later, once what refused this one is gone. ErrNoOnePhase: the store
+// has no oracle attached, or cannot read the registry's version.
 type OnePhaser interface {
 	CommitOnePhase(ctx context.Context, row []byte, predicate Filter, mutations, stamped []Mutation, observers *uint64) (commitTS uint64, conflict bool, err error)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -388,9 +389,13 @@ func TestAsyncLockRecord(t *testing.T) {
 // lossyAsync is the embedded store as a network would deliver its async
 // prewrites and one-phase commits: a call fails before it applies, or
 // applies and loses its reply, or is delivered once more later, after
-// calls that followed it (a retry whose first copy was delayed). Every
-// other call goes to the store as it is. shared makes it a store the client does not own (no
-// index: every call as over a server).
+// calls that followed it (a retry whose first copy was delayed). A
+// one-phase commit refused while such a copy is still on its way is
+// reported as unknown, as remote.Store reports a refusal answered to a
+// resend (storage.OnePhaser): a refusal is final only when no copy of
+// the call may still apply. Every other call goes to the store as it
+// is. shared makes it a store the client does not own (no index: every
+// call as over a server).
 type lossyAsync struct {
 	*pebble.Store
 	shared bool
@@ -406,6 +411,12 @@ func (l *lossyAsync) Exclusive() bool { return !l.shared && l.Store.Exclusive() 
 func (l *lossyAsync) roll(p float64) bool { return l.rng.Float64() < p }
 
 func (l *lossyAsync) call(apply func() (uint64, []bool, error), again func()) (uint64, []bool, error) {
+	return l.callResent(apply, again, false)
+}
+
+// callResent is call; refusedUnknown reports a refusal of a call whose
+// delayed copy is still on its way as storage.ErrUnavailable.
+func (l *lossyAsync) callResent(apply func() (uint64, []bool, error), again func(), refusedUnknown bool) (uint64, []bool, error) {
 	l.mu.Lock()
 	var deliver func()
 	if n := len(l.late); n > 0 && l.rng.IntN(4) == 0 {
@@ -432,6 +443,9 @@ func (l *lossyAsync) call(apply func() (uint64, []bool, error), again func()) (u
 	if err == nil && lose {
 		return 0, nil, fmt.Errorf("%w: injected, the reply lost", storage.ErrUnavailable)
 	}
+	if err == nil && dup && refusedUnknown && !slices.Contains(conflict, false) {
+		return 0, nil, fmt.Errorf("%w: injected, refused when sent again while an earlier copy is delayed", storage.ErrUnavailable)
+	}
 	return ts, conflict, err
 }
 
@@ -451,19 +465,19 @@ func (l *lossyAsync) PrewriteAsyncGuarded(ctx context.Context, checks []storage.
 
 func (l *lossyAsync) CommitOnePhase(ctx context.Context, row []byte, predicate storage.Filter, mutations, stamped []storage.Mutation, observers *uint64) (uint64, bool, error) {
 	late := context.WithoutCancel(ctx)
-	return onePhaseResult(l.call(func() (uint64, []bool, error) {
+	return onePhaseResult(l.callResent(func() (uint64, []bool, error) {
 		return onePhaseCall(l.Store.CommitOnePhase(ctx, row, predicate, mutations, stamped, observers))
-	}, func() { _, _, _ = l.Store.CommitOnePhase(late, row, predicate, mutations, stamped, observers) }))
+	}, func() { _, _, _ = l.Store.CommitOnePhase(late, row, predicate, mutations, stamped, observers) }, true))
 }
 
 func (l *lossyAsync) CommitOnePhaseGuarded(ctx context.Context, row []byte, cond storage.Cond, predicate storage.Filter, mutations, stamped []storage.Mutation, guard func() error) (uint64, bool, error) {
 	late := context.WithoutCancel(ctx)
-	return onePhaseResult(l.call(func() (uint64, []bool, error) {
+	return onePhaseResult(l.callResent(func() (uint64, []bool, error) {
 		return onePhaseCall(l.Store.CommitOnePhaseGuarded(ctx, row, cond, predicate, mutations, stamped, guard))
 		// A late copy is the same call: its predicate is only the write
 		// records' half, the lock half is cond's (the index's, read when
 		// the copy lands).
-	}, func() { _, _, _ = l.Store.CommitOnePhaseGuarded(late, row, cond, predicate, mutations, stamped, guard) }))
+	}, func() { _, _, _ = l.Store.CommitOnePhaseGuarded(late, row, cond, predicate, mutations, stamped, guard) }, true))
 }
 
 // onePhaseCall and onePhaseResult carry a one-phase commit's result

@@ -35,6 +35,7 @@ type attempt struct {
 	id      string
 	keys    []string
 	outcome string // committed, aborted, unknown
+	err     error  // what the commit returned, for a failure's message
 }
 
 type history struct {
@@ -90,6 +91,7 @@ func (h *history) write(c *Client, rng *rand.Rand, id string) {
 			err = tx.Commit(ctx)
 		}
 	}
+	a.err = err
 	switch {
 	case err == nil:
 		a.outcome = "committed"
@@ -148,7 +150,7 @@ func (h *history) check(t *testing.T, final map[string][]string) {
 		case a.outcome == "committed" && seen != len(a.keys):
 			t.Errorf("committed %s visible in %d of its %d keys %v", id, seen, len(a.keys), a.keys)
 		case a.outcome == "aborted" && seen != 0:
-			t.Errorf("aborted %s visible in %d keys", id, seen)
+			t.Errorf("aborted %s visible in %d keys of %v (its commit returned %v)", id, seen, a.keys, a.err)
 		case a.outcome == "unknown" && seen != 0 && seen != len(a.keys):
 			t.Errorf("unknown %s partially visible: %d of %d keys", id, seen, len(a.keys))
 		}

@@ -196,8 +196,29 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // settle waits until the workers listed all see the same n members and
 // have each made a pass over their range since (so the full pass a
 // member-list change asks for is behind them: Scanners must be 1), and
-// returns their views.
+// returns their views. A view that changes meanwhile (a re-sample: every
+// WorkerOptions.Resample, at wall-clock multiples of it, the bounds move
+// with the notifications processed since) starts the wait again: how
+// long a pass takes on a busy machine decides only how often that
+// happens.
 func (c *cluster) settle(workers []int, n int) []Partition {
+	c.t.Helper()
+	const tries = 20
+	for try := 1; ; try++ {
+		views, changed := c.settleOnce(workers, n)
+		if changed < 0 {
+			return views
+		}
+		if try == tries {
+			c.t.Fatalf("worker %d's view changed while settling, %d times in a row", changed, tries)
+		}
+		c.t.Logf("worker %d's view changed while settling; settling again", changed)
+	}
+}
+
+// settleOnce is one wait of settle: the views, and -1, or the first
+// worker whose view changed before it passed over its range.
+func (c *cluster) settleOnce(workers []int, n int) ([]Partition, int) {
 	c.t.Helper()
 	var views []Partition
 	waitFor(c.t, fmt.Sprintf("workers %v agree on %d members", workers, n), func() bool {
@@ -216,10 +237,10 @@ func (c *cluster) settle(workers []int, n int) []Partition {
 		before := f.rangePasses.Load()
 		waitFor(c.t, fmt.Sprintf("worker %d scans its range", i), func() bool { return f.rangePasses.Load() > before })
 		if p, _ := f.Partition(); p.Version != views[k].Version {
-			c.t.Fatalf("worker %d's view changed while settling", i)
+			return nil, i
 		}
 	}
-	return views
+	return views, -1
 }
 
 // ownRanges returns each view's own range.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -17,6 +18,7 @@ const (
 	DefaultCacheSize    = 64 << 20
 	DefaultMemTableSize = 32 << 20
 	maxMemTableSize     = 4<<30 - 1
+	maxSyncDelay        = 10 * time.Millisecond
 )
 
 // Options configures a Store. The zero value is usable. No option trades
@@ -48,6 +50,13 @@ type Options struct {
 	// space comes back once a compaction rewrote the files, and a
 	// compaction writes its output before it drops its input.
 	DiskReserve int64
+	// SyncDelay is how long the log waits after a sync before it starts
+	// the next while many writers commit at once (8 or more went into the
+	// last sync), so that more of them share it (groupsync.go): a higher
+	// rate of synced writes for up to this much more latency each. A
+	// writer alone never waits. 0 means DefaultSyncDelay; negative, no
+	// wait.
+	SyncDelay time.Duration
 }
 
 // EnsureDefaults fills the zero fields with defaults.
@@ -67,6 +76,9 @@ func (o *Options) EnsureDefaults() {
 	if o.DiskReserve == 0 {
 		o.DiskReserve = DefaultDiskReserve
 	}
+	if o.SyncDelay == 0 {
+		o.SyncDelay = DefaultSyncDelay
+	}
 	if o.DiskReserve > 0 {
 		o.DiskReserve = max(o.DiskReserve, 2*int64(o.MemTableSize))
 	}
@@ -79,6 +91,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MemTableSize > maxMemTableSize {
 		return fmt.Errorf("%w: MemTableSize %d exceeds %d", storage.ErrInvalidArgument, o.MemTableSize, uint64(maxMemTableSize))
+	}
+	if o.SyncDelay > maxSyncDelay {
+		return fmt.Errorf("%w: SyncDelay %v exceeds %v", storage.ErrInvalidArgument, o.SyncDelay, maxSyncDelay)
 	}
 	return nil
 }

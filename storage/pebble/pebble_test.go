@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -118,14 +119,14 @@ func TestSecondOpenFails(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	for _, o := range []Options{{CacheSize: -1}, {MemTableSize: 1 << 40}} {
+	for _, o := range []Options{{CacheSize: -1}, {MemTableSize: 1 << 40}, {SyncDelay: time.Second}} {
 		if _, err := Open(filepath.Join(t.TempDir(), "x"), o); !errors.Is(err, storage.ErrInvalidArgument) {
 			t.Errorf("Open with %+v: %v, want ErrInvalidArgument", o, err)
 		}
 	}
 	var o Options
 	o.EnsureDefaults()
-	if err := o.Validate(); err != nil || o.CacheSize != DefaultCacheSize || o.Logger == nil {
+	if err := o.Validate(); err != nil || o.CacheSize != DefaultCacheSize || o.Logger == nil || o.SyncDelay != DefaultSyncDelay {
 		t.Fatalf("defaults %+v: %v", o, err)
 	}
 }

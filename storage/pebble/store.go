@@ -67,6 +67,8 @@ type Store struct {
 	space    *space
 	// synced counts the batches committed durably (SyncedWrites).
 	synced atomic.Uint64
+	// group decides the log's wait between syncs (groupsync.go).
+	group groupSync
 	// pruner, if set, drops predicate selectors under the row latch
 	// (SetPruner).
 	pruner atomic.Pointer[Pruner]
@@ -127,8 +129,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, lockError(dir, opts.FS, err)
 	}
 	s := &Store{lock: lock, latches: newLatches()}
+	s.group.delay = max(opts.SyncDelay, 0)
 	s.space = newSpace(opts.FS, dir, opts.DiskReserve, opts.Logger)
 	po := opts.pebbleOptions(lock, func(msg string) { s.guard.fail(errors.New(msg)) })
+	po.WALMinSyncInterval = s.group.interval
 	if s.space.size > 0 {
 		po.FS = vfs.OnDiskFull(po.FS, s.space.diskFull)
 	}

@@ -312,6 +312,7 @@ func (s *Store) commitBatch(h *hold, b *pebble.Batch, rows []storage.RowMutation
 		return nil
 	}
 	p := s.latches.beginSync(rows)
+	s.group.committed()
 	if err := applyNoSyncWait(s.db, b); err != nil {
 		s.guard.fail(err)
 		s.latches.endSync(p, rows)

@@ -78,7 +78,7 @@ type Options struct {
 	// writes. 0 means 64 MiB; negative, none; at least two memtables.
 	DiskReserve int64
 	// MemTableSize is the store's memtable size in bytes (pebble keeps up
-	// to two). 0 means 32 MiB.
+	// to two). 0 means 8 MiB.
 	MemTableSize uint64
 
 	// Limits on what clients hold open on the server (doc.go, "Limits").

@@ -16,7 +16,7 @@ import (
 // Defaults for the zero Options.
 const (
 	DefaultCacheSize    = 64 << 20
-	DefaultMemTableSize = 32 << 20
+	DefaultMemTableSize = 8 << 20
 	maxMemTableSize     = 4<<30 - 1
 	maxSyncDelay        = 10 * time.Millisecond
 )

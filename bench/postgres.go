@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -351,18 +352,25 @@ func (b *runner) pointReads(ctx context.Context, sides postgresSides) ([2]float6
 }
 
 // countTransferRPCs runs pgRPCTransfers transfers one at a time on the
-// server and returns the calls its DB made meanwhile, by method (a
+// server, between accounts of their own (opened before and dropped after
+// the count: no lock a transfer given up at the end of a turn left on
+// the bank's accounts is met and resolved in the count), and returns the calls its DB made meanwhile, by method (a
 // request on a stream counts as a call): what a transfer costs in round
 // trips, with the background calls of those seconds (the session's
 // keep-alives), which a transfer's caller pays too; and the writes the
 // server made durable meanwhile (its Ping says how many, asked on a
 // connection of its own), each waiting for a log sync.
-func (b *runner) countTransferRPCs(ctx context.Context, s serverBank, counter *rpcCounter) (map[string]int, uint64, error) {
+func (b *runner) countTransferRPCs(ctx context.Context, bank serverBank, counter *rpcCounter) (map[string]int, uint64, error) {
 	_, st, closeAll, err := b.openServerPair(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer closeAll()
+	s := serverBank{db: bank.db, prefix: strings.TrimSuffix(bank.prefix, "acct/") + "count/"}
+	if err := s.open(ctx); err != nil {
+		return nil, 0, err
+	}
+	defer func() { _ = s.drop(context.WithoutCancel(ctx)) }()
 	before, err := st.SyncedWrites(ctx)
 	if err != nil {
 		return nil, 0, err

@@ -148,10 +148,10 @@ func TestPostgresFigure(t *testing.T) {
 	r := reports[0]
 	text := strings.Join(r.Lines, "\n")
 	t.Log("\n" + text)
-	if len(r.Lines) != 7 || len(r.Targets) != 4 {
-		t.Fatalf("%d lines, targets %+v, want 7 lines and 4 targets", len(r.Lines), r.Targets)
+	if len(r.Lines) != 8 || len(r.Targets) != 5 {
+		t.Fatalf("%d lines, targets %+v, want 8 lines and 5 targets", len(r.Lines), r.Targets)
 	}
-	for _, w := range []string{"transfers at 64 workers", "transfers at 16 workers", "p50", "snapshots of every balance", "point reads at 8 clients", "RPCs per committed 2-row transfer", "wrong totals 0 vs 0"} {
+	for _, w := range []string{"transfers at 64 workers", "transfers at 16 workers", "p50", "snapshots of every balance", "point reads at 8 clients", "RPCs per committed 2-row transfer", "synced writes per committed 2-row transfer", "wrong totals 0 vs 0"} {
 		if !strings.Contains(text, w) {
 			t.Errorf("lines lack %q", w)
 		}

@@ -195,8 +195,11 @@ func (r *reader) readFamilyRow(g *group, rowPrefix []byte, positioned bool) {
 }
 
 // readColumn reads the versions of the column r.col (qualifier q), newest
-// first, and leaves the iterator past the column (or exhausted). positioned
-// means the iterator is on the column's first version.
+// first. positioned means the iterator is on the column's first version,
+// in a walk of every column of the row: readColumn then leaves it past
+// the column (or exhausted). Otherwise it may leave it inside the column:
+// the caller seeks for its next read (a hot cell's many versions are not
+// skipped for nothing).
 func (r *reader) readColumn(g *group, q string, positioned bool) {
 	r.seek = appendTS(append(r.seek[:0], r.col...), g.seekTS(q))
 	var valid bool
@@ -228,7 +231,9 @@ func (r *reader) readColumn(g *group, q string, positioned bool) {
 			return
 		}
 		if !more {
-			r.skipColumn()
+			if positioned {
+				r.skipColumn()
+			}
 			return
 		}
 		valid = r.it.Next()

@@ -35,7 +35,10 @@
 //     handed to pebble runs to its end (its batch is published; its
 //     outcome must not be guessed).
 //  2. A durable call that returns nil is in the synced WAL (pebble.Sync;
-//     concurrent syncs are grouped by pebble's commit pipeline). A Deferred
+//     concurrent syncs are grouped by pebble's commit pipeline, and while
+//     many writers commit at once the log waits Options.SyncDelay after a
+//     sync before the next so that more share it: groupsync.go; a call
+//     still returns only once its own sync did). A Deferred
 //     call (CheckAndMutateDeferred, MutateRowsDeferred, CheckAndMutateCond
 //     with deferred) commits with pebble.NoSync: pebble's WAL is one
 //     ordered log whose every sync covers all records before it, so the

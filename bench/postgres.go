@@ -354,8 +354,9 @@ func (b *runner) pointReads(ctx context.Context, sides postgresSides) ([2]float6
 // countTransferRPCs runs pgRPCTransfers transfers one at a time on the
 // server, between accounts of their own (opened before and dropped after
 // the count: no lock a transfer given up at the end of a turn left on
-// the bank's accounts is met and resolved in the count), and returns the calls its DB made meanwhile, by method (a
-// request on a stream counts as a call): what a transfer costs in round
+// the bank's accounts is met and resolved in the count), and returns the
+// calls its DB made meanwhile, by method (a request on a stream counts
+// as a call): what a transfer costs in round
 // trips, with the background calls of those seconds (the session's
 // keep-alives), which a transfer's caller pays too; and the writes the
 // server made durable meanwhile (its Ping says how many, asked on a

@@ -16,8 +16,8 @@ import (
 const (
 	// DefaultSyncDelay is Options.SyncDelay's default.
 	DefaultSyncDelay = 100 * time.Microsecond
-	// syncSiblings is how many synced commits the last sync must have
-	// carried for the next to wait.
+	// syncSiblings is how many synced commits the recent syncs must have
+	// carried on average (groupSync.recent) for the next to wait.
 	syncSiblings = 8
 )
 

@@ -51,8 +51,8 @@ type Options struct {
 	// compaction writes its output before it drops its input.
 	DiskReserve int64
 	// SyncDelay is how long the log waits after a sync before it starts
-	// the next while many writers commit at once (8 or more went into the
-	// last sync), so that more of them share it (groupsync.go): a higher
+	// the next while many writers commit at once (8 or more commits per
+	// sync, on average over the recent syncs), so that more of them share it (groupsync.go): a higher
 	// rate of synced writes for up to this much more latency each. A
 	// writer alone never waits. 0 means DefaultSyncDelay; negative, no
 	// wait.

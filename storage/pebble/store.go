@@ -132,7 +132,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	s.group.delay = max(opts.SyncDelay, 0)
 	s.space = newSpace(opts.FS, dir, opts.DiskReserve, opts.Logger)
 	po := opts.pebbleOptions(lock, func(msg string) { s.guard.fail(errors.New(msg)) })
-	po.WALMinSyncInterval = s.group.interval
+	if s.group.delay > 0 {
+		po.WALMinSyncInterval = s.group.interval
+	}
 	if s.space.size > 0 {
 		po.FS = vfs.OnDiskFull(po.FS, s.space.diskFull)
 	}

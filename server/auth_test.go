@@ -61,6 +61,8 @@ func authRequests(sid string) map[string]proto.Message {
 		// The epoch of a first run: a server on a fresh directory runs 1.
 		"/percolator.v1.Storage/CheckAndMutateInEpoch": &rpcpb.CheckAndMutateInEpochRequest{Epoch: 1,
 			Check: &rpcpb.RowCheck{Row: []byte("r"), Predicate: all, IfTrue: put, IfFalse: put}},
+		"/percolator.v1.Storage/CommitInEpoch": &rpcpb.CommitInEpochRequest{Epoch: 1,
+			Check: &rpcpb.RowCheck{Row: []byte("r"), Predicate: all, IfTrue: put}, Stamped: []*rpcpb.RowMutation{{Row: []byte("r"), Mutations: put}}},
 		"/percolator.v1.Storage/CommitOnePhase": &rpcpb.CommitOnePhaseRequest{Row: []byte("r1p"), Predicate: all, Stamped: put},
 		"/percolator.v1.Storage/PrewriteAsync": &rpcpb.PrewriteAsyncRequest{Checks: []*rpcpb.AsyncCheck{
 			{Row: []byte("ra"), Predicate: all, Stamped: put}}},

@@ -189,6 +189,24 @@ func TestBadInput(t *testing.T) {
 			return ignore(s.CheckAndMutateInEpoch(ctx, &rpcpb.CheckAndMutateInEpochRequest{Epoch: 1 << 40,
 				Check: &rpcpb.RowCheck{Row: row, Predicate: sel, IfTrue: puts, IfFalse: puts}, Then: []*rpcpb.RowMutation{{Row: []byte("r2"), Mutations: puts}}}))
 		}},
+		{"CommitInEpoch no check", codes.InvalidArgument, "no check", func() error {
+			return ignore(s.CommitInEpoch(ctx, &rpcpb.CommitInEpochRequest{Epoch: 1}))
+		}},
+		{"CommitInEpoch nothing to stamp", codes.InvalidArgument, "nothing to stamp", func() error {
+			return ignore(s.CommitInEpoch(ctx, &rpcpb.CommitInEpochRequest{Epoch: 1, Check: &rpcpb.RowCheck{Row: row, Predicate: sel, IfTrue: puts}}))
+		}},
+		{"CommitInEpoch a stamped row not written", codes.InvalidArgument, "neither", func() error {
+			return ignore(s.CommitInEpoch(ctx, &rpcpb.CommitInEpochRequest{Epoch: 1, Check: &rpcpb.RowCheck{Row: row, Predicate: sel, IfTrue: puts},
+				Stamped: []*rpcpb.RowMutation{{Row: []byte("r2"), Mutations: puts}}}))
+		}},
+		{"CommitInEpoch a delete stamped", codes.InvalidArgument, "puts only", func() error {
+			return ignore(s.CommitInEpoch(ctx, &rpcpb.CommitInEpochRequest{Epoch: 1, Check: &rpcpb.RowCheck{Row: row, Predicate: sel, IfTrue: puts},
+				Stamped: []*rpcpb.RowMutation{{Row: row, Mutations: []*rpcpb.Mutation{{Kind: rpcpb.MutationKind_DELETE_ROW}}}}}))
+		}},
+		{"CommitInEpoch another epoch", codes.FailedPrecondition, "epoch changed", func() error {
+			return ignore(s.CommitInEpoch(ctx, &rpcpb.CommitInEpochRequest{Epoch: 1 << 40, Check: &rpcpb.RowCheck{Row: row, Predicate: sel, IfTrue: puts},
+				Stamped: []*rpcpb.RowMutation{{Row: row, Mutations: puts}}}))
+		}},
 		{"CommitOnePhase nothing to stamp", codes.InvalidArgument, "nothing to stamp", func() error {
 			return ignore(s.CommitOnePhase(ctx, &rpcpb.CommitOnePhaseRequest{Row: row, Predicate: sel, Mutations: puts}))
 		}},

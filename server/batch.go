@@ -103,16 +103,58 @@ func (s *storageService) CheckAndMutateInEpoch(ctx context.Context, req *rpcpb.C
 	if err != nil {
 		return nil, err
 	}
-	guard := func() error {
-		if req.Epoch != s.srv.epoch {
-			return fmt.Errorf("%w: epoch %d, the server runs %d", errEpochChanged, req.Epoch, s.srv.epoch)
-		}
-		return nil
-	}
-	matched, err := s.st().CheckAndMutateThen(ctx, checks[0], then, guard)
+	matched, err := s.st().CheckAndMutateThen(ctx, checks[0], then, s.epochGuard(req.Epoch))
 	if err != nil {
 		return nil, s.srv.status(err)
 	}
 	s.srv.countBranch(checks[0].IfTrue, checks[0].IfFalse, matched)
 	return &rpcpb.CheckAndMutateInEpochResponse{Matched: matched}, nil
+}
+
+// epochGuard refuses a call of the epoch given unless this run is it:
+// run under the latches of every row the call writes.
+func (s *storageService) epochGuard(epoch uint64) func() error {
+	return func() error {
+		if epoch != s.srv.epoch {
+			return fmt.Errorf("%w: epoch %d, the server runs %d", errEpochChanged, epoch, s.srv.epoch)
+		}
+		return nil
+	}
+}
+
+// CommitInEpoch implements rpcpb.StorageServer: CheckAndMutateInEpoch
+// whose commit timestamp this server's oracle hands out under the
+// latches, after the predicate matched, and checks the observer
+// registry's version with it where the client names one
+// (storage.EpochStamper). The server attaches its allocator to its store
+// at Open, so the store always takes it.
+func (s *storageService) CommitInEpoch(ctx context.Context, req *rpcpb.CommitInEpochRequest) (*rpcpb.CommitInEpochResponse, error) {
+	if req.Check == nil {
+		return nil, status.Error(codes.InvalidArgument, "no check")
+	}
+	checks, err := rowChecks([]*rpcpb.RowCheck{req.Check})
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Then) > MaxMutations || len(req.Stamped) > MaxMutations {
+		return nil, status.Errorf(codes.InvalidArgument, "%d rows and %d stamped, at most %d each", len(req.Then), len(req.Stamped), MaxMutations)
+	}
+	then, err := rowMutations(req.Then)
+	if err != nil {
+		return nil, err
+	}
+	stamped, err := rowMutations(req.Stamped)
+	if err != nil {
+		return nil, err
+	}
+	registry, err := s.registryGuard(ctx, req.ObserversVersion)
+	if err != nil {
+		return nil, err
+	}
+	ts, matched, err := s.st().CommitInEpochGuarded(ctx, checks[0], then, stamped, s.epochGuard(req.Epoch), registry)
+	if err != nil {
+		return nil, s.srv.status(err)
+	}
+	s.srv.countBranch(checks[0].IfTrue, checks[0].IfFalse, matched)
+	return &rpcpb.CommitInEpochResponse{Matched: matched, CommitTs: ts}, nil
 }

@@ -36,8 +36,10 @@
 //     its log sync, with the server's epoch. The epoch counts the
 //     server's runs (epoch.go): a reserved row raised durably at every
 //     start, before serving. CheckAndMutateInEpoch, the commit point that
-//     follows, compares the epoch it carries with the server's under its
-//     rows' latches and applies nothing unless they are equal; then every
+//     follows (or CommitInEpoch, the same with the commit timestamp
+//     taken from this server's oracle under the latches), compares the
+//     epoch it carries with the server's under its rows' latches and
+//     applies nothing unless they are equal; then every
 //     prewrite acknowledged to the client precedes it in the one ordered
 //     log and its sync makes them durable (txn/doc.go, "Durability over
 //     RPC"). Every other write is a synced Pebble batch (group commit

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	oracleremote "github.com/seed-992972ee/percolator/oracle/remote"
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/server"
 	"github.com/seed-992972ee/percolator/server/servertest"
@@ -89,6 +90,71 @@ func TestEpochs(t *testing.T) {
 	}
 	if r, err := srv.Store().ReadRow(ctx, []byte("t"), storage.Filter{{Family: "write", AllQualifiers: true}}); err != nil || len(r.Cells) != 0 {
 		t.Fatalf("t after an unmatched check: %v, %v; want nothing", r.Cells, err)
+	}
+}
+
+// TestCommitInEpoch: a commit point whose timestamp the server takes
+// applies, when its check matched, its if_true, the rows after it and
+// the stamped records in one write, the records at a timestamp above
+// every one the oracle handed out before the call and below every one
+// after it; a check that does not match applies nothing and takes no
+// timestamp; a call of an older epoch applies nothing.
+func TestCommitInEpoch(t *testing.T) {
+	ctx := context.Background()
+	srv := servertest.Start(t, server.Options{}, "")
+	conn := servertest.Dial(t, srv.Addr, rpc.DialOptions{})
+	st := servertest.Store(t, conn, remote.Options{})
+	orc := oracleremote.NewClient(conn)
+	lock := storage.Filter{{Family: "lock", Qualifier: "c"}}
+	put := func(fam, v string) []storage.Mutation {
+		return []storage.Mutation{storage.SetCell(fam, "c", 1, []byte(v))}
+	}
+	_, epoch, err := st.CheckAndMutateRowsDeferred(ctx, []storage.RowCheck{
+		{Row: []byte("p"), Predicate: lock, IfFalse: put("lock", "l")},
+		{Row: []byte("s"), Predicate: lock, IfFalse: put("lock", "l")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock := []storage.Mutation{storage.DeleteCell("lock", "c", 1)}
+	check := storage.RowCheck{Row: []byte("p"), Predicate: lock, IfTrue: unlock}
+	then := []storage.RowMutation{{Row: []byte("s"), Mutations: unlock}}
+	stamped := []storage.RowMutation{{Row: []byte("p"), Mutations: put("write", "wp")}, {Row: []byte("s"), Mutations: put("write", "ws")}}
+
+	if _, _, err := st.CommitInEpoch(ctx, epoch+1, check, then, stamped, nil); !errors.Is(err, storage.ErrEpochChanged) {
+		t.Fatalf("a commit of another epoch: %v; want storage.ErrEpochChanged", err)
+	}
+	before, err := orc.Timestamp(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, ok, err := st.CommitInEpoch(ctx, epoch, check, then, stamped, nil)
+	if err != nil || !ok {
+		t.Fatalf("commit: %d, %v, %v", ts, ok, err)
+	}
+	after, err := orc.Timestamp(ctx)
+	if err != nil || ts <= before || ts >= after {
+		t.Fatalf("the commit's timestamp %d, want between %d and %d (%v)", ts, before, after, err)
+	}
+	for _, row := range []string{"p", "s"} {
+		r, err := srv.Store().ReadRow(ctx, []byte(row), storage.Filter{{Family: "write", AllQualifiers: true}, {Family: "lock", AllQualifiers: true}})
+		if err != nil || len(r.Cells) != 1 || r.Cells[0].Family != "write" || r.Cells[0].TS != ts || string(r.Cells[0].Value) != "w"+row {
+			t.Fatalf("%s after the commit: %v, %v; want its record at %d and no lock", row, r.Cells, err, ts)
+		}
+	}
+	// A copy finds the lock gone: nothing applied, no timestamp.
+	ts2, ok, err := st.CommitInEpoch(ctx, epoch, check, then, stamped, nil)
+	if err != nil || ok || ts2 != 0 {
+		t.Fatalf("a copy of the commit: %d, %v, %v; want not matched, 0", ts2, ok, err)
+	}
+	r, err := srv.Store().ReadRow(ctx, []byte("s"), storage.Filter{{Family: "write", AllQualifiers: true}})
+	if err != nil || len(r.Cells) != 1 {
+		t.Fatalf("s after the copy: %v, %v; want the one record", r.Cells, err)
+	}
+	// Bad input changes nothing.
+	stray := []storage.RowMutation{{Row: []byte("elsewhere"), Mutations: put("write", "x")}}
+	if _, _, err := st.CommitInEpoch(ctx, epoch, check, then, stray, nil); !errors.Is(err, storage.ErrInvalidArgument) {
+		t.Fatalf("a stamped row the call does not write: %v; want ErrInvalidArgument", err)
 	}
 }
 

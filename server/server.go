@@ -80,6 +80,11 @@ type Options struct {
 	// MemTableSize is the store's memtable size in bytes (pebble keeps up
 	// to two). 0 means 8 MiB.
 	MemTableSize uint64
+	// SyncDelay is the store's group-commit wait (pebble.Options.SyncDelay:
+	// after a log sync, while syncs carry many commits, the log waits this
+	// long before the next, so more share it). 0 means 100 µs; negative,
+	// no wait; above 10 ms is an error.
+	SyncDelay time.Duration
 
 	// Limits on what clients hold open on the server (doc.go, "Limits").
 	// A call that would pass one is refused with ResourceExhausted naming
@@ -223,7 +228,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, stop: make(chan struct{}), failed: make(chan struct{})}
 	s.auth = newTokenAuth(opts.Token)
-	st, err := pebble.Open(filepath.Join(opts.Dir, "store"), pebble.Options{FS: opts.FS, Logger: s.log, DiskReserve: opts.DiskReserve, MemTableSize: opts.MemTableSize})
+	st, err := pebble.Open(filepath.Join(opts.Dir, "store"), pebble.Options{FS: opts.FS, Logger: s.log, DiskReserve: opts.DiskReserve, MemTableSize: opts.MemTableSize, SyncDelay: opts.SyncDelay})
 	if err != nil {
 		return nil, err
 	}

@@ -494,6 +494,25 @@ type Epoched interface {
 	CheckAndMutateInEpoch(ctx context.Context, epoch uint64, check RowCheck, then []RowMutation) (matched bool, err error)
 }
 
+// EpochStamper is an optional capability of an Epoched store whose
+// process also runs the timestamp oracle (a percolator server): a commit
+// point whose commit timestamp the store takes (txn/doc.go, "Durability
+// over RPC", step 2). CommitInEpoch runs as CheckAndMutateInEpoch and,
+// when check's predicate matched (and its Unless selected nothing),
+// takes a timestamp from its process's oracle under the latches of every
+// row it writes, after the predicate was read, and applies check.IfTrue,
+// then, and stamped (puts only, each of check's row or a row of then;
+// each mutation's Time replaced by the timestamp) in one durable write.
+// commitTS is the timestamp, 0 when the predicate did not match (nothing
+// applied, none taken). If observers is not nil, the store reads the
+// observer registry's stored version once the timestamp is taken and
+// fails with ErrObserversMoved, applying nothing, unless it is
+// *observers. ErrNoOnePhase: the store cannot take a timestamp or read
+// the version (an older server), nothing applied.
+type EpochStamper interface {
+	CommitInEpoch(ctx context.Context, epoch uint64, check RowCheck, then, stamped []RowMutation, observers *uint64) (commitTS uint64, matched bool, err error)
+}
+
 // ErrNoOnePhase is returned by OnePhaser.CommitOnePhase when the store
 // cannot take a commit timestamp itself (no oracle of its process was
 // attached to it): nothing was applied, and the caller commits in two

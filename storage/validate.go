@@ -171,6 +171,39 @@ func CheckRowChecks(ctx context.Context, checks []RowCheck, then []RowMutation) 
 	return nil
 }
 
+// CheckStamped validates an EpochStamper commit's stamped mutations:
+// at least one, puts only, each of check's row or of a row of then, no
+// row twice.
+func CheckStamped(check RowCheck, then, stamped []RowMutation) error {
+	if len(stamped) == 0 {
+		return fmt.Errorf("%w: a stamped commit with nothing to stamp", ErrInvalidArgument)
+	}
+	rows := make(map[string]bool, len(then)+1)
+	rows[string(check.Row)] = false
+	for _, rm := range then {
+		rows[string(rm.Row)] = false
+	}
+	for i, rm := range stamped {
+		done, ok := rows[string(rm.Row)]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: stamped row %d (%s) is neither the check's row nor one of then's", ErrInvalidArgument, i, QuoteRow(rm.Row))
+		case done:
+			return fmt.Errorf("%w: stamped row %s named twice", ErrInvalidArgument, QuoteRow(rm.Row))
+		}
+		rows[string(rm.Row)] = true
+		if err := ValidateMutations(rm.Mutations); err != nil {
+			return fmt.Errorf("stamped row %d: %w", i, err)
+		}
+		for _, m := range rm.Mutations {
+			if m.Kind != Put {
+				return fmt.Errorf("%w: a stamped commit stamps puts only, not %v", ErrInvalidArgument, m.Kind)
+			}
+		}
+	}
+	return nil
+}
+
 // CheckAsyncChecks validates an async prewrite's checks
 // (AsyncPrewriter): at least one, each a valid read and valid
 // mutations, every stamped one a put whose value holds a stamp, and no

@@ -55,6 +55,11 @@ type Client struct {
 	// commit of a row in flight, which a read the index answers makes
 	// first (as the store's own reads do).
 	awaitOnePhase onePhaseAwaiter
+	// epochStamp is set on a server's store that takes a commit point's
+	// timestamp itself (epoch.go, stampsCommits); noEpochStamp once it
+	// answered ErrNoOnePhase (an older server): later commits do not ask.
+	epochStamp   storage.EpochStamper
+	noEpochStamp atomic.Bool
 	// noOnePhase is set once the store answered ErrNoOnePhase (no oracle
 	// attached to it): later commits do not ask again.
 	noOnePhase atomic.Bool
@@ -113,6 +118,9 @@ func NewClient(ctx context.Context, store storage.Store, oracle Oracle, live coo
 	c.deferred, _ = store.(storage.Deferred)
 	c.idem, _ = store.(storage.Idempotent)
 	c.epoched, _ = store.(storage.Epoched)
+	if c.epoched != nil {
+		c.epochStamp, _ = store.(storage.EpochStamper)
+	}
 	c.unlessed, _ = store.(storage.Unlessed)
 	if !opts.TwoPhaseOnly {
 		c.onePhase, _ = store.(storage.OnePhaser)
@@ -297,7 +305,8 @@ func (c *Client) nowMS() uint64 { return uint64(c.opts.Now().UnixMilli()) }
 func retryable(err error) bool {
 	return !errors.Is(err, storage.ErrInvalidArgument) && !errors.Is(err, storage.ErrClosed) &&
 		!errors.Is(err, storage.ErrFailed) && !errors.Is(err, storage.ErrInUse) &&
-		!errors.Is(err, storage.ErrEpochChanged) &&
+		!errors.Is(err, storage.ErrEpochChanged) && !errors.Is(err, storage.ErrNoOnePhase) &&
+		!errors.Is(err, storage.ErrObserversMoved) &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 

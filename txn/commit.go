@@ -79,7 +79,7 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 		}
 		return c.abort(ctx, t, rows, err)
 	}
-	commitTS, err := c.readyToCommit(ctx, t, rows, obs, obsVer)
+	commitTS, err := c.readyToCommit(ctx, t, rows, obs, obsVer, false)
 	if err != nil {
 		return err
 	}
@@ -106,15 +106,26 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	return nil
 }
 
-// readyToCommit takes the commit timestamp once every prewrite is in,
-// and checks the session. Its error is the commit's outcome already: the
-// transaction was aborted, or errCrashed.
-func (c *Client) readyToCommit(ctx context.Context, t *Txn, rows []*rowWrites, obs Observed, obsVer uint64) (uint64, error) {
+// readyToCommit re-reads the observer registry and takes the commit
+// timestamp once every prewrite is in (unless stamp: the server does
+// both at the commit point, and it returns 0), and checks the session. Its error is the commit's outcome
+// already: the transaction was aborted, or errCrashed.
+func (c *Client) readyToCommit(ctx context.Context, t *Txn, rows []*rowWrites, obs Observed, obsVer uint64, stamp bool) (uint64, error) {
 	// Every lock exists: a registration made since the prewrites were
 	// built either shows in the registry now, or backfills these locks.
 	// The commit timestamp, also due only after the last prewrite, is
 	// fetched meanwhile when the registry's re-read is a store call.
-	commitTS, err := c.notifyAndTimestamp(ctx, t, rows, obs, obsVer)
+	var commitTS uint64
+	var err error
+	if stamp {
+		// The server reads the registry's version at the commit point,
+		// under its latches, and refuses it if the version moved past
+		// obsVer (epoch.go). A caller's context that ended stops the
+		// commit here, as the timestamp's call would have.
+		err = ctx.Err()
+	} else {
+		commitTS, err = c.notifyAndTimestamp(ctx, t, rows, obs, obsVer)
+	}
 	if err != nil {
 		return 0, c.abort(ctx, t, rows, err)
 	}
@@ -185,7 +196,7 @@ func (c *Client) commitPrimary(ctx context.Context, t *Txn, rw *rowWrites, commi
 		}
 		// Unknown (the call failed) or not applied (the lock is gone, or
 		// a push refused it): learn what happened from the primary itself.
-		err = c.settleCommit(ctx, t, rw, commitTS, err, false, try < maxRepush)
+		_, err = c.settleCommit(ctx, t, rw, commitTS, err, false, try < maxRepush)
 		if err != errRepush {
 			return commitTS, err
 		}
@@ -215,21 +226,24 @@ func (c *Client) repushTimestamp(ctx context.Context, t *Txn, rw *rowWrites) (ui
 }
 
 // settleCommit decides a commit whose primary call failed or found no
-// lock. A retried commit succeeds only on its own commit record, never on
-// a rollback record (invariant 6). ownRollback reports that this client
-// rolled its own primary back (its commit call had not applied), so the
-// conflict is not blamed on another client. mayRepush lets it return
-// errRepush where the primary is still locked and a push at or above
-// commitTS stands: no copy of the call can apply then (the push stays
-// as long as the lock), and the caller commits at a newer timestamp.
-func (c *Client) settleCommit(ctx context.Context, t *Txn, rw *rowWrites, commitTS uint64, callErr error, ownRollback, mayRepush bool) error {
+// lock, and returns the timestamp it committed at. A retried commit
+// succeeds only on its own commit record, never on a rollback record
+// (invariant 6): at commitTS, or, where commitTS is 0 (the server took
+// it: CommitInEpoch), at whatever timestamp its record has. ownRollback
+// reports that this client rolled its own primary back (its commit call
+// had not applied), so the conflict is not blamed on another client.
+// mayRepush lets it return errRepush where the primary is still locked
+// and a push at or above commitTS stands: no copy of the call can apply
+// then (the push stays as long as the lock), and the caller commits at
+// a newer timestamp.
+func (c *Client) settleCommit(ctx context.Context, t *Txn, rw *rowWrites, commitTS uint64, callErr error, ownRollback, mayRepush bool) (uint64, error) {
 	primary := rw.muts[0]
 	st, err := c.status(ctx, primary.row, primary.col, t.startTS)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: %v (status: %v)", ErrCommitUnknown, callErr, err)
-	case st.kind == stCommitted && st.commitTS == commitTS:
-		return nil
+		return 0, fmt.Errorf("%w: %v (status: %v)", ErrCommitUnknown, callErr, err)
+	case st.kind == stCommitted && (st.commitTS == commitTS || commitTS == 0):
+		return st.commitTS, nil
 	case st.kind == stRolledBack || st.kind == stAbsent:
 		c.stats.conflicts.Add(1)
 		reason := "rolled back by another client before the commit"
@@ -243,25 +257,25 @@ func (c *Client) settleCommit(ctx context.Context, t *Txn, rw *rowWrites, commit
 		case ownRollback:
 			reason = fmt.Sprintf("the commit call failed (%v); rolled back", callErr)
 		}
-		return &ConflictError{Row: primary.row, Column: primary.col, StartTS: t.startTS, Reason: reason}
+		return 0, &ConflictError{Row: primary.row, Column: primary.col, StartTS: t.startTS, Reason: reason}
 	case st.kind == stLocked && !ownRollback:
 		// A commit point refused for its epoch is settled as a failed
 		// one whatever pushes stand: a new timestamp would not help.
 		if mayRepush && !errors.Is(callErr, storage.ErrEpochChanged) {
 			if pushed, err := c.pushedPast(ctx, t, rw, commitTS); err == nil && pushed {
-				return errRepush
+				return 0, errRepush
 			}
 		}
 		// The commit call did not apply (yet). Roll back our own primary, so
 		// a late delivery of that call finds no lock and applies nothing.
 		if err := c.rollBackPrimary(ctx, primary.row, primary.col, t.startTS); err != nil {
-			return fmt.Errorf("%w: %v (rollback: %v)", ErrCommitUnknown, callErr, err)
+			return 0, fmt.Errorf("%w: %v (rollback: %v)", ErrCommitUnknown, callErr, err)
 		}
 		return c.settleCommit(ctx, t, rw, commitTS, callErr, true, false)
 	case st.kind == stLocked:
-		return fmt.Errorf("%w: %v (our rollback of the primary did not apply)", ErrCommitUnknown, callErr)
+		return 0, fmt.Errorf("%w: %v (our rollback of the primary did not apply)", ErrCommitUnknown, callErr)
 	}
-	return fmt.Errorf("%w: primary committed at %d, not %d", ErrCommitUnknown, st.commitTS, commitTS)
+	return 0, fmt.Errorf("%w: primary committed at %d, not %d", ErrCommitUnknown, st.commitTS, commitTS)
 }
 
 // commitMutations commit the cells of rw: for each cell its commit record
@@ -284,6 +298,20 @@ func (c *Client) commitMutations(t *Txn, rw *rowWrites, commitTS uint64) []stora
 		muts = append(muts, pushRemoval(t.writes[0].col, t.startTS))
 	}
 	return muts
+}
+
+// commitRecords splits commitMutations(t, rw, ts) for a server that
+// stamps the commit timestamp (CommitInEpoch): records, the commit
+// records, at a timestamp the server replaces; unlocks, the rest.
+func (c *Client) commitRecords(t *Txn, rw *rowWrites) (records, unlocks []storage.Mutation) {
+	for _, m := range c.commitMutations(t, rw, t.startTS) {
+		if m.Family == FamilyWrite {
+			records = append(records, m)
+		} else {
+			unlocks = append(unlocks, m)
+		}
+	}
+	return records, unlocks
 }
 
 // commitSecondaries rolls the secondaries forward, blind: the primary has

@@ -286,9 +286,60 @@
 // in flight between their prewrites and their commit points a retry, even
 // those whose prewrites happened to be synced; it costs nothing else.
 // Rollbacks, heartbeats, resolutions and the commit point stay durable
-// writes. A two-row transaction over a server is then five round trips
-// (two timestamps, its reads in one GetMany, its prewrites, its commit)
-// and waits for one log sync, its commit point's.
+// writes.
+//
+// The commit timestamp is the server's (storage.EpochStamper,
+// CommitInEpoch): the server runs the oracle, so the commit point asks
+// it for the timestamp instead of fetching one first. Under the latches
+// of every row the call writes, after the epoch check and once the
+// primary's lock is found, the server takes a timestamp c from its
+// oracle, checks the observer registry's version if the client named
+// one, and writes the commit records at c with the rest of the call.
+// It is a commit timestamp taken after every prewrite, as step 2's
+// would be, and later:
+//
+//   - Snapshot isolation (invariants 2 and 3) needs nothing new: the
+//     primary's lock stays until the write, so a reader whose start_ts
+//     is above c finds the lock (and waits, or resolves it through the
+//     primary, whose latch it then waits for) or the commit record, as
+//     it would with a timestamp the client took; c is above every
+//     start_ts handed out before the call, so above every writer's that
+//     read these cells before the prewrites.
+//   - Pushes (reads through locks) need no unless: a push is written
+//     under the primary's latch at a reader's start_ts, handed out before
+//     the push; the call holds that latch when it takes c, so every push
+//     it can meet is below c, and a push after it finds no lock.
+//   - Registrations: the server reads the registry's version once c is
+//     taken, under the latches, and refuses the call, applying nothing
+//     (storage.ErrObserversMoved), unless it is the one the prewrites
+//     were built under; the client then re-reads the registry, writes
+//     the notifications the new one asks for, takes a timestamp itself,
+//     and commits as above. A registration raises the version before its
+//     backfill scans, so one the check did not see scans after the
+//     locks were written and finds them or their commit records: the
+//     client's re-read after the prewrites argued the same, at the same
+//     point of the order.
+//   - Retries (invariants 5 and 6): a copy of the call after one applied
+//     finds the lock gone and applies nothing; the client never learned
+//     c, so settleCommit accepts a commit record of its own at any
+//     timestamp (only this transaction's commit point, or a roll-forward
+//     from it, writes one with its start_ts). A server older than the
+//     call answers storage.ErrNoOnePhase, applying nothing, and the
+//     client takes its commit timestamps itself from then on.
+//
+// A two-row transaction over a server is then four round trips (a start
+// timestamp, its reads in one GetMany, its prewrites, its commit) and
+// waits for one log sync, its commit point's.
+//
+// The mutant commit-stamp-early takes c before the latches (and pauses):
+// a reader's push lands between, above c, and the commit applies below
+// a snapshot that read past its lock; verify's bank over a server with
+// reads through locks catches it (TestVerifyMutants). TestCommitInEpoch
+// (server) checks the stamp: between the timestamps
+// handed out before and after the call, on every record, none on a copy.
+// TestReadThroughLocksOverServer pushes a stamped commit and one whose
+// client took the timestamp first (the latter refused and sent again);
+// TestCommitOlderServer commits against a server without the call.
 //
 // TestRemoteRestartDurability runs a two-row transaction against an
 // in-process server on a crashable filesystem and cuts the power once the

@@ -26,6 +26,9 @@ const (
 )
 
 // commitEpoched is commit (commit.go) over c.epoched. t is marked done.
+// Where the server takes commit timestamps itself (storage.EpochStamper),
+// the commit point asks it to, under the latches (doc.go, "Durability
+// over RPC", step 2): one round trip fewer on the commit's path.
 func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, obs Observed, obsVer uint64) error {
 	primary := &t.writes[0]
 	epoch, err := c.prewriteRows(ctx, t, rows, primary, obs)
@@ -37,7 +40,8 @@ func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, o
 	}
 	hb := c.startHeartbeat(t, primary)
 	defer hb.stop()
-	commitTS, err := c.readyToCommit(ctx, t, rows, obs, obsVer)
+	stamp := c.stampsCommits()
+	commitTS, err := c.readyToCommit(ctx, t, rows, obs, obsVer, stamp)
 	if err != nil {
 		return err
 	}
@@ -46,13 +50,49 @@ func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, o
 	secondaries := rows[1:]
 	if mutant.On(mutant.SecondariesFirst) {
 		// Breaks invariant 4, as in commit.
+		if stamp {
+			stamp = false
+			if commitTS, err = c.oracle.Timestamp(ctx); err != nil {
+				return c.abort(ctx, t, rows, err)
+			}
+		}
 		c.commitSecondaries(ctx, t, secondaries, commitTS)
 		secondaries = nil
 		time.Sleep(20 * time.Millisecond)
 	}
 	rw := rows[0]
+	// stamped: a stamped call was sent; one that failed may have applied
+	// or may still land, at a timestamp this client never learned, so a
+	// commit record of its own at any timestamp is its commit.
+	stamped := false
 	for try := 0; ; try++ {
-		matched, after, err := c.commitPointInEpoch(ctx, t, epoch, rw, secondaries, commitTS)
+		var (
+			matched bool
+			after   []*rowWrites
+		)
+		if stamp {
+			var ts uint64
+			ts, matched, after, err = c.commitPointStamped(ctx, t, epoch, rw, secondaries, obsVer)
+			stamped = true
+			if errors.Is(err, storage.ErrNoOnePhase) || errors.Is(err, storage.ErrObserversMoved) {
+				// Refused, nothing applied: a server older than the call
+				// (never asked again), or a registration since the
+				// prewrites were built. Commit as readyToCommit does:
+				// the registry read again, a timestamp of the client's.
+				if errors.Is(err, storage.ErrNoOnePhase) {
+					c.noEpochStamp.Store(true)
+				}
+				stamp = false
+				if commitTS, err = c.notifyAndTimestamp(ctx, t, rows, obs, obsVer); err != nil {
+					return c.abortAfterStamp(ctx, t, rw, rows, err)
+				}
+				try--
+				continue
+			}
+			commitTS = ts
+		} else {
+			matched, after, err = c.commitPointInEpoch(ctx, t, epoch, rw, secondaries, commitTS)
+		}
 		if err == nil && matched {
 			hb.stop()
 			c.stats.commits.Add(1)
@@ -62,7 +102,13 @@ func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, o
 			c.commitSecondaries(ctx, t, after, commitTS)
 			return nil
 		}
-		err = c.settleCommit(ctx, t, rw, commitTS, err, false, try < maxRepush)
+		if stamped {
+			// No repush: the server's timestamp is above every push the
+			// call could meet. commitTS 0: any commit record of ours.
+			commitTS, err = c.settleCommit(ctx, t, rw, 0, err, false, false)
+		} else {
+			_, err = c.settleCommit(ctx, t, rw, commitTS, err, false, try < maxRepush)
+		}
 		if err == nil {
 			break
 		}
@@ -79,6 +125,67 @@ func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, o
 	c.stats.commits.Add(1)
 	c.commitSecondaries(ctx, t, rows[1:], commitTS)
 	return nil
+}
+
+// abortAfterStamp ends a commit whose stamped commit point was refused
+// and which then could not go on (err): settled from the primary, as a
+// failed commit point is, since a copy of the call sent before the
+// refusal may have applied.
+func (c *Client) abortAfterStamp(ctx context.Context, t *Txn, rw *rowWrites, rows []*rowWrites, err error) error {
+	if _, serr := c.settleCommit(ctx, t, rw, 0, err, false, false); serr != nil {
+		return serr
+	}
+	// An earlier copy committed it.
+	c.stats.commits.Add(1)
+	return nil
+}
+
+// stampsCommits reports whether this client's commit points over a
+// server ask the server for their commit timestamps: its store takes
+// them (storage.EpochStamper, and has not refused). The server then
+// checks the observer registry's version under the latches too, in
+// place of the client's re-read (doc.go, "Durability over RPC").
+func (c *Client) stampsCommits() bool {
+	return c.epochStamp != nil && !c.noEpochStamp.Load()
+}
+
+// commitPointStamped is commitPointInEpoch with the commit timestamp
+// taken by the server (storage.EpochStamper): the primary's and the
+// carried secondaries' commit records are stamped with it, under the
+// latches, after the predicate matched. No unless: every push the
+// predicate's row holds was written, under its latch, at a timestamp
+// handed out before this call took the latch, so below the one it takes.
+func (c *Client) commitPointStamped(ctx context.Context, t *Txn, epoch uint64, rw *rowWrites, secondaries []*rowWrites, obsVer uint64) (commitTS uint64, matched bool, after []*rowWrites, err error) {
+	var then, stamped []storage.RowMutation
+	for size := 0; len(then) < len(secondaries) && len(then) < prewriteChunkRows && size < prewriteChunkBytes; {
+		srw := secondaries[len(then)]
+		records, unlocks := c.commitRecords(t, srw)
+		then = append(then, storage.RowMutation{Row: srw.row, Mutations: unlocks})
+		stamped = append(stamped, storage.RowMutation{Row: srw.row, Mutations: records})
+		size += mutationsSize(srw.row, records) + mutationsSize(srw.row, unlocks)
+	}
+	after = secondaries[len(then):]
+	primary := rw.muts[0]
+	records, unlocks := c.commitRecords(t, rw)
+	check := storage.RowCheck{
+		Row:       rw.row,
+		Predicate: storage.Filter{{Family: FamilyLock, Qualifier: primary.col, Time: storage.At(t.startTS)}},
+		IfTrue:    unlocks,
+	}
+	stamped = append(stamped, storage.RowMutation{Row: rw.row, Mutations: records})
+	// Safe in any order, as commitPointInEpoch's: a late copy finds the
+	// lock gone and applies nothing, and settleCommit reads the primary
+	// to learn what an earlier copy did, and at which timestamp.
+	var observers *uint64
+	if c.observers != nil {
+		observers = &obsVer
+	}
+	matched, err = c.resendCAS(func() (bool, error) {
+		var m bool
+		commitTS, m, err = c.epochStamp.CommitInEpoch(ctx, epoch, check, then, stamped, observers)
+		return m, err
+	})
+	return commitTS, matched, after, err
 }
 
 // commitPointInEpoch sends the commit point of rw, the primary's row, at

@@ -22,3 +22,7 @@ const (
 // AwaitBackground waits for c's async commits' records (Client.Close
 // waits too, and detaches the client).
 func AwaitBackground(c *Client) { c.background.Wait() }
+
+// StampNoCommits makes c take its commit timestamps itself over a server,
+// as against a server older than CommitInEpoch.
+func StampNoCommits(c *Client) { c.noEpochStamp.Store(true) }

@@ -139,6 +139,13 @@ func (s *blindCommitStore) CheckAndMutateInEpoch(ctx context.Context, epoch uint
 	return s.Store.CheckAndMutateInEpoch(ctx, epoch, check, then)
 }
 
+// CommitInEpoch implements storage.EpochStamper: the mutant takes no
+// commit point whose timestamp the server stamps, so the client sends
+// its commit point through CheckAndMutateInEpoch above.
+func (s *blindCommitStore) CommitInEpoch(context.Context, uint64, storage.RowCheck, []storage.RowMutation, []storage.RowMutation, *uint64) (uint64, bool, error) {
+	return 0, false, storage.ErrNoOnePhase
+}
+
 // TestSessionPause: a client passes its session check and is paused
 // (SIGSTOP) before its commit call; its lease expires; another client finds
 // its locks, judges it dead (the server's sessions) and rolls it back;

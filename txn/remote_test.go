@@ -154,6 +154,15 @@ func (s *cutStore) CheckAndMutateInEpoch(ctx context.Context, epoch uint64, chec
 	return s.Store.CheckAndMutateInEpoch(ctx, epoch, check, then)
 }
 
+// CommitInEpoch implements storage.EpochStamper: txn sends its commit
+// point through it where the server takes the commit timestamp.
+func (s *cutStore) CommitInEpoch(ctx context.Context, epoch uint64, check storage.RowCheck, then, stamped []storage.RowMutation, observers *uint64) (uint64, bool, error) {
+	if s.mutant {
+		return s.rig.store().CommitInEpochGuarded(ctx, check, then, stamped, nil, nil)
+	}
+	return s.Store.CommitInEpoch(ctx, epoch, check, then, stamped, observers)
+}
+
 // restartCase is one interleaving of TestRemoteRestartDurability.
 type restartCase struct {
 	apart   bool // the secondary is prewritten in a call of its own (cutStore)
@@ -428,14 +437,26 @@ func TestEpochCrashPoints(t *testing.T) {
 // then accepts either outcome).
 var errCrashedCommit = errors.New("the client crashed")
 
-// TestReadThroughLocksOverServer: over a server (the commit point is
-// CheckAndMutateInEpoch, its unless a RowCheck's), a reader that begins
-// after a commit's timestamp was taken and meets its secondary's lock
-// pushes the primary and reads the old value at once; the commit point at
-// the old timestamp is refused, and the transaction commits above the
-// reader. A second reader dies right after its push (CrashAfterPush):
-// the push stands, and the next commit still commits above it, whole.
+// TestReadThroughLocksOverServer: over a server, a reader that begins
+// after a commit's prewrites and meets its secondary's lock pushes the
+// primary and reads the old value at once, and the transaction commits
+// above the reader. Where the client took its commit timestamp before
+// the reader began (an older server: the commit point is
+// CheckAndMutateInEpoch, its unless a RowCheck's), the commit point at
+// the old timestamp is refused and sent again at a new one; where the
+// server stamps it (CommitInEpoch), it takes one above the push under
+// the latch, with no refusal. A second reader dies right after its push
+// (CrashAfterPush): the push stands, and the next commit still commits
+// above it, whole.
 func TestReadThroughLocksOverServer(t *testing.T) {
+	for _, stamped := range []bool{true, false} {
+		t.Run(map[bool]string{true: "stamped", false: "client-timestamp"}[stamped], func(t *testing.T) {
+			testReadThroughLocksOverServer(t, stamped)
+		})
+	}
+}
+
+func testReadThroughLocksOverServer(t *testing.T, stamped bool) {
 	ctx := context.Background()
 	r := newRig(t)
 	conn := servertest.Dial(t, r.addr(), rpc.DialOptions{RetryBudget: 20 * time.Second})
@@ -454,6 +475,9 @@ func TestReadThroughLocksOverServer(t *testing.T) {
 		var readErr error
 		var read []byte
 		w := newClient(t, rs, orc, opts)
+		if !stamped {
+			txn.StampNoCommits(w)
+		}
 		txn.SetCrashHook(w, func(point string) bool {
 			if point == txn.CrashAfterSessionCheck && readTS == 0 {
 				tx, err := reader.Begin(ctx)
@@ -476,8 +500,15 @@ func TestReadThroughLocksOverServer(t *testing.T) {
 		case !crash && (readErr != nil || string(read) != fmt.Sprintf("v%d", i)):
 			t.Fatalf("read through the lock: %q, %v; want v%d", read, readErr, i)
 		}
-		if w.Stats().Repushed == 0 {
+		switch {
+		case !stamped && w.Stats().Repushed == 0:
 			t.Fatalf("the commit point below the reader (start_ts %d) was not refused", readTS)
+		case stamped && w.Stats().Repushed != 0:
+			t.Fatalf("a stamped commit point was refused %d times", w.Stats().Repushed)
+		}
+		rec, err := rs.ReadRow(ctx, []byte("p"), storage.Filter{{Family: txn.FamilyWrite, Qualifier: "c", Limit: 1}})
+		if err != nil || len(rec.Cells) != 1 || rec.Cells[0].TS <= readTS {
+			t.Fatalf("commit %d's record of p: %v, %v; want one above the reader's start_ts %d", i, rec.Cells, err, readTS)
 		}
 		late := newClient(t, rs, orc, opts)
 		tx, _ := late.Begin(ctx)
@@ -489,6 +520,43 @@ func TestReadThroughLocksOverServer(t *testing.T) {
 		pr, err := rs.ReadRow(ctx, []byte("p"), storage.Filter{{Family: txn.FamilyPush, AllQualifiers: true}})
 		if err != nil || len(pr.Cells) != 0 {
 			t.Fatalf("push cells left after commit %d: %v, %v", i, pr.Cells, err)
+		}
+	}
+}
+
+// olderServerStore is a server's store that takes no commit point whose
+// timestamp the server stamps, as a server older than CommitInEpoch.
+type olderServerStore struct {
+	*remote.Store
+	asked atomic.Int64
+}
+
+func (s *olderServerStore) CommitInEpoch(context.Context, uint64, storage.RowCheck, []storage.RowMutation, []storage.RowMutation, *uint64) (uint64, bool, error) {
+	s.asked.Add(1)
+	return 0, false, fmt.Errorf("%w: an older server (test)", storage.ErrNoOnePhase)
+}
+
+// TestCommitOlderServer: against a server that takes no stamped commit
+// point, a commit takes its timestamp itself and commits whole, and the
+// client does not ask again.
+func TestCommitOlderServer(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	conn := servertest.Dial(t, r.addr(), rpc.DialOptions{})
+	rs := &olderServerStore{Store: servertest.Store(t, conn, remote.Options{})}
+	c := newClient(t, rs, oracleremote.NewClient(conn), txn.Options{Logger: quiet})
+	for i := range 3 {
+		if err := writeBoth(ctx, c, fmt.Sprintf("v%d", i)); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	if n := rs.asked.Load(); n != 1 {
+		t.Fatalf("the client asked the older server for a stamped commit %d times, want once", n)
+	}
+	tx, _ := newClient(t, rs, oracleremote.NewClient(conn), txn.Options{Logger: quiet}).Begin(ctx)
+	for _, row := range []string{"p", "s"} {
+		if v, err := tx.Get(ctx, row, "c"); err != nil || string(v) != "v2" {
+			t.Fatalf("%s: %q, %v; want v2", row, v, err)
 		}
 	}
 }

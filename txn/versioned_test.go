@@ -2,6 +2,7 @@ package txn_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,6 +27,19 @@ type holdPrewrite struct {
 	once             sync.Once
 	reached, release chan struct{}
 	heldOnePhase     atomic.Bool // the held call was a one-phase commit
+	// movedCommits counts the commit points the server refused because
+	// the registry moved (CommitInEpoch).
+	movedCommits atomic.Int64
+}
+
+// CommitInEpoch implements storage.EpochStamper: a server's client sends
+// its commit point through it.
+func (h *holdPrewrite) CommitInEpoch(ctx context.Context, epoch uint64, check storage.RowCheck, then, stamped []storage.RowMutation, observers *uint64) (uint64, bool, error) {
+	ts, ok, err := h.Store.CommitInEpoch(ctx, epoch, check, then, stamped, observers)
+	if errors.Is(err, storage.ErrObserversMoved) {
+		h.movedCommits.Add(1)
+	}
+	return ts, ok, err
 }
 
 func (h *holdPrewrite) CheckAndMutateIdempotent(ctx context.Context, row []byte, p storage.Filter, ifTrue, ifFalse []storage.Mutation) (bool, error) {
@@ -86,12 +100,13 @@ func newServerProc(t *testing.T, addr string, opts txn.Options, wrap func(*remot
 	return &serverProc{client: c, f: f}
 }
 
-// TestRegistryVersionWithCommitTimestamp: over a server, a committer
-// re-reads the observer registry through its commit timestamp request
-// (the oracle returns the registry version it read after allocating). A
+// TestRegistryVersionWithCommitTimestamp: over a server, the registry's
+// version is read where the commit timestamp is taken: by the server,
+// under the latches, at the commit point (CommitInEpoch). A
 // registration that lands between the writer's prewrite being built and
-// sent (so its backfill finds no lock) is seen by that re-read, and the
-// committer notifies the write itself. The same registration landing
+// sent (so its backfill finds no lock) makes the server refuse the
+// commit point; the committer re-reads the registry, notifies the write
+// itself and commits. The same registration landing
 // while a one-phase commit of the row is in flight makes the server refuse
 // it (the registry version moved), and the committer commits in two
 // phases, notifying.
@@ -150,5 +165,8 @@ func registrationRacesCommit(t *testing.T, twoPhase bool) {
 	}
 	if s := writer.client.Stats(); s.OnePhase != 0 {
 		t.Fatalf("the writer's stats: %+v; want its commit, refused in one phase, made in two", s)
+	}
+	if n := h.movedCommits.Load(); twoPhase && n != 1 {
+		t.Fatalf("the server refused %d commit points for the registry's move, want 1", n)
 	}
 }

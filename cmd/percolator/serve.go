@@ -41,6 +41,10 @@ type serveConfig struct {
 	profile     string
 }
 
+// maxSyncDelay is the longest group-commit wait the store takes
+// (pebble.Options.SyncDelay).
+const maxSyncDelay = 10 * time.Millisecond
+
 // serveCmd is `serve`: one process hosting the store, the timestamp
 // oracle and the lock service over gRPC (server package). Beyond loopback
 // it needs a token, and TLS (or --insecure, which its log warns about):
@@ -69,6 +73,7 @@ lets the heap reach 64 MiB before it collects (its live heap is a few MiB).`,
 	cfg.checkLimits = limitFlags(fs, &cfg.opts)
 	cli.RegisterGCLifetime(fs, &cfg.opts.GCLifetime)
 	cli.RegisterDiskReserve(fs, &cfg.opts.DiskReserve)
+	fs.DurationVar(&cfg.opts.SyncDelay, "sync-delay", 0, "group commit: after a log sync that many concurrent commits shared, wait this long before the next so more share it (0: 100µs; negative: never wait; at most 10ms)")
 	cfg.log.Register(fs)
 	fs.StringVar(&cfg.profile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	_ = fs.MarkHidden("cpuprofile") // a developer's tool, as bench's
@@ -88,6 +93,9 @@ func (cfg *serveConfig) validate() error {
 	}
 	if cfg.opts.GCLifetime < 0 {
 		return cli.Usagef("--gc-lifetime must be positive, or 0 to turn the background collector off")
+	}
+	if cfg.opts.SyncDelay > maxSyncDelay {
+		return cli.Usagef("--sync-delay %v: at most %v (negative: never wait)", cfg.opts.SyncDelay, maxSyncDelay)
 	}
 	if err := cfg.listen.Check(); err != nil {
 		return err

@@ -97,6 +97,7 @@ func TestServeBadInput(t *testing.T) {
 		{"serve"},
 		{"serve", "--dir", t.TempDir(), "--listen", "0.0.0.0:0"},
 		{"serve", "--dir", t.TempDir(), "--tls-cert", "x"},
+		{"serve", "--dir", t.TempDir(), "--sync-delay", "1s"},
 		{"worker"},
 		{"worker", "--dir", t.TempDir()},
 		{"bank", "--dir", t.TempDir(), "--server", "127.0.0.1:1"},

@@ -22,6 +22,7 @@ const (
 	PushSecondary      = "push-secondary"
 	OnePhaseEarlyTS    = "one-phase-early-ts"
 	AsyncSkipSecondary = "async-skip-secondary"
+	CommitStampEarly   = "commit-stamp-early"
 )
 
 // Mutant describes one mutant.
@@ -43,6 +44,7 @@ func Names() []Mutant {
 		{StaleRange, 1, "the oracle client fetches timestamps ahead of its callers and serves later callers from them"},
 		{PushSecondary, 2, "a read through locks pushes the lock it met instead of its primary, so the commit point never sees a secondary's push"},
 		{OnePhaseEarlyTS, 2, "a one-phase commit takes its commit timestamp from the oracle before its conflict-checking write, with no mark on its row, so a transaction above it may read the row before the write"},
+		{CommitStampEarly, 2, "a server takes a commit point's timestamp before it latches the primary, so a reader's push in between is left above the commit, and the reader misses a write below its snapshot"},
 		{AsyncSkipSecondary, 4, "a resolver deciding an async-commit transaction does not check its last secondary, so it takes the transaction for committed while that row's prewrite may still fail"},
 	}
 }

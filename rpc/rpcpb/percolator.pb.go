@@ -2104,6 +2104,147 @@ func (x *CheckAndMutateInEpochResponse) GetMatched() bool {
 	return false
 }
 
+// CommitInEpochRequest is a CheckAndMutateInEpochRequest whose commit
+// timestamp the server's oracle hands out (storage.EpochStamper): under
+// the latches of every row it writes, in the epoch given, when the
+// check's predicate matched (and its unless selected nothing), the
+// server takes a timestamp and applies the check's if_true, then, and
+// stamped (puts only, each of the check's row or of a row of then) at
+// that timestamp, in one durable write. No nonce: a copy finds the
+// primary lock gone and applies nothing.
+type CommitInEpochRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Epoch   uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Check   *RowCheck              `protobuf:"bytes,2,opt,name=check,proto3" json:"check,omitempty"`
+	Then    []*RowMutation         `protobuf:"bytes,3,rep,name=then,proto3" json:"then,omitempty"`
+	Stamped []*RowMutation         `protobuf:"bytes,4,rep,name=stamped,proto3" json:"stamped,omitempty"`
+	// observers_version, as CommitOnePhaseRequest's: when set, the server
+	// reads the stored registry version once the timestamp is taken and
+	// refuses the call (nothing applied) unless they are equal.
+	ObserversVersion *uint64 `protobuf:"varint,5,opt,name=observers_version,json=observersVersion,proto3,oneof" json:"observers_version,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CommitInEpochRequest) Reset() {
+	*x = CommitInEpochRequest{}
+	mi := &file_percolator_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitInEpochRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitInEpochRequest) ProtoMessage() {}
+
+func (x *CommitInEpochRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitInEpochRequest.ProtoReflect.Descriptor instead.
+func (*CommitInEpochRequest) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *CommitInEpochRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *CommitInEpochRequest) GetCheck() *RowCheck {
+	if x != nil {
+		return x.Check
+	}
+	return nil
+}
+
+func (x *CommitInEpochRequest) GetThen() []*RowMutation {
+	if x != nil {
+		return x.Then
+	}
+	return nil
+}
+
+func (x *CommitInEpochRequest) GetStamped() []*RowMutation {
+	if x != nil {
+		return x.Stamped
+	}
+	return nil
+}
+
+func (x *CommitInEpochRequest) GetObserversVersion() uint64 {
+	if x != nil && x.ObserversVersion != nil {
+		return *x.ObserversVersion
+	}
+	return 0
+}
+
+// CommitInEpochResponse: matched, and the commit timestamp stamped (0
+// when the predicate did not match: nothing applied, none taken).
+type CommitInEpochResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Matched       bool                   `protobuf:"varint,1,opt,name=matched,proto3" json:"matched,omitempty"`
+	CommitTs      uint64                 `protobuf:"varint,2,opt,name=commit_ts,json=commitTs,proto3" json:"commit_ts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitInEpochResponse) Reset() {
+	*x = CommitInEpochResponse{}
+	mi := &file_percolator_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitInEpochResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitInEpochResponse) ProtoMessage() {}
+
+func (x *CommitInEpochResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitInEpochResponse.ProtoReflect.Descriptor instead.
+func (*CommitInEpochResponse) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *CommitInEpochResponse) GetMatched() bool {
+	if x != nil {
+		return x.Matched
+	}
+	return false
+}
+
+func (x *CommitInEpochResponse) GetCommitTs() uint64 {
+	if x != nil {
+		return x.CommitTs
+	}
+	return 0
+}
+
 // CommitOnePhaseRequest is a one-row transaction's commit in one call
 // (storage.OnePhaser): under the row's latch, when predicate selects no
 // cell, the server's oracle hands out the commit timestamp, and
@@ -2128,7 +2269,7 @@ type CommitOnePhaseRequest struct {
 
 func (x *CommitOnePhaseRequest) Reset() {
 	*x = CommitOnePhaseRequest{}
-	mi := &file_percolator_proto_msgTypes[35]
+	mi := &file_percolator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2281,7 @@ func (x *CommitOnePhaseRequest) String() string {
 func (*CommitOnePhaseRequest) ProtoMessage() {}
 
 func (x *CommitOnePhaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[35]
+	mi := &file_percolator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2294,7 @@ func (x *CommitOnePhaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOnePhaseRequest.ProtoReflect.Descriptor instead.
 func (*CommitOnePhaseRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{35}
+	return file_percolator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CommitOnePhaseRequest) GetRow() []byte {
@@ -2203,7 +2344,7 @@ type CommitOnePhaseResponse struct {
 
 func (x *CommitOnePhaseResponse) Reset() {
 	*x = CommitOnePhaseResponse{}
-	mi := &file_percolator_proto_msgTypes[36]
+	mi := &file_percolator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2356,7 @@ func (x *CommitOnePhaseResponse) String() string {
 func (*CommitOnePhaseResponse) ProtoMessage() {}
 
 func (x *CommitOnePhaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[36]
+	mi := &file_percolator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2369,7 @@ func (x *CommitOnePhaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOnePhaseResponse.ProtoReflect.Descriptor instead.
 func (*CommitOnePhaseResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{36}
+	return file_percolator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CommitOnePhaseResponse) GetConflict() bool {
@@ -2261,7 +2402,7 @@ type AsyncCheck struct {
 
 func (x *AsyncCheck) Reset() {
 	*x = AsyncCheck{}
-	mi := &file_percolator_proto_msgTypes[37]
+	mi := &file_percolator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2414,7 @@ func (x *AsyncCheck) String() string {
 func (*AsyncCheck) ProtoMessage() {}
 
 func (x *AsyncCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[37]
+	mi := &file_percolator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2427,7 @@ func (x *AsyncCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AsyncCheck.ProtoReflect.Descriptor instead.
 func (*AsyncCheck) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{37}
+	return file_percolator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AsyncCheck) GetRow() []byte {
@@ -2336,7 +2477,7 @@ type PrewriteAsyncRequest struct {
 
 func (x *PrewriteAsyncRequest) Reset() {
 	*x = PrewriteAsyncRequest{}
-	mi := &file_percolator_proto_msgTypes[38]
+	mi := &file_percolator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2489,7 @@ func (x *PrewriteAsyncRequest) String() string {
 func (*PrewriteAsyncRequest) ProtoMessage() {}
 
 func (x *PrewriteAsyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[38]
+	mi := &file_percolator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2502,7 @@ func (x *PrewriteAsyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrewriteAsyncRequest.ProtoReflect.Descriptor instead.
 func (*PrewriteAsyncRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{38}
+	return file_percolator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PrewriteAsyncRequest) GetChecks() []*AsyncCheck {
@@ -2391,7 +2532,7 @@ type PrewriteAsyncResponse struct {
 
 func (x *PrewriteAsyncResponse) Reset() {
 	*x = PrewriteAsyncResponse{}
-	mi := &file_percolator_proto_msgTypes[39]
+	mi := &file_percolator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2403,7 +2544,7 @@ func (x *PrewriteAsyncResponse) String() string {
 func (*PrewriteAsyncResponse) ProtoMessage() {}
 
 func (x *PrewriteAsyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[39]
+	mi := &file_percolator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2557,7 @@ func (x *PrewriteAsyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrewriteAsyncResponse.ProtoReflect.Descriptor instead.
 func (*PrewriteAsyncResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{39}
+	return file_percolator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PrewriteAsyncResponse) GetTs() uint64 {
@@ -2441,7 +2582,7 @@ type NowRequest struct {
 
 func (x *NowRequest) Reset() {
 	*x = NowRequest{}
-	mi := &file_percolator_proto_msgTypes[40]
+	mi := &file_percolator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2453,7 +2594,7 @@ func (x *NowRequest) String() string {
 func (*NowRequest) ProtoMessage() {}
 
 func (x *NowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[40]
+	mi := &file_percolator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2466,7 +2607,7 @@ func (x *NowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NowRequest.ProtoReflect.Descriptor instead.
 func (*NowRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{40}
+	return file_percolator_proto_rawDescGZIP(), []int{42}
 }
 
 // NowResponse is the time by the store server's clock.
@@ -2479,7 +2620,7 @@ type NowResponse struct {
 
 func (x *NowResponse) Reset() {
 	*x = NowResponse{}
-	mi := &file_percolator_proto_msgTypes[41]
+	mi := &file_percolator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +2632,7 @@ func (x *NowResponse) String() string {
 func (*NowResponse) ProtoMessage() {}
 
 func (x *NowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[41]
+	mi := &file_percolator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +2645,7 @@ func (x *NowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NowResponse.ProtoReflect.Descriptor instead.
 func (*NowResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{41}
+	return file_percolator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *NowResponse) GetUnixNanos() int64 {
@@ -2523,7 +2664,7 @@ type AllocateRequest struct {
 
 func (x *AllocateRequest) Reset() {
 	*x = AllocateRequest{}
-	mi := &file_percolator_proto_msgTypes[42]
+	mi := &file_percolator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2535,7 +2676,7 @@ func (x *AllocateRequest) String() string {
 func (*AllocateRequest) ProtoMessage() {}
 
 func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[42]
+	mi := &file_percolator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2548,7 +2689,7 @@ func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRequest.ProtoReflect.Descriptor instead.
 func (*AllocateRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{42}
+	return file_percolator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AllocateRequest) GetCount() uint32 {
@@ -2579,7 +2720,7 @@ type AllocateResponse struct {
 
 func (x *AllocateResponse) Reset() {
 	*x = AllocateResponse{}
-	mi := &file_percolator_proto_msgTypes[43]
+	mi := &file_percolator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2732,7 @@ func (x *AllocateResponse) String() string {
 func (*AllocateResponse) ProtoMessage() {}
 
 func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[43]
+	mi := &file_percolator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2745,7 @@ func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateResponse.ProtoReflect.Descriptor instead.
 func (*AllocateResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{43}
+	return file_percolator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AllocateResponse) GetFirst() uint64 {
@@ -2636,7 +2777,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_percolator_proto_msgTypes[44]
+	mi := &file_percolator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2648,7 +2789,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[44]
+	mi := &file_percolator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2661,7 +2802,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{44}
+	return file_percolator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *OpenSessionRequest) GetOwner() string {
@@ -2695,7 +2836,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_percolator_proto_msgTypes[45]
+	mi := &file_percolator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2707,7 +2848,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[45]
+	mi := &file_percolator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2720,7 +2861,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{45}
+	return file_percolator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *OpenSessionResponse) GetSession() string {
@@ -2748,7 +2889,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_percolator_proto_msgTypes[46]
+	mi := &file_percolator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2760,7 +2901,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[46]
+	mi := &file_percolator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2773,7 +2914,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{46}
+	return file_percolator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *KeepAliveRequest) GetSession() string {
@@ -2799,7 +2940,7 @@ type KeepAliveResponse struct {
 
 func (x *KeepAliveResponse) Reset() {
 	*x = KeepAliveResponse{}
-	mi := &file_percolator_proto_msgTypes[47]
+	mi := &file_percolator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2811,7 +2952,7 @@ func (x *KeepAliveResponse) String() string {
 func (*KeepAliveResponse) ProtoMessage() {}
 
 func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[47]
+	mi := &file_percolator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2824,7 +2965,7 @@ func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{47}
+	return file_percolator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *KeepAliveResponse) GetTtlMs() int64 {
@@ -2843,7 +2984,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_percolator_proto_msgTypes[48]
+	mi := &file_percolator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2855,7 +2996,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[48]
+	mi := &file_percolator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2868,7 +3009,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{48}
+	return file_percolator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CloseSessionRequest) GetSession() string {
@@ -2886,7 +3027,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_percolator_proto_msgTypes[49]
+	mi := &file_percolator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2898,7 +3039,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[49]
+	mi := &file_percolator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2911,7 +3052,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{49}
+	return file_percolator_proto_rawDescGZIP(), []int{51}
 }
 
 type AliveRequest struct {
@@ -2923,7 +3064,7 @@ type AliveRequest struct {
 
 func (x *AliveRequest) Reset() {
 	*x = AliveRequest{}
-	mi := &file_percolator_proto_msgTypes[50]
+	mi := &file_percolator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2935,7 +3076,7 @@ func (x *AliveRequest) String() string {
 func (*AliveRequest) ProtoMessage() {}
 
 func (x *AliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[50]
+	mi := &file_percolator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2948,7 +3089,7 @@ func (x *AliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliveRequest.ProtoReflect.Descriptor instead.
 func (*AliveRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{50}
+	return file_percolator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AliveRequest) GetOwner() string {
@@ -2967,7 +3108,7 @@ type AliveResponse struct {
 
 func (x *AliveResponse) Reset() {
 	*x = AliveResponse{}
-	mi := &file_percolator_proto_msgTypes[51]
+	mi := &file_percolator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2979,7 +3120,7 @@ func (x *AliveResponse) String() string {
 func (*AliveResponse) ProtoMessage() {}
 
 func (x *AliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[51]
+	mi := &file_percolator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2992,7 +3133,7 @@ func (x *AliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliveResponse.ProtoReflect.Descriptor instead.
 func (*AliveResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{51}
+	return file_percolator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AliveResponse) GetAlive() bool {
@@ -3010,7 +3151,7 @@ type OldestRequest struct {
 
 func (x *OldestRequest) Reset() {
 	*x = OldestRequest{}
-	mi := &file_percolator_proto_msgTypes[52]
+	mi := &file_percolator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3022,7 +3163,7 @@ func (x *OldestRequest) String() string {
 func (*OldestRequest) ProtoMessage() {}
 
 func (x *OldestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[52]
+	mi := &file_percolator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3035,7 +3176,7 @@ func (x *OldestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OldestRequest.ProtoReflect.Descriptor instead.
 func (*OldestRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{52}
+	return file_percolator_proto_rawDescGZIP(), []int{54}
 }
 
 // OldestResponse is the oldest start_ts any live session published, 0
@@ -3051,7 +3192,7 @@ type OldestResponse struct {
 
 func (x *OldestResponse) Reset() {
 	*x = OldestResponse{}
-	mi := &file_percolator_proto_msgTypes[53]
+	mi := &file_percolator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3063,7 +3204,7 @@ func (x *OldestResponse) String() string {
 func (*OldestResponse) ProtoMessage() {}
 
 func (x *OldestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[53]
+	mi := &file_percolator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3076,7 +3217,7 @@ func (x *OldestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OldestResponse.ProtoReflect.Descriptor instead.
 func (*OldestResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{53}
+	return file_percolator_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *OldestResponse) GetOldestStartTs() uint64 {
@@ -3103,7 +3244,7 @@ type TryLockRequest struct {
 
 func (x *TryLockRequest) Reset() {
 	*x = TryLockRequest{}
-	mi := &file_percolator_proto_msgTypes[54]
+	mi := &file_percolator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3115,7 +3256,7 @@ func (x *TryLockRequest) String() string {
 func (*TryLockRequest) ProtoMessage() {}
 
 func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[54]
+	mi := &file_percolator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3128,7 +3269,7 @@ func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockRequest.ProtoReflect.Descriptor instead.
 func (*TryLockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{54}
+	return file_percolator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TryLockRequest) GetSession() string {
@@ -3154,7 +3295,7 @@ type TryLockResponse struct {
 
 func (x *TryLockResponse) Reset() {
 	*x = TryLockResponse{}
-	mi := &file_percolator_proto_msgTypes[55]
+	mi := &file_percolator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3166,7 +3307,7 @@ func (x *TryLockResponse) String() string {
 func (*TryLockResponse) ProtoMessage() {}
 
 func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[55]
+	mi := &file_percolator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3179,7 +3320,7 @@ func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockResponse.ProtoReflect.Descriptor instead.
 func (*TryLockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{55}
+	return file_percolator_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *TryLockResponse) GetHeld() bool {
@@ -3199,7 +3340,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_percolator_proto_msgTypes[56]
+	mi := &file_percolator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3211,7 +3352,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[56]
+	mi := &file_percolator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3224,7 +3365,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{56}
+	return file_percolator_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *UnlockRequest) GetSession() string {
@@ -3249,7 +3390,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_percolator_proto_msgTypes[57]
+	mi := &file_percolator_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3261,7 +3402,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[57]
+	mi := &file_percolator_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3274,7 +3415,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{57}
+	return file_percolator_proto_rawDescGZIP(), []int{59}
 }
 
 var File_percolator_proto protoreflect.FileDescriptor
@@ -3408,7 +3549,17 @@ const file_percolator_proto_rawDesc = "" +
 	"\x05check\x18\x02 \x01(\v2\x17.percolator.v1.RowCheckR\x05check\x12.\n" +
 	"\x04then\x18\x03 \x03(\v2\x1a.percolator.v1.RowMutationR\x04then\"9\n" +
 	"\x1dCheckAndMutateInEpochResponse\x12\x18\n" +
-	"\amatched\x18\x01 \x01(\bR\amatched\"\x92\x02\n" +
+	"\amatched\x18\x01 \x01(\bR\amatched\"\x89\x02\n" +
+	"\x14CommitInEpochRequest\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12-\n" +
+	"\x05check\x18\x02 \x01(\v2\x17.percolator.v1.RowCheckR\x05check\x12.\n" +
+	"\x04then\x18\x03 \x03(\v2\x1a.percolator.v1.RowMutationR\x04then\x124\n" +
+	"\astamped\x18\x04 \x03(\v2\x1a.percolator.v1.RowMutationR\astamped\x120\n" +
+	"\x11observers_version\x18\x05 \x01(\x04H\x00R\x10observersVersion\x88\x01\x01B\x14\n" +
+	"\x12_observers_version\"N\n" +
+	"\x15CommitInEpochResponse\x12\x18\n" +
+	"\amatched\x18\x01 \x01(\bR\amatched\x12\x1b\n" +
+	"\tcommit_ts\x18\x02 \x01(\x04R\bcommitTs\"\x92\x02\n" +
 	"\x15CommitOnePhaseRequest\x12\x10\n" +
 	"\x03row\x18\x01 \x01(\fR\x03row\x125\n" +
 	"\tpredicate\x18\x02 \x03(\v2\x17.percolator.v1.SelectorR\tpredicate\x125\n" +
@@ -3480,8 +3631,7 @@ const file_percolator_proto_rawDesc = "" +
 	"\x03PUT\x10\x01\x12\x10\n" +
 	"\fDELETE_CELLS\x10\x02\x12\x0e\n" +
 	"\n" +
-	"DELETE_ROW\x10\x032\xdf\n" +
-	"\n" +
+	"DELETE_ROW\x10\x032\xbb\v\n" +
 	"\aStorage\x12H\n" +
 	"\aReadRow\x12\x1d.percolator.v1.ReadRowRequest\x1a\x1e.percolator.v1.ReadRowResponse\x12A\n" +
 	"\x04Scan\x12\x1a.percolator.v1.ScanRequest\x1a\x1b.percolator.v1.ScanResponse0\x01\x12E\n" +
@@ -3497,7 +3647,8 @@ const file_percolator_proto_rawDesc = "" +
 	"\x0eCollectGarbage\x12$.percolator.v1.CollectGarbageRequest\x1a%.percolator.v1.CollectGarbageResponse\x12K\n" +
 	"\bReadRows\x12\x1e.percolator.v1.ReadRowsRequest\x1a\x1f.percolator.v1.ReadRowsResponse\x12i\n" +
 	"\x12CheckAndMutateRows\x12(.percolator.v1.CheckAndMutateRowsRequest\x1a).percolator.v1.CheckAndMutateRowsResponse\x12r\n" +
-	"\x15CheckAndMutateInEpoch\x12+.percolator.v1.CheckAndMutateInEpochRequest\x1a,.percolator.v1.CheckAndMutateInEpochResponse\x12]\n" +
+	"\x15CheckAndMutateInEpoch\x12+.percolator.v1.CheckAndMutateInEpochRequest\x1a,.percolator.v1.CheckAndMutateInEpochResponse\x12Z\n" +
+	"\rCommitInEpoch\x12#.percolator.v1.CommitInEpochRequest\x1a$.percolator.v1.CommitInEpochResponse\x12]\n" +
 	"\x0eCommitOnePhase\x12$.percolator.v1.CommitOnePhaseRequest\x1a%.percolator.v1.CommitOnePhaseResponse\x12Z\n" +
 	"\rPrewriteAsync\x12#.percolator.v1.PrewriteAsyncRequest\x1a$.percolator.v1.PrewriteAsyncResponse2\xac\x01\n" +
 	"\x06Oracle\x12K\n" +
@@ -3525,7 +3676,7 @@ func file_percolator_proto_rawDescGZIP() []byte {
 }
 
 var file_percolator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_percolator_proto_goTypes = []any{
 	(MutationKind)(0),                     // 0: percolator.v1.MutationKind
 	(*TimeRange)(nil),                     // 1: percolator.v1.TimeRange
@@ -3563,29 +3714,31 @@ var file_percolator_proto_goTypes = []any{
 	(*CheckAndMutateRowsResponse)(nil),    // 33: percolator.v1.CheckAndMutateRowsResponse
 	(*CheckAndMutateInEpochRequest)(nil),  // 34: percolator.v1.CheckAndMutateInEpochRequest
 	(*CheckAndMutateInEpochResponse)(nil), // 35: percolator.v1.CheckAndMutateInEpochResponse
-	(*CommitOnePhaseRequest)(nil),         // 36: percolator.v1.CommitOnePhaseRequest
-	(*CommitOnePhaseResponse)(nil),        // 37: percolator.v1.CommitOnePhaseResponse
-	(*AsyncCheck)(nil),                    // 38: percolator.v1.AsyncCheck
-	(*PrewriteAsyncRequest)(nil),          // 39: percolator.v1.PrewriteAsyncRequest
-	(*PrewriteAsyncResponse)(nil),         // 40: percolator.v1.PrewriteAsyncResponse
-	(*NowRequest)(nil),                    // 41: percolator.v1.NowRequest
-	(*NowResponse)(nil),                   // 42: percolator.v1.NowResponse
-	(*AllocateRequest)(nil),               // 43: percolator.v1.AllocateRequest
-	(*AllocateResponse)(nil),              // 44: percolator.v1.AllocateResponse
-	(*OpenSessionRequest)(nil),            // 45: percolator.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),           // 46: percolator.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),              // 47: percolator.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),             // 48: percolator.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),           // 49: percolator.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),          // 50: percolator.v1.CloseSessionResponse
-	(*AliveRequest)(nil),                  // 51: percolator.v1.AliveRequest
-	(*AliveResponse)(nil),                 // 52: percolator.v1.AliveResponse
-	(*OldestRequest)(nil),                 // 53: percolator.v1.OldestRequest
-	(*OldestResponse)(nil),                // 54: percolator.v1.OldestResponse
-	(*TryLockRequest)(nil),                // 55: percolator.v1.TryLockRequest
-	(*TryLockResponse)(nil),               // 56: percolator.v1.TryLockResponse
-	(*UnlockRequest)(nil),                 // 57: percolator.v1.UnlockRequest
-	(*UnlockResponse)(nil),                // 58: percolator.v1.UnlockResponse
+	(*CommitInEpochRequest)(nil),          // 36: percolator.v1.CommitInEpochRequest
+	(*CommitInEpochResponse)(nil),         // 37: percolator.v1.CommitInEpochResponse
+	(*CommitOnePhaseRequest)(nil),         // 38: percolator.v1.CommitOnePhaseRequest
+	(*CommitOnePhaseResponse)(nil),        // 39: percolator.v1.CommitOnePhaseResponse
+	(*AsyncCheck)(nil),                    // 40: percolator.v1.AsyncCheck
+	(*PrewriteAsyncRequest)(nil),          // 41: percolator.v1.PrewriteAsyncRequest
+	(*PrewriteAsyncResponse)(nil),         // 42: percolator.v1.PrewriteAsyncResponse
+	(*NowRequest)(nil),                    // 43: percolator.v1.NowRequest
+	(*NowResponse)(nil),                   // 44: percolator.v1.NowResponse
+	(*AllocateRequest)(nil),               // 45: percolator.v1.AllocateRequest
+	(*AllocateResponse)(nil),              // 46: percolator.v1.AllocateResponse
+	(*OpenSessionRequest)(nil),            // 47: percolator.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),           // 48: percolator.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),              // 49: percolator.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),             // 50: percolator.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),           // 51: percolator.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),          // 52: percolator.v1.CloseSessionResponse
+	(*AliveRequest)(nil),                  // 53: percolator.v1.AliveRequest
+	(*AliveResponse)(nil),                 // 54: percolator.v1.AliveResponse
+	(*OldestRequest)(nil),                 // 55: percolator.v1.OldestRequest
+	(*OldestResponse)(nil),                // 56: percolator.v1.OldestResponse
+	(*TryLockRequest)(nil),                // 57: percolator.v1.TryLockRequest
+	(*TryLockResponse)(nil),               // 58: percolator.v1.TryLockResponse
+	(*UnlockRequest)(nil),                 // 59: percolator.v1.UnlockRequest
+	(*UnlockResponse)(nil),                // 60: percolator.v1.UnlockResponse
 }
 var file_percolator_proto_depIdxs = []int32{
 	1,  // 0: percolator.v1.Selector.time:type_name -> percolator.v1.TimeRange
@@ -3617,68 +3770,73 @@ var file_percolator_proto_depIdxs = []int32{
 	31, // 26: percolator.v1.CheckAndMutateRowsRequest.checks:type_name -> percolator.v1.RowCheck
 	31, // 27: percolator.v1.CheckAndMutateInEpochRequest.check:type_name -> percolator.v1.RowCheck
 	5,  // 28: percolator.v1.CheckAndMutateInEpochRequest.then:type_name -> percolator.v1.RowMutation
-	2,  // 29: percolator.v1.CommitOnePhaseRequest.predicate:type_name -> percolator.v1.Selector
-	4,  // 30: percolator.v1.CommitOnePhaseRequest.mutations:type_name -> percolator.v1.Mutation
-	4,  // 31: percolator.v1.CommitOnePhaseRequest.stamped:type_name -> percolator.v1.Mutation
-	2,  // 32: percolator.v1.AsyncCheck.predicate:type_name -> percolator.v1.Selector
-	4,  // 33: percolator.v1.AsyncCheck.mutations:type_name -> percolator.v1.Mutation
-	4,  // 34: percolator.v1.AsyncCheck.stamped:type_name -> percolator.v1.Mutation
-	38, // 35: percolator.v1.PrewriteAsyncRequest.checks:type_name -> percolator.v1.AsyncCheck
-	7,  // 36: percolator.v1.Storage.ReadRow:input_type -> percolator.v1.ReadRowRequest
-	9,  // 37: percolator.v1.Storage.Scan:input_type -> percolator.v1.ScanRequest
-	12, // 38: percolator.v1.Storage.Mutate:input_type -> percolator.v1.MutateRequest
-	14, // 39: percolator.v1.Storage.CheckAndMutate:input_type -> percolator.v1.CheckAndMutateRequest
-	16, // 40: percolator.v1.Storage.MutateRows:input_type -> percolator.v1.MutateRowsRequest
-	19, // 41: percolator.v1.Storage.Increment:input_type -> percolator.v1.IncrementRequest
-	23, // 42: percolator.v1.Storage.CompactFamily:input_type -> percolator.v1.CompactFamilyRequest
-	21, // 43: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
-	25, // 44: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
-	41, // 45: percolator.v1.Storage.Now:input_type -> percolator.v1.NowRequest
-	27, // 46: percolator.v1.Storage.CollectGarbage:input_type -> percolator.v1.CollectGarbageRequest
-	29, // 47: percolator.v1.Storage.ReadRows:input_type -> percolator.v1.ReadRowsRequest
-	32, // 48: percolator.v1.Storage.CheckAndMutateRows:input_type -> percolator.v1.CheckAndMutateRowsRequest
-	34, // 49: percolator.v1.Storage.CheckAndMutateInEpoch:input_type -> percolator.v1.CheckAndMutateInEpochRequest
-	36, // 50: percolator.v1.Storage.CommitOnePhase:input_type -> percolator.v1.CommitOnePhaseRequest
-	39, // 51: percolator.v1.Storage.PrewriteAsync:input_type -> percolator.v1.PrewriteAsyncRequest
-	43, // 52: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
-	43, // 53: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
-	45, // 54: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
-	47, // 55: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
-	49, // 56: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
-	51, // 57: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
-	55, // 58: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
-	57, // 59: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
-	53, // 60: percolator.v1.Coord.Oldest:input_type -> percolator.v1.OldestRequest
-	8,  // 61: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
-	11, // 62: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
-	13, // 63: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
-	15, // 64: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
-	18, // 65: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
-	20, // 66: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
-	24, // 67: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
-	22, // 68: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
-	26, // 69: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
-	42, // 70: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
-	28, // 71: percolator.v1.Storage.CollectGarbage:output_type -> percolator.v1.CollectGarbageResponse
-	30, // 72: percolator.v1.Storage.ReadRows:output_type -> percolator.v1.ReadRowsResponse
-	33, // 73: percolator.v1.Storage.CheckAndMutateRows:output_type -> percolator.v1.CheckAndMutateRowsResponse
-	35, // 74: percolator.v1.Storage.CheckAndMutateInEpoch:output_type -> percolator.v1.CheckAndMutateInEpochResponse
-	37, // 75: percolator.v1.Storage.CommitOnePhase:output_type -> percolator.v1.CommitOnePhaseResponse
-	40, // 76: percolator.v1.Storage.PrewriteAsync:output_type -> percolator.v1.PrewriteAsyncResponse
-	44, // 77: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
-	44, // 78: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
-	46, // 79: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
-	48, // 80: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
-	50, // 81: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
-	52, // 82: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
-	56, // 83: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
-	58, // 84: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
-	54, // 85: percolator.v1.Coord.Oldest:output_type -> percolator.v1.OldestResponse
-	61, // [61:86] is the sub-list for method output_type
-	36, // [36:61] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	31, // 29: percolator.v1.CommitInEpochRequest.check:type_name -> percolator.v1.RowCheck
+	5,  // 30: percolator.v1.CommitInEpochRequest.then:type_name -> percolator.v1.RowMutation
+	5,  // 31: percolator.v1.CommitInEpochRequest.stamped:type_name -> percolator.v1.RowMutation
+	2,  // 32: percolator.v1.CommitOnePhaseRequest.predicate:type_name -> percolator.v1.Selector
+	4,  // 33: percolator.v1.CommitOnePhaseRequest.mutations:type_name -> percolator.v1.Mutation
+	4,  // 34: percolator.v1.CommitOnePhaseRequest.stamped:type_name -> percolator.v1.Mutation
+	2,  // 35: percolator.v1.AsyncCheck.predicate:type_name -> percolator.v1.Selector
+	4,  // 36: percolator.v1.AsyncCheck.mutations:type_name -> percolator.v1.Mutation
+	4,  // 37: percolator.v1.AsyncCheck.stamped:type_name -> percolator.v1.Mutation
+	40, // 38: percolator.v1.PrewriteAsyncRequest.checks:type_name -> percolator.v1.AsyncCheck
+	7,  // 39: percolator.v1.Storage.ReadRow:input_type -> percolator.v1.ReadRowRequest
+	9,  // 40: percolator.v1.Storage.Scan:input_type -> percolator.v1.ScanRequest
+	12, // 41: percolator.v1.Storage.Mutate:input_type -> percolator.v1.MutateRequest
+	14, // 42: percolator.v1.Storage.CheckAndMutate:input_type -> percolator.v1.CheckAndMutateRequest
+	16, // 43: percolator.v1.Storage.MutateRows:input_type -> percolator.v1.MutateRowsRequest
+	19, // 44: percolator.v1.Storage.Increment:input_type -> percolator.v1.IncrementRequest
+	23, // 45: percolator.v1.Storage.CompactFamily:input_type -> percolator.v1.CompactFamilyRequest
+	21, // 46: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
+	25, // 47: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
+	43, // 48: percolator.v1.Storage.Now:input_type -> percolator.v1.NowRequest
+	27, // 49: percolator.v1.Storage.CollectGarbage:input_type -> percolator.v1.CollectGarbageRequest
+	29, // 50: percolator.v1.Storage.ReadRows:input_type -> percolator.v1.ReadRowsRequest
+	32, // 51: percolator.v1.Storage.CheckAndMutateRows:input_type -> percolator.v1.CheckAndMutateRowsRequest
+	34, // 52: percolator.v1.Storage.CheckAndMutateInEpoch:input_type -> percolator.v1.CheckAndMutateInEpochRequest
+	36, // 53: percolator.v1.Storage.CommitInEpoch:input_type -> percolator.v1.CommitInEpochRequest
+	38, // 54: percolator.v1.Storage.CommitOnePhase:input_type -> percolator.v1.CommitOnePhaseRequest
+	41, // 55: percolator.v1.Storage.PrewriteAsync:input_type -> percolator.v1.PrewriteAsyncRequest
+	45, // 56: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
+	45, // 57: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
+	47, // 58: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
+	49, // 59: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
+	51, // 60: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
+	53, // 61: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
+	57, // 62: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
+	59, // 63: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
+	55, // 64: percolator.v1.Coord.Oldest:input_type -> percolator.v1.OldestRequest
+	8,  // 65: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
+	11, // 66: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
+	13, // 67: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
+	15, // 68: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
+	18, // 69: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
+	20, // 70: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
+	24, // 71: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
+	22, // 72: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
+	26, // 73: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
+	44, // 74: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
+	28, // 75: percolator.v1.Storage.CollectGarbage:output_type -> percolator.v1.CollectGarbageResponse
+	30, // 76: percolator.v1.Storage.ReadRows:output_type -> percolator.v1.ReadRowsResponse
+	33, // 77: percolator.v1.Storage.CheckAndMutateRows:output_type -> percolator.v1.CheckAndMutateRowsResponse
+	35, // 78: percolator.v1.Storage.CheckAndMutateInEpoch:output_type -> percolator.v1.CheckAndMutateInEpochResponse
+	37, // 79: percolator.v1.Storage.CommitInEpoch:output_type -> percolator.v1.CommitInEpochResponse
+	39, // 80: percolator.v1.Storage.CommitOnePhase:output_type -> percolator.v1.CommitOnePhaseResponse
+	42, // 81: percolator.v1.Storage.PrewriteAsync:output_type -> percolator.v1.PrewriteAsyncResponse
+	46, // 82: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
+	46, // 83: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
+	48, // 84: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
+	50, // 85: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
+	52, // 86: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
+	54, // 87: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
+	58, // 88: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
+	60, // 89: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
+	56, // 90: percolator.v1.Coord.Oldest:output_type -> percolator.v1.OldestResponse
+	65, // [65:91] is the sub-list for method output_type
+	39, // [39:65] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_percolator_proto_init() }
@@ -3687,15 +3845,16 @@ func file_percolator_proto_init() {
 		return
 	}
 	file_percolator_proto_msgTypes[35].OneofWrappers = []any{}
-	file_percolator_proto_msgTypes[38].OneofWrappers = []any{}
-	file_percolator_proto_msgTypes[43].OneofWrappers = []any{}
+	file_percolator_proto_msgTypes[37].OneofWrappers = []any{}
+	file_percolator_proto_msgTypes[40].OneofWrappers = []any{}
+	file_percolator_proto_msgTypes[45].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_percolator_proto_rawDesc), len(file_percolator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   58,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

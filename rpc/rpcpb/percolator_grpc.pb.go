@@ -40,6 +40,7 @@ const (
 	Storage_ReadRows_FullMethodName              = "/percolator.v1.Storage/ReadRows"
 	Storage_CheckAndMutateRows_FullMethodName    = "/percolator.v1.Storage/CheckAndMutateRows"
 	Storage_CheckAndMutateInEpoch_FullMethodName = "/percolator.v1.Storage/CheckAndMutateInEpoch"
+	Storage_CommitInEpoch_FullMethodName         = "/percolator.v1.Storage/CommitInEpoch"
 	Storage_CommitOnePhase_FullMethodName        = "/percolator.v1.Storage/CommitOnePhase"
 	Storage_PrewriteAsync_FullMethodName         = "/percolator.v1.Storage/PrewriteAsync"
 )
@@ -71,6 +72,9 @@ type StorageClient interface {
 	// CheckAndMutateInEpoch: a commit point and its secondaries in one
 	// durable write, refused after a restart (storage.Epoched).
 	CheckAndMutateInEpoch(ctx context.Context, in *CheckAndMutateInEpochRequest, opts ...grpc.CallOption) (*CheckAndMutateInEpochResponse, error)
+	// CommitInEpoch: CheckAndMutateInEpoch whose commit timestamp the
+	// server's oracle hands out under the latches (storage.EpochStamper).
+	CommitInEpoch(ctx context.Context, in *CommitInEpochRequest, opts ...grpc.CallOption) (*CommitInEpochResponse, error)
 	// CommitOnePhase: a one-row transaction's commit, its timestamp taken
 	// by the server's oracle under the row latch (storage.OnePhaser).
 	CommitOnePhase(ctx context.Context, in *CommitOnePhaseRequest, opts ...grpc.CallOption) (*CommitOnePhaseResponse, error)
@@ -237,6 +241,16 @@ func (c *storageClient) CheckAndMutateInEpoch(ctx context.Context, in *CheckAndM
 	return out, nil
 }
 
+func (c *storageClient) CommitInEpoch(ctx context.Context, in *CommitInEpochRequest, opts ...grpc.CallOption) (*CommitInEpochResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommitInEpochResponse)
+	err := c.cc.Invoke(ctx, Storage_CommitInEpoch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *storageClient) CommitOnePhase(ctx context.Context, in *CommitOnePhaseRequest, opts ...grpc.CallOption) (*CommitOnePhaseResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CommitOnePhaseResponse)
@@ -284,6 +298,9 @@ type StorageServer interface {
 	// CheckAndMutateInEpoch: a commit point and its secondaries in one
 	// durable write, refused after a restart (storage.Epoched).
 	CheckAndMutateInEpoch(context.Context, *CheckAndMutateInEpochRequest) (*CheckAndMutateInEpochResponse, error)
+	// CommitInEpoch: CheckAndMutateInEpoch whose commit timestamp the
+	// server's oracle hands out under the latches (storage.EpochStamper).
+	CommitInEpoch(context.Context, *CommitInEpochRequest) (*CommitInEpochResponse, error)
 	// CommitOnePhase: a one-row transaction's commit, its timestamp taken
 	// by the server's oracle under the row latch (storage.OnePhaser).
 	CommitOnePhase(context.Context, *CommitOnePhaseRequest) (*CommitOnePhaseResponse, error)
@@ -342,6 +359,9 @@ func (UnimplementedStorageServer) CheckAndMutateRows(context.Context, *CheckAndM
 }
 func (UnimplementedStorageServer) CheckAndMutateInEpoch(context.Context, *CheckAndMutateInEpochRequest) (*CheckAndMutateInEpochResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckAndMutateInEpoch not implemented")
+}
+func (UnimplementedStorageServer) CommitInEpoch(context.Context, *CommitInEpochRequest) (*CommitInEpochResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CommitInEpoch not implemented")
 }
 func (UnimplementedStorageServer) CommitOnePhase(context.Context, *CommitOnePhaseRequest) (*CommitOnePhaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommitOnePhase not implemented")
@@ -615,6 +635,24 @@ func _Storage_CheckAndMutateInEpoch_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Storage_CommitInEpoch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitInEpochRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageServer).CommitInEpoch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Storage_CommitInEpoch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageServer).CommitInEpoch(ctx, req.(*CommitInEpochRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Storage_CommitOnePhase_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CommitOnePhaseRequest)
 	if err := dec(in); err != nil {
@@ -709,6 +747,10 @@ var Storage_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckAndMutateInEpoch",
 			Handler:    _Storage_CheckAndMutateInEpoch_Handler,
+		},
+		{
+			MethodName: "CommitInEpoch",
+			Handler:    _Storage_CommitInEpoch_Handler,
 		},
 		{
 			MethodName: "CommitOnePhase",

@@ -97,10 +97,7 @@ func (s *Store) CheckAndMutateInEpoch(ctx context.Context, epoch uint64, check s
 	if err := storage.CheckRowChecks(ctx, []storage.RowCheck{check}, then); err != nil {
 		return false, err
 	}
-	req := &rpcpb.CheckAndMutateInEpochRequest{Epoch: epoch, Check: rowCheckToPB(&check), Then: make([]*rpcpb.RowMutation, len(then))}
-	for i := range then {
-		req.Then[i] = &rpcpb.RowMutation{Row: then[i].Row, Mutations: rpc.MutationsToPB(then[i].Mutations)}
-	}
+	req := &rpcpb.CheckAndMutateInEpochRequest{Epoch: epoch, Check: rowCheckToPB(&check), Then: rowMutationsToPB(then)}
 	var resp *rpcpb.CheckAndMutateInEpochResponse
 	err := s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
 		resp, err = s.conn.Storage.CheckAndMutateInEpoch(ctx, req)
@@ -110,6 +107,46 @@ func (s *Store) CheckAndMutateInEpoch(ctx context.Context, epoch uint64, check s
 		return false, err
 	}
 	return resp.Matched, nil
+}
+
+// CommitInEpoch implements storage.EpochStamper: one call, without a
+// nonce, as CheckAndMutateInEpoch (a copy finds the primary's lock gone
+// and applies nothing; the caller learns from the primary what an
+// earlier copy did). storage.ErrNoOnePhase from a server older than the
+// call.
+func (s *Store) CommitInEpoch(ctx context.Context, epoch uint64, check storage.RowCheck, then, stamped []storage.RowMutation, observers *uint64) (uint64, bool, error) {
+	if err := s.check(); err != nil {
+		return 0, false, err
+	}
+	if err := storage.CheckRowChecks(ctx, []storage.RowCheck{check}, then); err != nil {
+		return 0, false, err
+	}
+	if err := storage.CheckStamped(check, then, stamped); err != nil {
+		return 0, false, err
+	}
+	req := &rpcpb.CommitInEpochRequest{Epoch: epoch, Check: rowCheckToPB(&check),
+		Then: rowMutationsToPB(then), Stamped: rowMutationsToPB(stamped), ObserversVersion: observers}
+	var resp *rpcpb.CommitInEpochResponse
+	err := s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
+		resp, err = s.conn.Storage.CommitInEpoch(ctx, req)
+		return err
+	})
+	if errors.Is(err, rpc.ErrUnimplemented) {
+		return 0, false, fmt.Errorf("%w: %w", storage.ErrNoOnePhase, err) // an older server
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return resp.CommitTs, resp.Matched, nil
+}
+
+// rowMutationsToPB converts rows of mutations to their messages.
+func rowMutationsToPB(rows []storage.RowMutation) []*rpcpb.RowMutation {
+	pbs := make([]*rpcpb.RowMutation, len(rows))
+	for i := range rows {
+		pbs[i] = &rpcpb.RowMutation{Row: rows[i].Row, Mutations: rpc.MutationsToPB(rows[i].Mutations)}
+	}
+	return pbs
 }
 
 // SyncedWrites returns how many writes the server's store has made
@@ -178,6 +215,7 @@ func (s *Store) CommitOnePhase(ctx context.Context, row []byte, predicate storag
 }
 
 var _ storage.OnePhaser = (*Store)(nil)
+var _ storage.EpochStamper = (*Store)(nil)
 
 // PrewriteAsync implements storage.AsyncPrewriter: one call, without a
 // nonce (a copy finds the first one's locks, which every predicate

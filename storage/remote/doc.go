@@ -38,9 +38,10 @@
 //  5. Writes are durable when acknowledged, but those of
 //     CheckAndMutateRowsDeferred (storage.Epoched: a transaction's
 //     prewrites), answered before their log sync with the server's epoch;
-//     CheckAndMutateInEpoch is refused (storage.ErrEpochChanged) once the
-//     server has restarted since the epoch it carries (txn/doc.go,
-//     "Durability over RPC"). The store offers no storage.Deferred
+//     CheckAndMutateInEpoch and CommitInEpoch (storage.EpochStamper: the
+//     server stamps the commit timestamp) are refused
+//     (storage.ErrEpochChanged) once the server has restarted since the
+//     epoch it carries (txn/doc.go, "Durability over RPC"). The store offers no storage.Deferred
 //     variant, and is not storage.Exclusive: no client keeps an index of
 //     a shared store. ReadRows (storage.MultiReader) reads several rows
 //     in one call.

@@ -560,3 +560,66 @@ func TestCommitOlderServer(t *testing.T) {
 		}
 	}
 }
+
+// lostCommitReply applies the first n stamped commit points it is sent
+// and drops their replies, as a connection cut after the server answered
+// would: the client learns nothing of them, not even the timestamp.
+type lostCommitReply struct {
+	*remote.Store
+	lose    atomic.Int64
+	applied atomic.Int64 // stamped calls that applied
+}
+
+func (s *lostCommitReply) CommitInEpoch(ctx context.Context, epoch uint64, check storage.RowCheck, then, stamped []storage.RowMutation, observers *uint64) (uint64, bool, error) {
+	ts, ok, err := s.Store.CommitInEpoch(ctx, epoch, check, then, stamped, observers)
+	if err == nil && ok {
+		s.applied.Add(1)
+	}
+	if err == nil && s.lose.Add(-1) >= 0 {
+		return 0, false, fmt.Errorf("%w: the reply was lost (test)", rpc.ErrUnavailable)
+	}
+	return ts, ok, err
+}
+
+// TestStampedCommitReplyLost: a stamped commit point applied whose reply
+// is lost (and the copy sent again finds the lock gone, its reply lost
+// too) is a commit: the client reads its own commit record from the
+// primary, at the timestamp the server took, Commit returns nil, and a
+// reader after it sees both rows, committed at that timestamp.
+func TestStampedCommitReplyLost(t *testing.T) {
+	ctx := context.Background()
+	for _, lost := range []int64{1, 2} {
+		t.Run(fmt.Sprintf("%d lost", lost), func(t *testing.T) {
+			r := newRig(t)
+			conn := servertest.Dial(t, r.addr(), rpc.DialOptions{})
+			st := &lostCommitReply{Store: servertest.Store(t, conn, remote.Options{})}
+			st.lose.Store(lost)
+			orc := oracleremote.NewClient(conn)
+			c := newClient(t, st, orc, txn.Options{Logger: quiet})
+			if err := writeBoth(ctx, c, "v1"); err != nil {
+				t.Fatalf("Commit after its stamped commit point's reply was lost: %v", err)
+			}
+			if n := st.applied.Load(); n != 1 {
+				t.Fatalf("%d stamped commit points applied, want 1", n)
+			}
+			txn.AwaitBackground(c)
+			var ts [2]uint64
+			for i, row := range []string{"p", "s"} {
+				rec, err := st.ReadRow(ctx, []byte(row), storage.Filter{{Family: txn.FamilyWrite, AllQualifiers: true}, {Family: txn.FamilyLock, AllQualifiers: true}})
+				if err != nil || len(rec.Cells) != 1 || rec.Cells[0].Family != txn.FamilyWrite {
+					t.Fatalf("%s: %v, %v; want one commit record and no lock", row, rec.Cells, err)
+				}
+				ts[i] = rec.Cells[0].TS
+			}
+			if ts[0] != ts[1] {
+				t.Fatalf("the rows committed at %d and %d, want one timestamp", ts[0], ts[1])
+			}
+			tx, _ := newClient(t, st, orc, txn.Options{Logger: quiet}).Begin(ctx)
+			for _, row := range []string{"p", "s"} {
+				if v, err := tx.Get(ctx, row, "c"); err != nil || string(v) != "v1" {
+					t.Fatalf("%s: %q, %v; want v1", row, v, err)
+				}
+			}
+		})
+	}
+}

@@ -322,7 +322,8 @@ func (db *DB) update(ctx context.Context, fn func(t *txn.Txn) error) error {
 }
 
 func (db *DB) tryUpdate(ctx context.Context, fn func(t *txn.Txn) error) error {
-	t, err := db.client.Begin(ctx)
+	// Over a server, the start timestamp comes with the first read.
+	t, err := db.client.BeginDeferred(ctx, false)
 	if err != nil {
 		return apiErr(err)
 	}
@@ -336,7 +337,7 @@ func (db *DB) tryUpdate(ctx context.Context, fn func(t *txn.Txn) error) error {
 // View runs fn in a read-only snapshot transaction; fn's error is
 // returned as it is.
 func (db *DB) View(ctx context.Context, fn func(tx *Txn) error) error {
-	t, err := db.client.BeginReadOnly(ctx)
+	t, err := db.client.BeginDeferred(ctx, true)
 	if err != nil {
 		return apiErr(err)
 	}

@@ -56,6 +56,7 @@ func authRequests(sid string) map[string]proto.Message {
 		"/percolator.v1.Coord/Oldest":           &rpcpb.OldestRequest{},
 		"/percolator.v1.Storage/CollectGarbage": &rpcpb.CollectGarbageRequest{DryRun: true},
 		"/percolator.v1.Storage/ReadRows":       &rpcpb.ReadRowsRequest{Reads: []*rpcpb.ReadRowRequest{{Row: []byte("r"), Filter: all}}},
+		"/percolator.v1.Storage/ReadRowsFresh":  &rpcpb.ReadRowsRequest{Reads: []*rpcpb.ReadRowRequest{{Row: []byte("r"), Filter: all}}},
 		"/percolator.v1.Storage/CheckAndMutateRows": &rpcpb.CheckAndMutateRowsRequest{Checks: []*rpcpb.RowCheck{
 			{Row: []byte("r"), Predicate: all, IfTrue: put, IfFalse: put}}},
 		// The epoch of a first run: a server on a fresh directory runs 1.

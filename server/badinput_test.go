@@ -189,6 +189,12 @@ func TestBadInput(t *testing.T) {
 			return ignore(s.CheckAndMutateInEpoch(ctx, &rpcpb.CheckAndMutateInEpochRequest{Epoch: 1 << 40,
 				Check: &rpcpb.RowCheck{Row: row, Predicate: sel, IfTrue: puts, IfFalse: puts}, Then: []*rpcpb.RowMutation{{Row: []byte("r2"), Mutations: puts}}}))
 		}},
+		{"ReadRowsFresh an empty filter", codes.InvalidArgument, "names its selectors", func() error {
+			return ignore(s.ReadRowsFresh(ctx, &rpcpb.ReadRowsRequest{Reads: []*rpcpb.ReadRowRequest{{Row: row}}}))
+		}},
+		{"ReadRowsFresh an empty row", codes.InvalidArgument, "empty row", func() error {
+			return ignore(s.ReadRowsFresh(ctx, &rpcpb.ReadRowsRequest{Reads: []*rpcpb.ReadRowRequest{{Filter: sel}}}))
+		}},
 		{"CommitInEpoch no check", codes.InvalidArgument, "no check", func() error {
 			return ignore(s.CommitInEpoch(ctx, &rpcpb.CommitInEpochRequest{Epoch: 1}))
 		}},

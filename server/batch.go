@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/seed-992972ee/percolator/internal/mutant"
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/rpc/rpcpb"
 	"github.com/seed-992972ee/percolator/storage"
@@ -19,16 +21,8 @@ import (
 
 // ReadRows implements rpcpb.StorageServer: each read as ReadRow.
 func (s *storageService) ReadRows(ctx context.Context, req *rpcpb.ReadRowsRequest) (*rpcpb.ReadRowsResponse, error) {
-	if len(req.Reads) > MaxMutations {
-		return nil, status.Errorf(codes.InvalidArgument, "%d reads, at most %d", len(req.Reads), MaxMutations)
-	}
-	for i, r := range req.Reads {
-		if r == nil {
-			return nil, status.Errorf(codes.InvalidArgument, "read %d is empty", i)
-		}
-		if err := firstError(checkRow(r.Row), checkFilter(r.Filter, fmt.Sprintf("read %d filter", i))); err != nil {
-			return nil, err
-		}
+	if err := checkReads(req); err != nil {
+		return nil, err
 	}
 	resp := &rpcpb.ReadRowsResponse{Rows: make([]*rpcpb.ReadRowResponse, len(req.Reads))}
 	for i, r := range req.Reads {
@@ -40,6 +34,78 @@ func (s *storageService) ReadRows(ctx context.Context, req *rpcpb.ReadRowsReques
 	}
 	return resp, nil
 }
+
+// checkReads checks a ReadRows request.
+func checkReads(req *rpcpb.ReadRowsRequest) error {
+	if len(req.Reads) > MaxMutations {
+		return status.Errorf(codes.InvalidArgument, "%d reads, at most %d", len(req.Reads), MaxMutations)
+	}
+	for i, r := range req.Reads {
+		if r == nil {
+			return status.Errorf(codes.InvalidArgument, "read %d is empty", i)
+		}
+		if err := firstError(checkRow(r.Row), checkFilter(r.Filter, fmt.Sprintf("read %d filter", i))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadRowsFresh implements rpcpb.StorageServer: a timestamp from this
+// server's oracle, then the reads, each selector cut below it
+// (storage.FreshReader). Each read waits, as ReadRows', for the commits
+// in flight on its row (a one-phase or async commit's mark, a durable
+// write's sync), all of them begun before it.
+func (s *storageService) ReadRowsFresh(ctx context.Context, req *rpcpb.ReadRowsRequest) (*rpcpb.ReadRowsFreshResponse, error) {
+	if err := checkReads(req); err != nil {
+		return nil, err
+	}
+	for i, r := range req.Reads {
+		if len(r.Filter) == 0 {
+			// An empty filter reads every cell, of every version.
+			return nil, status.Errorf(codes.InvalidArgument, "read %d: a fresh read names its selectors", i)
+		}
+	}
+	ts, err := s.freshTimestamp(ctx)
+	if err != nil {
+		return nil, s.srv.status(err)
+	}
+	resp := &rpcpb.ReadRowsFreshResponse{Ts: ts, Rows: make([]*rpcpb.ReadRowResponse, len(req.Reads))}
+	for i, r := range req.Reads {
+		f := storage.CutBefore(rpc.FilterFromPB(r.Filter), ts)
+		if len(f) == 0 && len(r.Filter) > 0 {
+			resp.Rows[i] = &rpcpb.ReadRowResponse{} // nothing below ts selected
+			continue
+		}
+		out, err := s.readRowFiltered(ctx, r.Row, f)
+		if err != nil {
+			return nil, err
+		}
+		resp.Rows[i] = out
+	}
+	return resp, nil
+}
+
+// freshTimestamp is a fresh read's timestamp: a new one from this
+// server's oracle, handed out after the call arrived.
+func (s *storageService) freshTimestamp(ctx context.Context) (uint64, error) {
+	if mutant.On(mutant.FreshReadStale) {
+		// Breaks invariant 1: a timestamp handed out before the call,
+		// to an earlier one, reused 19 times in 20.
+		if n := staleReads.Add(1); n%20 != 1 {
+			if ts := staleTS.Load(); ts != 0 {
+				return ts, nil
+			}
+		}
+		ts, err := s.srv.alloc.Allocate(ctx, 1)
+		staleTS.Store(ts)
+		return ts, err
+	}
+	return s.srv.alloc.Allocate(ctx, 1)
+}
+
+// The fresh-read-stale mutant's state.
+var staleReads, staleTS atomic.Uint64
 
 // rowChecks converts and checks a request's row checks.
 func rowChecks(pbs []*rpcpb.RowCheck) ([]storage.RowCheck, error) {

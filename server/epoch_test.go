@@ -158,6 +158,46 @@ func TestCommitInEpoch(t *testing.T) {
 	}
 }
 
+// TestReadRowsFresh: one call takes a timestamp from the server's
+// oracle, above every one handed out before it and below every one
+// after, and reads each row below it: a version at or above it is not
+// returned, whatever the filter asked.
+func TestReadRowsFresh(t *testing.T) {
+	ctx := context.Background()
+	srv := servertest.Start(t, server.Options{}, "")
+	conn := servertest.Dial(t, srv.Addr, rpc.DialOptions{})
+	st := servertest.Store(t, conn, remote.Options{})
+	orc := oracleremote.NewClient(conn)
+	before, err := orc.Timestamp(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	far := before + 1<<40 // a version no timestamp of this test reaches
+	for _, r := range []string{"a", "b"} {
+		if err := st.Mutate(ctx, []byte(r), storage.SetCell("f", "x", before, []byte(r+"-old")), storage.SetCell("f", "x", far, []byte(r+"-far"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts, rows, err := st.ReadRowsFresh(ctx, []storage.RowRead{
+		{Row: []byte("b"), Filter: storage.Filter{{Family: "f", Qualifier: "x"}}},
+		{Row: []byte("a"), Filter: storage.Filter{{Family: "f", Qualifier: "x", Time: storage.From(far)}}},
+		{Row: []byte("none"), Filter: storage.Filter{{Family: "f", AllQualifiers: true}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := orc.Timestamp(ctx)
+	if err != nil || ts <= before || ts >= after {
+		t.Fatalf("the read's timestamp %d, want between %d and %d (%v)", ts, before, after, err)
+	}
+	if len(rows) != 3 || len(rows[0].Cells) != 1 || string(rows[0].Cells[0].Value) != "b-old" || len(rows[1].Cells) != 0 || len(rows[2].Cells) != 0 {
+		t.Fatalf("rows read below %d: %v; want b's old version only", ts, rows)
+	}
+	if _, _, err := st.ReadRowsFresh(ctx, nil); !errors.Is(err, storage.ErrInvalidArgument) {
+		t.Fatalf("a fresh read of no rows: %v; want ErrInvalidArgument", err)
+	}
+}
+
 // TestReadRows: one call reads several rows, each through its filter, in
 // order; a row read twice is answered twice.
 func TestReadRows(t *testing.T) {

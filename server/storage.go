@@ -96,16 +96,21 @@ func (s *storageService) ReadRow(ctx context.Context, req *rpcpb.ReadRowRequest)
 
 // readRow is ReadRow of a request already checked.
 func (s *storageService) readRow(ctx context.Context, req *rpcpb.ReadRowRequest) (*rpcpb.ReadRowResponse, error) {
+	return s.readRowFiltered(ctx, req.Row, rpc.FilterFromPB(req.Filter))
+}
+
+// readRowFiltered is readRow with its filter converted.
+func (s *storageService) readRowFiltered(ctx context.Context, key []byte, f storage.Filter) (*rpcpb.ReadRowResponse, error) {
 	// The index learns of a commit of the row in flight only once its
 	// write returns: wait for it before asking (presence.go, invariant 2).
-	if err := s.st().AwaitOnePhase(ctx, req.Row); err != nil {
+	if err := s.st().AwaitOnePhase(ctx, key); err != nil {
 		return nil, s.srv.status(err)
 	}
-	filter := s.srv.locks.prune(req.Row, rpc.FilterFromPB(req.Filter))
-	if len(filter) == 0 && len(req.Filter) > 0 {
+	filter := s.srv.locks.prune(key, f)
+	if len(filter) == 0 && len(f) > 0 {
 		return &rpcpb.ReadRowResponse{}, nil // only locks asked for, and none held
 	}
-	row, err := s.st().ReadRow(ctx, req.Row, filter)
+	row, err := s.st().ReadRow(ctx, key, filter)
 	if err != nil {
 		return nil, s.srv.status(err)
 	}

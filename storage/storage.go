@@ -619,6 +619,39 @@ type RowRead struct {
 	Filter Filter
 }
 
+// FreshReader is an optional capability of a store reached over a
+// network whose process also runs the timestamp oracle (a percolator
+// server): ReadRowsFresh takes a timestamp ts from that oracle, and then
+// reads each row as MultiReader.ReadRows would, with every selector's
+// time range cut to the versions below ts: a transaction's start
+// timestamp and its first reads in one round trip (txn/doc.go,
+// "Durability over RPC"). Every read waits, as a read does, for the
+// commits in flight that a reader at ts must see, and names at least
+// one selector (ErrInvalidArgument). ErrNoOnePhase: the store cannot
+// take a timestamp (an older server), nothing read.
+type FreshReader interface {
+	ReadRowsFresh(ctx context.Context, reads []RowRead) (ts uint64, rows []Row, err error)
+}
+
+// CutBefore returns f with every selector's time range cut to the
+// versions below ts, leaving out a selector left with none: a
+// FreshReader's filters once it took ts. An empty result of a filter
+// that was not empty selects nothing (an empty filter would select
+// every cell).
+func CutBefore(f Filter, ts uint64) Filter {
+	out := make(Filter, 0, len(f))
+	for _, s := range f {
+		if s.Time.Start >= ts {
+			continue
+		}
+		if s.Time.End == 0 || s.Time.End > ts {
+			s.Time.End = ts
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
 // MultiReader is an optional capability of a store reached over a
 // network: ReadRows reads several rows in one round trip, each as ReadRow
 // would (rows[i] answers reads[i]). Each row's read is consistent on its

@@ -60,6 +60,12 @@ type Client struct {
 	// answered ErrNoOnePhase (an older server): later commits do not ask.
 	epochStamp   storage.EpochStamper
 	noEpochStamp atomic.Bool
+	// fresh is set on a server's store that reads at a timestamp it
+	// takes (storage.FreshReader): a transaction begun with BeginDeferred
+	// takes its start timestamp with its first read; noFresh once the
+	// store answered ErrNoOnePhase (an older server).
+	fresh   storage.FreshReader
+	noFresh atomic.Bool
 	// noOnePhase is set once the store answered ErrNoOnePhase (no oracle
 	// attached to it): later commits do not ask again.
 	noOnePhase atomic.Bool
@@ -121,6 +127,7 @@ func NewClient(ctx context.Context, store storage.Store, oracle Oracle, live coo
 	if c.epoched != nil {
 		c.epochStamp, _ = store.(storage.EpochStamper)
 	}
+	c.fresh, _ = store.(storage.FreshReader)
 	c.unlessed, _ = store.(storage.Unlessed)
 	if !opts.TwoPhaseOnly {
 		c.onePhase, _ = store.(storage.OnePhaser)

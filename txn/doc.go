@@ -327,9 +327,43 @@
 //     call answers storage.ErrNoOnePhase, applying nothing, and the
 //     client takes its commit timestamps itself from then on.
 //
-// A two-row transaction over a server is then four round trips (a start
-// timestamp, its reads in one GetMany, its prewrites, its commit) and
-// waits for one log sync, its commit point's.
+// The start timestamp is the server's as well where the transaction's
+// first operation is a read (Client.BeginDeferred; DB.Update and DB.View
+// begin so): ReadRowsFresh (storage.FreshReader) takes a timestamp s
+// from the server's oracle, then reads every row below it, and s is the
+// transaction's start_ts. It is a start timestamp handed out after the
+// transaction began and before its first read, as Begin's is, only
+// later:
+//
+//   - Invariant 1 and real time: a transaction that committed before
+//     this one began had its commit timestamp handed out before, so
+//     below s; s is above every timestamp the client's oracle handed
+//     out before the call (one allocator hands out both).
+//   - Invariant 2: the reads begin after s was handed out, so, as every
+//     read of the server, they wait for a one-phase or async commit in
+//     flight whose mark was raised before its timestamp was taken, and
+//     for a durable write's sync; a two-phase commit below s left its
+//     lock or its commit record. A read cut below s selects what a read
+//     at start_ts s selects.
+//   - A copy of the call sent again takes a timestamp of its own and
+//     writes nothing; the client takes the reply's timestamp, the one its
+//     rows were read below. It adds s to its active set (which holds the
+//     safe point back) when the reply comes, as Begin adds its own when
+//     the oracle's reply comes.
+//   - A transaction that writes without reading, scans first, or asks
+//     for StartTS takes its timestamp from the oracle, as Begin does. A
+//     server older than the call answers storage.ErrNoOnePhase, and the
+//     client takes start timestamps from the oracle from then on.
+//
+// The mutant fresh-read-stale reads below a timestamp the server handed
+// out to an earlier call: a read misses a write acknowledged before it
+// began, which verify's register workload over a server catches
+// (TestVerifyMutants); TestReadRowsFresh (server) checks the cut, and
+// TestDeferredStart the client's side, with an older server.
+//
+// A two-row transaction over a server is then three round trips (its
+// reads in one GetMany, with its start timestamp; its prewrites; its
+// commit) and waits for one log sync, its commit point's.
 //
 // The mutant commit-stamp-early takes c before the latches (and pauses):
 // a reader's push lands between, above c, and the commit applies below

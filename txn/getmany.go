@@ -40,6 +40,14 @@ func (t *Txn) GetMany(ctx context.Context, cells []CellKey) ([][]byte, error) {
 		read = append(read, i)
 	}
 	c := t.c
+	if len(read) == 0 {
+		return values, nil
+	}
+	if t.startTS == 0 {
+		if done, err := c.getFresh(ctx, t, cells, read, values); done || err != nil {
+			return values, err
+		}
+	}
 	multi, ok := c.store.(storage.MultiReader)
 	if !ok || c.index != nil || len(read) < 2 {
 		// The index answers a lock check and a known commit from memory:
@@ -61,6 +69,49 @@ func (t *Txn) GetMany(ctx context.Context, cells []CellKey) ([][]byte, error) {
 	return values, nil
 }
 
+// getFresh reads cells[read] for t, which has no start timestamp yet
+// (BeginDeferred), in one ReadRowsFresh that brings the timestamp too,
+// and settles them as getMany does (doc.go, "Durability over RPC").
+// done is false, nothing read, where the store takes no timestamp (an
+// older server, never asked again) or there is no such store: t then
+// has a start timestamp of the oracle's, unless err says why not.
+func (c *Client) getFresh(ctx context.Context, t *Txn, cells []CellKey, read []int, values [][]byte) (done bool, err error) {
+	if c.fresh == nil || c.noFresh.Load() {
+		return false, t.start(ctx)
+	}
+	ctx = c.operation(ctx)
+	// Unbounded: the store cuts them below the timestamp it takes.
+	reads := manyReads(cells, read, 0)
+	var (
+		ts   uint64
+		rows []storage.Row
+	)
+	for range c.opts.StoreRetries + 1 {
+		// Safe to send again: a read, each copy at a timestamp of its own.
+		if ts, rows, err = c.fresh.ReadRowsFresh(ctx, reads); err == nil || !retryable(err) {
+			break
+		}
+	}
+	switch {
+	case errors.Is(err, storage.ErrNoOnePhase):
+		c.noFresh.Store(true)
+		return false, t.start(ctx)
+	case err != nil:
+		return true, err
+	}
+	t.begun(ts)
+	return true, c.settleMany(ctx, ts, reads, rows, cells, read, values)
+}
+
+// manyReads are the reads of cells[read] at snapshot ts (0: unbounded).
+func manyReads(cells []CellKey, read []int, ts uint64) []storage.RowRead {
+	reads := make([]storage.RowRead, len(read))
+	for j, i := range read {
+		reads[j] = storage.RowRead{Row: []byte(cells[i].Row), Filter: visibleFilter(cells[i].Column, ts)}
+	}
+	return reads
+}
+
 // getMany reads cells[read] in one ReadRows, each through visibleFilter,
 // and settles each as get does: a cell whose read meets a lock, or needs
 // more than the one call (older write records, a value in the data
@@ -68,10 +119,7 @@ func (t *Txn) GetMany(ctx context.Context, cells []CellKey) ([][]byte, error) {
 // read returned (get).
 func (c *Client) getMany(ctx context.Context, multi storage.MultiReader, ts uint64, cells []CellKey, read []int, values [][]byte) error {
 	ctx = c.operation(ctx)
-	reads := make([]storage.RowRead, len(read))
-	for j, i := range read {
-		reads[j] = storage.RowRead{Row: []byte(cells[i].Row), Filter: visibleFilter(cells[i].Column, ts)}
-	}
+	reads := manyReads(cells, read, ts)
 	var (
 		rows []storage.Row
 		err  error
@@ -84,6 +132,12 @@ func (c *Client) getMany(ctx context.Context, multi storage.MultiReader, ts uint
 	if err != nil {
 		return err
 	}
+	return c.settleMany(ctx, ts, reads, rows, cells, read, values)
+}
+
+// settleMany settles the rows of reads, read at snapshot ts, into
+// values, as getMany says.
+func (c *Client) settleMany(ctx context.Context, ts uint64, reads []storage.RowRead, rows []storage.Row, cells []CellKey, read []int, values [][]byte) error {
 	for j, i := range read {
 		row, col := reads[j].Row, cells[i].Column
 		first := true

@@ -336,7 +336,7 @@ func staleLock(ctx context.Context, t *testing.T, st storage.Store, orc *oracle.
 	time.Sleep(50 * time.Millisecond)
 }
 
-func newClient(t testing.TB, st storage.Store, orc *oracle.Client, opts txn.Options) *txn.Client {
+func newClient(t testing.TB, st storage.Store, orc txn.Oracle, opts txn.Options) *txn.Client {
 	t.Helper()
 	c, err := txn.NewClient(context.Background(), st, orc, coord.TTLOnly{}, opts)
 	if err != nil {
@@ -622,4 +622,123 @@ func TestStampedCommitReplyLost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// freshCounter counts a server store's fresh reads; refuse makes it a
+// server older than them.
+type freshCounter struct {
+	*remote.Store
+	fresh  atomic.Int64
+	refuse bool
+}
+
+func (s *freshCounter) ReadRowsFresh(ctx context.Context, reads []storage.RowRead) (uint64, []storage.Row, error) {
+	s.fresh.Add(1)
+	if s.refuse {
+		return 0, nil, fmt.Errorf("%w: an older server (test)", storage.ErrNoOnePhase)
+	}
+	return s.Store.ReadRowsFresh(ctx, reads)
+}
+
+// countingOracle counts the timestamps a client asks its oracle for.
+type countingOracle struct {
+	txn.Oracle
+	calls atomic.Int64
+}
+
+func (o *countingOracle) Timestamp(ctx context.Context) (uint64, error) {
+	o.calls.Add(1)
+	return o.Oracle.Timestamp(ctx)
+}
+
+// TestDeferredStart: over a server, a transaction begun with
+// BeginDeferred takes its start timestamp with its first read, in one
+// call: it sees what committed before it began, asks the oracle for
+// nothing (its commit timestamp is the server's too), and commits; a
+// single Get does the same. A deferred transaction that writes without
+// reading, or asks for StartTS first, takes one from the oracle; one
+// rolled back before any read takes none and holds back no safe point.
+// Against a server older than the call it falls back to the oracle, and
+// the client does not ask again.
+func TestDeferredStart(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	conn := servertest.Dial(t, r.addr(), rpc.DialOptions{})
+	st := &freshCounter{Store: servertest.Store(t, conn, remote.Options{})}
+	orc := &countingOracle{Oracle: oracleremote.NewClient(conn)}
+	if err := writeBoth(ctx, newClient(t, st, orc, txn.Options{Logger: quiet}), "v1"); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, st, orc, txn.Options{Logger: quiet})
+	orc.calls.Store(0)
+
+	tx, err := c.BeginDeferred(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := tx.GetMany(ctx, []txn.CellKey{{Row: "p", Column: "c"}, {Row: "s", Column: "c"}})
+	if err != nil || string(vs[0]) != "v1" || string(vs[1]) != "v1" {
+		t.Fatalf("the first reads: %q, %v; want v1 twice", vs, err)
+	}
+	if ts, oldest, ok := tx.StartTS(), uint64(0), false; ts == 0 || func() bool { oldest, ok = c.OldestActive(); return !ok || oldest != ts }() {
+		t.Fatalf("start_ts %d, the oldest active %d (%v): want the read's, held", ts, oldest, ok)
+	}
+	if err := errors.Join(tx.Set("p", "c", []byte("v2")), tx.Set("s", "c", []byte("v2")), tx.Commit(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	if n, f := orc.calls.Load(), st.fresh.Load(); n != 0 || f != 1 {
+		t.Fatalf("a deferred read-write transfer asked the oracle %d times and read fresh %d times; want 0 and 1", n, f)
+	}
+	if _, ok := c.OldestActive(); ok {
+		t.Fatal("the committed transaction still holds the safe point")
+	}
+	ro, _ := c.BeginDeferred(ctx, true)
+	if v, err := ro.Get(ctx, "s", "c"); err != nil || string(v) != "v2" {
+		t.Fatalf("a deferred Get: %q, %v; want v2", v, err)
+	}
+	if err := ro.Rollback(ctx); err != nil || st.fresh.Load() != 2 || orc.calls.Load() != 0 {
+		t.Fatalf("a deferred Get: rollback %v, %d fresh reads, %d timestamps; want 2 and 0", err, st.fresh.Load(), orc.calls.Load())
+	}
+
+	w, _ := c.BeginDeferred(ctx, false)
+	if err := errors.Join(w.Set("p", "c", []byte("v3")), w.Set("s", "c", []byte("v3")), w.Commit(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	if n := orc.calls.Load(); n != 1 {
+		t.Fatalf("a deferred write-only transaction asked the oracle %d times, want once", n)
+	}
+	first, _ := c.BeginDeferred(ctx, true)
+	if ts := first.StartTS(); ts == 0 || orc.calls.Load() != 2 {
+		t.Fatalf("StartTS before any read: %d after %d timestamps; want one taken", ts, orc.calls.Load())
+	}
+	if v, err := first.Get(ctx, "p", "c"); err != nil || string(v) != "v3" || st.fresh.Load() != 2 {
+		t.Fatalf("a Get after StartTS: %q, %v, %d fresh reads; want v3 and no fresh read", v, err, st.fresh.Load())
+	}
+	_ = first.Rollback(ctx)
+	idle, _ := c.BeginDeferred(ctx, true)
+	if err := idle.Rollback(ctx); err != nil || idle.StartTS() != 0 || orc.calls.Load() != 2 {
+		t.Fatalf("rolled back before any read: %v, start_ts %d, %d timestamps; want none taken", err, idle.StartTS(), orc.calls.Load())
+	}
+	if _, ok := c.OldestActive(); ok {
+		t.Fatal("a transaction that ended still holds the safe point")
+	}
+
+	t.Run("older server", func(t *testing.T) {
+		old := &freshCounter{Store: st.Store, refuse: true}
+		c := newClient(t, old, orc, txn.Options{Logger: quiet})
+		for range 2 {
+			tx, err := c.BeginDeferred(ctx, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vs, err := tx.GetMany(ctx, []txn.CellKey{{Row: "p", Column: "c"}, {Row: "s", Column: "c"}})
+			if err != nil || string(vs[0]) != "v3" || string(vs[1]) != "v3" {
+				t.Fatalf("reads from an older server: %q, %v; want v3 twice", vs, err)
+			}
+			_ = tx.Rollback(ctx)
+		}
+		if n := old.fresh.Load(); n != 1 {
+			t.Fatalf("the client asked the older server for a fresh read %d times, want once", n)
+		}
+	})
 }

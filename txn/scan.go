@@ -27,6 +27,9 @@ func (t *Txn) Scan(ctx context.Context, start, end, column string, limit int) ([
 	if err := validateCell("scan", column); err != nil {
 		return nil, err
 	}
+	if err := t.start(ctx); err != nil {
+		return nil, err
+	}
 	var endKey []byte
 	if end != "" {
 		endKey = []byte(end)

@@ -40,6 +40,9 @@ func (t *Txn) ScanRows(ctx context.Context, start, end []byte, limit, maxBytes i
 	case limit <= 0 || maxBytes < 0:
 		return nil, nil, fmt.Errorf("%w: ScanRows limit %d, maxBytes %d", ErrInvalidArgument, limit, maxBytes)
 	}
+	if err := t.start(ctx); err != nil {
+		return nil, nil, err
+	}
 	return t.c.scanRows(ctx, t.startTS, start, end, limit, maxBytes)
 }
 

@@ -57,22 +57,68 @@ func (c *Client) Begin(ctx context.Context) (*Txn, error) { return c.begin(ctx, 
 func (c *Client) BeginReadOnly(ctx context.Context) (*Txn, error) { return c.begin(ctx, true) }
 
 func (c *Client) begin(ctx context.Context, readOnly bool) (*Txn, error) {
-	ts, err := c.oracle.Timestamp(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("txn: start timestamp: %w", err)
+	t := &Txn{c: c, readOnly: readOnly}
+	if err := t.start(ctx); err != nil {
+		return nil, err
 	}
-	if c.index != nil {
-		c.index.offerBase(ts)
-	}
-	if c.opts.afterStartTS != nil {
-		c.opts.afterStartTS()
-	}
-	c.active.add(ts)
-	return &Txn{c: c, startTS: ts, readOnly: readOnly}, nil
+	return t, nil
 }
 
-// StartTS returns the snapshot timestamp.
-func (t *Txn) StartTS() uint64 { return t.startTS }
+// BeginDeferred starts a transaction (read-only if readOnly) whose start
+// timestamp is taken by its first operation that needs one: where the
+// store reads at a timestamp it takes (storage.FreshReader: a server),
+// the first Get or GetMany brings it with its reads, one round trip
+// fewer (doc.go, "Durability over RPC"). Elsewhere it is Begin (or
+// BeginReadOnly).
+func (c *Client) BeginDeferred(ctx context.Context, readOnly bool) (*Txn, error) {
+	if !c.defersStart() {
+		return c.begin(ctx, readOnly)
+	}
+	return &Txn{c: c, readOnly: readOnly}, nil
+}
+
+// defersStart reports whether BeginDeferred leaves the start timestamp
+// to the first read: the store takes one with its reads (and has not
+// refused), and no index or test hook wants it at Begin.
+func (c *Client) defersStart() bool {
+	return c.fresh != nil && !c.noFresh.Load() && c.index == nil && c.opts.afterStartTS == nil
+}
+
+// start takes t's start timestamp from the oracle, unless it has one.
+func (t *Txn) start(ctx context.Context) error {
+	if t.startTS != 0 {
+		return nil
+	}
+	ts, err := t.c.oracle.Timestamp(ctx)
+	if err != nil {
+		return fmt.Errorf("txn: start timestamp: %w", err)
+	}
+	if t.c.index != nil {
+		t.c.index.offerBase(ts)
+	}
+	if t.c.opts.afterStartTS != nil {
+		t.c.opts.afterStartTS()
+	}
+	t.begun(ts)
+	return nil
+}
+
+// begun makes ts t's start timestamp: from the oracle (start) or from a
+// read that took it (getFresh, where there is no index).
+func (t *Txn) begun(ts uint64) {
+	t.c.active.add(ts)
+	t.startTS = ts
+}
+
+// StartTS returns the snapshot timestamp. A transaction begun with
+// BeginDeferred that has none yet takes it now (0 if that fails, or
+// once the transaction ended without one).
+func (t *Txn) StartTS() uint64 {
+	if t.startTS == 0 && !t.done {
+		_ = t.start(context.Background()) // the oracle bounds its own calls
+	}
+	return t.startTS
+}
 
 // ReadOnly reports whether the transaction was begun read-only.
 func (t *Txn) ReadOnly() bool { return t.readOnly }
@@ -96,6 +142,18 @@ func (t *Txn) get(ctx context.Context, row, column string) ([]byte, error) {
 			return nil, ErrNotFound
 		}
 		return append([]byte(nil), m.value...), nil
+	}
+	if t.startTS == 0 {
+		values := make([][]byte, 1)
+		done, err := t.c.getFresh(ctx, t, []CellKey{{Row: row, Column: column}}, []int{0}, values)
+		switch {
+		case err != nil:
+			return nil, err
+		case done && values[0] == nil:
+			return nil, ErrNotFound
+		case done:
+			return values[0], nil
+		}
 	}
 	return t.c.get(ctx, t.startTS, []byte(row), column)
 }
@@ -253,7 +311,9 @@ func (t *Txn) Rollback(context.Context) error {
 		return ErrTxnFinished
 	}
 	t.done = true
-	t.c.active.remove(t.startTS)
+	if t.startTS != 0 {
+		t.c.active.remove(t.startTS)
+	}
 	return nil
 }
 
@@ -267,11 +327,20 @@ func (t *Txn) Commit(ctx context.Context) error {
 	case t.done:
 		return ErrTxnFinished
 	}
-	t.done = true
-	defer t.c.active.remove(t.startTS)
 	if len(t.writes) == 0 {
+		t.done = true
+		if t.startTS != 0 {
+			t.c.active.remove(t.startTS)
+		}
 		return nil
 	}
+	if err := t.start(ctx); err != nil {
+		// Nothing was written: the transaction ends with the error.
+		t.done = true
+		return err
+	}
+	t.done = true
+	defer t.c.active.remove(t.startTS)
 	return t.c.commit(ctx, t)
 }
 

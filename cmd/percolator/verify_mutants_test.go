@@ -46,6 +46,7 @@ func TestVerifyMutants(t *testing.T) {
 		{"", []string{"--workload", "bank", "--async-commit", "--duration", "3s"}},
 		{mutant.AsyncSkipSecondary, []string{"--workload", "bank", "--async-commit", "--duration", "3s"}},
 		{mutant.CommitStampEarly, []string{"--target", "server", "--workload", "bank", "--read-through-locks", "--duration", "3s"}},
+		{mutant.FreshReadStale, []string{"--target", "server", "--workload", "register", "--duration", "5s", "--clients", "3"}},
 		{mutant.StaleRange, []string{"--target", "server", "--workload", "register", "--duration", "5s", "--clients", "3"}},
 		{mutant.SkipRollback, []string{"--target", "distributed", "--workload", "observer", "--fault", "none", "--duration", "6s"}},
 	} {

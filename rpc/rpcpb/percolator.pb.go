@@ -1816,6 +1816,61 @@ func (x *ReadRowsResponse) GetRows() []*ReadRowResponse {
 	return nil
 }
 
+// ReadRowsFreshResponse answers ReadRowsFresh: the timestamp the
+// server's oracle handed out before the reads, and one reply per read,
+// in order, each selector cut to the versions below ts.
+type ReadRowsFreshResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ts            uint64                 `protobuf:"varint,1,opt,name=ts,proto3" json:"ts,omitempty"`
+	Rows          []*ReadRowResponse     `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadRowsFreshResponse) Reset() {
+	*x = ReadRowsFreshResponse{}
+	mi := &file_percolator_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadRowsFreshResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadRowsFreshResponse) ProtoMessage() {}
+
+func (x *ReadRowsFreshResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_percolator_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadRowsFreshResponse.ProtoReflect.Descriptor instead.
+func (*ReadRowsFreshResponse) Descriptor() ([]byte, []int) {
+	return file_percolator_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ReadRowsFreshResponse) GetTs() uint64 {
+	if x != nil {
+		return x.Ts
+	}
+	return 0
+}
+
+func (x *ReadRowsFreshResponse) GetRows() []*ReadRowResponse {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
 // RowCheck is one row's CheckAndMutate within a batch (storage.RowCheck).
 type RowCheck struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1831,7 +1886,7 @@ type RowCheck struct {
 
 func (x *RowCheck) Reset() {
 	*x = RowCheck{}
-	mi := &file_percolator_proto_msgTypes[30]
+	mi := &file_percolator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1843,7 +1898,7 @@ func (x *RowCheck) String() string {
 func (*RowCheck) ProtoMessage() {}
 
 func (x *RowCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[30]
+	mi := &file_percolator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1856,7 +1911,7 @@ func (x *RowCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowCheck.ProtoReflect.Descriptor instead.
 func (*RowCheck) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{30}
+	return file_percolator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RowCheck) GetRow() []byte {
@@ -1907,7 +1962,7 @@ type CheckAndMutateRowsRequest struct {
 
 func (x *CheckAndMutateRowsRequest) Reset() {
 	*x = CheckAndMutateRowsRequest{}
-	mi := &file_percolator_proto_msgTypes[31]
+	mi := &file_percolator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +1974,7 @@ func (x *CheckAndMutateRowsRequest) String() string {
 func (*CheckAndMutateRowsRequest) ProtoMessage() {}
 
 func (x *CheckAndMutateRowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[31]
+	mi := &file_percolator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +1987,7 @@ func (x *CheckAndMutateRowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckAndMutateRowsRequest.ProtoReflect.Descriptor instead.
 func (*CheckAndMutateRowsRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{31}
+	return file_percolator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CheckAndMutateRowsRequest) GetChecks() []*RowCheck {
@@ -1954,7 +2009,7 @@ type CheckAndMutateRowsResponse struct {
 
 func (x *CheckAndMutateRowsResponse) Reset() {
 	*x = CheckAndMutateRowsResponse{}
-	mi := &file_percolator_proto_msgTypes[32]
+	mi := &file_percolator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1966,7 +2021,7 @@ func (x *CheckAndMutateRowsResponse) String() string {
 func (*CheckAndMutateRowsResponse) ProtoMessage() {}
 
 func (x *CheckAndMutateRowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[32]
+	mi := &file_percolator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1979,7 +2034,7 @@ func (x *CheckAndMutateRowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckAndMutateRowsResponse.ProtoReflect.Descriptor instead.
 func (*CheckAndMutateRowsResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{32}
+	return file_percolator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CheckAndMutateRowsResponse) GetMatched() []bool {
@@ -2011,7 +2066,7 @@ type CheckAndMutateInEpochRequest struct {
 
 func (x *CheckAndMutateInEpochRequest) Reset() {
 	*x = CheckAndMutateInEpochRequest{}
-	mi := &file_percolator_proto_msgTypes[33]
+	mi := &file_percolator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2078,7 @@ func (x *CheckAndMutateInEpochRequest) String() string {
 func (*CheckAndMutateInEpochRequest) ProtoMessage() {}
 
 func (x *CheckAndMutateInEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[33]
+	mi := &file_percolator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2091,7 @@ func (x *CheckAndMutateInEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckAndMutateInEpochRequest.ProtoReflect.Descriptor instead.
 func (*CheckAndMutateInEpochRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{33}
+	return file_percolator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CheckAndMutateInEpochRequest) GetEpoch() uint64 {
@@ -2069,7 +2124,7 @@ type CheckAndMutateInEpochResponse struct {
 
 func (x *CheckAndMutateInEpochResponse) Reset() {
 	*x = CheckAndMutateInEpochResponse{}
-	mi := &file_percolator_proto_msgTypes[34]
+	mi := &file_percolator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2081,7 +2136,7 @@ func (x *CheckAndMutateInEpochResponse) String() string {
 func (*CheckAndMutateInEpochResponse) ProtoMessage() {}
 
 func (x *CheckAndMutateInEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[34]
+	mi := &file_percolator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2094,7 +2149,7 @@ func (x *CheckAndMutateInEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckAndMutateInEpochResponse.ProtoReflect.Descriptor instead.
 func (*CheckAndMutateInEpochResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{34}
+	return file_percolator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CheckAndMutateInEpochResponse) GetMatched() bool {
@@ -2128,7 +2183,7 @@ type CommitInEpochRequest struct {
 
 func (x *CommitInEpochRequest) Reset() {
 	*x = CommitInEpochRequest{}
-	mi := &file_percolator_proto_msgTypes[35]
+	mi := &file_percolator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2195,7 @@ func (x *CommitInEpochRequest) String() string {
 func (*CommitInEpochRequest) ProtoMessage() {}
 
 func (x *CommitInEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[35]
+	mi := &file_percolator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2208,7 @@ func (x *CommitInEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitInEpochRequest.ProtoReflect.Descriptor instead.
 func (*CommitInEpochRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{35}
+	return file_percolator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CommitInEpochRequest) GetEpoch() uint64 {
@@ -2203,7 +2258,7 @@ type CommitInEpochResponse struct {
 
 func (x *CommitInEpochResponse) Reset() {
 	*x = CommitInEpochResponse{}
-	mi := &file_percolator_proto_msgTypes[36]
+	mi := &file_percolator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2270,7 @@ func (x *CommitInEpochResponse) String() string {
 func (*CommitInEpochResponse) ProtoMessage() {}
 
 func (x *CommitInEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[36]
+	mi := &file_percolator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2283,7 @@ func (x *CommitInEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitInEpochResponse.ProtoReflect.Descriptor instead.
 func (*CommitInEpochResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{36}
+	return file_percolator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CommitInEpochResponse) GetMatched() bool {
@@ -2269,7 +2324,7 @@ type CommitOnePhaseRequest struct {
 
 func (x *CommitOnePhaseRequest) Reset() {
 	*x = CommitOnePhaseRequest{}
-	mi := &file_percolator_proto_msgTypes[37]
+	mi := &file_percolator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2281,7 +2336,7 @@ func (x *CommitOnePhaseRequest) String() string {
 func (*CommitOnePhaseRequest) ProtoMessage() {}
 
 func (x *CommitOnePhaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[37]
+	mi := &file_percolator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2294,7 +2349,7 @@ func (x *CommitOnePhaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOnePhaseRequest.ProtoReflect.Descriptor instead.
 func (*CommitOnePhaseRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{37}
+	return file_percolator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CommitOnePhaseRequest) GetRow() []byte {
@@ -2344,7 +2399,7 @@ type CommitOnePhaseResponse struct {
 
 func (x *CommitOnePhaseResponse) Reset() {
 	*x = CommitOnePhaseResponse{}
-	mi := &file_percolator_proto_msgTypes[38]
+	mi := &file_percolator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2411,7 @@ func (x *CommitOnePhaseResponse) String() string {
 func (*CommitOnePhaseResponse) ProtoMessage() {}
 
 func (x *CommitOnePhaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[38]
+	mi := &file_percolator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2424,7 @@ func (x *CommitOnePhaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOnePhaseResponse.ProtoReflect.Descriptor instead.
 func (*CommitOnePhaseResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{38}
+	return file_percolator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CommitOnePhaseResponse) GetConflict() bool {
@@ -2402,7 +2457,7 @@ type AsyncCheck struct {
 
 func (x *AsyncCheck) Reset() {
 	*x = AsyncCheck{}
-	mi := &file_percolator_proto_msgTypes[39]
+	mi := &file_percolator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +2469,7 @@ func (x *AsyncCheck) String() string {
 func (*AsyncCheck) ProtoMessage() {}
 
 func (x *AsyncCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[39]
+	mi := &file_percolator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,7 +2482,7 @@ func (x *AsyncCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AsyncCheck.ProtoReflect.Descriptor instead.
 func (*AsyncCheck) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{39}
+	return file_percolator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AsyncCheck) GetRow() []byte {
@@ -2477,7 +2532,7 @@ type PrewriteAsyncRequest struct {
 
 func (x *PrewriteAsyncRequest) Reset() {
 	*x = PrewriteAsyncRequest{}
-	mi := &file_percolator_proto_msgTypes[40]
+	mi := &file_percolator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2489,7 +2544,7 @@ func (x *PrewriteAsyncRequest) String() string {
 func (*PrewriteAsyncRequest) ProtoMessage() {}
 
 func (x *PrewriteAsyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[40]
+	mi := &file_percolator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2502,7 +2557,7 @@ func (x *PrewriteAsyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrewriteAsyncRequest.ProtoReflect.Descriptor instead.
 func (*PrewriteAsyncRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{40}
+	return file_percolator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PrewriteAsyncRequest) GetChecks() []*AsyncCheck {
@@ -2532,7 +2587,7 @@ type PrewriteAsyncResponse struct {
 
 func (x *PrewriteAsyncResponse) Reset() {
 	*x = PrewriteAsyncResponse{}
-	mi := &file_percolator_proto_msgTypes[41]
+	mi := &file_percolator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2544,7 +2599,7 @@ func (x *PrewriteAsyncResponse) String() string {
 func (*PrewriteAsyncResponse) ProtoMessage() {}
 
 func (x *PrewriteAsyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[41]
+	mi := &file_percolator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2557,7 +2612,7 @@ func (x *PrewriteAsyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrewriteAsyncResponse.ProtoReflect.Descriptor instead.
 func (*PrewriteAsyncResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{41}
+	return file_percolator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PrewriteAsyncResponse) GetTs() uint64 {
@@ -2582,7 +2637,7 @@ type NowRequest struct {
 
 func (x *NowRequest) Reset() {
 	*x = NowRequest{}
-	mi := &file_percolator_proto_msgTypes[42]
+	mi := &file_percolator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2649,7 @@ func (x *NowRequest) String() string {
 func (*NowRequest) ProtoMessage() {}
 
 func (x *NowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[42]
+	mi := &file_percolator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2662,7 @@ func (x *NowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NowRequest.ProtoReflect.Descriptor instead.
 func (*NowRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{42}
+	return file_percolator_proto_rawDescGZIP(), []int{43}
 }
 
 // NowResponse is the time by the store server's clock.
@@ -2620,7 +2675,7 @@ type NowResponse struct {
 
 func (x *NowResponse) Reset() {
 	*x = NowResponse{}
-	mi := &file_percolator_proto_msgTypes[43]
+	mi := &file_percolator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2632,7 +2687,7 @@ func (x *NowResponse) String() string {
 func (*NowResponse) ProtoMessage() {}
 
 func (x *NowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[43]
+	mi := &file_percolator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2645,7 +2700,7 @@ func (x *NowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NowResponse.ProtoReflect.Descriptor instead.
 func (*NowResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{43}
+	return file_percolator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NowResponse) GetUnixNanos() int64 {
@@ -2664,7 +2719,7 @@ type AllocateRequest struct {
 
 func (x *AllocateRequest) Reset() {
 	*x = AllocateRequest{}
-	mi := &file_percolator_proto_msgTypes[44]
+	mi := &file_percolator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +2731,7 @@ func (x *AllocateRequest) String() string {
 func (*AllocateRequest) ProtoMessage() {}
 
 func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[44]
+	mi := &file_percolator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +2744,7 @@ func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRequest.ProtoReflect.Descriptor instead.
 func (*AllocateRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{44}
+	return file_percolator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AllocateRequest) GetCount() uint32 {
@@ -2720,7 +2775,7 @@ type AllocateResponse struct {
 
 func (x *AllocateResponse) Reset() {
 	*x = AllocateResponse{}
-	mi := &file_percolator_proto_msgTypes[45]
+	mi := &file_percolator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +2787,7 @@ func (x *AllocateResponse) String() string {
 func (*AllocateResponse) ProtoMessage() {}
 
 func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[45]
+	mi := &file_percolator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2745,7 +2800,7 @@ func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateResponse.ProtoReflect.Descriptor instead.
 func (*AllocateResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{45}
+	return file_percolator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AllocateResponse) GetFirst() uint64 {
@@ -2777,7 +2832,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_percolator_proto_msgTypes[46]
+	mi := &file_percolator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2789,7 +2844,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[46]
+	mi := &file_percolator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2802,7 +2857,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{46}
+	return file_percolator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *OpenSessionRequest) GetOwner() string {
@@ -2836,7 +2891,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_percolator_proto_msgTypes[47]
+	mi := &file_percolator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +2903,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[47]
+	mi := &file_percolator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +2916,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{47}
+	return file_percolator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *OpenSessionResponse) GetSession() string {
@@ -2889,7 +2944,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_percolator_proto_msgTypes[48]
+	mi := &file_percolator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2901,7 +2956,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[48]
+	mi := &file_percolator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2914,7 +2969,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{48}
+	return file_percolator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *KeepAliveRequest) GetSession() string {
@@ -2940,7 +2995,7 @@ type KeepAliveResponse struct {
 
 func (x *KeepAliveResponse) Reset() {
 	*x = KeepAliveResponse{}
-	mi := &file_percolator_proto_msgTypes[49]
+	mi := &file_percolator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3007,7 @@ func (x *KeepAliveResponse) String() string {
 func (*KeepAliveResponse) ProtoMessage() {}
 
 func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[49]
+	mi := &file_percolator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3020,7 @@ func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{49}
+	return file_percolator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *KeepAliveResponse) GetTtlMs() int64 {
@@ -2984,7 +3039,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_percolator_proto_msgTypes[50]
+	mi := &file_percolator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2996,7 +3051,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[50]
+	mi := &file_percolator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3009,7 +3064,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{50}
+	return file_percolator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CloseSessionRequest) GetSession() string {
@@ -3027,7 +3082,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_percolator_proto_msgTypes[51]
+	mi := &file_percolator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3039,7 +3094,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[51]
+	mi := &file_percolator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3052,7 +3107,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{51}
+	return file_percolator_proto_rawDescGZIP(), []int{52}
 }
 
 type AliveRequest struct {
@@ -3064,7 +3119,7 @@ type AliveRequest struct {
 
 func (x *AliveRequest) Reset() {
 	*x = AliveRequest{}
-	mi := &file_percolator_proto_msgTypes[52]
+	mi := &file_percolator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3076,7 +3131,7 @@ func (x *AliveRequest) String() string {
 func (*AliveRequest) ProtoMessage() {}
 
 func (x *AliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[52]
+	mi := &file_percolator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3089,7 +3144,7 @@ func (x *AliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliveRequest.ProtoReflect.Descriptor instead.
 func (*AliveRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{52}
+	return file_percolator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AliveRequest) GetOwner() string {
@@ -3108,7 +3163,7 @@ type AliveResponse struct {
 
 func (x *AliveResponse) Reset() {
 	*x = AliveResponse{}
-	mi := &file_percolator_proto_msgTypes[53]
+	mi := &file_percolator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3120,7 +3175,7 @@ func (x *AliveResponse) String() string {
 func (*AliveResponse) ProtoMessage() {}
 
 func (x *AliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[53]
+	mi := &file_percolator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3133,7 +3188,7 @@ func (x *AliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliveResponse.ProtoReflect.Descriptor instead.
 func (*AliveResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{53}
+	return file_percolator_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *AliveResponse) GetAlive() bool {
@@ -3151,7 +3206,7 @@ type OldestRequest struct {
 
 func (x *OldestRequest) Reset() {
 	*x = OldestRequest{}
-	mi := &file_percolator_proto_msgTypes[54]
+	mi := &file_percolator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3163,7 +3218,7 @@ func (x *OldestRequest) String() string {
 func (*OldestRequest) ProtoMessage() {}
 
 func (x *OldestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[54]
+	mi := &file_percolator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3176,7 +3231,7 @@ func (x *OldestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OldestRequest.ProtoReflect.Descriptor instead.
 func (*OldestRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{54}
+	return file_percolator_proto_rawDescGZIP(), []int{55}
 }
 
 // OldestResponse is the oldest start_ts any live session published, 0
@@ -3192,7 +3247,7 @@ type OldestResponse struct {
 
 func (x *OldestResponse) Reset() {
 	*x = OldestResponse{}
-	mi := &file_percolator_proto_msgTypes[55]
+	mi := &file_percolator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3204,7 +3259,7 @@ func (x *OldestResponse) String() string {
 func (*OldestResponse) ProtoMessage() {}
 
 func (x *OldestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[55]
+	mi := &file_percolator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3217,7 +3272,7 @@ func (x *OldestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OldestResponse.ProtoReflect.Descriptor instead.
 func (*OldestResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{55}
+	return file_percolator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *OldestResponse) GetOldestStartTs() uint64 {
@@ -3244,7 +3299,7 @@ type TryLockRequest struct {
 
 func (x *TryLockRequest) Reset() {
 	*x = TryLockRequest{}
-	mi := &file_percolator_proto_msgTypes[56]
+	mi := &file_percolator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3256,7 +3311,7 @@ func (x *TryLockRequest) String() string {
 func (*TryLockRequest) ProtoMessage() {}
 
 func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[56]
+	mi := &file_percolator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3269,7 +3324,7 @@ func (x *TryLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockRequest.ProtoReflect.Descriptor instead.
 func (*TryLockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{56}
+	return file_percolator_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *TryLockRequest) GetSession() string {
@@ -3295,7 +3350,7 @@ type TryLockResponse struct {
 
 func (x *TryLockResponse) Reset() {
 	*x = TryLockResponse{}
-	mi := &file_percolator_proto_msgTypes[57]
+	mi := &file_percolator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3307,7 +3362,7 @@ func (x *TryLockResponse) String() string {
 func (*TryLockResponse) ProtoMessage() {}
 
 func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[57]
+	mi := &file_percolator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3320,7 +3375,7 @@ func (x *TryLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TryLockResponse.ProtoReflect.Descriptor instead.
 func (*TryLockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{57}
+	return file_percolator_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *TryLockResponse) GetHeld() bool {
@@ -3340,7 +3395,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_percolator_proto_msgTypes[58]
+	mi := &file_percolator_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3352,7 +3407,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[58]
+	mi := &file_percolator_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3365,7 +3420,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{58}
+	return file_percolator_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *UnlockRequest) GetSession() string {
@@ -3390,7 +3445,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_percolator_proto_msgTypes[59]
+	mi := &file_percolator_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3402,7 +3457,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_percolator_proto_msgTypes[59]
+	mi := &file_percolator_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3415,7 +3470,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_percolator_proto_rawDescGZIP(), []int{59}
+	return file_percolator_proto_rawDescGZIP(), []int{60}
 }
 
 var File_percolator_proto protoreflect.FileDescriptor
@@ -3532,7 +3587,10 @@ const file_percolator_proto_rawDesc = "" +
 	"\x0fReadRowsRequest\x123\n" +
 	"\x05reads\x18\x01 \x03(\v2\x1d.percolator.v1.ReadRowRequestR\x05reads\"F\n" +
 	"\x10ReadRowsResponse\x122\n" +
-	"\x04rows\x18\x01 \x03(\v2\x1e.percolator.v1.ReadRowResponseR\x04rows\"\xea\x01\n" +
+	"\x04rows\x18\x01 \x03(\v2\x1e.percolator.v1.ReadRowResponseR\x04rows\"[\n" +
+	"\x15ReadRowsFreshResponse\x12\x0e\n" +
+	"\x02ts\x18\x01 \x01(\x04R\x02ts\x122\n" +
+	"\x04rows\x18\x02 \x03(\v2\x1e.percolator.v1.ReadRowResponseR\x04rows\"\xea\x01\n" +
 	"\bRowCheck\x12\x10\n" +
 	"\x03row\x18\x01 \x01(\fR\x03row\x125\n" +
 	"\tpredicate\x18\x02 \x03(\v2\x17.percolator.v1.SelectorR\tpredicate\x120\n" +
@@ -3631,7 +3689,7 @@ const file_percolator_proto_rawDesc = "" +
 	"\x03PUT\x10\x01\x12\x10\n" +
 	"\fDELETE_CELLS\x10\x02\x12\x0e\n" +
 	"\n" +
-	"DELETE_ROW\x10\x032\xbb\v\n" +
+	"DELETE_ROW\x10\x032\x92\f\n" +
 	"\aStorage\x12H\n" +
 	"\aReadRow\x12\x1d.percolator.v1.ReadRowRequest\x1a\x1e.percolator.v1.ReadRowResponse\x12A\n" +
 	"\x04Scan\x12\x1a.percolator.v1.ScanRequest\x1a\x1b.percolator.v1.ScanResponse0\x01\x12E\n" +
@@ -3645,7 +3703,8 @@ const file_percolator_proto_rawDesc = "" +
 	"\x04Ping\x12\x1a.percolator.v1.PingRequest\x1a\x1b.percolator.v1.PingResponse\x12<\n" +
 	"\x03Now\x12\x19.percolator.v1.NowRequest\x1a\x1a.percolator.v1.NowResponse\x12]\n" +
 	"\x0eCollectGarbage\x12$.percolator.v1.CollectGarbageRequest\x1a%.percolator.v1.CollectGarbageResponse\x12K\n" +
-	"\bReadRows\x12\x1e.percolator.v1.ReadRowsRequest\x1a\x1f.percolator.v1.ReadRowsResponse\x12i\n" +
+	"\bReadRows\x12\x1e.percolator.v1.ReadRowsRequest\x1a\x1f.percolator.v1.ReadRowsResponse\x12U\n" +
+	"\rReadRowsFresh\x12\x1e.percolator.v1.ReadRowsRequest\x1a$.percolator.v1.ReadRowsFreshResponse\x12i\n" +
 	"\x12CheckAndMutateRows\x12(.percolator.v1.CheckAndMutateRowsRequest\x1a).percolator.v1.CheckAndMutateRowsResponse\x12r\n" +
 	"\x15CheckAndMutateInEpoch\x12+.percolator.v1.CheckAndMutateInEpochRequest\x1a,.percolator.v1.CheckAndMutateInEpochResponse\x12Z\n" +
 	"\rCommitInEpoch\x12#.percolator.v1.CommitInEpochRequest\x1a$.percolator.v1.CommitInEpochResponse\x12]\n" +
@@ -3676,7 +3735,7 @@ func file_percolator_proto_rawDescGZIP() []byte {
 }
 
 var file_percolator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_percolator_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_percolator_proto_goTypes = []any{
 	(MutationKind)(0),                     // 0: percolator.v1.MutationKind
 	(*TimeRange)(nil),                     // 1: percolator.v1.TimeRange
@@ -3709,36 +3768,37 @@ var file_percolator_proto_goTypes = []any{
 	(*CollectGarbageResponse)(nil),        // 28: percolator.v1.CollectGarbageResponse
 	(*ReadRowsRequest)(nil),               // 29: percolator.v1.ReadRowsRequest
 	(*ReadRowsResponse)(nil),              // 30: percolator.v1.ReadRowsResponse
-	(*RowCheck)(nil),                      // 31: percolator.v1.RowCheck
-	(*CheckAndMutateRowsRequest)(nil),     // 32: percolator.v1.CheckAndMutateRowsRequest
-	(*CheckAndMutateRowsResponse)(nil),    // 33: percolator.v1.CheckAndMutateRowsResponse
-	(*CheckAndMutateInEpochRequest)(nil),  // 34: percolator.v1.CheckAndMutateInEpochRequest
-	(*CheckAndMutateInEpochResponse)(nil), // 35: percolator.v1.CheckAndMutateInEpochResponse
-	(*CommitInEpochRequest)(nil),          // 36: percolator.v1.CommitInEpochRequest
-	(*CommitInEpochResponse)(nil),         // 37: percolator.v1.CommitInEpochResponse
-	(*CommitOnePhaseRequest)(nil),         // 38: percolator.v1.CommitOnePhaseRequest
-	(*CommitOnePhaseResponse)(nil),        // 39: percolator.v1.CommitOnePhaseResponse
-	(*AsyncCheck)(nil),                    // 40: percolator.v1.AsyncCheck
-	(*PrewriteAsyncRequest)(nil),          // 41: percolator.v1.PrewriteAsyncRequest
-	(*PrewriteAsyncResponse)(nil),         // 42: percolator.v1.PrewriteAsyncResponse
-	(*NowRequest)(nil),                    // 43: percolator.v1.NowRequest
-	(*NowResponse)(nil),                   // 44: percolator.v1.NowResponse
-	(*AllocateRequest)(nil),               // 45: percolator.v1.AllocateRequest
-	(*AllocateResponse)(nil),              // 46: percolator.v1.AllocateResponse
-	(*OpenSessionRequest)(nil),            // 47: percolator.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),           // 48: percolator.v1.OpenSessionResponse
-	(*KeepAliveRequest)(nil),              // 49: percolator.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),             // 50: percolator.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),           // 51: percolator.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),          // 52: percolator.v1.CloseSessionResponse
-	(*AliveRequest)(nil),                  // 53: percolator.v1.AliveRequest
-	(*AliveResponse)(nil),                 // 54: percolator.v1.AliveResponse
-	(*OldestRequest)(nil),                 // 55: percolator.v1.OldestRequest
-	(*OldestResponse)(nil),                // 56: percolator.v1.OldestResponse
-	(*TryLockRequest)(nil),                // 57: percolator.v1.TryLockRequest
-	(*TryLockResponse)(nil),               // 58: percolator.v1.TryLockResponse
-	(*UnlockRequest)(nil),                 // 59: percolator.v1.UnlockRequest
-	(*UnlockResponse)(nil),                // 60: percolator.v1.UnlockResponse
+	(*ReadRowsFreshResponse)(nil),         // 31: percolator.v1.ReadRowsFreshResponse
+	(*RowCheck)(nil),                      // 32: percolator.v1.RowCheck
+	(*CheckAndMutateRowsRequest)(nil),     // 33: percolator.v1.CheckAndMutateRowsRequest
+	(*CheckAndMutateRowsResponse)(nil),    // 34: percolator.v1.CheckAndMutateRowsResponse
+	(*CheckAndMutateInEpochRequest)(nil),  // 35: percolator.v1.CheckAndMutateInEpochRequest
+	(*CheckAndMutateInEpochResponse)(nil), // 36: percolator.v1.CheckAndMutateInEpochResponse
+	(*CommitInEpochRequest)(nil),          // 37: percolator.v1.CommitInEpochRequest
+	(*CommitInEpochResponse)(nil),         // 38: percolator.v1.CommitInEpochResponse
+	(*CommitOnePhaseRequest)(nil),         // 39: percolator.v1.CommitOnePhaseRequest
+	(*CommitOnePhaseResponse)(nil),        // 40: percolator.v1.CommitOnePhaseResponse
+	(*AsyncCheck)(nil),                    // 41: percolator.v1.AsyncCheck
+	(*PrewriteAsyncRequest)(nil),          // 42: percolator.v1.PrewriteAsyncRequest
+	(*PrewriteAsyncResponse)(nil),         // 43: percolator.v1.PrewriteAsyncResponse
+	(*NowRequest)(nil),                    // 44: percolator.v1.NowRequest
+	(*NowResponse)(nil),                   // 45: percolator.v1.NowResponse
+	(*AllocateRequest)(nil),               // 46: percolator.v1.AllocateRequest
+	(*AllocateResponse)(nil),              // 47: percolator.v1.AllocateResponse
+	(*OpenSessionRequest)(nil),            // 48: percolator.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),           // 49: percolator.v1.OpenSessionResponse
+	(*KeepAliveRequest)(nil),              // 50: percolator.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),             // 51: percolator.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),           // 52: percolator.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),          // 53: percolator.v1.CloseSessionResponse
+	(*AliveRequest)(nil),                  // 54: percolator.v1.AliveRequest
+	(*AliveResponse)(nil),                 // 55: percolator.v1.AliveResponse
+	(*OldestRequest)(nil),                 // 56: percolator.v1.OldestRequest
+	(*OldestResponse)(nil),                // 57: percolator.v1.OldestResponse
+	(*TryLockRequest)(nil),                // 58: percolator.v1.TryLockRequest
+	(*TryLockResponse)(nil),               // 59: percolator.v1.TryLockResponse
+	(*UnlockRequest)(nil),                 // 60: percolator.v1.UnlockRequest
+	(*UnlockResponse)(nil),                // 61: percolator.v1.UnlockResponse
 }
 var file_percolator_proto_depIdxs = []int32{
 	1,  // 0: percolator.v1.Selector.time:type_name -> percolator.v1.TimeRange
@@ -3763,80 +3823,83 @@ var file_percolator_proto_depIdxs = []int32{
 	6,  // 19: percolator.v1.IncrementRequest.nonce:type_name -> percolator.v1.Nonce
 	7,  // 20: percolator.v1.ReadRowsRequest.reads:type_name -> percolator.v1.ReadRowRequest
 	8,  // 21: percolator.v1.ReadRowsResponse.rows:type_name -> percolator.v1.ReadRowResponse
-	2,  // 22: percolator.v1.RowCheck.predicate:type_name -> percolator.v1.Selector
-	4,  // 23: percolator.v1.RowCheck.if_true:type_name -> percolator.v1.Mutation
-	4,  // 24: percolator.v1.RowCheck.if_false:type_name -> percolator.v1.Mutation
-	2,  // 25: percolator.v1.RowCheck.unless:type_name -> percolator.v1.Selector
-	31, // 26: percolator.v1.CheckAndMutateRowsRequest.checks:type_name -> percolator.v1.RowCheck
-	31, // 27: percolator.v1.CheckAndMutateInEpochRequest.check:type_name -> percolator.v1.RowCheck
-	5,  // 28: percolator.v1.CheckAndMutateInEpochRequest.then:type_name -> percolator.v1.RowMutation
-	31, // 29: percolator.v1.CommitInEpochRequest.check:type_name -> percolator.v1.RowCheck
-	5,  // 30: percolator.v1.CommitInEpochRequest.then:type_name -> percolator.v1.RowMutation
-	5,  // 31: percolator.v1.CommitInEpochRequest.stamped:type_name -> percolator.v1.RowMutation
-	2,  // 32: percolator.v1.CommitOnePhaseRequest.predicate:type_name -> percolator.v1.Selector
-	4,  // 33: percolator.v1.CommitOnePhaseRequest.mutations:type_name -> percolator.v1.Mutation
-	4,  // 34: percolator.v1.CommitOnePhaseRequest.stamped:type_name -> percolator.v1.Mutation
-	2,  // 35: percolator.v1.AsyncCheck.predicate:type_name -> percolator.v1.Selector
-	4,  // 36: percolator.v1.AsyncCheck.mutations:type_name -> percolator.v1.Mutation
-	4,  // 37: percolator.v1.AsyncCheck.stamped:type_name -> percolator.v1.Mutation
-	40, // 38: percolator.v1.PrewriteAsyncRequest.checks:type_name -> percolator.v1.AsyncCheck
-	7,  // 39: percolator.v1.Storage.ReadRow:input_type -> percolator.v1.ReadRowRequest
-	9,  // 40: percolator.v1.Storage.Scan:input_type -> percolator.v1.ScanRequest
-	12, // 41: percolator.v1.Storage.Mutate:input_type -> percolator.v1.MutateRequest
-	14, // 42: percolator.v1.Storage.CheckAndMutate:input_type -> percolator.v1.CheckAndMutateRequest
-	16, // 43: percolator.v1.Storage.MutateRows:input_type -> percolator.v1.MutateRowsRequest
-	19, // 44: percolator.v1.Storage.Increment:input_type -> percolator.v1.IncrementRequest
-	23, // 45: percolator.v1.Storage.CompactFamily:input_type -> percolator.v1.CompactFamilyRequest
-	21, // 46: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
-	25, // 47: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
-	43, // 48: percolator.v1.Storage.Now:input_type -> percolator.v1.NowRequest
-	27, // 49: percolator.v1.Storage.CollectGarbage:input_type -> percolator.v1.CollectGarbageRequest
-	29, // 50: percolator.v1.Storage.ReadRows:input_type -> percolator.v1.ReadRowsRequest
-	32, // 51: percolator.v1.Storage.CheckAndMutateRows:input_type -> percolator.v1.CheckAndMutateRowsRequest
-	34, // 52: percolator.v1.Storage.CheckAndMutateInEpoch:input_type -> percolator.v1.CheckAndMutateInEpochRequest
-	36, // 53: percolator.v1.Storage.CommitInEpoch:input_type -> percolator.v1.CommitInEpochRequest
-	38, // 54: percolator.v1.Storage.CommitOnePhase:input_type -> percolator.v1.CommitOnePhaseRequest
-	41, // 55: percolator.v1.Storage.PrewriteAsync:input_type -> percolator.v1.PrewriteAsyncRequest
-	45, // 56: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
-	45, // 57: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
-	47, // 58: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
-	49, // 59: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
-	51, // 60: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
-	53, // 61: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
-	57, // 62: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
-	59, // 63: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
-	55, // 64: percolator.v1.Coord.Oldest:input_type -> percolator.v1.OldestRequest
-	8,  // 65: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
-	11, // 66: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
-	13, // 67: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
-	15, // 68: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
-	18, // 69: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
-	20, // 70: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
-	24, // 71: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
-	22, // 72: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
-	26, // 73: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
-	44, // 74: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
-	28, // 75: percolator.v1.Storage.CollectGarbage:output_type -> percolator.v1.CollectGarbageResponse
-	30, // 76: percolator.v1.Storage.ReadRows:output_type -> percolator.v1.ReadRowsResponse
-	33, // 77: percolator.v1.Storage.CheckAndMutateRows:output_type -> percolator.v1.CheckAndMutateRowsResponse
-	35, // 78: percolator.v1.Storage.CheckAndMutateInEpoch:output_type -> percolator.v1.CheckAndMutateInEpochResponse
-	37, // 79: percolator.v1.Storage.CommitInEpoch:output_type -> percolator.v1.CommitInEpochResponse
-	39, // 80: percolator.v1.Storage.CommitOnePhase:output_type -> percolator.v1.CommitOnePhaseResponse
-	42, // 81: percolator.v1.Storage.PrewriteAsync:output_type -> percolator.v1.PrewriteAsyncResponse
-	46, // 82: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
-	46, // 83: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
-	48, // 84: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
-	50, // 85: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
-	52, // 86: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
-	54, // 87: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
-	58, // 88: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
-	60, // 89: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
-	56, // 90: percolator.v1.Coord.Oldest:output_type -> percolator.v1.OldestResponse
-	65, // [65:91] is the sub-list for method output_type
-	39, // [39:65] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	8,  // 22: percolator.v1.ReadRowsFreshResponse.rows:type_name -> percolator.v1.ReadRowResponse
+	2,  // 23: percolator.v1.RowCheck.predicate:type_name -> percolator.v1.Selector
+	4,  // 24: percolator.v1.RowCheck.if_true:type_name -> percolator.v1.Mutation
+	4,  // 25: percolator.v1.RowCheck.if_false:type_name -> percolator.v1.Mutation
+	2,  // 26: percolator.v1.RowCheck.unless:type_name -> percolator.v1.Selector
+	32, // 27: percolator.v1.CheckAndMutateRowsRequest.checks:type_name -> percolator.v1.RowCheck
+	32, // 28: percolator.v1.CheckAndMutateInEpochRequest.check:type_name -> percolator.v1.RowCheck
+	5,  // 29: percolator.v1.CheckAndMutateInEpochRequest.then:type_name -> percolator.v1.RowMutation
+	32, // 30: percolator.v1.CommitInEpochRequest.check:type_name -> percolator.v1.RowCheck
+	5,  // 31: percolator.v1.CommitInEpochRequest.then:type_name -> percolator.v1.RowMutation
+	5,  // 32: percolator.v1.CommitInEpochRequest.stamped:type_name -> percolator.v1.RowMutation
+	2,  // 33: percolator.v1.CommitOnePhaseRequest.predicate:type_name -> percolator.v1.Selector
+	4,  // 34: percolator.v1.CommitOnePhaseRequest.mutations:type_name -> percolator.v1.Mutation
+	4,  // 35: percolator.v1.CommitOnePhaseRequest.stamped:type_name -> percolator.v1.Mutation
+	2,  // 36: percolator.v1.AsyncCheck.predicate:type_name -> percolator.v1.Selector
+	4,  // 37: percolator.v1.AsyncCheck.mutations:type_name -> percolator.v1.Mutation
+	4,  // 38: percolator.v1.AsyncCheck.stamped:type_name -> percolator.v1.Mutation
+	41, // 39: percolator.v1.PrewriteAsyncRequest.checks:type_name -> percolator.v1.AsyncCheck
+	7,  // 40: percolator.v1.Storage.ReadRow:input_type -> percolator.v1.ReadRowRequest
+	9,  // 41: percolator.v1.Storage.Scan:input_type -> percolator.v1.ScanRequest
+	12, // 42: percolator.v1.Storage.Mutate:input_type -> percolator.v1.MutateRequest
+	14, // 43: percolator.v1.Storage.CheckAndMutate:input_type -> percolator.v1.CheckAndMutateRequest
+	16, // 44: percolator.v1.Storage.MutateRows:input_type -> percolator.v1.MutateRowsRequest
+	19, // 45: percolator.v1.Storage.Increment:input_type -> percolator.v1.IncrementRequest
+	23, // 46: percolator.v1.Storage.CompactFamily:input_type -> percolator.v1.CompactFamilyRequest
+	21, // 47: percolator.v1.Storage.OpenNonceGroup:input_type -> percolator.v1.OpenNonceGroupRequest
+	25, // 48: percolator.v1.Storage.Ping:input_type -> percolator.v1.PingRequest
+	44, // 49: percolator.v1.Storage.Now:input_type -> percolator.v1.NowRequest
+	27, // 50: percolator.v1.Storage.CollectGarbage:input_type -> percolator.v1.CollectGarbageRequest
+	29, // 51: percolator.v1.Storage.ReadRows:input_type -> percolator.v1.ReadRowsRequest
+	29, // 52: percolator.v1.Storage.ReadRowsFresh:input_type -> percolator.v1.ReadRowsRequest
+	33, // 53: percolator.v1.Storage.CheckAndMutateRows:input_type -> percolator.v1.CheckAndMutateRowsRequest
+	35, // 54: percolator.v1.Storage.CheckAndMutateInEpoch:input_type -> percolator.v1.CheckAndMutateInEpochRequest
+	37, // 55: percolator.v1.Storage.CommitInEpoch:input_type -> percolator.v1.CommitInEpochRequest
+	39, // 56: percolator.v1.Storage.CommitOnePhase:input_type -> percolator.v1.CommitOnePhaseRequest
+	42, // 57: percolator.v1.Storage.PrewriteAsync:input_type -> percolator.v1.PrewriteAsyncRequest
+	46, // 58: percolator.v1.Oracle.Allocate:input_type -> percolator.v1.AllocateRequest
+	46, // 59: percolator.v1.Oracle.AllocateStream:input_type -> percolator.v1.AllocateRequest
+	48, // 60: percolator.v1.Coord.OpenSession:input_type -> percolator.v1.OpenSessionRequest
+	50, // 61: percolator.v1.Coord.KeepAlive:input_type -> percolator.v1.KeepAliveRequest
+	52, // 62: percolator.v1.Coord.CloseSession:input_type -> percolator.v1.CloseSessionRequest
+	54, // 63: percolator.v1.Coord.Alive:input_type -> percolator.v1.AliveRequest
+	58, // 64: percolator.v1.Coord.TryLock:input_type -> percolator.v1.TryLockRequest
+	60, // 65: percolator.v1.Coord.Unlock:input_type -> percolator.v1.UnlockRequest
+	56, // 66: percolator.v1.Coord.Oldest:input_type -> percolator.v1.OldestRequest
+	8,  // 67: percolator.v1.Storage.ReadRow:output_type -> percolator.v1.ReadRowResponse
+	11, // 68: percolator.v1.Storage.Scan:output_type -> percolator.v1.ScanResponse
+	13, // 69: percolator.v1.Storage.Mutate:output_type -> percolator.v1.MutateResponse
+	15, // 70: percolator.v1.Storage.CheckAndMutate:output_type -> percolator.v1.CheckAndMutateResponse
+	18, // 71: percolator.v1.Storage.MutateRows:output_type -> percolator.v1.MutateRowsResponse
+	20, // 72: percolator.v1.Storage.Increment:output_type -> percolator.v1.IncrementResponse
+	24, // 73: percolator.v1.Storage.CompactFamily:output_type -> percolator.v1.CompactFamilyResponse
+	22, // 74: percolator.v1.Storage.OpenNonceGroup:output_type -> percolator.v1.OpenNonceGroupResponse
+	26, // 75: percolator.v1.Storage.Ping:output_type -> percolator.v1.PingResponse
+	45, // 76: percolator.v1.Storage.Now:output_type -> percolator.v1.NowResponse
+	28, // 77: percolator.v1.Storage.CollectGarbage:output_type -> percolator.v1.CollectGarbageResponse
+	30, // 78: percolator.v1.Storage.ReadRows:output_type -> percolator.v1.ReadRowsResponse
+	31, // 79: percolator.v1.Storage.ReadRowsFresh:output_type -> percolator.v1.ReadRowsFreshResponse
+	34, // 80: percolator.v1.Storage.CheckAndMutateRows:output_type -> percolator.v1.CheckAndMutateRowsResponse
+	36, // 81: percolator.v1.Storage.CheckAndMutateInEpoch:output_type -> percolator.v1.CheckAndMutateInEpochResponse
+	38, // 82: percolator.v1.Storage.CommitInEpoch:output_type -> percolator.v1.CommitInEpochResponse
+	40, // 83: percolator.v1.Storage.CommitOnePhase:output_type -> percolator.v1.CommitOnePhaseResponse
+	43, // 84: percolator.v1.Storage.PrewriteAsync:output_type -> percolator.v1.PrewriteAsyncResponse
+	47, // 85: percolator.v1.Oracle.Allocate:output_type -> percolator.v1.AllocateResponse
+	47, // 86: percolator.v1.Oracle.AllocateStream:output_type -> percolator.v1.AllocateResponse
+	49, // 87: percolator.v1.Coord.OpenSession:output_type -> percolator.v1.OpenSessionResponse
+	51, // 88: percolator.v1.Coord.KeepAlive:output_type -> percolator.v1.KeepAliveResponse
+	53, // 89: percolator.v1.Coord.CloseSession:output_type -> percolator.v1.CloseSessionResponse
+	55, // 90: percolator.v1.Coord.Alive:output_type -> percolator.v1.AliveResponse
+	59, // 91: percolator.v1.Coord.TryLock:output_type -> percolator.v1.TryLockResponse
+	61, // 92: percolator.v1.Coord.Unlock:output_type -> percolator.v1.UnlockResponse
+	57, // 93: percolator.v1.Coord.Oldest:output_type -> percolator.v1.OldestResponse
+	67, // [67:94] is the sub-list for method output_type
+	40, // [40:67] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_percolator_proto_init() }
@@ -3844,17 +3907,17 @@ func file_percolator_proto_init() {
 	if File_percolator_proto != nil {
 		return
 	}
-	file_percolator_proto_msgTypes[35].OneofWrappers = []any{}
-	file_percolator_proto_msgTypes[37].OneofWrappers = []any{}
-	file_percolator_proto_msgTypes[40].OneofWrappers = []any{}
-	file_percolator_proto_msgTypes[45].OneofWrappers = []any{}
+	file_percolator_proto_msgTypes[36].OneofWrappers = []any{}
+	file_percolator_proto_msgTypes[38].OneofWrappers = []any{}
+	file_percolator_proto_msgTypes[41].OneofWrappers = []any{}
+	file_percolator_proto_msgTypes[46].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_percolator_proto_rawDesc), len(file_percolator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   60,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -38,6 +38,7 @@ const (
 	Storage_Now_FullMethodName                   = "/percolator.v1.Storage/Now"
 	Storage_CollectGarbage_FullMethodName        = "/percolator.v1.Storage/CollectGarbage"
 	Storage_ReadRows_FullMethodName              = "/percolator.v1.Storage/ReadRows"
+	Storage_ReadRowsFresh_FullMethodName         = "/percolator.v1.Storage/ReadRowsFresh"
 	Storage_CheckAndMutateRows_FullMethodName    = "/percolator.v1.Storage/CheckAndMutateRows"
 	Storage_CheckAndMutateInEpoch_FullMethodName = "/percolator.v1.Storage/CheckAndMutateInEpoch"
 	Storage_CommitInEpoch_FullMethodName         = "/percolator.v1.Storage/CommitInEpoch"
@@ -66,6 +67,10 @@ type StorageClient interface {
 	CollectGarbage(ctx context.Context, in *CollectGarbageRequest, opts ...grpc.CallOption) (*CollectGarbageResponse, error)
 	// ReadRows reads several rows in one round trip.
 	ReadRows(ctx context.Context, in *ReadRowsRequest, opts ...grpc.CallOption) (*ReadRowsResponse, error)
+	// ReadRowsFresh takes a timestamp from the server's oracle, then reads
+	// as ReadRows below it (storage.FreshReader): a transaction's start
+	// timestamp and its first reads in one round trip.
+	ReadRowsFresh(ctx context.Context, in *ReadRowsRequest, opts ...grpc.CallOption) (*ReadRowsFreshResponse, error)
 	// CheckAndMutateRows: a transaction's prewrites in one round trip,
 	// without waiting for a log sync (storage.Epoched).
 	CheckAndMutateRows(ctx context.Context, in *CheckAndMutateRowsRequest, opts ...grpc.CallOption) (*CheckAndMutateRowsResponse, error)
@@ -221,6 +226,16 @@ func (c *storageClient) ReadRows(ctx context.Context, in *ReadRowsRequest, opts 
 	return out, nil
 }
 
+func (c *storageClient) ReadRowsFresh(ctx context.Context, in *ReadRowsRequest, opts ...grpc.CallOption) (*ReadRowsFreshResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadRowsFreshResponse)
+	err := c.cc.Invoke(ctx, Storage_ReadRowsFresh_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *storageClient) CheckAndMutateRows(ctx context.Context, in *CheckAndMutateRowsRequest, opts ...grpc.CallOption) (*CheckAndMutateRowsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CheckAndMutateRowsResponse)
@@ -292,6 +307,10 @@ type StorageServer interface {
 	CollectGarbage(context.Context, *CollectGarbageRequest) (*CollectGarbageResponse, error)
 	// ReadRows reads several rows in one round trip.
 	ReadRows(context.Context, *ReadRowsRequest) (*ReadRowsResponse, error)
+	// ReadRowsFresh takes a timestamp from the server's oracle, then reads
+	// as ReadRows below it (storage.FreshReader): a transaction's start
+	// timestamp and its first reads in one round trip.
+	ReadRowsFresh(context.Context, *ReadRowsRequest) (*ReadRowsFreshResponse, error)
 	// CheckAndMutateRows: a transaction's prewrites in one round trip,
 	// without waiting for a log sync (storage.Epoched).
 	CheckAndMutateRows(context.Context, *CheckAndMutateRowsRequest) (*CheckAndMutateRowsResponse, error)
@@ -353,6 +372,9 @@ func (UnimplementedStorageServer) CollectGarbage(context.Context, *CollectGarbag
 }
 func (UnimplementedStorageServer) ReadRows(context.Context, *ReadRowsRequest) (*ReadRowsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadRows not implemented")
+}
+func (UnimplementedStorageServer) ReadRowsFresh(context.Context, *ReadRowsRequest) (*ReadRowsFreshResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadRowsFresh not implemented")
 }
 func (UnimplementedStorageServer) CheckAndMutateRows(context.Context, *CheckAndMutateRowsRequest) (*CheckAndMutateRowsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckAndMutateRows not implemented")
@@ -599,6 +621,24 @@ func _Storage_ReadRows_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Storage_ReadRowsFresh_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadRowsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageServer).ReadRowsFresh(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Storage_ReadRowsFresh_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageServer).ReadRowsFresh(ctx, req.(*ReadRowsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Storage_CheckAndMutateRows_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CheckAndMutateRowsRequest)
 	if err := dec(in); err != nil {
@@ -739,6 +779,10 @@ var Storage_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReadRows",
 			Handler:    _Storage_ReadRows_Handler,
+		},
+		{
+			MethodName: "ReadRowsFresh",
+			Handler:    _Storage_ReadRowsFresh_Handler,
 		},
 		{
 			MethodName: "CheckAndMutateRows",

@@ -21,6 +21,61 @@ func (s *Store) ReadRows(ctx context.Context, reads []storage.RowRead) ([]storag
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	req, err := readsRequest(ctx, reads)
+	if err != nil || len(reads) == 0 {
+		return nil, err
+	}
+	var resp *rpcpb.ReadRowsResponse
+	err = s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
+		resp, err = s.conn.Storage.ReadRows(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return readsReply("ReadRows", reads, resp.Rows)
+}
+
+// ReadRowsFresh implements storage.FreshReader: one call, a read (safe
+// to send again: a copy takes a timestamp of its own, and the reply's
+// is the one its rows were read below). storage.ErrNoOnePhase from a
+// server older than the call.
+func (s *Store) ReadRowsFresh(ctx context.Context, reads []storage.RowRead) (uint64, []storage.Row, error) {
+	if err := s.check(); err != nil {
+		return 0, nil, err
+	}
+	req, err := readsRequest(ctx, reads)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(reads) == 0 {
+		return 0, nil, fmt.Errorf("%w: a fresh read of no rows", storage.ErrInvalidArgument)
+	}
+	for i := range reads {
+		if len(reads[i].Filter) == 0 {
+			return 0, nil, fmt.Errorf("%w: read %d: a fresh read names its selectors", storage.ErrInvalidArgument, i)
+		}
+	}
+	var resp *rpcpb.ReadRowsFreshResponse
+	err = s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
+		resp, err = s.conn.Storage.ReadRowsFresh(ctx, req)
+		return err
+	})
+	if errors.Is(err, rpc.ErrUnimplemented) {
+		return 0, nil, fmt.Errorf("%w: %w", storage.ErrNoOnePhase, err) // an older server
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	if resp.Ts == 0 {
+		return 0, nil, fmt.Errorf("remote: ReadRowsFresh answered without a timestamp")
+	}
+	rows, err := readsReply("ReadRowsFresh", reads, resp.Rows)
+	return resp.Ts, rows, err
+}
+
+// readsRequest checks reads and builds their request.
+func readsRequest(ctx context.Context, reads []storage.RowRead) (*rpcpb.ReadRowsRequest, error) {
 	req := &rpcpb.ReadRowsRequest{Reads: make([]*rpcpb.ReadRowRequest, len(reads))}
 	for i := range reads {
 		if err := storage.CheckRead(ctx, reads[i].Row, reads[i].Filter); err != nil {
@@ -28,23 +83,17 @@ func (s *Store) ReadRows(ctx context.Context, reads []storage.RowRead) ([]storag
 		}
 		req.Reads[i] = &rpcpb.ReadRowRequest{Row: reads[i].Row, Filter: rpc.FilterToPB(reads[i].Filter)}
 	}
-	if len(reads) == 0 {
-		return nil, nil
-	}
-	var resp *rpcpb.ReadRowsResponse
-	err := s.conn.Do(ctx, func(ctx context.Context, _ int) (err error) {
-		resp, err = s.conn.Storage.ReadRows(ctx, req)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(resp.Rows) != len(reads) {
-		return nil, fmt.Errorf("remote: ReadRows answered %d rows for %d reads", len(resp.Rows), len(reads))
+	return req, nil
+}
+
+// readsReply converts the rows of a reply to reads.
+func readsReply(method string, reads []storage.RowRead, pbs []*rpcpb.ReadRowResponse) ([]storage.Row, error) {
+	if len(pbs) != len(reads) {
+		return nil, fmt.Errorf("remote: %s answered %d rows for %d reads", method, len(pbs), len(reads))
 	}
 	rows := make([]storage.Row, len(reads))
 	for i := range reads {
-		rows[i] = storage.Row{Key: reads[i].Row, Cells: rpc.CellsFromPB(resp.Rows[i].GetCells())}
+		rows[i] = storage.Row{Key: reads[i].Row, Cells: rpc.CellsFromPB(pbs[i].GetCells())}
 	}
 	return rows, nil
 }
@@ -216,6 +265,7 @@ func (s *Store) CommitOnePhase(ctx context.Context, row []byte, predicate storag
 
 var _ storage.OnePhaser = (*Store)(nil)
 var _ storage.EpochStamper = (*Store)(nil)
+var _ storage.FreshReader = (*Store)(nil)
 
 // PrewriteAsync implements storage.AsyncPrewriter: one call, without a
 // nonce (a copy finds the first one's locks, which every predicate

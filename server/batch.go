@@ -155,26 +155,33 @@ var errEpochChanged = errors.New("the server restarted since")
 // acknowledged before it was applied before it, and this write's sync
 // makes it durable too.
 func (s *storageService) CheckAndMutateInEpoch(ctx context.Context, req *rpcpb.CheckAndMutateInEpochRequest) (*rpcpb.CheckAndMutateInEpochResponse, error) {
-	if req.Check == nil {
-		return nil, status.Error(codes.InvalidArgument, "no check")
-	}
-	checks, err := rowChecks([]*rpcpb.RowCheck{req.Check})
+	check, then, err := epochCall(req.Check, req.Then)
 	if err != nil {
 		return nil, err
 	}
-	if len(req.Then) > MaxMutations {
-		return nil, status.Errorf(codes.InvalidArgument, "%d rows, at most %d", len(req.Then), MaxMutations)
-	}
-	then, err := rowMutations(req.Then)
-	if err != nil {
-		return nil, err
-	}
-	matched, err := s.st().CheckAndMutateThen(ctx, checks[0], then, s.epochGuard(req.Epoch))
+	matched, err := s.st().CheckAndMutateThen(ctx, check, then, s.epochGuard(req.Epoch))
 	if err != nil {
 		return nil, s.srv.status(err)
 	}
-	s.srv.countBranch(checks[0].IfTrue, checks[0].IfFalse, matched)
+	s.srv.countBranch(check.IfTrue, check.IfFalse, matched)
 	return &rpcpb.CheckAndMutateInEpochResponse{Matched: matched}, nil
+}
+
+// epochCall converts and checks a commit point's check and the rows
+// after it.
+func epochCall(pb *rpcpb.RowCheck, pbThen []*rpcpb.RowMutation) (storage.RowCheck, []storage.RowMutation, error) {
+	if pb == nil {
+		return storage.RowCheck{}, nil, status.Error(codes.InvalidArgument, "no check")
+	}
+	checks, err := rowChecks([]*rpcpb.RowCheck{pb})
+	if err != nil {
+		return storage.RowCheck{}, nil, err
+	}
+	if len(pbThen) > MaxMutations {
+		return storage.RowCheck{}, nil, status.Errorf(codes.InvalidArgument, "%d rows, at most %d", len(pbThen), MaxMutations)
+	}
+	then, err := rowMutations(pbThen)
+	return checks[0], then, err
 }
 
 // epochGuard refuses a call of the epoch given unless this run is it:
@@ -195,19 +202,12 @@ func (s *storageService) epochGuard(epoch uint64) func() error {
 // (storage.EpochStamper). The server attaches its allocator to its store
 // at Open, so the store always takes it.
 func (s *storageService) CommitInEpoch(ctx context.Context, req *rpcpb.CommitInEpochRequest) (*rpcpb.CommitInEpochResponse, error) {
-	if req.Check == nil {
-		return nil, status.Error(codes.InvalidArgument, "no check")
-	}
-	checks, err := rowChecks([]*rpcpb.RowCheck{req.Check})
+	check, then, err := epochCall(req.Check, req.Then)
 	if err != nil {
 		return nil, err
 	}
-	if len(req.Then) > MaxMutations || len(req.Stamped) > MaxMutations {
-		return nil, status.Errorf(codes.InvalidArgument, "%d rows and %d stamped, at most %d each", len(req.Then), len(req.Stamped), MaxMutations)
-	}
-	then, err := rowMutations(req.Then)
-	if err != nil {
-		return nil, err
+	if len(req.Stamped) > MaxMutations {
+		return nil, status.Errorf(codes.InvalidArgument, "%d stamped rows, at most %d", len(req.Stamped), MaxMutations)
 	}
 	stamped, err := rowMutations(req.Stamped)
 	if err != nil {
@@ -217,10 +217,10 @@ func (s *storageService) CommitInEpoch(ctx context.Context, req *rpcpb.CommitInE
 	if err != nil {
 		return nil, err
 	}
-	ts, matched, err := s.st().CommitInEpochGuarded(ctx, checks[0], then, stamped, s.epochGuard(req.Epoch), registry)
+	ts, matched, err := s.st().CommitInEpochGuarded(ctx, check, then, stamped, s.epochGuard(req.Epoch), registry)
 	if err != nil {
 		return nil, s.srv.status(err)
 	}
-	s.srv.countBranch(checks[0].IfTrue, checks[0].IfFalse, matched)
+	s.srv.countBranch(check.IfTrue, check.IfFalse, matched)
 	return &rpcpb.CommitInEpochResponse{Matched: matched, CommitTs: ts}, nil
 }

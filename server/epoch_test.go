@@ -7,6 +7,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/seed-992972ee/percolator/oracle"
 	oracleremote "github.com/seed-992972ee/percolator/oracle/remote"
 	"github.com/seed-992972ee/percolator/rpc"
 	"github.com/seed-992972ee/percolator/server"
@@ -14,6 +15,13 @@ import (
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/remote"
 )
+
+// epochLock and epochPut are the epoch tests' lock predicate and writes.
+var epochLock = storage.Filter{{Family: "lock", Qualifier: "c"}}
+
+func epochPut(fam, v string) []storage.Mutation {
+	return []storage.Mutation{storage.SetCell(fam, "c", 1, []byte(v))}
+}
 
 // TestEpochs: a server's prewrite calls are answered with its epoch,
 // which every start raises (a power cut included: the raise is durable
@@ -27,10 +35,7 @@ func TestEpochs(t *testing.T) {
 	srv := servertest.Start(t, server.Options{FS: fs, Dir: "/db"}, "")
 	conn := servertest.Dial(t, srv.Addr, rpc.DialOptions{})
 	st := servertest.Store(t, conn, remote.Options{})
-	lock := storage.Filter{{Family: "lock", Qualifier: "c"}}
-	put := func(fam, v string) []storage.Mutation {
-		return []storage.Mutation{storage.SetCell(fam, "c", 1, []byte(v))}
-	}
+	lock, put := epochLock, epochPut
 	matched, e1, err := st.CheckAndMutateRowsDeferred(ctx, []storage.RowCheck{
 		{Row: []byte("p"), Predicate: lock, IfFalse: put("lock", "l")},
 		{Row: []byte("s"), Predicate: lock, IfFalse: put("lock", "l")},
@@ -93,6 +98,14 @@ func TestEpochs(t *testing.T) {
 	}
 }
 
+// serverWithOracle starts a server and returns its store and oracle, as
+// a client sees them.
+func serverWithOracle(t *testing.T) (*servertest.Server, *remote.Store, *oracle.Client) {
+	srv := servertest.Start(t, server.Options{}, "")
+	conn := servertest.Dial(t, srv.Addr, rpc.DialOptions{})
+	return srv, servertest.Store(t, conn, remote.Options{}), oracleremote.NewClient(conn)
+}
+
 // TestCommitInEpoch: a commit point whose timestamp the server takes
 // applies, when its check matched, its if_true, the rows after it and
 // the stamped records in one write, the records at a timestamp above
@@ -101,14 +114,8 @@ func TestEpochs(t *testing.T) {
 // timestamp; a call of an older epoch applies nothing.
 func TestCommitInEpoch(t *testing.T) {
 	ctx := context.Background()
-	srv := servertest.Start(t, server.Options{}, "")
-	conn := servertest.Dial(t, srv.Addr, rpc.DialOptions{})
-	st := servertest.Store(t, conn, remote.Options{})
-	orc := oracleremote.NewClient(conn)
-	lock := storage.Filter{{Family: "lock", Qualifier: "c"}}
-	put := func(fam, v string) []storage.Mutation {
-		return []storage.Mutation{storage.SetCell(fam, "c", 1, []byte(v))}
-	}
+	srv, st, orc := serverWithOracle(t)
+	lock, put := epochLock, epochPut
 	_, epoch, err := st.CheckAndMutateRowsDeferred(ctx, []storage.RowCheck{
 		{Row: []byte("p"), Predicate: lock, IfFalse: put("lock", "l")},
 		{Row: []byte("s"), Predicate: lock, IfFalse: put("lock", "l")},
@@ -164,10 +171,7 @@ func TestCommitInEpoch(t *testing.T) {
 // returned, whatever the filter asked.
 func TestReadRowsFresh(t *testing.T) {
 	ctx := context.Background()
-	srv := servertest.Start(t, server.Options{}, "")
-	conn := servertest.Dial(t, srv.Addr, rpc.DialOptions{})
-	st := servertest.Store(t, conn, remote.Options{})
-	orc := oracleremote.NewClient(conn)
+	_, st, orc := serverWithOracle(t)
 	before, err := orc.Timestamp(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -98,7 +98,10 @@ func (cfg *benchConfig) register(fs *pflag.FlagSet) {
 // runBench checks the flags, prepares the scratch directory and runs
 // the figures.
 func runBench(ctx context.Context, cfg *benchConfig, stdout, stderr io.Writer) error {
-	cfg.opts.Log, cfg.opts.Progress, cfg.opts.Command = stderr, progress.New(ctx, stderr, false), cli.CommandSelf
+	// The figures' log lines go out under the meter's lock: its
+	// heartbeat writes to stderr from a goroutine of its own.
+	meter := progress.New(ctx, stderr, false)
+	cfg.opts.Log, cfg.opts.Progress, cfg.opts.Command = meter.Writer(), meter, cli.CommandSelf
 	if err := cfg.validate(); err != nil {
 		return err
 	}

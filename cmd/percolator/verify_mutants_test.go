@@ -45,7 +45,9 @@ func TestVerifyMutants(t *testing.T) {
 		{mutant.OnePhaseEarlyTS, []string{"--workload", "register", "--duration", "3s"}},
 		{"", []string{"--workload", "bank", "--async-commit", "--duration", "3s"}},
 		{mutant.AsyncSkipSecondary, []string{"--workload", "bank", "--async-commit", "--duration", "3s"}},
-		{mutant.CommitStampEarly, []string{"--target", "server", "--workload", "bank", "--read-through-locks", "--duration", "3s"}},
+		// No faults: the server's restarts, every 2 s, left a race build
+		// on a busy machine too few transfers to meet the window.
+		{mutant.CommitStampEarly, []string{"--target", "server", "--workload", "bank", "--read-through-locks", "--fault", "none", "--duration", "3s"}},
 		{mutant.FreshReadStale, []string{"--target", "server", "--workload", "register", "--duration", "5s", "--clients", "3"}},
 		{mutant.StaleRange, []string{"--target", "server", "--workload", "register", "--duration", "5s", "--clients", "3"}},
 		{mutant.SkipRollback, []string{"--target", "distributed", "--workload", "observer", "--fault", "none", "--duration", "6s"}},

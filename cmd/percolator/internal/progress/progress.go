@@ -183,6 +183,21 @@ func newBar(w io.Writer, label string, total int64) *progressbar.ProgressBar {
 	return b
 }
 
+// Writer returns a writer to the Meter's own: each Write goes out under
+// the Meter's lock, so the lines a command logs while a phase shows
+// (its heartbeat writes from a goroutine of its own) never interleave
+// with the Meter's, nor race them on a writer not safe for concurrent
+// use (a test's buffer).
+func (m *Meter) Writer() io.Writer { return meterWriter{m} }
+
+type meterWriter struct{ m *Meter }
+
+func (w meterWriter) Write(p []byte) (int, error) {
+	w.m.mu.Lock()
+	defer w.m.mu.Unlock()
+	return w.m.w.Write(p)
+}
+
 // Set reports done of the phase's count.
 func (m *Meter) Set(done int64) { m.update(done, "", false) }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -224,6 +225,45 @@ func TestHeartbeat(t *testing.T) {
 	}
 	if got := lines(&b); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("heartbeat lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestWriterBesideHeartbeat: lines written through the Meter's Writer
+// while its heartbeat prints come out whole, one per line, beside the
+// heartbeat's (under -race, the two writers share one buffer safely).
+func TestWriterBesideHeartbeat(t *testing.T) {
+	var b bytes.Buffer
+	m, clk := newTestMeter(context.Background(), &b, false)
+	m.every = time.Nanosecond
+	ticks := make(chan time.Time)
+	m.tick = func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }
+	m.Start("run", Unknown)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 50 {
+			clk.advance(time.Second)
+			ticks <- clk.now()
+			m.Set(int64(i))
+		}
+	}()
+	const logged = 50
+	for i := range logged {
+		fmt.Fprintf(m.Writer(), "log line %d of a command\n", i)
+	}
+	<-done
+	m.End(nil)
+	n := 0
+	for _, l := range lines(&b) {
+		if strings.Contains(l, "log line") {
+			if !strings.HasPrefix(l, "log line") || !strings.HasSuffix(l, "of a command") {
+				t.Fatalf("a logged line interleaved with the meter's: %q", l)
+			}
+			n++
+		}
+	}
+	if n != logged {
+		t.Fatalf("%d logged lines in the output, want %d:\n%s", n, logged, b.String())
 	}
 }
 

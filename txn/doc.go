@@ -365,10 +365,12 @@
 // reads in one GetMany, with its start timestamp; its prewrites; its
 // commit) and waits for one log sync, its commit point's.
 //
-// The mutant commit-stamp-early takes c before the latches (and pauses):
-// a reader's push lands between, above c, and the commit applies below
-// a snapshot that read past its lock; verify's bank over a server with
-// reads through locks catches it (TestVerifyMutants). TestCommitInEpoch
+// The mutant commit-stamp-early takes c before the latches (from the
+// oracle, then holds the call until a reader pushed the primary, 200 ms
+// at most) and sends it without an unless, as a stamped call is: the
+// push stands above c, and the commit applies below a snapshot that read
+// past its lock; verify's bank over a server with reads through locks
+// catches it (TestVerifyMutants). TestCommitInEpoch
 // (server) checks the stamp: between the timestamps
 // handed out before and after the call, on every record, none on a copy.
 // TestReadThroughLocksOverServer pushes a stamped commit and one whose

@@ -91,7 +91,7 @@ func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, o
 			}
 			commitTS = ts
 		} else {
-			matched, after, err = c.commitPointInEpoch(ctx, t, epoch, rw, secondaries, commitTS)
+			matched, after, err = c.commitPointInEpoch(ctx, t, epoch, rw, secondaries, commitTS, true)
 		}
 		if err == nil && matched {
 			hb.stop()
@@ -156,6 +156,9 @@ func (c *Client) stampsCommits() bool {
 // predicate's row holds was written, under its latch, at a timestamp
 // handed out before this call took the latch, so below the one it takes.
 func (c *Client) commitPointStamped(ctx context.Context, t *Txn, epoch uint64, rw *rowWrites, secondaries []*rowWrites, obsVer uint64) (commitTS uint64, matched bool, after []*rowWrites, err error) {
+	if mutant.On(mutant.CommitStampEarly) {
+		return c.commitStampEarly(ctx, t, epoch, rw, secondaries)
+	}
 	var then, stamped []storage.RowMutation
 	for size := 0; len(then) < len(secondaries) && len(then) < prewriteChunkRows && size < prewriteChunkBytes; {
 		srw := secondaries[len(then)]
@@ -190,10 +193,11 @@ func (c *Client) commitPointStamped(ctx context.Context, t *Txn, epoch uint64, r
 
 // commitPointInEpoch sends the commit point of rw, the primary's row, at
 // commitTS in epoch, with the commit records of as many secondaries as one
-// prewrite chunk holds: conditional on the primary lock and on no push at
-// or above commitTS (RowCheck.Unless). after are the secondaries it did
-// not carry, committed after it, as commit does.
-func (c *Client) commitPointInEpoch(ctx context.Context, t *Txn, epoch uint64, rw *rowWrites, secondaries []*rowWrites, commitTS uint64) (matched bool, after []*rowWrites, err error) {
+// prewrite chunk holds: conditional on the primary lock and, with
+// unless (always but in a mutant), on no push at or above commitTS
+// (RowCheck.Unless). after are the secondaries it did not carry,
+// committed after it, as commit does.
+func (c *Client) commitPointInEpoch(ctx context.Context, t *Txn, epoch uint64, rw *rowWrites, secondaries []*rowWrites, commitTS uint64, unless bool) (matched bool, after []*rowWrites, err error) {
 	// The secondaries' commit records ride with the commit point, applied
 	// only if it applies: blind, as commitSecondaries' are (a late copy of
 	// the call finds the primary's lock gone and applies nothing).
@@ -209,8 +213,10 @@ func (c *Client) commitPointInEpoch(ctx context.Context, t *Txn, epoch uint64, r
 	check := storage.RowCheck{
 		Row:       rw.row,
 		Predicate: storage.Filter{{Family: FamilyLock, Qualifier: primary.col, Time: storage.At(t.startTS)}},
-		Unless:    pushesFrom(primary.col, t.startTS, commitTS),
 		IfTrue:    c.commitMutations(t, rw, commitTS),
+	}
+	if unless {
+		check.Unless = pushesFrom(primary.col, t.startTS, commitTS)
 	}
 	// Safe in any order, as commitPrimary's call: a late copy finds the
 	// lock gone, or a push at or above commitTS, and applies nothing. A
@@ -221,6 +227,32 @@ func (c *Client) commitPointInEpoch(ctx context.Context, t *Txn, epoch uint64, r
 	})
 	return matched, after, err
 }
+
+// commitStampEarly is the mutant commit-stamp-early's commit point: a
+// stamped commit's, no unless, but its timestamp taken before the call
+// reaches the latches (from the oracle, then the call held until a
+// reader pushed the primary, or for stampEarlyHold: the window opened
+// whatever the machine's speed). It breaks invariant 2: the push lands
+// above the commit, whose reader read past its lock.
+func (c *Client) commitStampEarly(ctx context.Context, t *Txn, epoch uint64, rw *rowWrites, secondaries []*rowWrites) (uint64, bool, []*rowWrites, error) {
+	ts, err := c.oracle.Timestamp(ctx)
+	if err != nil {
+		return 0, false, nil, err
+	}
+	primary := rw.muts[0]
+	for deadline := time.Now().Add(stampEarlyHold); time.Now().Before(deadline); {
+		if r, err := c.read(ctx, rw.row, pushesFrom(primary.col, t.startTS, 0)); err != nil || len(r.Cells) > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	matched, after, err := c.commitPointInEpoch(ctx, t, epoch, rw, secondaries, ts, false)
+	return ts, matched, after, err
+}
+
+// stampEarlyHold bounds how long the mutant commit-stamp-early holds a
+// commit point for a push.
+const stampEarlyHold = 200 * time.Millisecond
 
 // prewriteRows prewrites every row of the transaction (prewrite.go) in
 // calls of c.epoched that are answered before their log sync, and returns

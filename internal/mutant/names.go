@@ -46,7 +46,7 @@ func Names() []Mutant {
 		{StaleRange, 1, "the oracle client fetches timestamps ahead of its callers and serves later callers from them"},
 		{PushSecondary, 2, "a read through locks pushes the lock it met instead of its primary, so the commit point never sees a secondary's push"},
 		{OnePhaseEarlyTS, 2, "a one-phase commit takes its commit timestamp from the oracle before its conflict-checking write, with no mark on its row, so a transaction above it may read the row before the write"},
-		{CommitStampEarly, 2, "a server takes a commit point's timestamp before it latches the primary, so a reader's push in between is left above the commit, and the reader misses a write below its snapshot"},
+		{CommitStampEarly, 2, "a commit point over a server, stamped as the server stamps (no unless), takes its timestamp before the latches and is held until a reader pushed it, so the push stands above the commit and the reader misses a write below its snapshot"},
 		{AsyncSkipSecondary, 4, "a resolver deciding an async-commit transaction does not check its last secondary, so it takes the transaction for committed while that row's prewrite may still fail"},
 	}
 }

@@ -3,11 +3,9 @@ package pebble
 import (
 	"bytes"
 	"context"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/seed-992972ee/percolator/internal/mutant"
 	"github.com/seed-992972ee/percolator/storage"
 )
 
@@ -59,22 +57,10 @@ func (s *Store) CommitInEpochGuarded(ctx context.Context, check storage.RowCheck
 	if err := storage.CheckStamped(check, then, stamped); err != nil {
 		return 0, false, err
 	}
-	st := s.stamper.Load()
-	if st == nil {
+	if s.stamper.Load() == nil {
 		return 0, false, storage.ErrNoOnePhase
 	}
 	stamp := &stamping{stamped: stamped, guard: stampGuard}
-	if mutant.On(mutant.CommitStampEarly) {
-		// Breaks invariant 2: the timestamp taken before the latches, a
-		// push may land between the two, above it; the pause widens
-		// the window.
-		ts, err := (*st).Allocate(ctx, 1)
-		if err != nil {
-			return 0, false, err
-		}
-		stamp.early = ts
-		time.Sleep(20 * time.Millisecond)
-	}
 	matched, ts, err := s.checkRows(ctx, []storage.RowCheck{check}, then, stamp, guard, pebble.Sync)
 	if err != nil {
 		return 0, false, err
@@ -87,7 +73,6 @@ func (s *Store) CommitInEpochGuarded(ctx context.Context, check storage.RowCheck
 type stamping struct {
 	stamped []storage.RowMutation
 	guard   func() error
-	early   uint64 // the mutant commit-stamp-early's timestamp
 }
 
 // checkRows is CheckAndMutateRows, with then applied when checks[0]
@@ -154,15 +139,11 @@ func (s *Store) checkRows(ctx context.Context, checks []storage.RowCheck, then [
 		// written), and of every reader that may read these rows' old
 		// values without meeting the lock.
 		st := s.stamper.Load()
-		switch {
-		case stamp.early != 0:
-			ts = stamp.early
-		case st == nil:
+		if st == nil {
 			return nil, 0, storage.ErrNoOnePhase
-		default:
-			if ts, err = (*st).Allocate(ctx, 1); err != nil {
-				return nil, 0, err
-			}
+		}
+		if ts, err = (*st).Allocate(ctx, 1); err != nil {
+			return nil, 0, err
 		}
 		if stamp.guard != nil {
 			if err := stamp.guard(); err != nil {

@@ -84,7 +84,7 @@ func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, o
 				}
 				stamp = false
 				if commitTS, err = c.notifyAndTimestamp(ctx, t, rows, obs, obsVer); err != nil {
-					return c.abortAfterStamp(ctx, t, rw, rows, err)
+					return c.abortAfterStamp(ctx, t, rw, err)
 				}
 				try--
 				continue
@@ -131,7 +131,7 @@ func (c *Client) commitEpoched(ctx context.Context, t *Txn, rows []*rowWrites, o
 // and which then could not go on (err): settled from the primary, as a
 // failed commit point is, since a copy of the call sent before the
 // refusal may have applied.
-func (c *Client) abortAfterStamp(ctx context.Context, t *Txn, rw *rowWrites, rows []*rowWrites, err error) error {
+func (c *Client) abortAfterStamp(ctx context.Context, t *Txn, rw *rowWrites, err error) error {
 	if _, serr := c.settleCommit(ctx, t, rw, 0, err, false, false); serr != nil {
 		return serr
 	}

@@ -215,6 +215,14 @@ func TestConnDropNextResponse(t *testing.T) {
 		t.Fatalf("conn 1 got %x, err %v; want the SETTINGS frame, then EOF", got, err)
 	}
 	expectClosed(t, s1)
+	// The server's side reads EOF once the proxy closed it, a moment
+	// before the connection counts as closed (Done): until then Conns
+	// still lists it.
+	select {
+	case <-conns[0].Done():
+	case <-time.After(ioTimeout):
+		t.Fatal("connection 1 closed on both sides but not Done")
+	}
 
 	c3, s3 := r.connect(t)
 	c4 := waitConns(t, r.proxy, 2)[1]

@@ -295,10 +295,11 @@ func (c *Client) asyncBlocked(ctx context.Context, t *Txn, a *asyncRows, checks 
 func (c *Client) committedAsync(ctx context.Context, t *Txn, a *asyncRows) error {
 	c.stats.commits.Add(1)
 	c.stats.async.Add(1)
+	commitTS := a.commitTS()
+	c.acked(commitTS)
 	if c.crashed(crashAfterAsyncPrewrite) {
 		return nil // committed: a crash here loses nothing
 	}
-	commitTS := a.commitTS()
 	c.background.Add(1)
 	go func() {
 		defer c.background.Done()
@@ -336,6 +337,7 @@ func (c *Client) settleAsync(ctx context.Context, t *Txn, a *asyncRows, cause er
 			// rolled the transaction forward.
 			c.stats.commits.Add(1)
 			c.stats.async.Add(1)
+			c.acked(st.commitTS)
 			return nil
 		case st.kind == stLocked && st.lock.Async:
 			a.stamp[i] = st.lock.MinCommitTS

@@ -83,6 +83,10 @@ type Client struct {
 	// unhook removes the store's ApplyHook that keeps it.
 	index  *cellIndex
 	unhook func()
+	// stable, with index, is the newest commit_ts this client
+	// acknowledged or returned: read-only snapshots start above it
+	// (stable.go).
+	stable stableTS
 	// observers is the registry of observed columns (SetObservers); nil
 	// observes nothing.
 	observers Observers

@@ -99,6 +99,7 @@ func (c *Client) commit(ctx context.Context, t *Txn) error {
 	}
 	hb.stop()
 	c.stats.commits.Add(1)
+	c.acked(commitTS)
 	if c.crashed(crashAfterPrimaryCommit) {
 		return nil // committed: a crash here loses nothing
 	}

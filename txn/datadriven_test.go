@@ -96,7 +96,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 	}
 	switch d.Cmd {
 	case "begin":
-		c := s.env.clientWith(arg("client"), clientFlags{twoPhase: d.HasArg("two-phase"), push: d.HasArg("push")})
+		c := s.env.clientWith(arg("client"), clientFlags{twoPhase: d.HasArg("two-phase"), push: d.HasArg("push"), stable: d.HasArg("stable")})
 		tx, err := c.begin(ctx, d.HasArg("readonly"))
 		if err != nil {
 			return errString(err)

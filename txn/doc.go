@@ -37,7 +37,9 @@
 //
 // # Caller's contract
 //
-//  1. Begin takes start_ts from the oracle. Get, GetMany and Scan read
+//  1. Begin takes start_ts from the oracle (a read-only transaction on
+//     a store one client owns: one above the newest commit it
+//     acknowledged or returned, "Read-only snapshots"). Get, GetMany and Scan read
 //     the snapshot at start_ts; Set and Delete only buffer; GetForUpdate
 //     reads as Get and buffers a lock-only mark of the cell.
 //  2. Commit picks the first buffered write as the primary (the first put
@@ -104,7 +106,10 @@
 //     its commit_ts is the oracle's, stamped by the store under the
 //     latch, never computed by it). Reads through locks, which TiKV's
 //     history shows is as easy to get wrong, ships on the same terms: the
-//     argument is "Reads through locks", the mutant push-secondary.
+//     argument is "Reads through locks", the mutant push-secondary. So
+//     do read-only snapshots taken above the newest acknowledged commit
+//     rather than at a fresh timestamp: "Read-only snapshots", the mutant
+//     stable-unacked.
 //  9. Garbage collection works below a safe point that only moves
 //     forward: no snapshot at or above it loses a version it reads, a
 //     read whose start_ts is below it fails with ErrSnapshotTooOld and
@@ -854,6 +859,79 @@
 // store that honours pushes reads one more selector under the latch.
 // What it buys: a reader no longer waits on a writer's commit, whose
 // lock may stand for the writer's whole prewrite phase.
+//
+// # Read-only snapshots
+//
+// On a store one client owns (the index: the embedded store) a read-only
+// transaction takes no fresh start timestamp. It starts at N+1, where N
+// is the newest commit_ts that this client acknowledged (a Commit about
+// to return nil, by any path: one phase, two, async) or that one of its
+// reads returned (the commit record a Get, GetMany, Scan, ScanRows or
+// CommitTS chose); N is raised before that Commit or read returns. N
+// starts one below the first fresh start timestamp the client takes,
+// above every commit acknowledged before the client was made (by an
+// earlier process on the store, before a crash): until then, and where
+// N+1 is below the safe point it knows, a read-only transaction takes a
+// fresh timestamp (stable.go).
+//
+// It is a snapshot (invariant 2). Every argument in this file about a
+// read at T rests on two facts about T: every timestamp below T was
+// handed out before the read began, and every timestamp handed out after
+// it began is at or above T. N+1 has both. N was handed out before the
+// read began (its commit returned, or a read returned it), and so was
+// every timestamp below it; the oracle hands out only timestamps above N
+// afterwards (invariant 1). A fresh timestamp has the same two facts, and
+// none of those arguments needs more: a lock below T was written before
+// the read began (its start_ts was handed out before), a commit below T
+// wrote its locks before its commit_ts was handed out, a one-phase commit
+// below T was marked on its row before, an async lock's stamp taken after
+// the read began is at or above T. N+1 itself may be handed out later, as
+// another transaction's start_ts or commit_ts: a snapshot reads below T,
+// so neither a lock nor a record at T is in it. A push at T asks for a
+// commit above T; a committer's new timestamp after a refusal is above N,
+// so at least T, and is refused once more at T itself.
+//
+// It keeps real-time order. A transaction begun after a Commit returned
+// sees that commit: it raised N to its commit_ts first, so T is above it.
+// One begun after a read returned a value sees that value's commit, or a
+// newer one: the read raised N first. A commit that no one was told of
+// yet (its Commit waits for its commit point's log sync, and no read
+// returned it) may be at or above T: the snapshot misses it, as one begun
+// a moment earlier would have, and does not wait for that sync, which a
+// fresh snapshot above the commit must (Durability: a read never returns
+// what a power loss could take back). That is what it is for: under a
+// write load a fresh read-only snapshot waits for a commit point's sync
+// on one read in a hundred or so, this one almost never (docs/
+// benchmarks.md, the readlocks figure). A commit below T whose sync is
+// still in flight (it reached its commit point before another that
+// returned first) is waited for as by any read.
+//
+// One client per store, the index's premise, makes N cover every commit
+// of the store acknowledged in this process, and its floor those
+// acknowledged before. (Without the floor, a restarted process's reads
+// raised N to the old commits they returned, and its read-only snapshots
+// missed commits acknowledged before the restart: verify's bank under
+// kills found it.)
+// On a shared store or a server other processes acknowledge commits this
+// client never hears of, so there read-only transactions take fresh
+// timestamps (over a server, the server's, with the first read).
+//
+// The safe point. N+1 is at or above the safe point the client knew at
+// Begin. A collector may have moved it above N+1 since (the client's copy
+// is up to SafePointCache old): the first read then fails as too old
+// (the check after every read), and the transaction takes a fresh start
+// timestamp and reads again (fromStable). Nothing was read at the old
+// snapshot, so no transaction sees two. From then on it holds the safe
+// point back as any other (OldestActive).
+//
+// A read-only transaction's StartTS is therefore not unique: several may
+// share one, and it may equal a later transaction's start_ts.
+//
+// The mutant stable-unacked returns from Commit without raising N: a
+// read-only snapshot begun after the commit returned may start below it
+// and miss it. verify's register on the embedded store finds the history
+// not linearizable, and TestMutantStableUnacked (txn, the mutants' tag)
+// finds a writer's own read missing the commit it just made.
 //
 // # A nearly full disk
 //

@@ -198,6 +198,7 @@ func (c *Client) getIndexed(ctx context.Context, ts uint64, row []byte, col stri
 	if err != nil {
 		return nil, err
 	}
+	c.sawCommit(v.latest) // a read returns it (stable.go)
 	return c.value(ctx, row, col, &w)
 }
 
@@ -256,6 +257,9 @@ func (c *Client) commitFrom(ctx context.Context, row []byte, col string, before 
 		}
 		w, ts, n, err := firstValue(cells, col)
 		if err != nil || n < 0 {
+			if err == nil {
+				c.sawCommit(ts) // a read returns it (stable.go)
+			}
 			return w, ts, err == nil, err
 		}
 		if n == 0 || n < asked {

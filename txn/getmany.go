@@ -53,7 +53,7 @@ func (t *Txn) GetMany(ctx context.Context, cells []CellKey) ([][]byte, error) {
 		// The index answers a lock check and a known commit from memory:
 		// one read per cell is what it costs there.
 		for _, i := range read {
-			v, err := c.get(ctx, t.startTS, []byte(cells[i].Row), cells[i].Column)
+			v, err := t.getAt(ctx, []byte(cells[i].Row), cells[i].Column)
 			if err != nil && !errors.Is(err, ErrNotFound) {
 				return nil, err
 			}

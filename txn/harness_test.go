@@ -107,6 +107,10 @@ type clientFlags struct {
 	twoPhase bool
 	// push: Options.ReadThroughLocks.
 	push bool
+	// stable: read-only transactions start above the newest commit the
+	// client acknowledged or returned (stable.go); otherwise fresh, so
+	// that a scenario's timestamps are the same on every backend.
+	stable bool
 }
 
 // clientWith is client, the client created with flags; a client's first
@@ -116,7 +120,8 @@ func (e *env) clientWith(name string, flags clientFlags) *Client {
 		return c
 	}
 	opts := Options{Owner: name, Now: e.clock.Now, LockTTL: 10 * time.Second, InlineSize: -1,
-		TwoPhaseOnly: flags.twoPhase, AsyncCommit: e.owned && !flags.twoPhase, ReadThroughLocks: flags.push}
+		TwoPhaseOnly: flags.twoPhase, AsyncCommit: e.owned && !flags.twoPhase, ReadThroughLocks: flags.push,
+		freshReadOnly: !flags.stable}
 	var c *Client
 	if e.base == nil {
 		var err error

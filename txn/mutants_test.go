@@ -277,3 +277,22 @@ func TestAsyncSkipSecondaryMutant(t *testing.T) {
 		}, names...)
 	}
 }
+
+// stable-unacked: a commit returns without raising the newest
+// acknowledged timestamp, so a read-only snapshot taken above it may
+// begin below a commit that already returned; the writer's own read
+// right after its commit misses it.
+func TestMutantStableUnacked(t *testing.T) {
+	withMutant(func() {
+		_, c := stableClient(t)
+		if problems := checkStableRealTime(t, c, 2, 50); len(problems) > 0 {
+			t.Fatalf("mutant off: %v", problems)
+		}
+	})
+	withMutant(func() {
+		_, c := stableClient(t)
+		if problems := checkStableRealTime(t, c, 2, 50); len(problems) == 0 {
+			t.Fatal("mutant on: no snapshot missed a commit that had returned")
+		}
+	}, mutant.StableUnacked)
+}

@@ -220,16 +220,19 @@ func CommitTS(ctx context.Context, t *Txn, row, column string) (uint64, error) {
 		return 0, err
 	}
 	var ts uint64
-	err := t.c.untilSettled(ctx, func() (err error) {
-		_, ts, _, err = t.c.visibleCommit(ctx, t.startTS, []byte(row), column)
+	err := t.fromStable(ctx, func() error {
+		err := t.c.untilSettled(ctx, func() (err error) {
+			_, ts, _, err = t.c.visibleCommit(ctx, t.startTS, []byte(row), column)
+			return err
+		})
+		if err == nil || ctx.Err() == nil {
+			// A commit's absence may be what a collection left (safepoint.go).
+			if serr := t.c.checkSnapshot(ctx, t.startTS); serr != nil {
+				err = serr
+			}
+		}
 		return err
 	})
-	if err == nil || ctx.Err() == nil {
-		// A commit's absence may be what a collection left (safepoint.go).
-		if serr := t.c.checkSnapshot(ctx, t.startTS); serr != nil {
-			err = serr
-		}
-	}
 	if err != nil {
 		return 0, err
 	}

@@ -82,6 +82,7 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 	mayLand := false
 	for try := 0; ; try++ {
 		var (
+			commitTS uint64
 			conflict bool
 			err      error
 		)
@@ -90,7 +91,7 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 			// commit finds its own commit records (at or after start_ts),
 			// a copy after a rollback record at start_ts finds that; both
 			// apply nothing, and the status read below tells them apart.
-			_, conflict, err = c.sendOnePhase(cctx, rw, cond, pred, writes, muts, stamped, obsVer)
+			commitTS, conflict, err = c.sendOnePhase(cctx, rw, cond, pred, writes, muts, stamped, obsVer)
 			if err == nil || !retryable(err) || refusedOnePhase(err) {
 				break
 			}
@@ -115,6 +116,7 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 		if !conflict {
 			c.stats.commits.Add(1)
 			c.stats.onePhase.Add(1)
+			c.acked(commitTS)
 			return nil
 		}
 		// A conflict, or a copy of this call that applied earlier (its
@@ -123,6 +125,7 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 		if err == nil && st.kind == stCommitted {
 			c.stats.commits.Add(1)
 			c.stats.onePhase.Add(1)
+			c.acked(st.commitTS)
 			return nil
 		}
 		resolved, err := c.prewriteConflict(cctx, t.startTS, rw, pred)
@@ -243,6 +246,7 @@ func (c *Client) settleOnePhase(ctx context.Context, t *Txn, rw *rowWrites, what
 	case st.kind == stCommitted:
 		c.stats.commits.Add(1)
 		c.stats.onePhase.Add(1)
+		c.acked(st.commitTS)
 		return nil
 	}
 	c.stats.conflicts.Add(1)

@@ -95,7 +95,10 @@ type Options struct {
 	// negative reads it for every check). 0: SafePointCache.
 	// afterStartTS, if set, runs in Begin between the start timestamp's
 	// allocation and the transaction's registration (test knob).
-	afterStartTS   func()
+	afterStartTS func()
+	// freshReadOnly gives read-only transactions a fresh start timestamp
+	// on a store this client owns too (test knob: the comparison).
+	freshReadOnly  bool
 	safePointCache time.Duration
 }
 

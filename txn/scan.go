@@ -39,7 +39,11 @@ func (t *Txn) Scan(ctx context.Context, start, end, column string, limit int) ([
 	if len(own) > 0 {
 		storeLimit = 0 // own deletes may hide stored rows
 	}
-	kvs, err := t.c.scan(ctx, t.startTS, []byte(start), endKey, column, storeLimit)
+	var kvs []KV
+	err := t.fromStable(ctx, func() (err error) {
+		kvs, err = t.c.scan(ctx, t.startTS, []byte(start), endKey, column, storeLimit)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,11 @@ func (t *Txn) ScanRows(ctx context.Context, start, end []byte, limit, maxBytes i
 	if err := t.start(ctx); err != nil {
 		return nil, nil, err
 	}
-	return t.c.scanRows(ctx, t.startTS, start, end, limit, maxBytes)
+	err = t.fromStable(ctx, func() (err error) {
+		cells, next, err = t.c.scanRows(ctx, t.startTS, start, end, limit, maxBytes)
+		return err
+	})
+	return cells, next, err
 }
 
 // scanRows is one operation (Options.Operation), its lock waits included.

@@ -26,7 +26,10 @@ type Txn struct {
 	c        *Client
 	startTS  uint64
 	readOnly bool
-	done     bool
+	// stable: startTS came from stableStart and nothing was read at it
+	// yet (fromStable).
+	stable bool
+	done   bool
 	// managed: a framework (the observers') ends the transaction; Commit
 	// and Rollback called by its user fail with ErrManaged.
 	managed bool
@@ -84,17 +87,36 @@ func (c *Client) defersStart() bool {
 	return c.fresh != nil && !c.noFresh.Load() && c.index == nil && c.opts.afterStartTS == nil
 }
 
-// start takes t's start timestamp from the oracle, unless it has one.
+// start takes t's start timestamp, unless it has one: for a read-only
+// transaction on a store this client owns, one above the newest commit
+// it acknowledged or returned (stableStart; doc.go, "Read-only
+// snapshots"), else a fresh one from the oracle.
 func (t *Txn) start(ctx context.Context) error {
 	if t.startTS != 0 {
 		return nil
 	}
+	if t.readOnly {
+		if ts, ok := t.c.stableStart(ctx); ok {
+			if t.c.opts.afterStartTS != nil {
+				t.c.opts.afterStartTS()
+			}
+			t.begun(ts)
+			t.stable = true
+			return nil
+		}
+	}
+	return t.startFresh(ctx)
+}
+
+// startFresh takes t's start timestamp from the oracle.
+func (t *Txn) startFresh(ctx context.Context) error {
 	ts, err := t.c.oracle.Timestamp(ctx)
 	if err != nil {
 		return fmt.Errorf("txn: start timestamp: %w", err)
 	}
 	if t.c.index != nil {
 		t.c.index.offerBase(ts)
+		t.c.stable.floor(ts)
 	}
 	if t.c.opts.afterStartTS != nil {
 		t.c.opts.afterStartTS()
@@ -155,7 +177,20 @@ func (t *Txn) get(ctx context.Context, row, column string) ([]byte, error) {
 			return values[0], nil
 		}
 	}
-	return t.c.get(ctx, t.startTS, []byte(row), column)
+	return t.getAt(ctx, []byte(row), column)
+}
+
+// getAt is Client.get at t's snapshot, through fromStable.
+func (t *Txn) getAt(ctx context.Context, row []byte, column string) ([]byte, error) {
+	if !t.stable {
+		return t.c.get(ctx, t.startTS, row, column)
+	}
+	var v []byte
+	err := t.fromStable(ctx, func() (err error) {
+		v, err = t.c.get(ctx, t.startTS, row, column)
+		return err
+	})
+	return v, err
 }
 
 // own returns t's buffered put or delete of (row, column), or nil (a

@@ -43,6 +43,7 @@ func TestVerifyMutants(t *testing.T) {
 		{mutant.SecondariesFirst, []string{"--workload", "bank", "--duration", "4s", "--interval", "300ms"}},
 		{mutant.PushSecondary, []string{"--workload", "bank", "--read-through-locks", "--duration", "3s"}},
 		{mutant.OnePhaseEarlyTS, []string{"--workload", "register", "--duration", "3s"}},
+		{mutant.StableUnacked, []string{"--workload", "register", "--duration", "3s"}},
 		{"", []string{"--workload", "bank", "--async-commit", "--duration", "3s"}},
 		{mutant.AsyncSkipSecondary, []string{"--workload", "bank", "--async-commit", "--duration", "3s"}},
 		// No faults: the server's restarts, every 2 s, left a race build

@@ -84,6 +84,12 @@
 //     forward there, while its owner rolls it back or commits it later.
 //     Expected: bank (wrong totals, lost transfers), with async commit
 //     on.
+//   - stable-unacked (invariant 1's real-time promise): on the embedded
+//     store, a Commit returns without raising the newest acknowledged
+//     commit_ts that read-only snapshots start above (txn: stable.go,
+//     acked), so a read-only transaction begun after the commit returned
+//     may start below it and miss it. Expected: register (not
+//     linearizable), on the embedded store.
 //
 // The package imports only the standard library, so every package may
 // hook into it.

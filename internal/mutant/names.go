@@ -24,6 +24,7 @@ const (
 	AsyncSkipSecondary = "async-skip-secondary"
 	CommitStampEarly   = "commit-stamp-early"
 	FreshReadStale     = "fresh-read-stale"
+	StableUnacked      = "stable-unacked"
 )
 
 // Mutant describes one mutant.
@@ -43,6 +44,7 @@ func Names() []Mutant {
 		{SecondariesFirst, 4, "commit writes the secondaries' commit records before the primary's"},
 		{RepeatTimestamp, 1, "the oracle client hands out the timestamp before again, about one call in 50"},
 		{FreshReadStale, 1, "a server reads a transaction's first reads below a timestamp it handed out to an earlier such read, most of the time, instead of a new one"},
+		{StableUnacked, 1, "an embedded commit returns without raising the newest acknowledged commit_ts, so a read-only snapshot taken above that may start below it"},
 		{StaleRange, 1, "the oracle client fetches timestamps ahead of its callers and serves later callers from them"},
 		{PushSecondary, 2, "a read through locks pushes the lock it met instead of its primary, so the commit point never sees a secondary's push"},
 		{OnePhaseEarlyTS, 2, "a one-phase commit takes its commit timestamp from the oracle before its conflict-checking write, with no mark on its row, so a transaction above it may read the row before the write"},

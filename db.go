@@ -291,6 +291,11 @@ func (db *DB) Begin(ctx context.Context) (*Txn, error) {
 }
 
 // BeginReadOnly starts a read-only transaction; it never writes locks.
+// On the embedded store its snapshot starts just above the newest commit
+// this DB acknowledged or returned from a read: every commit that
+// returned before it began is in it, one still waiting for its log sync
+// may not be, and its StartTS may be shared with other read-only
+// transactions.
 func (db *DB) BeginReadOnly(ctx context.Context) (*Txn, error) {
 	t, err := db.client.BeginReadOnly(ctx)
 	if err != nil {
@@ -334,8 +339,8 @@ func (db *DB) tryUpdate(ctx context.Context, fn func(t *txn.Txn) error) error {
 	return apiErr(t.Commit(ctx))
 }
 
-// View runs fn in a read-only snapshot transaction; fn's error is
-// returned as it is.
+// View runs fn in a read-only snapshot transaction (as BeginReadOnly's);
+// fn's error is returned as it is.
 func (db *DB) View(ctx context.Context, fn func(tx *Txn) error) error {
 	t, err := db.client.BeginDeferred(ctx, true)
 	if err != nil {

@@ -25,7 +25,8 @@ type KV struct {
 	Value []byte
 }
 
-// StartTS returns the snapshot timestamp.
+// StartTS returns the snapshot timestamp: unique to a read-write
+// transaction, possibly shared by read-only ones (DB.BeginReadOnly).
 func (tx *Txn) StartTS() uint64 { return tx.t.StartTS() }
 
 // ReadOnly reports whether the transaction was begun read-only.

@@ -35,6 +35,21 @@ func commitCell(t *testing.T, c *Client, row, value string) {
 	}
 }
 
+// advanceSafePointAhead moves the store's safe point a few timestamps
+// past the oracle's newest, and c's copy of it with it, and returns it.
+func advanceSafePointAhead(t *testing.T, e *env, c *Client) uint64 {
+	ctx := context.Background()
+	for range 3 {
+		_, _ = e.oracle.Timestamp(ctx)
+	}
+	sp, _ := e.oracle.Timestamp(ctx)
+	if _, err := AdvanceSafePoint(ctx, e.store, sp); err != nil {
+		t.Error(err)
+	}
+	c.safePoints.raise(sp)
+	return sp
+}
+
 // A snapshot above the newest acknowledged commit that would lie below
 // the safe point is not taken: the transaction starts at a fresh
 // timestamp instead, and reads.
@@ -42,14 +57,7 @@ func TestStableSnapshotBelowSafePoint(t *testing.T) {
 	ctx := context.Background()
 	e, c := stableClient(t)
 	commitCell(t, c, "bob", "10")
-	for range 5 {
-		_, _ = e.oracle.Timestamp(ctx)
-	}
-	sp, _ := e.oracle.Timestamp(ctx)
-	if _, err := AdvanceSafePoint(ctx, e.store, sp); err != nil {
-		t.Fatal(err)
-	}
-	c.safePoints.raise(sp)
+	sp := advanceSafePointAhead(t, e, c)
 	tx, err := c.BeginReadOnly(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -110,14 +118,7 @@ func TestStableSnapshotSafePointMovesBeforeFirstRead(t *testing.T) {
 			var sp uint64
 			c.opts.afterStartTS = func() {
 				c.opts.afterStartTS = nil
-				for range 3 {
-					_, _ = e.oracle.Timestamp(ctx)
-				}
-				sp, _ = e.oracle.Timestamp(ctx)
-				if _, err := AdvanceSafePoint(ctx, e.store, sp); err != nil {
-					t.Error(err)
-				}
-				c.safePoints.raise(sp)
+				sp = advanceSafePointAhead(t, e, c)
 			}
 			tx, err := c.BeginReadOnly(ctx)
 			if err != nil {

@@ -134,7 +134,8 @@ func (t *Txn) begun(ts uint64) {
 
 // StartTS returns the snapshot timestamp. A transaction begun with
 // BeginDeferred that has none yet takes it now (0 if that fails, or
-// once the transaction ended without one).
+// once the transaction ended without one). A read-only transaction's may
+// be shared with others ("Read-only snapshots" in doc.go).
 func (t *Txn) StartTS() uint64 {
 	if t.startTS == 0 && !t.done {
 		_ = t.start(context.Background()) // the oracle bounds its own calls

@@ -102,7 +102,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 			return errString(err)
 		}
 		s.txns[arg("t")] = &scenarioTxn{t: tx}
-		return fmt.Sprintf("start_ts=%d", tx.StartTS())
+		return fmt.Sprintf("start_ts=%d", tx.startTS) // StartTS would pin a fresh one
 	case "set":
 		if d.HasArg("reserved") {
 			return errString(SetReserved(st().t, arg("row"), arg("col"), []byte(arg("value"))))

@@ -124,8 +124,8 @@ func TestStableSnapshotSafePointMovesBeforeFirstRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tx.StartTS() >= sp {
-				t.Fatalf("start_ts %d not below the safe point %d: nothing tested", tx.StartTS(), sp)
+			if !tx.stable || tx.startTS >= sp {
+				t.Fatalf("start_ts %d (stable %v) not below the safe point %d: nothing tested", tx.startTS, tx.stable, sp)
 			}
 			got, err := read(tx)
 			if err != nil || got != want {
@@ -297,5 +297,36 @@ func TestStableSnapshotAfterRestart(t *testing.T) {
 	}
 	if v, err := ro.Get(ctx, "bob", "v"); err != nil || string(v) != "10" {
 		t.Fatalf("a read-only snapshot at %d after the restart: Get bob = %q, %v; want the commit acknowledged before it", ro.StartTS(), v, err)
+	}
+}
+
+// StartTS before any read pins the snapshot: a start taken above the
+// newest acknowledged commit is replaced by a fresh timestamp, which the
+// reads then use, so the caller is told the snapshot it reads (a backup
+// records it).
+func TestStableSnapshotStartTSPins(t *testing.T) {
+	ctx := context.Background()
+	_, c := stableClient(t)
+	commitCell(t, c, "bob", "10")
+	tx, err := c.BeginReadOnly(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provisional := tx.startTS
+	if !tx.stable || provisional != c.stable.newest.Load()+1 {
+		t.Fatalf("start_ts %d (stable %v); want one above the newest commit %d", provisional, tx.stable, c.stable.newest.Load())
+	}
+	ts := tx.StartTS()
+	if ts < provisional || tx.stable {
+		t.Fatalf("StartTS = %d (stable %v); want a fresh timestamp, at least %d", ts, tx.stable, provisional)
+	}
+	if v, err := tx.Get(ctx, "bob", "v"); err != nil || string(v) != "10" {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	if tx.StartTS() != ts {
+		t.Fatalf("StartTS moved from %d to %d", ts, tx.StartTS())
+	}
+	if oldest, _ := c.OldestActive(); oldest != ts {
+		t.Fatalf("OldestActive = %d; want the pinned %d (the provisional one released)", oldest, ts)
 	}
 }

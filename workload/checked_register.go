@@ -70,10 +70,12 @@ func (w *register) Apply(ctx context.Context, db *percolator.DB, f string, in []
 }
 
 // eagerReads reports whether the reads of key begin with a start
-// timestamp of the client's oracle (BeginReadOnly), as the reads of
-// every key whose name ends in an even digit do; the others take theirs
-// with the read (View: over a server, the server's). The history checks
-// both: a stale timestamp of either source shows.
+// timestamp at Begin (BeginReadOnly: over a server, the client's
+// oracle's; on the embedded store, one above the newest commit the
+// client acknowledged or returned), as the reads of every key whose name
+// ends in an even digit do; the others take theirs with the read (View:
+// over a server, the server's). The history checks both: a stale
+// timestamp of either source shows.
 func eagerReads(key string) bool { return key != "" && (key[len(key)-1]-'0')%2 == 0 }
 
 func (w *register) Final() (string, []history.Mop) { return "", nil }

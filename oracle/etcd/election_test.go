@@ -167,6 +167,13 @@ func checkIncreasing(t *testing.T, calls []tsCall) {
 // load runs clients oracle clients (each its own OracleBackend, as
 // separate processes would have) asking for timestamps until stop.
 func load(t *testing.T, m *coordetcd.Embedded, clients int, stop <-chan struct{}) func() []tsCall {
+	wait, _ := loadCounting(t, m, clients, stop)
+	return wait
+}
+
+// loadCounting is load, and also returns how many calls that began after
+// a time have returned so far.
+func loadCounting(t *testing.T, m *coordetcd.Embedded, clients int, stop <-chan struct{}) (wait func() []tsCall, since func(time.Time) int) {
 	var (
 		mu    sync.Mutex
 		calls []tsCall
@@ -202,9 +209,34 @@ func load(t *testing.T, m *coordetcd.Embedded, clients int, stop <-chan struct{}
 		}
 		t.Cleanup(func() { _ = b.Close() })
 	}
-	return func() []tsCall {
+	wait = func() []tsCall {
 		wg.Wait()
 		return calls
+	}
+	since = func(from time.Time) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, c := range calls {
+			if c.start.After(from) {
+				n++
+			}
+		}
+		return n
+	}
+	return wait, since
+}
+
+// waitCalls waits until at least n calls that began after from have
+// returned: the load's progress, whatever the machine's speed.
+func waitCalls(t *testing.T, since func(time.Time) int, from time.Time, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for since(from) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls begun after %v returned in a minute; want %d", since(from), from.Format(time.StampMicro), n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -218,13 +250,16 @@ func TestOracleFailover(t *testing.T) {
 	waitLeading(t, 10*time.Second, a)
 	b := startNode(t, m, etcd.CandidateOptions{})
 	stop := make(chan struct{})
-	wait := load(t, m, 3, stop)
-	time.Sleep(300 * time.Millisecond)
+	wait, since := loadCounting(t, m, 3, stop)
+	// The load runs on both sides of the kill: some calls returned before
+	// it, some asked after it returned (not a fixed pause: a busy machine
+	// took longer than one to find the leader).
+	waitCalls(t, since, time.Time{}, 20)
 	killed := time.Now()
 	a.srv.Stop()
 	a.cand.Crash()
 	waitLeading(t, 3*testLease, b)
-	time.Sleep(300 * time.Millisecond)
+	waitCalls(t, since, killed, 20)
 	close(stop)
 	calls := wait()
 	var before, after int

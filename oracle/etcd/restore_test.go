@@ -46,8 +46,8 @@ func TestOracleKeyDeletedStops(t *testing.T) {
 	waitLeading(t, 10*time.Second, a)
 	b := startNode(t, m, etcd.CandidateOptions{})
 	stop := make(chan struct{})
-	calls := load(t, m, 2, stop)
-	time.Sleep(200 * time.Millisecond)
+	calls, since := loadCounting(t, m, 2, stop)
+	waitCalls(t, since, time.Time{}, 20)
 	if _, err := a.cli.Delete(bg, leaderKey(t, a.cli)); err != nil {
 		t.Fatal(err)
 	}
@@ -55,8 +55,9 @@ func TestOracleKeyDeletedStops(t *testing.T) {
 	if _, err := a.cand.Allocate(bg, 1); err == nil {
 		t.Fatal("the old leader handed out a timestamp after its key was deleted")
 	}
+	deleted := time.Now()
 	waitLeading(t, 15*time.Second, b)
-	time.Sleep(200 * time.Millisecond)
+	waitCalls(t, since, deleted, 20)
 	close(stop)
 	cs := calls()
 	if len(cs) == 0 {
@@ -133,8 +134,8 @@ func TestOracleLostMarkUnderLoad(t *testing.T) {
 			backup := string(resp.Kvs[0].Value)
 			b := startNode(t, m, etcd.CandidateOptions{Window: 1000})
 			stop := make(chan struct{})
-			calls := load(t, m, 2, stop)
-			time.Sleep(300 * time.Millisecond)
+			calls, since := loadCounting(t, m, 2, stop)
+			waitCalls(t, since, time.Time{}, 20)
 			if lose == "delete" {
 				_, err = a.cli.Delete(bg, etcd.MarkKey(etcd.DefaultOraclePrefix))
 			} else {
@@ -143,9 +144,10 @@ func TestOracleLostMarkUnderLoad(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			crashed := time.Now()
 			a.cand.Crash()
 			waitLeading(t, 15*time.Second, b)
-			time.Sleep(300 * time.Millisecond)
+			waitCalls(t, since, crashed, 20)
 			close(stop)
 			cs := calls()
 			if len(cs) == 0 {

@@ -158,20 +158,30 @@ func TestBankOverServerKills(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				done := make(chan struct{})
+				done, first := make(chan struct{}), make(chan struct{})
 				go func() {
 					defer close(done)
 					sc := bufio.NewScanner(out)
-					for sc.Scan() {
+					for n := 0; sc.Scan(); {
 						if row, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
 							mu.Lock()
 							acked = append(acked, row)
 							mu.Unlock()
+							if n++; n == 1 {
+								close(first)
+							}
 						}
 					}
 				}()
+				// Killed a while after its first acknowledged transfer, not
+				// after a while: a race build's process on a busy machine
+				// took longer than the whole while to start.
 				select {
-				case <-time.After(time.Duration(500+rng.IntN(2500)) * time.Millisecond):
+				case <-first:
+					select {
+					case <-time.After(time.Duration(500+rng.IntN(2500)) * time.Millisecond):
+					case <-stop:
+					}
 				case <-stop:
 				}
 				killProc(cmd)
@@ -191,6 +201,16 @@ func TestBankOverServerKills(t *testing.T) {
 		srvMu.Unlock()
 	}
 	time.Sleep(4 * time.Second)
+	// Some transfer acknowledged before the clients stop, however slow
+	// the machine (a minute at most).
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	close(stop)
 	wg.Wait()
 	mu.Lock()

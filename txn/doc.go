@@ -927,7 +927,7 @@
 // A read-only transaction's StartTS is therefore not unique: several may
 // share one, and it may equal a later transaction's start_ts. StartTS
 // called before the first read replaces the snapshot with a fresh one
-// (unpin): the first read could still replace N+1, and a caller that asks
+// (restartFresh): the first read could still replace N+1, and a caller that asks
 // (a backup records it) must be told the snapshot it reads.
 //
 // The mutant stable-unacked returns from Commit without raising N: a

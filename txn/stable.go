@@ -97,14 +97,21 @@ func (t *Txn) fromStable(ctx context.Context, read func() error) error {
 	}
 	err := read()
 	if errors.Is(err, ErrSnapshotTooOld) {
-		t.c.active.remove(t.startTS)
-		t.startTS = 0
-		t.stable = false
-		if serr := t.startFresh(ctx); serr != nil {
+		if serr := t.restartFresh(ctx); serr != nil {
 			return fmt.Errorf("txn: start timestamp after a snapshot below the safe point: %w", serr)
 		}
 		err = read()
 	}
 	t.stable = false
 	return err
+}
+
+// restartFresh replaces t's start timestamp, one stableStart gave and not
+// read at yet, with a fresh one from the oracle (t.startTS is 0 if that
+// fails).
+func (t *Txn) restartFresh(ctx context.Context) error {
+	t.c.active.remove(t.startTS)
+	t.startTS = 0
+	t.stable = false
+	return t.startFresh(ctx)
 }

@@ -137,25 +137,16 @@ func (t *Txn) begun(ts uint64) {
 // once the transaction ended without one). A read-only transaction's may
 // be shared with others ("Read-only snapshots" in doc.go). One taken
 // above the newest acknowledged commit and not read at yet is replaced
-// by a fresh one first (unpin): its first read may still replace it, and
+// by a fresh one first (restartFresh): its first read may still replace it, and
 // the caller is told the snapshot it will read.
 func (t *Txn) StartTS() uint64 {
 	if t.stable && !t.done {
-		t.unpin()
+		_ = t.restartFresh(context.Background()) // the oracle bounds its own calls
 	}
 	if t.startTS == 0 && !t.done {
 		_ = t.start(context.Background()) // the oracle bounds its own calls
 	}
 	return t.startTS
-}
-
-// unpin drops t's start timestamp from stableStart, not read at yet, for a
-// fresh one from the oracle (none if that fails: t.startTS is then 0).
-func (t *Txn) unpin() {
-	t.c.active.remove(t.startTS)
-	t.startTS = 0
-	t.stable = false
-	_ = t.startFresh(context.Background()) // the oracle bounds its own calls
 }
 
 // ReadOnly reports whether the transaction was begun read-only.

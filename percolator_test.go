@@ -393,3 +393,31 @@ func TestObserversThroughTheFacade(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStartTSContextFixesTheSnapshot: a read-only transaction's
+// timestamp, once asked for, is the one its reads use and stays put, and
+// it sees every commit that returned before it began.
+func TestStartTSContextFixesTheSnapshot(t *testing.T) {
+	ctx := context.Background()
+	db := open(t, percolator.Options{})
+	if err := db.Update(ctx, func(tx *percolator.Txn) error { return tx.Set("joe", "bal", []byte("10")) }); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginReadOnly(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := tx.StartTSContext(ctx)
+	if err != nil || ts == 0 {
+		t.Fatalf("StartTSContext = %d, %v", ts, err)
+	}
+	if v, err := tx.Get(ctx, "joe", "bal"); err != nil || string(v) != "10" {
+		t.Fatalf("Get = %q, %v; want 10", v, err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if got, err := tx.StartTSContext(cancelled); got != ts || err != nil || tx.StartTS() != ts {
+		t.Fatalf("StartTSContext after a read = %d, %v (StartTS %d); want %d", got, err, tx.StartTS(), ts)
+	}
+	_ = tx.Rollback(ctx)
+}

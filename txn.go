@@ -26,8 +26,21 @@ type KV struct {
 }
 
 // StartTS returns the snapshot timestamp: unique to a read-write
-// transaction, possibly shared by read-only ones (DB.BeginReadOnly).
+// transaction, possibly shared by read-only ones (DB.BeginReadOnly). It
+// is StartTSContext without a context: 0 where that returns an error.
 func (tx *Txn) StartTS() uint64 { return tx.t.StartTS() }
+
+// StartTSContext returns the snapshot timestamp every read of tx reads
+// at, taking it now if tx has none yet (a transaction over a server takes
+// it with its first read), the oracle's call bounded by ctx. A read-only
+// transaction's snapshot is fixed by this call: one its first read could
+// still have moved is replaced by a fresh timestamp first, so what it
+// returns is what every read uses (a backup records it before it reads).
+// If the oracle fails, the error is returned and nothing is fixed.
+func (tx *Txn) StartTSContext(ctx context.Context) (uint64, error) {
+	ts, err := tx.t.StartTSContext(ctx)
+	return ts, apiErr(err)
+}
 
 // ReadOnly reports whether the transaction was begun read-only.
 func (tx *Txn) ReadOnly() bool { return tx.t.ReadOnly() }

@@ -97,7 +97,11 @@ func Write(ctx context.Context, db *percolator.DB, w io.Writer, o Options) (Summ
 	if err != nil {
 		return Summary{}, fmt.Errorf("backup: reading the observers: %w", err)
 	}
-	s := Summary{StartTS: tx.StartTS(), Time: o.Now().UTC(), Observers: int64(len(obs))}
+	ts, err := tx.StartTSContext(ctx)
+	if err != nil {
+		return Summary{}, fmt.Errorf("backup: the snapshot's timestamp: %w", err)
+	}
+	s := Summary{StartTS: ts, Time: o.Now().UTC(), Observers: int64(len(obs))}
 	e := newEncoder(w)
 	if err := e.header(Header{Version: FormatVersion, StartTS: s.StartTS, Time: s.Time}); err != nil {
 		return Summary{}, writeErr(err)

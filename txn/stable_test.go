@@ -330,3 +330,65 @@ func TestStableSnapshotStartTSPins(t *testing.T) {
 		t.Fatalf("OldestActive = %d; want the pinned %d (the provisional one released)", oldest, ts)
 	}
 }
+
+// unreachableOracle fails every call with err, or, if err is nil, waits
+// for the caller's context to end.
+type unreachableOracle struct{ err error }
+
+func (o unreachableOracle) Timestamp(ctx context.Context) (uint64, error) {
+	if o.err != nil {
+		return 0, o.err
+	}
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// TestStartTSContextOracleFails: StartTSContext pins a read-only
+// snapshot only with a fresh timestamp. While the oracle fails it returns
+// the error and 0, never the provisional snapshot its first read could
+// still have replaced; its wait ends with its context; once the oracle
+// answers, the timestamp it returns is the one the reads use.
+func TestStartTSContextOracleFails(t *testing.T) {
+	ctx := context.Background()
+	_, c := stableClient(t)
+	commitCell(t, c, "bob", "10")
+	tx, err := c.BeginReadOnly(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tx.stable {
+		t.Fatal("want a provisional snapshot above the newest commit")
+	}
+	working := c.oracle
+	down := errors.New("oracle unreachable")
+	c.oracle = unreachableOracle{err: down}
+	if ts, err := tx.StartTSContext(ctx); !errors.Is(err, down) || ts != 0 {
+		t.Fatalf("StartTSContext with the oracle down = %d, %v; want 0 and its error", ts, err)
+	}
+	if ts := tx.StartTS(); ts != 0 {
+		t.Fatalf("StartTS with the oracle down = %d; want 0", ts)
+	}
+	c.oracle = unreachableOracle{}
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if ts, err := tx.StartTSContext(cctx); !errors.Is(err, context.DeadlineExceeded) || ts != 0 {
+		t.Fatalf("StartTSContext with a hanging oracle = %d, %v; want 0 and the context's error", ts, err)
+	}
+	c.oracle = working
+	ts, err := tx.StartTSContext(ctx)
+	if err != nil || ts == 0 || tx.stable {
+		t.Fatalf("StartTSContext = %d, %v (provisional %v); want a fresh timestamp", ts, err, tx.stable)
+	}
+	if v, err := tx.Get(ctx, "bob", "v"); err != nil || string(v) != "10" {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	if got, err := tx.StartTSContext(ctx); got != ts || err != nil {
+		t.Fatalf("StartTSContext after a read = %d, %v; want %d", got, err, ts)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tx.StartTSContext(ctx); got != ts || err != nil {
+		t.Fatalf("StartTSContext after Rollback = %d, %v; want %d", got, err, ts)
+	}
+}

@@ -132,21 +132,43 @@ func (t *Txn) begun(ts uint64) {
 	t.startTS = ts
 }
 
-// StartTS returns the snapshot timestamp. A transaction begun with
-// BeginDeferred that has none yet takes it now (0 if that fails, or
-// once the transaction ended without one). A read-only transaction's may
-// be shared with others ("Read-only snapshots" in doc.go). One taken
-// above the newest acknowledged commit and not read at yet is replaced
-// by a fresh one first (restartFresh): its first read may still replace it, and
-// the caller is told the snapshot it will read.
+// StartTS is StartTSContext without a context (the oracle bounds its own
+// calls): 0 where StartTSContext returns an error.
 func (t *Txn) StartTS() uint64 {
-	if t.stable && !t.done {
-		_ = t.restartFresh(context.Background()) // the oracle bounds its own calls
+	ts, _ := t.StartTSContext(context.Background())
+	return ts
+}
+
+// StartTSContext returns the snapshot timestamp, the one every read of t
+// reads at. A transaction begun with BeginDeferred that has none yet
+// takes it now from the oracle, the call bounded by ctx. A read-only
+// transaction's may be shared with others ("Read-only snapshots" in
+// doc.go); one taken above the newest acknowledged commit and not read
+// at yet, which its first read could still replace, is replaced by a
+// fresh one first (restartFresh), so the caller is told the snapshot
+// every read will use. If the oracle fails, the error is returned and t
+// has no start timestamp yet: a later call, or t's first read, takes
+// one. A transaction that ended returns the one it had, or
+// ErrTxnFinished if it had none.
+func (t *Txn) StartTSContext(ctx context.Context) (uint64, error) {
+	if t.done {
+		if t.startTS == 0 {
+			return 0, ErrTxnFinished
+		}
+		return t.startTS, nil
 	}
-	if t.startTS == 0 && !t.done {
-		_ = t.start(context.Background()) // the oracle bounds its own calls
+	if t.stable {
+		if err := t.restartFresh(ctx); err != nil {
+			return 0, err
+		}
 	}
-	return t.startTS
+	if t.startTS == 0 {
+		// Fresh, not start's stable one: the caller is told it.
+		if err := t.startFresh(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return t.startTS, nil
 }
 
 // ReadOnly reports whether the transaction was begun read-only.

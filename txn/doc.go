@@ -754,7 +754,10 @@
 //  1. The push is a CheckAndMutate on X's primary row: predicate, the
 //     primary lock at exactly s; ifTrue, a cell of FamilyPush, qualifier
 //     (primary column, s) as a beat's, at version T. It reports whether
-//     it applied.
+//     it applied. On a store the client owns (the index) it writes
+//     nothing: under the primary row's latch, where the index knows the
+//     lock exactly, it raises the lock's push in the index to T if the
+//     lock stands (cellIndex.push), and reports whether it did.
 //  2. Applied: the reader reads past X's lock (Get, GetMany, Scan; a
 //     cell's other locks are still resolved). Not applied: X's primary
 //     lock is gone, X is decided, and the reader reads X's status again
@@ -766,13 +769,15 @@
 //     push of X is at or above its commit_ts c: a conditional write with
 //     an unless filter (storage.Unlessed, storage.RowCheck.Unless over a
 //     server; Bigtable: a condition filter whose true branch blocks
-//     all). Refused with the lock still there and such a push standing
+//     all; on a store the client owns, the index's push, read under the
+//     same latch as the lock). Refused with the lock still there and such a push standing
 //     (settleCommit reads both), X takes a new commit_ts from the oracle
 //     and sends its commit point again, at most maxRepush times, then
 //     rolls back its primary and fails with a ConflictError.
 //  4. X's commit point and every rollback of its primary (the owner's
 //     abort and settleCommit's, a resolver's rollBackPrimary) delete X's
-//     pushes in the same write, with the lock.
+//     pushes in the same write, with the lock. (The index drops a lock's
+//     push when its apply hook removes the lock, under the same latch.)
 //
 // A reader that pushed misses no write of its snapshot. A push that
 // applied was written while X's primary lock stood, so X had not
@@ -845,14 +850,20 @@
 //
 // Durability. Over a server or Bigtable a push is a durable write: the
 // server may restart under the pushed transaction's live client, which
-// must then still find the push. On a store with one ordered log
-// (storage.Deferred: the embedded store) it is deferred, as a prewrite
-// is: a crash that loses it is a crash of the one process, which ends
-// the pushed transaction too (it never commits), and a commit point of
-// that transaction after the push is a durable write later in the same
-// log, which makes the push durable with it. The reader's answer thus
-// never rests on a push that a crash can take back while its
-// transaction lives on.
+// must then still find the push. On a store the client owns (the
+// index: the embedded store) the push is kept in memory only, and on a
+// store with one ordered log that it does not own (storage.Deferred) it
+// is deferred, as a prewrite is. Either way a crash that loses it is a
+// crash of the one process that runs the pushed transaction, which then
+// never commits (its locks are rolled back once they expire); and a
+// commit point of that transaction after the push read it, under the
+// latch, and committed above T, its record durable with it. The
+// reader's answer thus never rests on a push that a crash can take back
+// while its transaction lives on. Keeping the push in memory takes it
+// off the log: a push is a look at the index under the row latch, where
+// a write behind the writers' batches in pebble's commit pipeline, its
+// latch held all the while, made the pushing readers' p99 five to ten
+// times longer (the readlocks figure, docs/benchmarks.md).
 //
 // The price: a commit point that is pushed past takes another oracle
 // round trip and another conditional write, and the commit point of a

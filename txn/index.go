@@ -3,6 +3,7 @@ package txn
 import (
 	"hash/maphash"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,6 +88,18 @@ type indexShard struct {
 	// dropped and floor raised to the largest timestamp it held.
 	floor   uint64
 	written map[string]uint64
+	// pushes holds the pushes of this shard's primary locks on a store
+	// the client owns (doc.go, "Reads through locks"): for a lock, the
+	// highest reader start_ts that pushed it. Invariant: an entry exists
+	// only while its lock does (set under the row latch where the lock
+	// is, removed by the hook with the lock); nil until the first push.
+	pushes map[lockID]uint64
+}
+
+// lockID names one lock: its cell's key and its start_ts.
+type lockID struct {
+	key string
+	ts  uint64
 }
 
 func newCellIndex(shards, maxPerShard int) *cellIndex {
@@ -212,6 +225,38 @@ func (ix *cellIndex) hasLock(row []byte, col string, ts uint64) bool {
 	return false
 }
 
+// push asks the transaction whose lock of the cell is at startTS to
+// commit above ts: it raises the lock's push to ts and reports true if
+// that lock stands, else changes nothing and reports false. Called only
+// under the row's latch, where the lock is known exactly.
+func (ix *cellIndex) push(row []byte, col string, startTS, ts uint64) bool {
+	key := cellKey(row, col)
+	s := ix.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.locks[key], startTS) {
+		return false
+	}
+	if s.pushes == nil {
+		s.pushes = make(map[lockID]uint64)
+	}
+	id := lockID{key, startTS}
+	s.pushes[id] = max(s.pushes[id], ts)
+	return true
+}
+
+// pushedFrom reports whether a push of the cell's lock at startTS stands
+// at or above ts. Exact under the row's latch; without it, a push it
+// reports stood a moment ago, and stands still while the lock does.
+func (ix *cellIndex) pushedFrom(row []byte, col string, startTS, ts uint64) bool {
+	key := cellKey(row, col)
+	s := ix.shard(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, ok := s.pushes[lockID{key, startTS}]
+	return ok && p >= ts
+}
+
 // fill records a latest commit_ts read from the store, unless a commit
 // touched the shard since v was taken.
 func (ix *cellIndex) fill(v *indexView, latest uint64) {
@@ -260,6 +305,8 @@ func (ix *cellIndex) applyLock(row []byte, m *storage.Mutation) {
 	for _, t := range ts {
 		if !m.Time.Contains(t) {
 			kept = append(kept, t)
+		} else if s.pushes != nil {
+			delete(s.pushes, lockID{key, t}) // the pushes go with their lock
 		}
 	}
 	if len(kept) == 0 {
@@ -355,6 +402,11 @@ func (ix *cellIndex) dropRow(row []byte) {
 		for k := range s.written {
 			if inRow(k) {
 				delete(s.written, k)
+			}
+		}
+		for id := range s.pushes {
+			if inRow(id.key) {
+				delete(s.pushes, id)
 			}
 		}
 		s.mu.Unlock()

@@ -16,7 +16,8 @@ import (
 // above its commit_ts. Like heartbeats, pushes are versions of a family
 // of their own rather than a rewrite of the lock: a storage predicate can
 // select cells by version, never compare a stored value, and a late push
-// only adds a version.
+// only adds a version. On a store the client owns (pushesInMemory) the
+// pushes are kept in its index instead, and nothing is written.
 const FamilyPush = "push"
 
 // errPushed is returned by a reader's resolution of a lock whose
@@ -75,14 +76,25 @@ func (c *Client) pushing() bool { return c.opts.ReadThroughLocks && c.honoursPus
 // is there. It reports whether it applied; when it did not, the lock is
 // gone (its transaction decided) and the caller reads its status again.
 func (c *Client) push(ctx context.Context, prow []byte, pcol string, startTS, ts uint64) (bool, error) {
+	pred := storage.Filter{{Family: FamilyLock, Qualifier: pcol, Time: storage.At(startTS)}}
+	if c.pushesInMemory() {
+		// Under the primary row's latch, where the index knows the lock
+		// exactly: the push's whole effect, nothing written (doc.go,
+		// "Reads through locks", durability). Safe twice and late for
+		// the reasons below: it only raises a push while the lock stands.
+		return c.resendCAS(func() (bool, error) {
+			return c.cond.CheckAndMutateCond(ctx, prow, func() (bool, bool) {
+				return c.index.push(prow, pcol, startTS, ts), true
+			}, pred, nil, nil, true)
+		})
+	}
 	// Safe twice, late, in any order: conditional on the lock at startTS,
 	// a copy applies nothing once the transaction is decided, and before
 	// that only asks again for a commit above ts, which the first copy
 	// already asked for. Deferred where the store has one ordered log
 	// (doc.go, "Reads through locks": a crash that loses it ends the
 	// transaction it pushed).
-	return c.casDeferred(ctx, prow, storage.Filter{{Family: FamilyLock, Qualifier: pcol, Time: storage.At(startTS)}},
-		[]storage.Mutation{storage.SetCell(FamilyPush, pushQualifier(pcol, startTS), ts, nil)}, nil)
+	return c.casDeferred(ctx, prow, pred, []storage.Mutation{storage.SetCell(FamilyPush, pushQualifier(pcol, startTS), ts, nil)}, nil)
 }
 
 // pushLock pushes the transaction of a live lock (at (row, col, lockTS),
@@ -116,9 +128,17 @@ func (c *Client) pushedPast(ctx context.Context, t *Txn, rw *rowWrites, commitTS
 	if !c.honoursPushes() {
 		return false, nil
 	}
+	if c.pushesInMemory() {
+		return c.index.pushedFrom(rw.row, rw.muts[0].col, t.startTS, commitTS), nil
+	}
 	r, err := c.read(ctx, rw.row, pushesFrom(rw.muts[0].col, t.startTS, commitTS))
 	return len(r.Cells) > 0, err
 }
+
+// pushesInMemory reports whether pushes live in the index rather than in
+// the store: on a store this client owns, whose conditional writes ask
+// the index under the row latch (doc.go, "Reads through locks").
+func (c *Client) pushesInMemory() bool { return c.index != nil && c.cond != nil }
 
 // casCommitPoint is the commit point's conditional write: casIndexed on
 // the primary lock (locked, pred) and, where pushes are honoured, unless
@@ -126,6 +146,17 @@ func (c *Client) pushedPast(ctx context.Context, t *Txn, rw *rowWrites, commitTS
 func (c *Client) casCommitPoint(ctx context.Context, t *Txn, rw *rowWrites, commitTS uint64, locked storage.Cond, pred storage.Filter, muts []storage.Mutation) (bool, error) {
 	if !c.honoursPushes() {
 		return c.casIndexed(ctx, rw.row, locked, pred, pred, muts, nil, false)
+	}
+	if c.pushesInMemory() {
+		// The index's pushes, read under the same latch as the lock.
+		col := rw.muts[0].col
+		unpushed := func() (bool, bool) {
+			if c.index.pushedFrom(rw.row, col, t.startTS, commitTS) {
+				return false, true
+			}
+			return locked()
+		}
+		return c.casIndexed(ctx, rw.row, unpushed, pred, pred, muts, nil, false)
 	}
 	unless := pushesFrom(rw.muts[0].col, t.startTS, commitTS)
 	if cu, ok := c.store.(storage.CondUnlessed); ok && c.cond != nil {

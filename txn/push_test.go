@@ -24,8 +24,12 @@ type pushEnv struct {
 }
 
 func newPushEnv(t *testing.T, backend string) *pushEnv {
+	return newPushEnvOn(t, newEnvBackend(t, backend))
+}
+
+// newPushEnvOn is newPushEnv on e.
+func newPushEnvOn(t *testing.T, e *env) *pushEnv {
 	ctx := context.Background()
-	e := newEnvBackend(t, backend)
 	w := e.client("writer")
 	w.opts.ReadThroughLocks = true
 	init, _ := w.Begin(ctx)
@@ -55,8 +59,16 @@ func (p *pushEnv) reader(name string, push bool) *Client {
 	return c
 }
 
-// pushes returns the push cells of the writer's primary lock.
+// pushes returns the push cells of the writer's primary lock: in the
+// index where pushes live in memory (one cell for its push, if any),
+// else in the store.
 func (p *pushEnv) pushes(t *testing.T) []storage.Cell {
+	if p.w.pushesInMemory() {
+		if p.w.index.pushedFrom([]byte("a"), "v", p.tx.startTS, 0) {
+			return []storage.Cell{{Family: FamilyPush, Qualifier: pushQualifier("v", p.tx.startTS)}}
+		}
+		return nil
+	}
 	r, err := p.store.ReadRow(context.Background(), []byte("a"), storage.Filter{{Family: FamilyPush, AllQualifiers: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -283,5 +295,61 @@ func TestCollectPushes(t *testing.T) {
 	got := p.pushes(t)
 	if len(got) != 1 || got[0].TS != commitTS+10 {
 		t.Fatalf("pushes after collecting below %d: %v; want the one at %d", commitTS+5, got, commitTS+10)
+	}
+}
+
+// TestPushInMemory: on a store the client owns (the embedded one) a push
+// writes nothing: it is kept in the index while the pushed lock stands,
+// the commit point reads it there and commits above the reader, and it
+// goes with the lock, whether the transaction commits or is rolled back.
+// A push of a lock that is gone is refused.
+func TestPushInMemory(t *testing.T) {
+	ctx := context.Background()
+	for _, outcome := range []string{"commit", "rollback"} {
+		t.Run(outcome, func(t *testing.T) {
+			p := newPushEnvOn(t, newOwnedEnv(t))
+			if !p.w.pushesInMemory() {
+				t.Fatal("the owner of a pebble store keeps no pushes in memory")
+			}
+			rd, _ := p.reader("reader", true).Begin(ctx)
+			if v, err := rd.Get(ctx, "b", "v"); err != nil || string(v) != "old" {
+				t.Fatalf("Get(b) through the lock: %q, %v; want old", v, err)
+			}
+			stored, err := p.store.ReadRow(ctx, []byte("a"), storage.Filter{{Family: FamilyPush, AllQualifiers: true}})
+			if err != nil || len(stored.Cells) != 0 {
+				t.Fatalf("push cells in the store: %v, %v; want none", stored.Cells, err)
+			}
+			if !p.w.index.pushedFrom([]byte("a"), "v", p.tx.startTS, rd.StartTS()) {
+				t.Fatalf("no push at or above the reader's %d in the index", rd.StartTS())
+			}
+			switch outcome {
+			case "commit":
+				commitTS, err := p.w.commitPrimary(ctx, p.tx, p.rows[0], p.early)
+				if err != nil || commitTS <= rd.StartTS() {
+					t.Fatalf("commit point after the push: at %d, %v; want above %d", commitTS, err, rd.StartTS())
+				}
+				if p.w.Stats().Repushed == 0 {
+					t.Fatalf("the commit point at %d, below the push, was not refused", p.early)
+				}
+			case "rollback":
+				if err := p.w.abort(ctx, p.tx, p.rows, ErrConflict); !errors.Is(err, ErrConflict) {
+					t.Fatal(err)
+				}
+			}
+			if p.w.index.pushedFrom([]byte("a"), "v", p.tx.startTS, 0) {
+				t.Fatal("the push outlived its lock")
+			}
+			if pushed, err := p.w.push(ctx, []byte("a"), "v", p.tx.startTS, rd.StartTS()+1); err != nil || pushed {
+				t.Fatalf("push of a lock that is gone: %v, %v; want refused", pushed, err)
+			}
+			if p.w.index.pushedFrom([]byte("a"), "v", p.tx.startTS, 0) {
+				t.Fatal("a refused push was kept")
+			}
+			for _, r := range []string{"a", "b"} {
+				if v, err := rd.Get(ctx, r, "v"); err != nil || string(v) != "old" {
+					t.Fatalf("Get(%s), the reader's snapshot: %q, %v; want old", r, v, err)
+				}
+			}
+		})
 	}
 }

@@ -15,7 +15,9 @@ import (
 // of each cell's latest commit_ts (DESIGN.md, "one process owns the
 // store"). It is changed only by the store's ApplyHook, which runs under the
 // row latch after each write is applied (before its sync), so per row it
-// changes in the same order as the store. Readers consult it
+// changes in the same order as the store; the one exception, the readers'
+// pushes of primary locks (push), also changes under the row latch, and
+// is never written to the store. Readers consult it
 // without the latch.
 //
 // Why it is safe to read without the latch (the argument the read path

@@ -219,12 +219,7 @@ func (ix *cellIndex) hasLock(row []byte, col string, ts uint64) bool {
 	s := ix.shard(key)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for _, t := range s.locks[key] {
-		if t == ts {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(s.locks[key], ts)
 }
 
 // push asks the transaction whose lock of the cell is at startTS to

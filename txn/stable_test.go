@@ -300,18 +300,25 @@ func TestStableSnapshotAfterRestart(t *testing.T) {
 	}
 }
 
+// stableReadOnly is a stable client after a commit of bob=10, and a
+// read-only transaction of it begun after that commit.
+func stableReadOnly(t *testing.T) (*Client, *Txn) {
+	_, c := stableClient(t)
+	commitCell(t, c, "bob", "10")
+	tx, err := c.BeginReadOnly(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, tx
+}
+
 // StartTS before any read pins the snapshot: a start taken above the
 // newest acknowledged commit is replaced by a fresh timestamp, which the
 // reads then use, so the caller is told the snapshot it reads (a backup
 // records it).
 func TestStableSnapshotStartTSPins(t *testing.T) {
 	ctx := context.Background()
-	_, c := stableClient(t)
-	commitCell(t, c, "bob", "10")
-	tx, err := c.BeginReadOnly(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, tx := stableReadOnly(t)
 	provisional := tx.startTS
 	if !tx.stable || provisional != c.stable.newest.Load()+1 {
 		t.Fatalf("start_ts %d (stable %v); want one above the newest commit %d", provisional, tx.stable, c.stable.newest.Load())
@@ -350,12 +357,7 @@ func (o unreachableOracle) Timestamp(ctx context.Context) (uint64, error) {
 // answers, the timestamp it returns is the one the reads use.
 func TestStartTSContextOracleFails(t *testing.T) {
 	ctx := context.Background()
-	_, c := stableClient(t)
-	commitCell(t, c, "bob", "10")
-	tx, err := c.BeginReadOnly(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, tx := stableReadOnly(t)
 	if !tx.stable {
 		t.Fatal("want a provisional snapshot above the newest commit")
 	}

@@ -24,7 +24,7 @@ const latchStripes = 4096
 // published, not until its log sync returns: it records itself as its
 // stripes' sync in flight (syncs) before it applies the batch, releases
 // the latches, and only then waits for the sync. A deferred write of the
-// row (a push, a roll-forward, a prewrite) then reads the published
+// row (a roll-forward, a prewrite) then reads the published
 // state under the latch and goes on without waiting for that sync: it
 // is durable with the next sync, which covers the earlier write too
 // (pebble's WAL is one ordered log). The next durable write of the row
@@ -215,8 +215,9 @@ func (l *latches) lockRows(ctx context.Context, rows []storage.RowMutation, dura
 // the latch through each other's syncs, and one queued behind a sync
 // that fails returns the store's failure (Store.latched) instead of
 // going on into a pebble whose log is broken (whose next rotation would
-// panic the process); deferred writes, pushes and roll-forwards among
-// them, and readers, wait for no sync of the row's writes.
+// panic the process); deferred writes (roll-forwards among them), the
+// conditional calls that write nothing (a reader's push, kept in its
+// client's memory), and readers wait for no sync of the row's writes.
 func (l *latches) lockStripes(ctx context.Context, stripes []int, durable bool) (*hold, error) {
 	for {
 		for n, i := range stripes {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator/storage"
+	"github.com/seed-992972ee/percolator/storage/pebble"
+	"github.com/seed-992972ee/percolator/storage/storagetest"
 )
 
 // pushEnv is an env whose clients read through locks, and a transaction of
@@ -351,5 +353,50 @@ func TestPushInMemory(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPushInMemoryLostReplies: a push whose every reply is lost (applied,
+// then the call fails; sent again, the same) still stands in the index,
+// raised once however often it was applied; the reader that got no
+// answer fails, and a read of its snapshot later pushes again and reads
+// past; the commit point below the push is refused and the transaction
+// commits above it.
+func TestPushInMemoryLostReplies(t *testing.T) {
+	ctx := context.Background()
+	st, err := pebble.Open(t.TempDir(), pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	store, lossy := storagetest.NewLossy(st, storagetest.LossyOptions{Seed: 1, LoseReply: 1})
+	lossy.SetEnabled(false)
+	e := newEnvOn(t, store, true)
+	st.SetStamper(e.oracle)
+	p := newPushEnvOn(t, e)
+	if !p.w.pushesInMemory() {
+		t.Fatal("the owner of the wrapped pebble store keeps no pushes in memory")
+	}
+	rd, _ := p.reader("reader", true).Begin(ctx)
+	lossy.SetEnabled(true)
+	if v, err := rd.Get(ctx, "b", "v"); !errors.Is(err, storagetest.ErrInjected) {
+		t.Fatalf("Get with every reply lost: %q, %v; want the injected fault", v, err)
+	}
+	lossy.SetEnabled(false)
+	if lossy.Stats().RepliesLost < 2 {
+		t.Fatalf("%d replies lost; want the push and its copies", lossy.Stats().RepliesLost)
+	}
+	if !p.w.index.pushedFrom([]byte("a"), "v", p.tx.startTS, rd.StartTS()) {
+		t.Fatal("the push whose replies were lost does not stand")
+	}
+	if v, err := rd.Get(ctx, "b", "v"); err != nil || string(v) != "old" {
+		t.Fatalf("Get(b) again: %q, %v; want old", v, err)
+	}
+	commitTS, err := p.w.commitPrimary(ctx, p.tx, p.rows[0], p.early)
+	if err != nil || commitTS <= rd.StartTS() || p.w.Stats().Repushed == 0 {
+		t.Fatalf("commit after the push: at %d (repushed %d), %v; want above %d", commitTS, p.w.Stats().Repushed, err, rd.StartTS())
+	}
+	if p.w.index.pushedFrom([]byte("a"), "v", p.tx.startTS, 0) {
+		t.Fatal("the push outlived its lock")
 	}
 }

@@ -862,7 +862,7 @@
 // while its transaction lives on. Keeping the push in memory takes it
 // off the log: a push is a look at the index under the row latch, where
 // a write behind the writers' batches in pebble's commit pipeline, its
-// latch held all the while, made the pushing readers' p99 five to ten
+// latch held all the while, made the pushing readers' p99 five to fifteen
 // times longer (the readlocks figure, docs/benchmarks.md).
 //
 // The price: a commit point that is pushed past takes another oracle

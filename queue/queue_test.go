@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-992972ee/percolator/internal/manualclock"
 	"github.com/seed-992972ee/percolator/storage"
 	"github.com/seed-992972ee/percolator/storage/memory"
 )
@@ -21,6 +22,19 @@ func newQueue(t *testing.T, st storage.Store, opts Options) *Queue {
 		t.Fatal(err)
 	}
 	return q
+}
+
+// clockedQueue is a Queue over a memory store whose clock, and the
+// queue's own, is a manual one the test advances: when a lease or a
+// nack's delay has run out does not depend on how fast the machine is.
+func clockedQueue(t *testing.T, opts Options) (*Queue, *manualclock.Clock) {
+	t.Helper()
+	clock := manualclock.New(scenarioStart)
+	st := &scenarioStore{Store: memory.New(), clock: clock}
+	t.Cleanup(func() { st.Close() })
+	q := newQueue(t, st, opts)
+	q.clock.local = clock.Now
+	return q, clock
 }
 
 func push(t *testing.T, q *Queue, name string, bodies ...string) []string {
@@ -102,15 +116,13 @@ func TestPushPopAck(t *testing.T) {
 // TestLeaseExpiry: an item whose lease expires is delivered again, with
 // its count up; the first worker can neither ack nor extend it then.
 func TestLeaseExpiry(t *testing.T) {
-	st := memory.New()
-	defer st.Close()
-	q := newQueue(t, st, Options{})
+	q, clock := clockedQueue(t, Options{})
 	push(t, q, "jobs", "x")
 	d1 := pop(t, q, "jobs", 50*time.Millisecond)
 	if pop(t, q, "jobs", time.Minute) != nil {
 		t.Fatal("delivered twice under a live lease")
 	}
-	time.Sleep(70 * time.Millisecond)
+	clock.Advance(70 * time.Millisecond)
 	if d1.Valid() {
 		t.Fatal("lease valid past its TTL")
 	}
@@ -138,13 +150,11 @@ func TestLeaseExpiry(t *testing.T) {
 // TestExtendKeepsItem: a lease extended before it expires keeps the item
 // from other workers past the first TTL.
 func TestExtendKeepsItem(t *testing.T) {
-	st := memory.New()
-	defer st.Close()
-	q := newQueue(t, st, Options{})
+	q, clock := clockedQueue(t, Options{})
 	push(t, q, "jobs", "x")
 	d := pop(t, q, "jobs", 80*time.Millisecond)
 	for range 4 {
-		time.Sleep(40 * time.Millisecond)
+		clock.Advance(40 * time.Millisecond)
 		if err := q.Extend(ctx, d, 80*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
@@ -161,9 +171,7 @@ func TestExtendKeepsItem(t *testing.T) {
 // MaxDeliveries deliveries it moves to the dead letters, which list it and
 // requeue it with its count reset.
 func TestNackAndDeadLetter(t *testing.T) {
-	st := memory.New()
-	defer st.Close()
-	q := newQueue(t, st, Options{MaxDeliveries: 3})
+	q, clock := clockedQueue(t, Options{MaxDeliveries: 3})
 	ids := push(t, q, "jobs", "poison", "fine")
 	for n := 1; n <= 3; n++ {
 		d := pop(t, q, "jobs", time.Minute)
@@ -185,7 +193,7 @@ func TestNackAndDeadLetter(t *testing.T) {
 		if d := pop(t, q, "jobs", time.Minute); d != nil {
 			t.Fatalf("nacked item delivered before its delay: %+v", d)
 		}
-		time.Sleep(40 * time.Millisecond)
+		clock.Advance(40 * time.Millisecond)
 	}
 	if d := pop(t, q, "jobs", time.Minute); d != nil {
 		t.Fatalf("delivered past MaxDeliveries: %+v", d)

@@ -18,11 +18,12 @@ import (
 // TestVerifyMutants proves the checkers on the protocol broken in known
 // ways: a binary built with the mutants' tag (and the race detector when
 // the tests run with it) runs verify with each mutant on, and verify must
-// find a forbidden anomaly (exit 1) in at most three short runs (a fault
-// lands at random: a run may miss the window a break needs); the same
-// binary with no mutant on passes. A run that a busy machine left too few
-// operations does not count: it is run again for twice as long, so the
-// verdict does not depend on the machine's speed.
+// find a forbidden anomaly (exit 1) in at most three short runs, each
+// twice as long as the one before (a fault lands at random: a run may
+// miss the window a break needs); the same binary with no mutant on
+// passes. A run that a busy machine left too few operations does not
+// count: it is run again for twice as long, a fault half as often, so
+// the verdict does not depend on the machine's speed.
 //
 // skip-rollback shows only where notifications live in rows of their own
 // (the distributed target): a clear without its fence lets a late
@@ -80,13 +81,18 @@ func TestVerifyMutants(t *testing.T) {
 				case code == 0 && okOperations(text) < cmp.Or(minOps[c.mutant], minMutantOps) && slow < maxSlowRuns:
 					// Too few operations to tell: the machine was too busy
 					// for the run's time, not the checker blind. Run again,
-					// twice as long; this run does not count.
+					// twice as long, a fault half as often; this run does
+					// not count.
 					slow++
-					args = doubleDuration(t, args)
-					t.Logf("run %d: %d operations, too few to tell; again for %s", attempt, okOperations(text), durationArg(args))
+					args = slowDown(t, args)
+					t.Logf("run %d: %d operations, too few to tell; again for %s, a fault every %s", attempt, okOperations(text), flagArg(args, "--duration"), flagArg(args, "--interval"))
 				case code != 0 || attempt == 3:
 					t.Fatalf("run %d: exit %d, want 1 (a forbidden anomaly)\n%s", attempt, code, text)
 				default:
+					// A fault lands at random: the next run is twice as
+					// long, with twice the faults to meet the window.
+					args = doubleDuration(t, args)
+					t.Logf("run %d: nothing found in %d operations; again for %s, a fault every %s", attempt, okOperations(text), flagArg(args, "--duration"), flagArg(args, "--interval"))
 					attempt++
 				}
 			}
@@ -117,22 +123,47 @@ func okOperations(text string) int {
 // doubleDuration returns args with the value of --duration doubled.
 func doubleDuration(t *testing.T, args []string) []string {
 	t.Helper()
-	i := slices.Index(args, "--duration")
-	if i < 0 || i+1 >= len(args) {
-		t.Fatalf("no --duration in %q", args)
-	}
-	d, err := time.ParseDuration(args[i+1])
-	if err != nil {
-		t.Fatal(err)
-	}
+	return doubleFlags(t, slices.Clone(args), "--duration")
+}
+
+// slowDown returns args with the values of --duration and --interval
+// (the nemesis's mean time between faults, verify's default if not
+// given) doubled: on a machine too busy for the run, a client restarted
+// after a kill could take longer to start than the time to the next
+// kill, and a longer run alone would be no less starved.
+func slowDown(t *testing.T, args []string) []string {
+	t.Helper()
 	args = slices.Clone(args)
-	args[i+1] = (2 * d).String()
+	if !slices.Contains(args, "--interval") {
+		args = append(args, "--interval", defaultFaultInterval.String())
+	}
+	return doubleFlags(t, args, "--duration", "--interval")
+}
+
+// doubleFlags doubles the durations flags name in args, in place.
+func doubleFlags(t *testing.T, args []string, flags ...string) []string {
+	t.Helper()
+	for _, flag := range flags {
+		i := slices.Index(args, flag)
+		if i < 0 || i+1 >= len(args) {
+			t.Fatalf("no %s in %q", flag, args)
+		}
+		d, err := time.ParseDuration(args[i+1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		args[i+1] = (2 * d).String()
+	}
 	return args
 }
 
-// durationArg is the value of --duration in args.
-func durationArg(args []string) string {
-	if i := slices.Index(args, "--duration"); i >= 0 && i+1 < len(args) {
+// defaultFaultInterval is verify's --interval when none is given
+// (internal/verifycmd).
+const defaultFaultInterval = time.Second
+
+// flagArg is the value of flag in args.
+func flagArg(args []string, flag string) string {
+	if i := slices.Index(args, flag); i >= 0 && i+1 < len(args) {
 		return args[i+1]
 	}
 	return ""
@@ -148,7 +179,9 @@ func runMutantVerify(t *testing.T, bin, name string, args ...string) (string, in
 }
 
 // TestMutantRunHelpers: the operation count is read from verify's
-// summary, and --duration doubles without touching the caller's args.
+// summary; --duration doubles, or --duration and --interval (the latter
+// from verify's default where not given), without touching the caller's
+// args.
 func TestMutantRunHelpers(t *testing.T) {
 	if n := okOperations("VALID: no forbidden anomaly\noperations: 1 ok, 0 failed, 0 unknown (2 events)\n"); n != 1 {
 		t.Errorf("okOperations = %d, want 1", n)
@@ -157,8 +190,15 @@ func TestMutantRunHelpers(t *testing.T) {
 		t.Errorf("okOperations without a summary = %d, want 0", n)
 	}
 	args := []string{"--workload", "bank", "--duration", "4s", "--interval", "300ms"}
-	got := doubleDuration(t, args)
-	if durationArg(got) != "8s" || durationArg(args) != "4s" {
+	got := slowDown(t, args)
+	if flagArg(got, "--duration") != "8s" || flagArg(got, "--interval") != "600ms" || flagArg(args, "--duration") != "4s" || flagArg(args, "--interval") != "300ms" {
+		t.Errorf("slowed %q down into %q", args, got)
+	}
+	args = []string{"--workload", "bank", "--duration", "3s"}
+	if got = slowDown(t, args); flagArg(got, "--duration") != "6s" || flagArg(got, "--interval") != "2s" || len(args) != 4 {
+		t.Errorf("slowed %q down into %q", args, got)
+	}
+	if got = doubleDuration(t, args); flagArg(got, "--duration") != "6s" || slices.Contains(got, "--interval") || flagArg(args, "--duration") != "3s" {
 		t.Errorf("doubled %q into %q", args, got)
 	}
 }

@@ -61,8 +61,9 @@ func readReport(t *testing.T, out string) verify.Report {
 // runVerifyEnough runs verify with args and a new --out directory until
 // its report shows enough work (enough): a run that exits 0 with too
 // little (a busy machine's clients did almost nothing in --duration) runs
-// again for twice as long, at most maxSlowRuns times, so that what the
-// test checks does not depend on the machine's speed. It returns the last
+// again for twice as long, a fault half as often, at most maxSlowRuns
+// times, so that what the test checks does not depend on the machine's
+// speed. It returns the last
 // run's output, exit status, report (zero unless it exited 0) and --out.
 func runVerifyEnough(t *testing.T, enough func(verify.Report) bool, args ...string) (string, int, verify.Report, string) {
 	t.Helper()
@@ -76,8 +77,8 @@ func runVerifyEnough(t *testing.T, enough func(verify.Report) bool, args ...stri
 		if enough(r) || slow == maxSlowRuns {
 			return text, code, r, out
 		}
-		args = doubleDuration(t, args)
-		t.Logf("%d operations, too little work to check; again for %s", r.Result.OK, durationArg(args))
+		args = slowDown(t, args)
+		t.Logf("%d operations, too little work to check; again for %s, a fault every %s", r.Result.OK, flagArg(args, "--duration"), flagArg(args, "--interval"))
 	}
 }
 

@@ -25,8 +25,8 @@ import (
 // 1s -- bash -c SCRIPT` against one server while a killer SIGKILLs
 // acquire processes at random times (for 12s, then 4s without kills;
 // again for 6s and 4s, up to three times more, while too little happened
-// to tell: a busy machine runs fewer holders), holders (0–0.6s after they first
-// act) and now and then waiters. SCRIPT acts on a protected resource (a
+// to tell: a busy machine runs fewer holders), holders (0–0.6s after
+// they first act) and now and then waiters. SCRIPT acts on a protected resource (a
 // fence: a TCP service in this test) sixteen times, with its token and
 // its own holder id, and goes on acting after its acquire process was
 // killed (an orphan past its lease: the stale actor fencing exists for).

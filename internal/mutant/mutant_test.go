@@ -62,7 +62,8 @@ var hooked = []string{
 
 // TestTaggedBuildVets compiles and vets the hooked packages, tests
 // included, with -tags percolator_mutants, so that the build no one ships
-// does not rot.
+// does not rot; with the race detector when this test binary has it
+// (raceEnabled).
 func TestTaggedBuildVets(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds three packages")
@@ -71,8 +72,12 @@ func TestTaggedBuildVets(t *testing.T) {
 	if err != nil {
 		t.Skipf("no go command: %v", err)
 	}
-	out, err := exec.Command(goCmd, append([]string{"vet", "-tags", "percolator_mutants"}, hooked...)...).CombinedOutput()
+	args := []string{"vet", "-tags", "percolator_mutants"}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command(goCmd, append(args, hooked...)...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("go vet -tags percolator_mutants: %v\n%s", err, out)
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }

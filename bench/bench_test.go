@@ -239,3 +239,26 @@ func TestAsyncFigure(t *testing.T) {
 		t.Errorf("targets %+v embedded, want none", reports[0].Targets)
 	}
 }
+
+// TestReadLocksFigure: the readlocks figure runs its four turns on the
+// embedded store and prints each, its target's ratio and the two ratios
+// beside it, the last over reads of accounts no writer writes (a smoke
+// test: the figures themselves are not judged here).
+func TestReadLocksFigure(t *testing.T) {
+	var reports []Report
+	opts := Options{Dir: t.TempDir(), BankDuration: 200 * time.Millisecond}
+	if err := Run(context.Background(), opts, []string{"readlocks"}, func(r Report) { reports = append(reports, r) }); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(reports[0].Lines, "\n")
+	for _, want := range []string{"readlocks: waiting ", "readlocks: pushing ", "readlocks: read-only ", "readlocks: apart ",
+		"reads at a fresh snapshot of accounts no writer writes p50 ", "waiting / pushing = ",
+		"waiting at a fresh snapshot / in read-only transactions = ", "waiting at a fresh snapshot / of accounts no writer writes = "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+	if len(reports[0].Targets) != 1 {
+		t.Errorf("targets %+v, want 1", reports[0].Targets)
+	}
+}

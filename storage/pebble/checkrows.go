@@ -3,7 +3,6 @@ package pebble
 import (
 	"bytes"
 	"context"
-	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -111,9 +110,24 @@ func (s *Store) checkRows(ctx context.Context, checks []storage.RowCheck, then [
 			return nil, 0, err
 		}
 	}
-	matched, write, err := s.checkLatched(checks, rows)
-	if err != nil {
-		return nil, 0, err
+	matched := make([]bool, len(checks))
+	write := false
+	for i := range checks {
+		cells, err := s.readRow(checks[i].Row, s.prune(checks[i].Row, checks[i].Predicate), true)
+		if err != nil {
+			return nil, 0, err
+		}
+		matched[i] = len(cells) > 0
+		if matched[i] && len(checks[i].Unless) > 0 {
+			if matched[i], err = s.selectsNone(checks[i].Row, checks[i].Unless); err != nil {
+				return nil, 0, err
+			}
+		}
+		rows[i].Mutations = checks[i].IfFalse
+		if matched[i] {
+			rows[i].Mutations = checks[i].IfTrue
+		}
+		write = write || len(rows[i].Mutations) > 0
 	}
 	if matched[0] && len(then) > 0 {
 		rows, write = append(rows, then...), true
@@ -159,38 +173,4 @@ func stampRows(rows, stamped []storage.RowMutation, ts uint64) []storage.RowMuta
 		}
 	}
 	return rows
-}
-
-// checkLatched reads each check's predicate (and unless) in its row,
-// through one iterator (rowIter), sets rows[i]'s mutations to the branch
-// it takes, and reports which matched and whether any branch writes.
-// The caller holds every row's latch.
-func (s *Store) checkLatched(checks []storage.RowCheck, rows []storage.RowMutation) (matched []bool, write bool, err error) {
-	var it rowIter
-	defer func() {
-		if cerr := it.close(); cerr != nil && err == nil {
-			err = fmt.Errorf("pebble: check rows: %w", cerr)
-		}
-	}()
-	matched = make([]bool, len(checks))
-	for i := range checks {
-		c := &checks[i]
-		cells, err := s.readRowIn(&it, c.Row, s.prune(c.Row, c.Predicate), true)
-		if err != nil {
-			return nil, false, err
-		}
-		matched[i] = len(cells) > 0
-		if matched[i] && len(c.Unless) > 0 {
-			if cells, err = s.readRowIn(&it, c.Row, c.Unless, true); err != nil {
-				return nil, false, err
-			}
-			matched[i] = len(cells) == 0
-		}
-		rows[i].Mutations = c.IfFalse
-		if matched[i] {
-			rows[i].Mutations = c.IfTrue
-		}
-		write = write || len(rows[i].Mutations) > 0
-	}
-	return matched, write, nil
 }

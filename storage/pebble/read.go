@@ -99,58 +99,15 @@ func (s *Store) settle(ctx context.Context, row []byte, filter storage.Filter) e
 // readRow returns the cells of row selected by filter, or only the first
 // of them when first is set.
 func (s *Store) readRow(row []byte, filter storage.Filter, first bool) ([]storage.Cell, error) {
-	var it rowIter
-	cells, err := s.readRowIn(&it, row, filter, first)
-	if cerr := it.close(); cerr != nil && err == nil {
-		err = fmt.Errorf("pebble: read %q: %w", row, cerr)
-	}
-	return cells, err
-}
-
-// rowIter is an iterator opened on its first use, for the reads of one
-// or more rows at one point in time: the predicates of a batch of rows,
-// all latched before the first is read (checkRows), share one, and each
-// reads what an iterator of its own would have, since no write reaches a
-// latched row before the batch's own. Opening an iterator costs more
-// than a row's seeks (BenchmarkCheckAndMutateRowsPrewrite).
-type rowIter struct {
-	it *pebble.Iterator
-}
-
-// open returns the iterator, opening it on s if it is not yet. Bloom
-// filters on every level, the last included (pebble skips it by
-// default): a point read of a column no table holds reads no block.
-func (ri *rowIter) open(s *Store) (*pebble.Iterator, error) {
-	if ri.it == nil {
-		it, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
-		if err != nil {
-			return nil, err
-		}
-		ri.it = it
-	}
-	return ri.it, nil
-}
-
-// close closes the iterator, if it was opened, and returns what it
-// reports.
-func (ri *rowIter) close() error {
-	if ri.it == nil {
-		return nil
-	}
-	it := ri.it
-	ri.it = nil
-	return it.Close()
-}
-
-// readRowIn is readRow through it.
-func (s *Store) readRowIn(ri *rowIter, row []byte, filter storage.Filter, first bool) ([]storage.Cell, error) {
 	if len(filter) == 0 {
 		return nil, nil
 	}
 	if sel, ok := exactCell(filter); ok {
 		return s.getCell(row, &sel)
 	}
-	it, err := ri.open(s)
+	// Bloom filters on every level, the last included (pebble skips it by
+	// default): a point read of a column no table holds reads no block.
+	it, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
 	if err != nil {
 		return nil, fmt.Errorf("pebble: read %q: %w", row, err)
 	}
@@ -166,8 +123,8 @@ func (s *Store) readRowIn(ri *rowIter, row []byte, filter storage.Filter, first 
 			break
 		}
 	}
-	if r.err != nil {
-		return nil, fmt.Errorf("pebble: read %q: %w", row, r.err)
+	if err := errors.Join(r.err, it.Close()); err != nil {
+		return nil, fmt.Errorf("pebble: read %q: %w", row, err)
 	}
 	return r.cells, nil
 }

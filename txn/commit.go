@@ -360,6 +360,13 @@ func (c *Client) commitBatch(ctx context.Context, t *Txn, rows []*rowWrites, com
 	for i, rw := range rows {
 		batch[i] = storage.RowMutation{Row: rw.row, Mutations: c.commitMutations(t, rw, commitTS)}
 	}
+	return c.sendRows(ctx, send, batch)
+}
+
+// sendRows sends batch, whose every row's mutations are safe to apply
+// twice in any order (each caller says why), through send, re-sending
+// it on error; it returns the rows' errors joined, or the call's.
+func (c *Client) sendRows(ctx context.Context, send func(context.Context, []storage.RowMutation) ([]error, error), batch []storage.RowMutation) error {
 	var err error
 	for range c.opts.StoreRetries + 1 {
 		var errs []error
@@ -390,38 +397,73 @@ func (c *Client) commitDeferred(ctx context.Context, rows []storage.RowMutation)
 // abort rolls back what the owner prewrote and returns cause. The owner
 // never sent the primary's commit, so no one can have committed it, and
 // the rollback may be blind: primary row first, then the others
-// (invariant 4). Rows whose prewrite may be in flight get a rollback record
-// too, so a late delivery can never apply (invariant 5). The rollback goes
-// on after ctx ends, for CleanupTimeout; what it leaves undone (the store
-// unreachable, the time up) readers roll back once the owner is dead or
-// the locks expired.
+// (invariant 4), in batches where the store takes them (each row's
+// rollback is safe in any order, so a batch's rows may apply in any
+// order too). Rows whose prewrite may be in flight get a rollback record
+// too, so a late delivery can never apply (invariant 5). The rollback
+// goes on after ctx ends, for CleanupTimeout; what it leaves undone (the
+// store unreachable, the time up) readers roll back once the owner is
+// dead or the locks expired.
 func (c *Client) abort(ctx context.Context, t *Txn, rows []*rowWrites, cause error) error {
 	if errors.Is(cause, ErrConflict) {
 		c.stats.conflicts.Add(1)
 	} else {
 		c.stats.aborts.Add(1)
 	}
+	if len(rows) == 0 {
+		return cause
+	}
 	ctx, cancel := c.detach(ctx)
 	defer cancel()
 	ctx = storage.WithReserve(ctx) // it frees the locks written
-	for _, rw := range rows {
-		muts := make([]storage.Mutation, 0, 3*len(rw.muts)+1)
-		for _, m := range rw.muts {
-			muts = append(muts, rollbackMutations(m.col, t.startTS)...)
+	// The primary row alone, and first: until its rollback record is
+	// written, a reader that meets a secondary's lock finds the primary's.
+	if err := c.mutate(ctx, rows[0].row, c.rollbackMutations(t, rows[0])...); err != nil {
+		c.opts.Logger.Warn("txn: rollback failed; readers will roll it back", "start_ts", t.startTS, "err", err)
+		return cause // the primary's lock stays; resolution handles the rest
+	}
+	rest := rows[1:]
+	for len(rest) > 0 {
+		n := len(rest)
+		if c.batch != nil && n > 1 {
+			n = min(n, c.secondaryBatch)
+		} else {
+			n = 1
 		}
-		if bytes.Equal(rw.row, t.writes[0].row) {
-			muts = append(muts, pushRemoval(t.writes[0].col, t.startTS)) // they go with the lock
+		var err error
+		if n == 1 {
+			err = c.mutate(ctx, rest[0].row, c.rollbackMutations(t, rest[0])...)
+		} else {
+			batch := make([]storage.RowMutation, n)
+			for i, rw := range rest[:n] {
+				batch[i] = storage.RowMutation{Row: rw.row, Mutations: c.rollbackMutations(t, rw)}
+			}
+			err = c.sendRows(ctx, c.batch.MutateRows, batch)
 		}
-		// Blind, and safe in any order: a late copy re-puts the same
-		// rollback records and erases only this transaction's lock and
-		// data at its start_ts, which no later write re-creates (a late
-		// prewrite meets the rollback record).
-		if err := c.mutate(ctx, rw.row, muts...); err != nil {
+		if err != nil {
 			c.opts.Logger.Warn("txn: rollback failed; readers will roll it back", "start_ts", t.startTS, "err", err)
-			break // the primary's lock stays; resolution handles the rest
+			break
 		}
+		rest = rest[n:]
 	}
 	return cause
+}
+
+// rollbackMutations roll back t's cells of rw: for each, its rollback
+// record and the removal of its lock and data at start_ts; on the
+// primary's row its pushes too (they go with the lock). Blind, and safe
+// in any order: a late copy re-puts the same rollback records and erases
+// only this transaction's lock and data at its start_ts, which no later
+// write re-creates (a late prewrite meets the rollback record).
+func (c *Client) rollbackMutations(t *Txn, rw *rowWrites) []storage.Mutation {
+	muts := make([]storage.Mutation, 0, 3*len(rw.muts)+1)
+	for _, m := range rw.muts {
+		muts = append(muts, rollbackMutations(m.col, t.startTS)...)
+	}
+	if bytes.Equal(rw.row, t.writes[0].row) {
+		muts = append(muts, pushRemoval(t.writes[0].col, t.startTS))
+	}
+	return muts
 }
 
 // notifyAndTimestamp runs notifyMissed and fetches the commit timestamp:

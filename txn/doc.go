@@ -48,8 +48,9 @@
 //     no cell has another transaction's lock or a write record at or
 //     after start_ts, and then writes the lock records (naming the
 //     primary, this process as owner, a wall time and a TTL) and the data.
-//  3. A conflict rolls back what was prewritten (primary row first) and
-//     returns a *ConflictError (errors.Is ErrConflict).
+//  3. A conflict rolls back what was prewritten (the primary's row first,
+//     alone; then the other rows, blind and batched) and returns a
+//     *ConflictError (errors.Is ErrConflict).
 //  4. Commit takes commit_ts from the oracle, then commits the primary's
 //     row with a CheckAndMutate on the primary lock: commit records at
 //     commit_ts, locks erased at start_ts. That write is the commit point.

@@ -197,3 +197,92 @@ func TestUntilSettledHonoursContext(t *testing.T) {
 	}
 	t.Logf("%d steps", steps)
 }
+
+// rollbackCalls records the blind writes a client sends (Mutate and
+// MutateRows: the rollbacks, in a test with no commit): the rows of each
+// call, in order.
+type rollbackCalls struct {
+	storage.Store
+	mu    sync.Mutex
+	calls [][]string
+}
+
+func (s *rollbackCalls) record(rows ...[]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	call := make([]string, len(rows))
+	for i, r := range rows {
+		call[i] = string(r)
+	}
+	s.calls = append(s.calls, call)
+}
+
+func (s *rollbackCalls) Mutate(ctx context.Context, row []byte, muts ...storage.Mutation) error {
+	s.record(row)
+	return s.Store.Mutate(ctx, row, muts...)
+}
+
+func (s *rollbackCalls) MutateRows(ctx context.Context, rows []storage.RowMutation) ([]error, error) {
+	keys := make([][]byte, len(rows))
+	for i := range rows {
+		keys[i] = rows[i].Row
+	}
+	s.record(keys...)
+	return s.Store.(storage.Batcher).MutateRows(ctx, rows)
+}
+
+// TestAbortRollsBackPrimaryFirstThenBatches: a transaction of six rows
+// that meets a conflict on one rolls back the primary's row alone, first,
+// and then the other five in one batch; no lock of it is left, and every
+// row it wrote has its rollback record.
+func TestAbortRollsBackPrimaryFirstThenBatches(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	defer mem.Close()
+	st := &rollbackCalls{Store: mem}
+	oracle := &counterOracle{}
+	c, err := NewClient(ctx, st, oracle, coord.NewLocal(), Options{Owner: "A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	other, err := NewClient(ctx, mem, oracle, coord.NewLocal(), Options{Owner: "B"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []string{"p", "s1", "s2", "s3", "s4", "s5"}
+	for _, r := range rows {
+		if err := tx.Set(r, "v", []byte("a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A commit to s3 after tx's start: its prewrite there conflicts.
+	o, _ := other.Begin(ctx)
+	_ = o.Set("s3", "v", []byte("b"))
+	if err := o.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); !errors.Is(err, ErrConflict) {
+		t.Fatalf("commit = %v, want a conflict", err)
+	}
+	st.mu.Lock()
+	calls := st.calls
+	st.mu.Unlock()
+	if len(calls) != 2 || strings.Join(calls[0], ",") != "p" || len(calls[1]) != 5 {
+		t.Fatalf("rollback calls %q, want the primary's row alone and then the five others in one", calls)
+	}
+	if n := countLocks(t, mem); n != 0 {
+		t.Fatalf("%d locks left", n)
+	}
+	for _, r := range rows {
+		cells, err := mem.ReadRow(ctx, []byte(r), storage.Filter{{Family: FamilyWrite, Qualifier: "v", Time: storage.At(tx.StartTS())}})
+		if err != nil || len(cells.Cells) != 1 {
+			t.Errorf("row %s: %v %v, want its rollback record", r, cells, err)
+		}
+	}
+}

@@ -418,7 +418,7 @@ func (c *Client) abort(ctx context.Context, t *Txn, rows []*rowWrites, cause err
 	ctx = storage.WithReserve(ctx) // it frees the locks written
 	// The primary row alone, and first: until its rollback record is
 	// written, a reader that meets a secondary's lock finds the primary's.
-	if err := c.mutate(ctx, rows[0].row, c.rollbackMutations(t, rows[0])...); err != nil {
+	if err := c.mutate(ctx, rows[0].row, c.rowRollback(t, rows[0])...); err != nil {
 		c.opts.Logger.Warn("txn: rollback failed; readers will roll it back", "start_ts", t.startTS, "err", err)
 		return cause // the primary's lock stays; resolution handles the rest
 	}
@@ -432,11 +432,11 @@ func (c *Client) abort(ctx context.Context, t *Txn, rows []*rowWrites, cause err
 		}
 		var err error
 		if n == 1 {
-			err = c.mutate(ctx, rest[0].row, c.rollbackMutations(t, rest[0])...)
+			err = c.mutate(ctx, rest[0].row, c.rowRollback(t, rest[0])...)
 		} else {
 			batch := make([]storage.RowMutation, n)
 			for i, rw := range rest[:n] {
-				batch[i] = storage.RowMutation{Row: rw.row, Mutations: c.rollbackMutations(t, rw)}
+				batch[i] = storage.RowMutation{Row: rw.row, Mutations: c.rowRollback(t, rw)}
 			}
 			err = c.sendRows(ctx, c.batch.MutateRows, batch)
 		}
@@ -449,13 +449,13 @@ func (c *Client) abort(ctx context.Context, t *Txn, rows []*rowWrites, cause err
 	return cause
 }
 
-// rollbackMutations roll back t's cells of rw: for each, its rollback
-// record and the removal of its lock and data at start_ts; on the
-// primary's row its pushes too (they go with the lock). Blind, and safe
+// rowRollback is the mutations that roll back t's cells of rw: for
+// each, its rollback record and the removal of its lock and data at
+// start_ts; on the primary's row its pushes too (they go with the lock). Blind, and safe
 // in any order: a late copy re-puts the same rollback records and erases
 // only this transaction's lock and data at its start_ts, which no later
 // write re-creates (a late prewrite meets the rollback record).
-func (c *Client) rollbackMutations(t *Txn, rw *rowWrites) []storage.Mutation {
+func (c *Client) rowRollback(t *Txn, rw *rowWrites) []storage.Mutation {
 	muts := make([]storage.Mutation, 0, 3*len(rw.muts)+1)
 	for _, m := range rw.muts {
 		muts = append(muts, rollbackMutations(m.col, t.startTS)...)

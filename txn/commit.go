@@ -23,6 +23,8 @@ const (
 	crashAfterSessionCheck      = "after-session-check"      // just before the commit point
 	crashAfterPrimaryCommit     = "after-primary-commit"
 	crashAfterSecondaryCommit   = "after-secondary-commit" // after each batch
+	// An abort's: the primary's row rolled back, the others not yet.
+	crashAfterPrimaryRollback = "after-primary-rollback"
 	// A read's crash point: its push applied, the reader died before
 	// reading (push.go).
 	crashAfterPush = "after-push"
@@ -421,6 +423,9 @@ func (c *Client) abort(ctx context.Context, t *Txn, rows []*rowWrites, cause err
 	if err := c.mutate(ctx, rows[0].row, c.rowRollback(t, rows[0])...); err != nil {
 		c.opts.Logger.Warn("txn: rollback failed; readers will roll it back", "start_ts", t.startTS, "err", err)
 		return cause // the primary's lock stays; resolution handles the rest
+	}
+	if c.crashed(crashAfterPrimaryRollback) {
+		return errCrashed
 	}
 	rest := rows[1:]
 	for len(rest) > 0 {

@@ -114,3 +114,67 @@ func TestResolveLocksProgress(t *testing.T) {
 		t.Fatalf("%d locks survive", n)
 	}
 }
+
+// TestCrashAfterPrimaryRollback: a five-row commit that meets a conflict
+// on its fourth row stops right after its abort rolled back the primary's
+// row, as if its process died there; a reader then sees none of it (the
+// rows' old values, the fourth's newer one), resolving the locks left on
+// the other rows at once by the primary's rollback record, not by their
+// expiry.
+func TestCrashAfterPrimaryRollback(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnvBackend(t, backend)
+			writer := e.client("writer")
+			init, _ := writer.Begin(ctx)
+			for i := range 5 {
+				_ = init.Set(fmt.Sprintf("r%d", i), "v", []byte("old"))
+			}
+			if err := init.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			tx, _ := writer.Begin(ctx)
+			for i := range 5 {
+				_ = tx.Set(fmt.Sprintf("r%d", i), "v", []byte("new"))
+			}
+			other := e.client("other")
+			o, _ := other.Begin(ctx)
+			_ = o.Set("r3", "v", []byte("other"))
+			if err := o.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			crashed := 0
+			writer.crash = func(p string) bool {
+				if p == crashAfterPrimaryRollback {
+					crashed++
+					return true
+				}
+				return false
+			}
+			if err := tx.Commit(ctx); !errors.Is(err, errCrashed) || crashed != 1 {
+				t.Fatalf("commit = %v after %d crash points; want the crash after the primary's rollback", err, crashed)
+			}
+			if countLocks(t, e.store) == 0 {
+				t.Fatal("no lock left behind: the crash point is after the secondaries' rollback")
+			}
+			// The writer's process is alive and its locks young: the
+			// reader resolves them by the primary's rollback record alone.
+			reader := e.client("reader")
+			r, _ := reader.BeginReadOnly(ctx)
+			for i := range 5 {
+				want := "old"
+				if i == 3 {
+					want = "other"
+				}
+				v, err := r.Get(ctx, fmt.Sprintf("r%d", i), "v")
+				if err != nil || string(v) != want {
+					t.Fatalf("r%d = %q, %v; want %q", i, v, err, want)
+				}
+			}
+			if n := countLocks(t, e.store); n != 0 {
+				t.Fatalf("%d locks survive the reads", n)
+			}
+		})
+	}
+}

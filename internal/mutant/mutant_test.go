@@ -1,7 +1,6 @@
 package mutant
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -50,34 +49,5 @@ func TestOffInNormalBuild(t *testing.T) {
 		if On(name) {
 			t.Errorf("On(%q) in a normal build", name)
 		}
-	}
-}
-
-// hooked are the packages with mutant hooks, and their tagged tests.
-var hooked = []string{
-	"github.com/seed-992972ee/percolator/internal/mutant",
-	"github.com/seed-992972ee/percolator/oracle",
-	"github.com/seed-992972ee/percolator/txn",
-}
-
-// TestTaggedBuildVets compiles and vets the hooked packages, tests
-// included, with -tags percolator_mutants, so that the build no one ships
-// does not rot; with the race detector when this test binary has it
-// (raceEnabled).
-func TestTaggedBuildVets(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds three packages")
-	}
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go command: %v", err)
-	}
-	args := []string{"vet", "-tags", "percolator_mutants"}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	out, err := exec.Command(goCmd, append(args, hooked...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }

@@ -36,22 +36,30 @@ func TestCrashPoints(t *testing.T) {
 	}
 }
 
-func testCrashPoint(t *testing.T, backend string, point string, nth int, whole bool) {
-	ctx := context.Background()
-	e := newEnvBackend(t, backend)
-	writer := e.client("writer")
-	writer.secondaryBatch = 1
-	init, _ := writer.Begin(ctx)
+// fiveRowTxn commits "old" to r0..r4 (column v) through c and returns
+// a transaction of c that sets them all to "new", not yet committed.
+func fiveRowTxn(ctx context.Context, t *testing.T, c *Client) *Txn {
+	t.Helper()
+	init, _ := c.Begin(ctx)
 	for i := range 5 {
 		_ = init.Set(fmt.Sprintf("r%d", i), "v", []byte("old"))
 	}
 	if err := init.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tx, _ := writer.Begin(ctx)
+	tx, _ := c.Begin(ctx)
 	for i := range 5 {
 		_ = tx.Set(fmt.Sprintf("r%d", i), "v", []byte("new"))
 	}
+	return tx
+}
+
+func testCrashPoint(t *testing.T, backend string, point string, nth int, whole bool) {
+	ctx := context.Background()
+	e := newEnvBackend(t, backend)
+	writer := e.client("writer")
+	writer.secondaryBatch = 1
+	tx := fiveRowTxn(ctx, t, writer)
 	seen := 0
 	writer.crash = func(p string) bool {
 		if p == point {
@@ -127,17 +135,7 @@ func TestCrashAfterPrimaryRollback(t *testing.T) {
 			ctx := context.Background()
 			e := newEnvBackend(t, backend)
 			writer := e.client("writer")
-			init, _ := writer.Begin(ctx)
-			for i := range 5 {
-				_ = init.Set(fmt.Sprintf("r%d", i), "v", []byte("old"))
-			}
-			if err := init.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			tx, _ := writer.Begin(ctx)
-			for i := range 5 {
-				_ = tx.Set(fmt.Sprintf("r%d", i), "v", []byte("new"))
-			}
+			tx := fiveRowTxn(ctx, t, writer)
 			other := e.client("other")
 			o, _ := other.Begin(ctx)
 			_ = o.Set("r3", "v", []byte("other"))

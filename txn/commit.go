@@ -427,14 +427,12 @@ func (c *Client) abort(ctx context.Context, t *Txn, rows []*rowWrites, cause err
 	if c.crashed(crashAfterPrimaryRollback) {
 		return errCrashed
 	}
-	rest := rows[1:]
-	for len(rest) > 0 {
-		n := len(rest)
-		if c.batch != nil && n > 1 {
-			n = min(n, c.secondaryBatch)
-		} else {
-			n = 1
-		}
+	step := 1
+	if c.batch != nil {
+		step = c.secondaryBatch
+	}
+	for rest := rows[1:]; len(rest) > 0; {
+		n := min(len(rest), step)
 		var err error
 		if n == 1 {
 			err = c.mutate(ctx, rest[0].row, c.rowRollback(t, rest[0])...)
@@ -456,10 +454,11 @@ func (c *Client) abort(ctx context.Context, t *Txn, rows []*rowWrites, cause err
 
 // rowRollback is the mutations that roll back t's cells of rw: for
 // each, its rollback record and the removal of its lock and data at
-// start_ts; on the primary's row its pushes too (they go with the lock). Blind, and safe
-// in any order: a late copy re-puts the same rollback records and erases
-// only this transaction's lock and data at its start_ts, which no later
-// write re-creates (a late prewrite meets the rollback record).
+// start_ts; on the primary's row its pushes too (they go with the lock).
+// Blind, and safe in any order: a late copy re-puts the same rollback
+// records and erases only this transaction's lock and data at its
+// start_ts, which no later write re-creates (a late prewrite meets the
+// rollback record).
 func (c *Client) rowRollback(t *Txn, rw *rowWrites) []storage.Mutation {
 	muts := make([]storage.Mutation, 0, 3*len(rw.muts)+1)
 	for _, m := range rw.muts {

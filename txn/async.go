@@ -88,15 +88,8 @@ func (c *Client) asyncChecks(t *Txn, rows []*rowWrites, obs Observed) []storage.
 // where it can: any lock of the row's cells (its own too), then the
 // write records as a prewrite's.
 func (c *Client) asyncCond(rw *rowWrites, startTS uint64) storage.Cond {
-	return func() (bool, bool) {
-		if c.index.lockedExcept(rw, 0) { // no lock is at 0: every lock counts
-			return true, true
-		}
-		if c.index.fencedSince(startTS) {
-			return false, false
-		}
-		return c.index.writtenSince(rw, startTS)
-	}
+	// No lock is at 0: every lock counts.
+	return func() (bool, bool) { return c.index.conflicts(rw, 0, startTS) }
 }
 
 // asyncRows is an async commit in progress: the rows whose locks are in,

@@ -14,38 +14,57 @@ import (
 )
 
 // activeSet counts a client's transactions begun and not yet ended, by
-// start_ts.
+// start_ts, in shards by start_ts: every transaction adds and removes
+// itself, and one lock for all of them was where concurrent commits
+// queued. A transaction active throughout a call of oldest is counted
+// by it, as under one lock; one that begins or ends during the call may
+// or may not be, as before or after a call under one lock.
 type activeSet struct {
-	mu sync.Mutex
-	n  map[uint64]int
+	shards [activeShards]activeShard
 }
 
+// activeShards is the number of activeSet's shards.
+const activeShards = 32
+
+type activeShard struct {
+	mu sync.Mutex
+	n  map[uint64]int
+	_  [48]byte // a cache line of its own, padded past the mutex and the map
+}
+
+func (a *activeSet) shard(ts uint64) *activeShard { return &a.shards[ts%activeShards] }
+
 func (a *activeSet) add(ts uint64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.n == nil {
-		a.n = map[uint64]int{}
+	s := a.shard(ts)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[uint64]int{}
 	}
-	a.n[ts]++
+	s.n[ts]++
 }
 
 func (a *activeSet) remove(ts uint64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.n[ts]--; a.n[ts] <= 0 {
-		delete(a.n, ts)
+	s := a.shard(ts)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n[ts]--; s.n[ts] <= 0 {
+		delete(s.n, ts)
 	}
 }
 
 // oldest returns the oldest start_ts of an active transaction.
 func (a *activeSet) oldest() (uint64, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	var o uint64
-	for ts := range a.n {
-		if o == 0 || ts < o {
-			o = ts
+	for i := range a.shards {
+		s := &a.shards[i]
+		s.mu.Lock()
+		for ts := range s.n {
+			if o == 0 || ts < o {
+				o = ts
+			}
 		}
+		s.mu.Unlock()
 	}
 	return o, o != 0
 }

@@ -42,10 +42,10 @@ import (
 //     returns no durable write before it is durable (storage.Store), so it
 //     cannot install one a crash could take back either.
 //  4. The hook installs an incoming commit record as a cell's latest only
-//     when it is provably the newest: above a known latest, or, with no
-//     entry, above every write record of the cell (writtenSince's
-//     knowledge: above base, the shard's floor and the cell's written
-//     mark). A re-sent or late duplicate of an old commit record (a
+//     when it is provably the newest: above a known latest, or, with
+//     none known, above every write record of the cell (the knowledge
+//     conflicts decides by: above base, the shard's floor and the cell's
+//     written mark). A re-sent or late duplicate of an old commit record (a
 //     secondary commit retried after a timeout) may arrive after the
 //     cell's entry was dropped and a newer commit was written: it must not
 //     become the latest, or readers would return the overwritten value.
@@ -63,7 +63,7 @@ type cellIndex struct {
 	// row. A fence written before the hook is below base (its version is
 	// a safe point, below a timestamp issued before it was written).
 	fenced atomic.Uint64
-	// maxPerShard bounds each shard's latest and written maps; a full map
+	// maxPerShard bounds each shard's map of cells; a full map
 	// is dropped whole (entries are only an optimization; readers refill
 	// them).
 	maxPerShard int
@@ -79,23 +79,34 @@ type indexShard struct {
 	// delete, in this shard.
 	gen   uint64
 	locks map[string][]uint64 // cell key → start_ts of its locks
-	// latest maps a cell key to the commit_ts of its latest put or delete
-	// (0: none), where readers read: rollback and lock-only (OpLock)
-	// records are no version of the value, and never latest.
-	latest map[string]uint64
-	// written answers "has the cell a write record (commit, lock-only or
-	// rollback) at or after ts?" for every ts above floor and the index's
-	// base. Invariant: each write record of a cell of this shard that the
-	// hook saw, with ts > floor, has written[cell] >= ts. A full map is
-	// dropped and floor raised to the largest timestamp it held.
-	floor   uint64
-	written map[string]uint64
+	// cells holds what the index knows of each cell's write records, in
+	// one map so that a commit looks its cell up once (cellEntry). A
+	// full map is dropped whole and floor raised to the largest written
+	// timestamp it held.
+	floor uint64
+	cells map[string]cellEntry
 	// pushes holds the pushes of this shard's primary locks on a store
 	// the client owns (doc.go, "Reads through locks"): for a lock, the
 	// highest reader start_ts that pushed it. Invariant: an entry exists
 	// only while its lock does (set under the row latch where the lock
 	// is, removed by the hook with the lock); nil until the first push.
 	pushes map[lockID]uint64
+}
+
+// cellEntry is the index's knowledge of one cell's write records.
+type cellEntry struct {
+	// latest is the commit_ts of the cell's latest put or delete (0:
+	// none), where readers read, valid when known: rollback and
+	// lock-only (OpLock) records are no version of the value, and never
+	// latest.
+	latest uint64
+	known  bool
+	// written answers "has the cell a write record (commit, lock-only or
+	// rollback) at or after ts?" for every ts above the shard's floor
+	// and the index's base. Invariant: each write record of a cell of
+	// the shard that the hook saw, with ts > floor, has written >= ts in
+	// the cell's entry.
+	written uint64
 }
 
 // lockID names one lock: its cell's key and its start_ts.
@@ -111,8 +122,7 @@ func newCellIndex(shards, maxPerShard int) *cellIndex {
 	ix := &cellIndex{seed: maphash.MakeSeed(), shards: make([]indexShard, shards), maxPerShard: maxPerShard}
 	for i := range ix.shards {
 		ix.shards[i].locks = make(map[string][]uint64)
-		ix.shards[i].latest = make(map[string]uint64)
-		ix.shards[i].written = make(map[string]uint64)
+		ix.shards[i].cells = make(map[string]cellEntry)
 	}
 	ix.base.Store(math.MaxUint64)
 	return ix
@@ -126,32 +136,41 @@ func (ix *cellIndex) offerBase(ts uint64) {
 	}
 }
 
-// writtenSince reports whether a cell of rw has a write record at or after
-// ts; decided is false when the index cannot tell (ts is not above base
-// and a shard's floor). Exact only under rw's row latch.
-func (ix *cellIndex) writtenSince(rw *rowWrites, ts uint64) (written, decided bool) {
-	if ts <= ix.base.Load() {
-		return false, false
-	}
+// conflicts decides a prewrite's predicate over rw's cells (a lock at a
+// start_ts other than except, a GC fence at or after ts, a write record
+// at or after ts) where the index can: decided is false when a fence may
+// be there or the write records are not known (ts not above base and a
+// cell's shard's floor). Exact only under rw's row latch
+// (storage.Conditioned). Each cell's lock and write records are looked
+// up under one hold of its shard.
+func (ix *cellIndex) conflicts(rw *rowWrites, except, ts uint64) (matched, decided bool) {
+	written, known := false, ts > ix.base.Load()
 	for _, m := range rw.muts {
 		key := cellKey(rw.row, m.col)
 		s := ix.shard(key)
 		s.mu.RLock()
-		known := ts > s.floor
-		w := s.written[key] >= ts
-		s.mu.RUnlock()
-		if !known {
-			return false, false
+		locks := s.locks[key]
+		other := len(locks) > 1 || (len(locks) == 1 && locks[0] != except)
+		if known && !written {
+			known = ts > s.floor
+			written = known && s.cells[key].written >= ts
 		}
-		if w {
+		s.mu.RUnlock()
+		if other {
 			return true, true
 		}
 	}
-	return false, true
+	switch {
+	case ix.fencedSince(ts):
+		return false, false // the store reads the fence
+	case written:
+		return true, true
+	}
+	return false, known
 }
 
 // fencedSince reports whether some row may hold a GC fence at or after
-// ts: the index then cannot decide a prewrite's predicate (writtenSince
+// ts: the index then cannot decide a prewrite's predicate (conflicts
 // declines below base anyway).
 func (ix *cellIndex) fencedSince(ts uint64) bool { return ts <= ix.fenced.Load() }
 
@@ -189,27 +208,11 @@ func (ix *cellIndex) view(row []byte, col string, startTS uint64) indexView {
 			v.lockTS = append(v.lockTS, ts)
 		}
 	}
-	v.latest, v.known = s.latest[key]
+	e := s.cells[key]
+	v.latest, v.known = e.latest, e.known
 	v.gen = s.gen
 	s.mu.RUnlock()
 	return v
-}
-
-// lockedExcept reports whether a cell of rw has a lock at a start_ts other
-// than ts. Exact only under rw's row latch (storage.Conditioned).
-func (ix *cellIndex) lockedExcept(rw *rowWrites, ts uint64) bool {
-	for _, m := range rw.muts {
-		key := cellKey(rw.row, m.col)
-		s := ix.shard(key)
-		s.mu.RLock()
-		locks := s.locks[key]
-		other := len(locks) > 1 || (len(locks) == 1 && locks[0] != ts)
-		s.mu.RUnlock()
-		if other {
-			return true
-		}
-	}
-	return false
 }
 
 // hasLock reports whether the cell has a lock at ts. Exact only under the
@@ -259,8 +262,9 @@ func (ix *cellIndex) pushedFrom(row []byte, col string, startTS, ts uint64) bool
 func (ix *cellIndex) fill(v *indexView, latest uint64) {
 	s := v.shard
 	s.mu.Lock()
-	if s.gen == v.gen {
-		ix.putLatestLocked(s, v.key, latest)
+	if e, ok := s.cells[v.key]; s.gen == v.gen {
+		e.latest, e.known = latest, true
+		ix.putLocked(s, v.key, e, ok)
 	}
 	s.mu.Unlock()
 }
@@ -318,64 +322,54 @@ func (ix *cellIndex) applyWrite(row []byte, m *storage.Mutation) {
 	s := ix.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	newest := m.Kind == storage.Put && ix.newestLocked(s, key, m.TS)
-	if m.Kind == storage.Put {
-		ix.noteWrittenLocked(s, key, m.TS)
+	e, ok := s.cells[key]
+	old := e
+	put := m.Kind == storage.Put
+	// newest: the index knows every write record of the cell above base
+	// and the shard's floor, and none of them is above m.TS (argument 4).
+	newest := put && m.TS > ix.base.Load() && m.TS > s.floor && m.TS >= e.written
+	if put && m.TS > s.floor && m.TS > e.written {
+		e.written = m.TS
 	}
 	// A deleted write record stays counted in written: an upper bound
 	// costs at most a spurious conflict, never a missed one. A rollback or
 	// lock-only record counts there (prewrite conflicts on it) but changes
 	// no value: latest and gen stay.
-	if m.Kind == storage.Put && !valueOp(writeOp(m.Value)) {
-		return
-	}
-	s.gen++
-	if m.Kind != storage.Put {
-		delete(s.latest, key)
-		return
-	}
-	old, ok := s.latest[key]
-	switch {
-	case ok && m.TS > old:
-		s.latest[key] = m.TS
-	case !ok && newest:
-		ix.putLatestLocked(s, key, m.TS)
-	}
-}
-
-// putLatestLocked adds a latest-commit entry, dropping the shard's map
-// first when it is full. s.mu is held.
-func (ix *cellIndex) putLatestLocked(s *indexShard, key string, ts uint64) {
-	if len(s.latest) >= ix.maxPerShard {
-		clear(s.latest)
-	}
-	s.latest[key] = ts
-}
-
-// newestLocked reports whether a write record at ts would be the newest
-// of the cell key: the index knows every write record of the cell above
-// base and the shard's floor, and none of them is above ts (argument 4).
-// s.mu is held.
-func (ix *cellIndex) newestLocked(s *indexShard, key string, ts uint64) bool {
-	return ts > ix.base.Load() && ts > s.floor && ts >= s.written[key]
-}
-
-// noteWrittenLocked records a write record at ts in the shard's written
-// map, dropping the map (and raising the floor) when it is full. s.mu is
-// held.
-func (ix *cellIndex) noteWrittenLocked(s *indexShard, key string, ts uint64) {
-	if ts <= s.floor || ts <= s.written[key] {
-		return
-	}
-	if len(s.written) >= ix.maxPerShard {
-		for _, w := range s.written {
-			s.floor = max(s.floor, w)
+	if !put || valueOp(writeOp(m.Value)) {
+		s.gen++
+		switch {
+		case !put:
+			e.latest, e.known = 0, false
+		case e.known && m.TS > e.latest:
+			e.latest = m.TS
+		case !e.known && newest:
+			e.latest, e.known = m.TS, true
 		}
-		clear(s.written)
 	}
-	if ts > s.floor {
-		s.written[key] = ts
+	if e != old {
+		ix.putLocked(s, key, e, ok)
 	}
+}
+
+// putLocked stores a cell's entry e (existed: the cell had one), first
+// dropping the shard's map when a new entry finds it full: the floor
+// rises to the largest written timestamp it held, so written's
+// invariant holds for the cells it forgets. s.mu is held.
+func (ix *cellIndex) putLocked(s *indexShard, key string, e cellEntry, existed bool) {
+	if !existed && len(s.cells) >= ix.maxPerShard {
+		for _, c := range s.cells {
+			s.floor = max(s.floor, c.written)
+		}
+		clear(s.cells)
+	}
+	if e.written <= s.floor {
+		e.written = 0 // the floor answers for it
+	}
+	if e == (cellEntry{}) {
+		delete(s.cells, key)
+		return
+	}
+	s.cells[key] = e
 }
 
 // dropRow forgets every cell of row (a DeleteRow, never issued by the
@@ -386,19 +380,14 @@ func (ix *cellIndex) dropRow(row []byte) {
 		s := &ix.shards[i]
 		s.mu.Lock()
 		s.gen++
-		for k := range s.latest {
+		for k := range s.cells {
 			if inRow(k) {
-				delete(s.latest, k)
+				delete(s.cells, k)
 			}
 		}
 		for k := range s.locks {
 			if inRow(k) {
 				delete(s.locks, k)
-			}
-		}
-		for k := range s.written {
-			if inRow(k) {
-				delete(s.written, k)
 			}
 		}
 		for id := range s.pushes {

@@ -8,7 +8,8 @@ import (
 )
 
 // TestIndexWrittenSince: the index decides "a write record at or after
-// ts?" only above its base and its floor, counts rollbacks, and after
+// ts?" (conflicts, with no lock in the way) only above its base and its
+// floor, counts rollbacks, and after
 // dropping a full map declines to decide below the raised floor.
 func TestIndexWrittenSince(t *testing.T) {
 	ix := newCellIndex(1, 0)
@@ -19,8 +20,8 @@ func TestIndexWrittenSince(t *testing.T) {
 	}
 	check := func(what string, rw *rowWrites, ts uint64, wantWritten, wantDecided bool) {
 		t.Helper()
-		if w, d := ix.writtenSince(rw, ts); w != wantWritten || d != wantDecided {
-			t.Fatalf("%s: writtenSince(%q, %d) = %v, %v; want %v, %v", what, rw.row, ts, w, d, wantWritten, wantDecided)
+		if w, d := ix.conflicts(rw, 0, ts); w != wantWritten || d != wantDecided {
+			t.Fatalf("%s: conflicts(%q, 0, %d) = %v, %v; want %v, %v", what, rw.row, ts, w, d, wantWritten, wantDecided)
 		}
 	}
 	put("a", 5, OpPut)

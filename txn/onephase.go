@@ -65,7 +65,7 @@ func (c *Client) mayCommitOnePhase(rows []*rowWrites, obs Observed) bool {
 // the version the commit was built under (doc.go, "One-phase commit",
 // on registrations); the caller commits in two phases.
 func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsVer uint64) error {
-	pred, writes, muts, stamped := c.onePhaseCall(t, rw)
+	writes, muts, stamped := c.onePhaseCall(t, rw)
 	if c.opts.Session != nil {
 		if err := c.opts.Session(); err != nil {
 			c.stats.aborts.Add(1)
@@ -91,7 +91,7 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 			// commit finds its own commit records (at or after start_ts),
 			// a copy after a rollback record at start_ts finds that; both
 			// apply nothing, and the status read below tells them apart.
-			commitTS, conflict, err = c.sendOnePhase(cctx, rw, cond, pred, writes, muts, stamped, obsVer)
+			commitTS, conflict, err = c.sendOnePhase(cctx, t, rw, cond, writes, muts, stamped, obsVer)
 			if err == nil || !retryable(err) || refusedOnePhase(err) {
 				break
 			}
@@ -128,6 +128,7 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 			c.acked(st.commitTS)
 			return nil
 		}
+		pred, _ := prewritePredicate(t, rw)
 		resolved, err := c.prewriteConflict(cctx, t.startTS, rw, pred)
 		if !resolved || try == prewriteRetries {
 			if mayLand {
@@ -144,10 +145,13 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 }
 
 // sendOnePhase sends the one-phase commit once: through the owner's
-// index, checking the owner's registry, where there is one; elsewhere
-// with the registry's version for the store to check.
-func (c *Client) sendOnePhase(ctx context.Context, rw *rowWrites, cond storage.Cond, pred, writes storage.Filter, muts, stamped []storage.Mutation, obsVer uint64) (uint64, bool, error) {
+// index, checking the owner's registry, where there is one, with the
+// predicate's write-record half (writes) for the store to check where
+// the index cannot decide; elsewhere with the whole predicate and the
+// registry's version for the store to check.
+func (c *Client) sendOnePhase(ctx context.Context, t *Txn, rw *rowWrites, cond storage.Cond, writes storage.Filter, muts, stamped []storage.Mutation, obsVer uint64) (uint64, bool, error) {
 	if mutant.On(mutant.OnePhaseEarlyTS) {
+		pred, _ := prewritePredicate(t, rw)
 		return c.onePhaseEarly(ctx, rw, pred, muts, stamped)
 	}
 	if og, ok := c.onePhase.(onePhaseGuarded); ok && c.index != nil {
@@ -172,6 +176,7 @@ func (c *Client) sendOnePhase(ctx context.Context, rw *rowWrites, cond storage.C
 	if c.observers != nil {
 		observers = &obsVer
 	}
+	pred, _ := prewritePredicate(t, rw)
 	return c.onePhase.CommitOnePhase(ctx, rw.row, pred, muts, stamped, observers)
 }
 
@@ -190,11 +195,12 @@ func (c *Client) onePhaseEarly(ctx context.Context, rw *rowWrites, pred storage.
 	return ts, matched, err
 }
 
-// onePhaseCall returns the one-phase commit's predicate, as a prewrite's
-// (prewriteCall), its write-record half, the data it writes at start_ts
-// and the commit records to stamp with the commit timestamp.
-func (c *Client) onePhaseCall(t *Txn, rw *rowWrites) (pred, writes storage.Filter, muts, stamped []storage.Mutation) {
-	pred, writes = prewritePredicate(t, rw)
+// onePhaseCall returns the write-record half of the one-phase commit's
+// predicate (a prewrite's: prewritePredicate, which the calls that need
+// the whole of it build), the data it writes at start_ts and the commit
+// records to stamp with the commit timestamp.
+func (c *Client) onePhaseCall(t *Txn, rw *rowWrites) (writes storage.Filter, muts, stamped []storage.Mutation) {
+	writes = prewriteWrites(t, rw)
 	stamped = make([]storage.Mutation, 0, len(rw.muts))
 	for _, m := range rw.muts {
 		w := Write{Op: m.op, StartTS: t.startTS}
@@ -205,7 +211,7 @@ func (c *Client) onePhaseCall(t *Txn, rw *rowWrites) (pred, writes storage.Filte
 		}
 		stamped = append(stamped, storage.SetCell(FamilyWrite, m.col, 0, encodeWrite(&w)))
 	}
-	return pred, writes, muts, stamped
+	return writes, muts, stamped
 }
 
 // refusedAfterFailure says what happened to a one-phase commit refused by

@@ -319,7 +319,8 @@ func TestOnePhaseLostReply(t *testing.T) {
 	if err := c.settleOnePhase(ctx, tx, rw, "the call was lost"); err == nil {
 		t.Fatal("a settlement with nothing applied reported a commit")
 	}
-	pred, _, muts, stamped := c.onePhaseCall(tx, rw)
+	_, muts, stamped := c.onePhaseCall(tx, rw)
+	pred, _ := prewritePredicate(tx, rw)
 	if _, conflict, err := e.store.CommitOnePhase(ctx, rw.row, pred, muts, stamped, nil); err != nil || !conflict {
 		t.Fatalf("the late copy after the rollback record: conflict %v, %v; want refused", conflict, err)
 	}

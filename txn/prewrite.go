@@ -79,15 +79,7 @@ func (c *Client) prewrite(ctx context.Context, t *Txn, rw *rowWrites, primary *m
 // knows every lock, and every write record above its floor, so a
 // prewrite of a fresh transaction usually reads nothing.
 func (c *Client) prewriteCond(rw *rowWrites, startTS uint64) storage.Cond {
-	return func() (bool, bool) {
-		if c.index.lockedExcept(rw, startTS) {
-			return true, true
-		}
-		if c.index.fencedSince(startTS) {
-			return false, false // the store reads the fence
-		}
-		return c.index.writtenSince(rw, startTS)
-	}
+	return func() (bool, bool) { return c.index.conflicts(rw, startTS, startTS) }
 }
 
 // prewriteCall returns the prewrite's predicate, its write-record half
@@ -103,22 +95,36 @@ func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation, obs Obse
 
 // prewritePredicate is a prewrite's predicate (a lock of another
 // transaction, a write record at or after start_ts, or the row's GC
-// fence at or above it, in any cell of rw) and its write-record half.
+// fence at or above it, in any cell of rw) and its write-record half
+// (prewriteWrites).
 func prewritePredicate(t *Txn, rw *rowWrites) (pred, writes storage.Filter) {
 	pred = make(storage.Filter, 0, 3*len(rw.muts)+1)
-	writes = make(storage.Filter, 0, len(rw.muts)+1)
 	for _, m := range rw.muts {
-		w := storage.Selector{Family: FamilyWrite, Qualifier: m.col, Time: storage.From(t.startTS)}
 		pred = append(pred,
 			storage.Selector{Family: FamilyLock, Qualifier: m.col, Time: storage.Before(t.startTS)},
 			storage.Selector{Family: FamilyLock, Qualifier: m.col, Time: storage.From(t.startTS + 1)},
-			w)
-		writes = append(writes, w)
+			writeSince(m.col, t.startTS))
+	}
+	return append(pred, fenceSince(t.startTS)), prewriteWrites(t, rw)
+}
+
+// prewriteWrites is the write-record half of a prewrite's predicate: a
+// write record at or after start_ts in any cell of rw, or the row's GC
+// fence at or above it (the part the lock index cannot answer).
+func prewriteWrites(t *Txn, rw *rowWrites) storage.Filter {
+	writes := make(storage.Filter, 0, len(rw.muts)+1)
+	for _, m := range rw.muts {
+		writes = append(writes, writeSince(m.col, t.startTS))
 	}
 	// The row's GC fence at or above start_ts: collected history below
 	// it that this prewrite must not land on (doc.go, "Garbage
 	// collection").
-	return append(pred, fenceSince(t.startTS)), append(writes, fenceSince(t.startTS))
+	return append(writes, fenceSince(t.startTS))
+}
+
+// writeSince selects col's write records at or after ts.
+func writeSince(col string, ts uint64) storage.Selector {
+	return storage.Selector{Family: FamilyWrite, Qualifier: col, Time: storage.From(ts)}
 }
 
 // prewriteMutations returns what a prewrite of rw writes: each cell's

@@ -74,17 +74,47 @@ type latches struct {
 }
 
 // inflightSync is a durable write whose batch is applied and whose log
-// sync has not returned: done is closed once it has (and, if it failed,
-// after the store was failed). rows are its rows and mutations, copied
-// without their values: a reader may look at them after the write's
-// caller got its slices back.
+// sync has not returned: the channel doneCh returns is closed once it
+// has (and, if it failed, after the store was failed). rows are its rows
+// and mutations, copied without their values: a reader may look at them
+// after the write's caller got its slices back.
 type inflightSync struct {
-	done chan struct{}
+	// done is nil until a waiter makes the channel (most syncs have
+	// none), and closedChan once finish ran.
+	done atomic.Pointer[chan struct{}]
 	rows []storage.RowMutation
 	// The storage of rows for a write of one row and one mutation, the
 	// common one: one allocation instead of three.
 	oneRow [1]storage.RowMutation
 	oneMut [1]storage.Mutation
+}
+
+// closedChan is a closed channel: a finished sync's done.
+var closedChan = func() *chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return &ch
+}()
+
+// doneCh returns a channel closed once p's sync returned.
+func (p *inflightSync) doneCh() <-chan struct{} {
+	for {
+		if ch := p.done.Load(); ch != nil {
+			return *ch
+		}
+		ch := make(chan struct{})
+		if p.done.CompareAndSwap(nil, &ch) {
+			return ch
+		}
+	}
+}
+
+// finish marks p's sync as returned: the channel a waiter made, if one
+// did, is closed, and any later doneCh returns a closed one.
+func (p *inflightSync) finish() {
+	if ch := p.done.Swap(closedChan); ch != nil && ch != closedChan {
+		close(*ch)
+	}
 }
 
 // touches reports whether the write may change what filter selects in
@@ -254,7 +284,7 @@ func (h *hold) awaitSyncs(ctx context.Context) error {
 		}
 		h.release()
 		select {
-		case <-p.done:
+		case <-p.doneCh():
 			return errRelatch
 		case <-ctx.Done():
 			return ctx.Err()
@@ -284,7 +314,7 @@ func (l *latches) wait(ctx context.Context, row []byte, filter storage.Filter) e
 		return nil
 	}
 	select {
-	case <-p.done:
+	case <-p.doneCh():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -305,7 +335,7 @@ func (l *latches) waitRange(ctx context.Context, lo, hi []byte, filter storage.F
 			continue
 		}
 		select {
-		case <-p.done:
+		case <-p.doneCh():
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -317,7 +347,7 @@ func (l *latches) waitRange(ctx context.Context, lo, hi []byte, filter storage.F
 // their stripes' sync in flight. The caller holds every row's
 // latch.
 func (l *latches) beginSync(rows []storage.RowMutation) *inflightSync {
-	p := &inflightSync{done: make(chan struct{})}
+	p := &inflightSync{}
 	p.shapes(rows)
 	l.anySyncing.Add(1)
 	for i := range rows {
@@ -329,7 +359,7 @@ func (l *latches) beginSync(rows []storage.RowMutation) *inflightSync {
 // endSync marks p's sync as returned (after the store was failed, if it
 // failed): its waiters go on, and its stripes forget it.
 func (l *latches) endSync(p *inflightSync, rows []storage.RowMutation) {
-	close(p.done)
+	p.finish()
 	for i := range rows {
 		l.syncs[l.stripe(rows[i].Row)].CompareAndSwap(p, nil)
 	}

@@ -193,3 +193,35 @@ func TestWritesPassAHeldSync(t *testing.T) {
 		t.Fatalf("the deferred write after the sync returned: %v, %v", got.Cells, err)
 	}
 }
+
+// TestInflightSyncDone: a sync's waiters, whether they asked for its
+// channel before it finished (made then) or after (a closed one), all
+// go on once it finished, and none before.
+func TestInflightSyncDone(t *testing.T) {
+	p := &inflightSync{}
+	var early []<-chan struct{}
+	for range 3 {
+		early = append(early, p.doneCh())
+	}
+	for i, ch := range early {
+		select {
+		case <-ch:
+			t.Fatalf("waiter %d went on before the sync finished", i)
+		default:
+		}
+	}
+	woke := make(chan struct{})
+	go func() {
+		<-p.doneCh()
+		close(woke)
+	}()
+	p.finish()
+	<-woke
+	for i, ch := range append(early, p.doneCh()) {
+		select {
+		case <-ch:
+		default:
+			t.Fatalf("waiter %d still blocked after the sync finished", i)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seed-992972ee/percolator"
+	"github.com/seed-992972ee/percolator/internal/proccpu"
 )
 
 // BenchmarkUpdateSingleCell: durable single-cell write transactions from
@@ -26,7 +27,7 @@ func BenchmarkUpdateSingleCell(b *testing.B) {
 	defer db.Close()
 	value := make([]byte, 100)
 	b.SetParallelism(32)
-	before := processCPU()
+	before := proccpu.Used()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
@@ -37,7 +38,7 @@ func BenchmarkUpdateSingleCell(b *testing.B) {
 			}
 		}
 	})
-	if cpu := processCPU() - before; before > 0 {
+	if cpu := proccpu.Used() - before; before > 0 {
 		b.ReportMetric(float64(cpu)/float64(b.N)/float64(time.Microsecond), "cpu-µs/op")
 	}
 }

@@ -83,9 +83,10 @@
 // Below every layer: internal/mutant (the deliberate protocol bugs of
 // builds tagged percolator_mutants, which verify's tests must catch; a
 // constant false otherwise), internal/faultproxy (the fault proxy of
-// the tests and of verify's nemesis) and internal/loopback (the ports
+// the tests and of verify's nemesis), internal/loopback (the ports
 // picked for processes handed an address to listen on: etcd members,
-// verify's services).
+// verify's services) and internal/proccpu (the process's CPU time, for
+// the figures that report CPU per operation).
 //
 // Two departures from the design's list: bench and verify sit above
 // docindex and workload, whose jobs they measure and check; and rpc sits between the

@@ -38,6 +38,7 @@ var layers = map[string]int{
 	"rpc":                1,
 	"storage":            0, "rpc/rpcpb": 0, "internal/ctxwait": 0,
 	"history": 0, "internal/mutant": 0, "internal/faultproxy": 0, "internal/loopback": 0, // histories are plain data: it imports nothing of the module
+	"internal/proccpu": 0,
 }
 
 // testSupport are the packages that exist for tests (doubles, fault

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed-992972ee/percolator/internal/proccpu"
 )
 
 // timed shows a measurement that runs for d as a phase of Progress
@@ -109,9 +111,9 @@ func alternateAllCPU(ctx context.Context, n int, d time.Duration, ops ...func(*r
 	half := d / 2
 	for range 2 {
 		for i, op := range ops {
-			before := processCPU()
+			before := proccpu.Used()
 			k, e := count(ctx, n, half, op)
-			cpu[i] += processCPU() - before
+			cpu[i] += proccpu.Used() - before
 			done[i] += k
 			elapsed[i] += e
 		}

@@ -1,14 +1,14 @@
 //go:build unix
 
-package percolator_test
+package proccpu
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the CPU time, user and system, this process has used.
-func processCPU() time.Duration {
+// Used is the CPU time, user and system, this process has used.
+func Used() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

@@ -74,7 +74,7 @@ func (c *Client) asyncChecks(t *Txn, rows []*rowWrites, obs Observed) []storage.
 	}
 	checks := make([]storage.AsyncCheck, len(rows))
 	for i, rw := range rows {
-		pred, _ := prewritePredicate(t, rw)
+		pred := prewritePredicate(t, rw)
 		for _, m := range rw.muts {
 			pred = append(pred, storage.Selector{Family: FamilyLock, Qualifier: m.col, Time: storage.At(t.startTS)})
 		}
@@ -273,7 +273,7 @@ func (c *Client) asyncBlocked(ctx context.Context, t *Txn, a *asyncRows, checks 
 			a.stamp[i] = st.lock.MinCommitTS
 			continue
 		}
-		pred, _ := prewritePredicate(t, rw)
+		pred := prewritePredicate(t, rw)
 		resolved, err := c.prewriteConflict(ctx, t.startTS, rw, pred)
 		if !resolved || try == prewriteRetries {
 			return err

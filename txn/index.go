@@ -262,7 +262,8 @@ func (ix *cellIndex) pushedFrom(row []byte, col string, startTS, ts uint64) bool
 func (ix *cellIndex) fill(v *indexView, latest uint64) {
 	s := v.shard
 	s.mu.Lock()
-	if e, ok := s.cells[v.key]; s.gen == v.gen {
+	if s.gen == v.gen {
+		e, ok := s.cells[v.key]
 		e.latest, e.known = latest, true
 		ix.putLocked(s, v.key, e, ok)
 	}

@@ -128,7 +128,7 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 			c.acked(st.commitTS)
 			return nil
 		}
-		pred, _ := prewritePredicate(t, rw)
+		pred := prewritePredicate(t, rw)
 		resolved, err := c.prewriteConflict(cctx, t.startTS, rw, pred)
 		if !resolved || try == prewriteRetries {
 			if mayLand {
@@ -151,7 +151,7 @@ func (c *Client) commitOnePhase(ctx context.Context, t *Txn, rw *rowWrites, obsV
 // registry's version for the store to check.
 func (c *Client) sendOnePhase(ctx context.Context, t *Txn, rw *rowWrites, cond storage.Cond, writes storage.Filter, muts, stamped []storage.Mutation, obsVer uint64) (uint64, bool, error) {
 	if mutant.On(mutant.OnePhaseEarlyTS) {
-		pred, _ := prewritePredicate(t, rw)
+		pred := prewritePredicate(t, rw)
 		return c.onePhaseEarly(ctx, rw, pred, muts, stamped)
 	}
 	if og, ok := c.onePhase.(onePhaseGuarded); ok && c.index != nil {
@@ -176,7 +176,7 @@ func (c *Client) sendOnePhase(ctx context.Context, t *Txn, rw *rowWrites, cond s
 	if c.observers != nil {
 		observers = &obsVer
 	}
-	pred, _ := prewritePredicate(t, rw)
+	pred := prewritePredicate(t, rw)
 	return c.onePhase.CommitOnePhase(ctx, rw.row, pred, muts, stamped, observers)
 }
 

@@ -320,7 +320,7 @@ func TestOnePhaseLostReply(t *testing.T) {
 		t.Fatal("a settlement with nothing applied reported a commit")
 	}
 	_, muts, stamped := c.onePhaseCall(tx, rw)
-	pred, _ := prewritePredicate(tx, rw)
+	pred := prewritePredicate(tx, rw)
 	if _, conflict, err := e.store.CommitOnePhase(ctx, rw.row, pred, muts, stamped, nil); err != nil || !conflict {
 		t.Fatalf("the late copy after the rollback record: conflict %v, %v; want refused", conflict, err)
 	}

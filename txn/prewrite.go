@@ -88,24 +88,24 @@ func (c *Client) prewriteCond(rw *rowWrites, startTS uint64) storage.Cond {
 // lock-only mark (OpLock) is locked and checked as any write, and writes
 // no data.
 func (c *Client) prewriteCall(t *Txn, rw *rowWrites, primary *mutation, obs Observed) (pred, writes storage.Filter, muts []storage.Mutation) {
-	pred, writes = prewritePredicate(t, rw)
+	pred, writes = prewritePredicate(t, rw), prewriteWrites(t, rw)
 	muts, _ = c.prewriteMutations(t, rw, primary, obs, nil)
 	return pred, writes, muts
 }
 
-// prewritePredicate is a prewrite's predicate (a lock of another
+// prewritePredicate is a prewrite's predicate: a lock of another
 // transaction, a write record at or after start_ts, or the row's GC
-// fence at or above it, in any cell of rw) and its write-record half
-// (prewriteWrites).
-func prewritePredicate(t *Txn, rw *rowWrites) (pred, writes storage.Filter) {
-	pred = make(storage.Filter, 0, 3*len(rw.muts)+1)
+// fence at or above it, in any cell of rw (its write-record half alone:
+// prewriteWrites).
+func prewritePredicate(t *Txn, rw *rowWrites) storage.Filter {
+	pred := make(storage.Filter, 0, 3*len(rw.muts)+1)
 	for _, m := range rw.muts {
 		pred = append(pred,
 			storage.Selector{Family: FamilyLock, Qualifier: m.col, Time: storage.Before(t.startTS)},
 			storage.Selector{Family: FamilyLock, Qualifier: m.col, Time: storage.From(t.startTS + 1)},
 			writeSince(m.col, t.startTS))
 	}
-	return append(pred, fenceSince(t.startTS)), prewriteWrites(t, rw)
+	return append(pred, fenceSince(t.startTS))
 }
 
 // prewriteWrites is the write-record half of a prewrite's predicate: a

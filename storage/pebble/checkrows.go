@@ -3,6 +3,8 @@ package pebble
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -110,19 +112,12 @@ func (s *Store) checkRows(ctx context.Context, checks []storage.RowCheck, then [
 			return nil, 0, err
 		}
 	}
-	matched := make([]bool, len(checks))
+	matched, err := s.predicates(checks)
+	if err != nil {
+		return nil, 0, err
+	}
 	write := false
 	for i := range checks {
-		cells, err := s.readRow(checks[i].Row, s.prune(checks[i].Row, checks[i].Predicate), true)
-		if err != nil {
-			return nil, 0, err
-		}
-		matched[i] = len(cells) > 0
-		if matched[i] && len(checks[i].Unless) > 0 {
-			if matched[i], err = s.selectsNone(checks[i].Row, checks[i].Unless); err != nil {
-				return nil, 0, err
-			}
-		}
 		rows[i].Mutations = checks[i].IfFalse
 		if matched[i] {
 			rows[i].Mutations = checks[i].IfTrue
@@ -156,6 +151,88 @@ func (s *Store) checkRows(ctx context.Context, checks []storage.RowCheck, then [
 		return matched, 0, nil
 	}
 	return matched, ts, s.commitLocked(h, rows, sync, nil)
+}
+
+// predicates reads each check's predicate (and its unless where it
+// matched): matched[i] is checks[i]'s branch. The caller holds every
+// row's latch. One check reads as CheckAndMutate does; more read through
+// one iterator, made now (after every write the latches wait for), a
+// family at a time and in each the rows in key order, so that the tables
+// it opened for one row serve the next (keys are family first: a row's
+// families are far apart).
+func (s *Store) predicates(checks []storage.RowCheck) ([]bool, error) {
+	matched := make([]bool, len(checks))
+	if len(checks) == 1 {
+		cells, err := s.readRow(checks[0].Row, s.prune(checks[0].Row, checks[0].Predicate), true)
+		if err != nil {
+			return nil, err
+		}
+		matched[0] = len(cells) > 0
+		if matched[0] && len(checks[0].Unless) > 0 {
+			matched[0], err = s.selectsNone(checks[0].Row, checks[0].Unless)
+		}
+		return matched, err
+	}
+	it, err := s.newPointIter()
+	if err != nil {
+		return nil, fmt.Errorf("pebble: read predicates: %w", err)
+	}
+	order := make([]int, len(checks))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(checks[a].Row, checks[b].Row) })
+	preds, unless := make([][]group, len(checks)), make([][]group, len(checks))
+	for i := range checks {
+		preds[i] = groupByFamily(s.prune(checks[i].Row, checks[i].Predicate))
+		unless[i] = groupByFamily(checks[i].Unless)
+	}
+	// The predicates: a check matches once a family selects a cell.
+	err = selectsAny(it, checks, order, preds, func(i int) bool { return !matched[i] }, func(i int) { matched[i] = true })
+	if err == nil {
+		// The unless of each check that matched: it unmatches once a
+		// family selects a cell.
+		err = selectsAny(it, checks, order, unless, func(i int) bool { return matched[i] }, func(i int) { matched[i] = false })
+	}
+	if cerr := it.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("pebble: read predicates: %w", cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return matched, nil
+}
+
+// selectsAny reads, through it, a family at a time (in family order) and
+// in each the checks in order, the group of each check i in that family
+// while want(i), and calls found(i) when it selects a cell.
+func selectsAny(it *pebble.Iterator, checks []storage.RowCheck, order []int, groups [][]group, want func(int) bool, found func(int)) error {
+	var families []string
+	for i := range groups {
+		for _, g := range groups[i] {
+			families = append(families, g.family)
+		}
+	}
+	slices.Sort(families)
+	for _, family := range slices.Compact(families) {
+		for _, i := range order {
+			if !want(i) {
+				continue
+			}
+			k := slices.IndexFunc(groups[i], func(g group) bool { return g.family == family })
+			if k < 0 {
+				continue
+			}
+			cells, err := readGroupsIn(it, checks[i].Row, groups[i][k:k+1], true)
+			if err != nil {
+				return err
+			}
+			if len(cells) > 0 {
+				found(i)
+			}
+		}
+	}
+	return nil
 }
 
 // stampRows puts each row's stamped mutations, at ts, before its own:

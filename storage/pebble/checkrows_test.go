@@ -3,7 +3,10 @@ package pebble
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/seed-992972ee/percolator/storage"
 )
@@ -101,5 +104,94 @@ func TestCheckAndMutateRowsUnless(t *testing.T) {
 	r, err := s.ReadRow(ctx, []byte("z"), storage.Filter{{Family: "d", Qualifier: "c"}})
 	if err != nil || len(r.Cells) != 0 {
 		t.Fatalf("then applied although unless selected a cell: %v, %v", r.Cells, err)
+	}
+}
+
+// TestCheckAndMutateRowsRandomized: a batch of checks reads its
+// predicates a family at a time through one iterator; each check's
+// branch is what reading its predicate and its unless on their own, just
+// before the batch, decides. Random cells in four families over rows
+// some of whose versions are flushed to tables and some in the memtable,
+// random predicates and unlesses (exact cells, time ranges, every
+// qualifier of a family), batches of up to 12 rows.
+func TestCheckAndMutateRowsRandomized(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, t.TempDir())
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	t.Logf("seed %d", rng.Uint64())
+	families := []string{"data", "gcfence", "lock", "write"}
+	quals := []string{"a", "b", "c"}
+	rowName := func(i int) []byte { return []byte(fmt.Sprintf("r%02d", i)) }
+	selector := func() storage.Selector {
+		sel := storage.Selector{Family: families[rng.IntN(len(families))], Qualifier: quals[rng.IntN(len(quals))]}
+		switch rng.IntN(4) {
+		case 0:
+			sel.Time = storage.At(uint64(1 + rng.IntN(20)))
+		case 1:
+			sel.Time = storage.From(uint64(1 + rng.IntN(20)))
+		case 2:
+			sel.Time = storage.Before(uint64(1 + rng.IntN(20)))
+		default:
+			sel.Qualifier, sel.AllQualifiers = "", true
+		}
+		return sel
+	}
+	filter := func() storage.Filter {
+		var f storage.Filter
+		for range rng.IntN(4) {
+			f = append(f, selector())
+		}
+		return f
+	}
+	for round := range 60 {
+		var rows []storage.RowMutation
+		for range 20 {
+			var ms []storage.Mutation
+			for range 1 + rng.IntN(3) {
+				ms = append(ms, storage.SetCell(families[rng.IntN(len(families))], quals[rng.IntN(len(quals))], uint64(1+rng.IntN(20)), []byte{byte(round)}))
+			}
+			rows = append(rows, storage.RowMutation{Row: rowName(rng.IntN(40)), Mutations: ms})
+		}
+		if _, err := s.MutateRows(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+		if round%7 == 0 {
+			if err := s.db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		picked := rng.Perm(40)[:1+rng.IntN(12)]
+		checks := make([]storage.RowCheck, len(picked))
+		want := make([]bool, len(picked))
+		for i, r := range picked {
+			checks[i] = storage.RowCheck{Row: rowName(r), Predicate: filter()}
+			if rng.IntN(2) == 0 {
+				checks[i].Unless = filter()
+			}
+			if len(checks[i].Predicate) > 0 {
+				got, err := s.ReadRow(ctx, checks[i].Row, checks[i].Predicate)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want[i] = len(got.Cells) > 0
+			}
+			if want[i] && len(checks[i].Unless) > 0 {
+				got, err := s.ReadRow(ctx, checks[i].Row, checks[i].Unless)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want[i] = len(got.Cells) == 0
+			}
+		}
+		matched, err := s.CheckAndMutateRows(ctx, checks, rng.IntN(2) == 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range checks {
+			if matched[i] != want[i] {
+				t.Fatalf("round %d, check %d of %d (row %s, predicate %v, unless %v): matched %v; reading them on their own decides %v",
+					round, i, len(checks), checks[i].Row, checks[i].Predicate, checks[i].Unless, matched[i], want[i])
+			}
+		}
 	}
 }

@@ -18,6 +18,9 @@ type group struct {
 // groupByFamily splits a filter by family, in family order. The groups
 // share one sorted copy of the filter.
 func groupByFamily(f storage.Filter) []group {
+	if len(f) == 0 {
+		return nil
+	}
 	sorted := slices.Clone(f)
 	slices.SortFunc(sorted, func(a, b storage.Selector) int {
 		return cmp.Or(cmp.Compare(a.Family, b.Family), cmp.Compare(a.Qualifier, b.Qualifier))

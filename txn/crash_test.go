@@ -29,9 +29,15 @@ func TestCrashPoints(t *testing.T) {
 	}
 	for _, backend := range backends {
 		for _, p := range points {
-			t.Run(fmt.Sprintf("%s/%s#%d", backend, p.point, p.nth), func(t *testing.T) {
-				testCrashPoint(t, backend, p.point, p.nth, p.whole)
-			})
+			for _, scan := range []bool{false, true} {
+				name := fmt.Sprintf("%s/%s#%d", backend, p.point, p.nth)
+				if scan {
+					name += "/scan"
+				}
+				t.Run(name, func(t *testing.T) {
+					testCrashPoint(t, backend, p.point, p.nth, p.whole, scan)
+				})
+			}
 		}
 	}
 }
@@ -54,7 +60,7 @@ func fiveRowTxn(ctx context.Context, t *testing.T, c *Client) *Txn {
 	return tx
 }
 
-func testCrashPoint(t *testing.T, backend string, point string, nth int, whole bool) {
+func testCrashPoint(t *testing.T, backend string, point string, nth int, whole, scan bool) {
 	ctx := context.Background()
 	e := newEnvBackend(t, backend)
 	writer := e.client("writer")
@@ -77,8 +83,25 @@ func testCrashPoint(t *testing.T, backend string, point string, nth int, whole b
 	e.live.Unregister("writer") // the process died
 
 	reader := e.client("reader")
-	r, _ := reader.BeginReadOnly(ctx)
 	want := map[bool]string{true: "new", false: "old"}[whole]
+	if scan {
+		// A scan meets every lock the crash left (all of one transaction),
+		// resolves them, and reads past the records they leave.
+		r, _ := reader.BeginReadOnly(ctx)
+		kvs, err := r.Scan(ctx, "r0", "r5", "v", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(kvs) != 5 {
+			t.Fatalf("scan returned %d rows, want 5: %q", len(kvs), kvs)
+		}
+		for i, kv := range kvs {
+			if string(kv.Row) != fmt.Sprintf("r%d", i) || string(kv.Value) != want {
+				t.Fatalf("scan row %d: %s = %q; want r%d = %q", i, kv.Row, kv.Value, i, want)
+			}
+		}
+	}
+	r, _ := reader.BeginReadOnly(ctx)
 	for i := range 5 {
 		v, err := r.Get(ctx, fmt.Sprintf("r%d", i), "v")
 		if err != nil || string(v) != want {

@@ -17,7 +17,8 @@ import (
 
 // TestScenarios runs the protocol scenarios in testdata/ (its files, not
 // its folders) on each backend: with the single owner's in-memory index,
-// without it, and on Bigtable's emulator. Regenerate with -rewrite.
+// without it, without it on a store that reads several rows in one call
+// (as a server's), and on Bigtable's emulator. Regenerate with -rewrite.
 func TestScenarios(t *testing.T) {
 	files := scenarioFiles(t, "testdata")
 	for _, backend := range backends {

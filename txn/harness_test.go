@@ -80,14 +80,20 @@ func newEnvOn(t testing.TB, st storage.Store, indexed bool) *env {
 }
 
 // backends are the stores the protocol tests run on: memory with the
-// owner's index, memory shared (no index, no deferred writes), and
-// Bigtable (its emulator).
-var backends = []string{"indexed", "shared", "bigtable"}
+// owner's index, memory shared (no index, no deferred writes), the same
+// reading several rows in one call as a server's store does (the
+// client's batched reads), and Bigtable (its emulator).
+var backends = []string{"indexed", "shared", "multi", "bigtable"}
 
 var btTables atomic.Int64
 
 // newEnvBackend is newEnv on the named backend.
 func newEnvBackend(t testing.TB, backend string) *env {
+	if backend == "multi" {
+		mem := memory.New()
+		t.Cleanup(func() { _ = mem.Close() })
+		return newEnvOn(t, storagetest.MultiReadStore{SharedStore: storagetest.SharedStore{Store: mem}}, false)
+	}
 	if backend != "bigtable" {
 		return newEnv(t, backend == "indexed")
 	}

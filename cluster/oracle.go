@@ -102,7 +102,7 @@ func dialChecked(ctx context.Context, endpoints []string) (*clientv3.Client, err
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("etcd %s unreachable: %w", strings.Join(endpoints, ","), err)
+		return nil, fmt.Errorf("etcd %s unreachable (no answer within %v): %w", strings.Join(endpoints, ","), attemptTimeout, err)
 	}
 	return cli, nil
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,16 +24,28 @@ import (
 
 var (
 	seedFlag = flag.Uint64("seed", 0, "seed of TestMonotonicAcrossPowerCuts (0: from the clock)")
-	restarts = flag.Int("restarts", 200, "restarts in TestMonotonicAcrossPowerCuts")
+	restarts = flag.Int("restarts", 40, "restarts in TestMonotonicAcrossPowerCuts")
 )
 
 // TestMonotonicAcrossPowerCuts: a server on a crashable in-memory disk
 // hands out timestamps through oracle/remote, and its power is cut (the
 // disk keeps what was synced, sometimes half or all of the rest too; one
-// time in ten it stops cleanly instead) and it restarts, 200 times: every
-// timestamp handed out is strictly above every one handed out before. Each incarnation has a fresh client, so
-// the clients' own checks cannot hide a regression.
-func TestMonotonicAcrossPowerCuts(t *testing.T) {
+// time in ten it stops cleanly instead) and it restarts, 40 times (-restarts):
+// every timestamp handed out is strictly above every one handed out
+// before. Each incarnation has a fresh client, so the clients' own checks
+// cannot hide a regression.
+func TestMonotonicAcrossPowerCuts(t *testing.T) { monotonicAcrossPowerCuts(t, *restarts) }
+
+// TestFaultSuiteMonotonicAcrossPowerCuts (PERCOLATOR_FAULT_SUITE=1) is
+// TestMonotonicAcrossPowerCuts with 300 restarts.
+func TestFaultSuiteMonotonicAcrossPowerCuts(t *testing.T) {
+	if os.Getenv("PERCOLATOR_FAULT_SUITE") != "1" {
+		t.Skip("a fault soak: set PERCOLATOR_FAULT_SUITE=1 to run it")
+	}
+	monotonicAcrossPowerCuts(t, 300)
+}
+
+func monotonicAcrossPowerCuts(t *testing.T, restarts int) {
 	seed := *seedFlag
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -50,7 +63,7 @@ func TestMonotonicAcrossPowerCuts(t *testing.T) {
 		}
 		high = first + uint64(n) - 1
 	}
-	for i := range *restarts {
+	for i := range restarts {
 		srv := servertest.Start(t, server.Options{FS: fs, Dir: "/db", Logger: quiet}, "")
 		conn, err := rpc.Dial(ctx, srv.Addr, rpc.DialOptions{})
 		if err != nil {

@@ -109,30 +109,25 @@ func (s *Store) readRow(row []byte, filter storage.Filter, first bool) ([]storag
 	if err != nil {
 		return nil, fmt.Errorf("pebble: read %q: %w", row, err)
 	}
-	cells, err := readRowIn(it, row, filter, first)
+	cells, err := readGroupsIn(it, row, groupByFamily(filter), first)
 	if cerr := it.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("pebble: read %q: %w", row, cerr)
 	}
 	return cells, err
 }
 
-// newPointIter is an iterator for point reads of rows (readRowIn).
+// newPointIter is an iterator for point reads of rows (readGroupsIn).
 func (s *Store) newPointIter() (*pebble.Iterator, error) {
 	// Bloom filters on every level, the last included (pebble skips it by
 	// default): a point read of a column no table holds reads no block.
 	return s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
 }
 
-// readRowIn is readRow through it, which the caller made (newPointIter)
-// and closes. It reads what it sees, so the caller makes it after every
-// write it must see.
-func readRowIn(it *pebble.Iterator, row []byte, filter storage.Filter, first bool) ([]storage.Cell, error) {
-	return readGroupsIn(it, row, groupByFamily(filter), first)
-}
-
-// readGroupsIn is readRowIn of a filter already grouped by family: the
-// reads of many rows through one iterator, one family at a time and the
-// rows in key order (predicates), reuse the tables it has open where
+// readGroupsIn reads the cells of row that groups (a filter grouped by
+// family) select, or only the first when first is set, through it, which
+// the caller made (newPointIter) after every write the read must see and
+// closes. Reads of many rows through one iterator, a family at a time and
+// the rows in key order (predicates), reuse the tables it has open where
 // each read through an iterator of its own opened them again.
 func readGroupsIn(it *pebble.Iterator, row []byte, groups []group, first bool) ([]storage.Cell, error) {
 	r := readerPool.Get().(*reader)

@@ -80,6 +80,18 @@ func (c *Client) resolveLock(ctx context.Context, row []byte, col string, lockTS
 	if !c.pushing() {
 		pushTS = 0
 	}
+	if pushTS > lockTS && c.alive(ctx, &lock) {
+		// Push first, without reading the primary's status: a push that
+		// applies finds the primary's lock standing, which is all the
+		// read past it needs (doc.go, "Reads through locks", 1 and 2),
+		// and the lock met, alive, says the primary's (written with it,
+		// only ever extended by beats) is alive too. A read that meets
+		// a live lock makes one call more, not two. Not applied: the
+		// primary's lock is gone, and its status decides below.
+		if err := c.pushLock(ctx, row, col, lockTS, pushTS, &lock); err != nil {
+			return err
+		}
+	}
 	for range maxResolveSteps {
 		st, err := c.status(ctx, lock.PrimaryRow, lock.PrimaryCol, lockTS)
 		if err != nil {

@@ -765,7 +765,11 @@
 //     and resolves as without the option (committed below T: roll
 //     forward; rolled back: roll back), but for a commit above T: its
 //     record is in no snapshot at T, so the reader reads past the lock
-//     (a secondary's, not yet rolled forward) without writing.
+//     (a secondary's, not yet rolled forward) without writing. A reader
+//     whose lock met is alive (its wall time and TTL, its owner) pushes
+//     at once, without reading X's status first: only a push that
+//     applies lets it read past, so the status read, needed when the
+//     push does not apply, is one call saved when it does.
 //  3. X's commit point applies only if its primary lock is at s and no
 //     push of X is at or above its commit_ts c: a conditional write with
 //     an unless filter (storage.Unlessed, storage.RowCheck.Unless over a

@@ -186,7 +186,7 @@ func Dial(ctx context.Context, addr string, opts DialOptions) (*Conn, error) {
 	}
 	dopts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(opts.MaxMessageSize), grpc.MaxCallSendMsgSize(opts.MaxMessageSize)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(opts.MaxMessageSize), grpc.MaxCallSendMsgSize(opts.MaxMessageSize), CodecCallOption()),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
 		// Reconnect as often as Do retries: gRPC's default back-off (1s
 		// growing to 2 minutes) would leave a client idle for seconds after

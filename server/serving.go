@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/seed-992972ee/percolator/rpc"
 )
 
 // serving is the gRPC server both roles (Server, OracleServer) run their
@@ -53,7 +55,7 @@ const streamWorkers = 64
 // on it. The caller registers its own services on grpc before serving.
 func (s *serving) init(sopts []grpc.ServerOption) {
 	workers := uint32(streamWorkers * runtime.GOMAXPROCS(0))
-	s.grpc = grpc.NewServer(append(sopts, grpc.NumStreamWorkers(workers))...)
+	s.grpc = grpc.NewServer(append(sopts, grpc.NumStreamWorkers(workers), rpc.CodecServerOption())...)
 	s.health = health.NewServer()
 	s.draining = make(chan struct{})
 	healthpb.RegisterHealthServer(s.grpc, drainingHealth{s.health, s.draining})

@@ -163,14 +163,8 @@ func (s *Store) checkRows(ctx context.Context, checks []storage.RowCheck, then [
 func (s *Store) predicates(checks []storage.RowCheck) ([]bool, error) {
 	matched := make([]bool, len(checks))
 	if len(checks) == 1 {
-		cells, err := s.readRow(checks[0].Row, s.prune(checks[0].Row, checks[0].Predicate), true)
-		if err != nil {
-			return nil, err
-		}
-		matched[0] = len(cells) > 0
-		if matched[0] && len(checks[0].Unless) > 0 {
-			matched[0], err = s.selectsNone(checks[0].Row, checks[0].Unless)
-		}
+		var err error
+		matched[0], err = s.matches(checks[0].Row, nil, checks[0].Predicate, checks[0].Unless)
 		return matched, err
 	}
 	it, err := s.newPointIter()

@@ -96,14 +96,9 @@ func (s *Store) checkAndMutate(ctx context.Context, row []byte, cond storage.Con
 	if err := s.latched(ctx); err != nil {
 		return false, err
 	}
-	matched, err := s.decide(row, cond, predicate)
+	matched, err := s.matches(row, cond, predicate, unless)
 	if err != nil {
 		return false, err
-	}
-	if matched && len(unless) > 0 {
-		if matched, err = s.selectsNone(row, unless); err != nil {
-			return false, err
-		}
 	}
 	branch := ifFalse
 	if matched {
@@ -129,6 +124,17 @@ func (s *Store) decide(row []byte, cond storage.Cond, predicate storage.Filter) 
 	}
 	cells, err := s.readRow(row, s.prune(row, predicate), true)
 	return len(cells) > 0, err
+}
+
+// matches reports whether a check of row takes its true branch: its
+// predicate selects a cell (as decide says) and its unless none. The
+// caller holds the row's latch.
+func (s *Store) matches(row []byte, cond storage.Cond, predicate, unless storage.Filter) (bool, error) {
+	matched, err := s.decide(row, cond, predicate)
+	if err != nil || !matched || len(unless) == 0 {
+		return matched, err
+	}
+	return s.selectsNone(row, unless)
 }
 
 // selectsNone reports whether filter selects no cell of row. The caller
